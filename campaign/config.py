@@ -1,0 +1,609 @@
+"""The campaign config: frozen pydantic models, one loader, overrides and the config digest.
+
+A campaign file names or inlines a `cluster`, a `model` and a failure profile; a string in place of a mapping
+is a path to another YAML file, relative to the file that names it. Errors read `file:line: field.path: message`
+and say how to fix them. Defaults live here, once. Figures from publications carry a `source` beside them.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from campaign.errors import ConfigError
+
+Source = str | None
+SOURCE_FIELD = Field(None, description="Where a published figure comes from (paper, section, table).")
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+# ----------------------------------------------------------------------------------------------- cluster
+
+
+class AcceleratorConfig(Frozen):
+    name: str = Field(description="Accelerator model, e.g. H100-SXM-80GB.")
+    peak_bf16_tflops: float = Field(gt=0, description="Peak dense BF16 tensor throughput per GPU, TFLOP/s.")
+    hbm_gib: float = Field(gt=0, description="HBM capacity per GPU, GiB.")
+    tdp_w: float = Field(gt=0, description="Thermal design power per GPU, W.")
+    idle_w: float = Field(ge=0, description="Power per GPU when idle, W (an assumption unless measured).")
+    source: Source = SOURCE_FIELD
+
+    @model_validator(mode="after")
+    def _idle_below_tdp(self) -> AcceleratorConfig:
+        if self.idle_w > self.tdp_w:
+            raise ValueError(f"idle_w ({self.idle_w}) is above tdp_w ({self.tdp_w}); set idle_w below tdp_w")
+        return self
+
+
+class NetworkConfig(Frozen):
+    nvlink_domain_gpus: int = Field(gt=0, description="GPUs joined by NVLink/NVSwitch (8 on HGX, 72 on NVL72).")
+    nvlink_gb_per_s: float = Field(gt=0, description="Achievable NVLink bandwidth per GPU, GB/s per direction.")
+    nic_gb_per_s: float = Field(gt=0, description="Scale-out NIC bandwidth per GPU, GB/s per direction.")
+    pod_gpus: int = Field(gt=0, description="GPUs in one non-blocking pod of the scale-out fabric.")
+    oversubscription: float = Field(ge=1, description="Downlink:uplink ratio between pods (7 means 1:7).")
+    source: Source = SOURCE_FIELD
+
+
+class PowerConfig(Frozen):
+    node_overhead_w: float = Field(ge=0, description="Node power beyond its GPUs (CPUs, NICs, fans), W.")
+    pue: float = Field(ge=1, description="Facility power usage effectiveness (facility power / IT power).")
+    source: Source = SOURCE_FIELD
+
+
+class CostConfig(Frozen):
+    gpu_hour_usd: float = Field(ge=0, description="Price of one GPU-hour, USD.")
+    energy_usd_per_mwh: float = Field(ge=0, description="Price of facility energy, USD per MWh.")
+    source: Source = SOURCE_FIELD
+
+
+class FailureCategoryConfig(Frozen):
+    name: str = Field(description="Failure category, e.g. faulty_gpu.")
+    scope: Literal["gpu", "node", "network", "job"] = Field(
+        description="What fails: one GPU, a whole node, a network element, or the job itself (software)."
+    )
+    per_gpu_year: float | None = Field(None, ge=0, description="Rate per GPU-year (give this or per_1k_node_days).")
+    per_1k_node_days: float | None = Field(
+        None, ge=0, description="Rate per 1,000 node-days (give this or per_gpu_year)."
+    )
+    detect_s: float = Field(ge=0, description="Seconds from the fault until the job notices it.")
+    restart_s: float = Field(ge=0, description="Seconds to restart the job from the last checkpoint.")
+    repair_h: float = Field(ge=0, description="Hours to repair the failed hardware off the job's path.")
+    source: Source = SOURCE_FIELD
+
+    @model_validator(mode="after")
+    def _exactly_one_rate(self) -> FailureCategoryConfig:
+        if (self.per_gpu_year is None) == (self.per_1k_node_days is None):
+            raise ValueError(f"failure category '{self.name}' needs exactly one of per_gpu_year or per_1k_node_days")
+        return self
+
+    def rate_per_node_hour(self, gpus_per_node: int) -> float:
+        """Failure rate per node-hour, whichever unit the config used."""
+        if self.per_gpu_year is not None:
+            return self.per_gpu_year * gpus_per_node / (365.0 * 24.0)
+        assert self.per_1k_node_days is not None
+        return self.per_1k_node_days / 1000.0 / 24.0
+
+
+class PlannedMaintenanceConfig(Frozen):
+    per_day: float = Field(0.0, ge=0, description="Planned interruptions per day (firmware, config changes).")
+    duration_min: float = Field(0.0, ge=0, description="Minutes each planned interruption holds the job.")
+    source: Source = SOURCE_FIELD
+
+
+class ClusterConfig(Frozen):
+    name: str = Field("cluster", description="Cluster name.")
+    nodes: int = Field(gt=0, description="Nodes the job uses (GPUs = nodes x gpus_per_node).")
+    gpus_per_node: int = Field(gt=0, description="GPUs in one node.")
+    spare_nodes: int = Field(0, ge=0, description="Hot spare nodes that replace failed nodes.")
+    accelerator: AcceleratorConfig
+    network: NetworkConfig
+    power: PowerConfig
+    cost: CostConfig
+    failures: tuple[FailureCategoryConfig, ...] = Field(
+        (), description="Unexpected failure categories, each a Poisson process at its rate and scope."
+    )
+    planned: PlannedMaintenanceConfig = PlannedMaintenanceConfig()
+    diurnal_amplitude: float = Field(
+        0.0, ge=0, lt=0.5, description="Peak-to-mean fraction of diurnal throughput drift (0.01 = 1%)."
+    )
+    source: Source = SOURCE_FIELD
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    @field_validator("failures")
+    @classmethod
+    def _unique_names(cls, value: tuple[FailureCategoryConfig, ...]) -> tuple[FailureCategoryConfig, ...]:
+        names = [f.name for f in value]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"failure category names must be unique; repeated: {', '.join(dupes)}")
+        return value
+
+
+# ------------------------------------------------------------------------------------------------- model
+
+
+class ModelConfig(Frozen):
+    name: str = Field("model", description="Model name.")
+    layers: int = Field(gt=0, description="Transformer layers.")
+    hidden: int = Field(gt=0, description="Hidden size.")
+    heads: int = Field(gt=0, description="Attention (query) heads.")
+    kv_heads: int = Field(gt=0, description="Key/value heads (grouped-query attention; = heads for MHA).")
+    ffn_hidden: int = Field(gt=0, description="Feed-forward inner size (SwiGLU: three matrices of this width).")
+    vocab: int = Field(gt=0, description="Vocabulary size.")
+    seq_len: int = Field(gt=0, description="Training sequence length, tokens.")
+    source: Source = SOURCE_FIELD
+
+    @model_validator(mode="after")
+    def _shapes(self) -> ModelConfig:
+        if self.hidden % self.heads:
+            raise ValueError(f"hidden ({self.hidden}) must be divisible by heads ({self.heads})")
+        if self.heads % self.kv_heads:
+            raise ValueError(f"heads ({self.heads}) must be divisible by kv_heads ({self.kv_heads})")
+        return self
+
+
+# -------------------------------------------------------------------------------------------------- plan
+
+
+class LayoutConfig(Frozen):
+    tp: int = Field(1, gt=0, description="Tensor-parallel degree.")
+    pp: int = Field(1, gt=0, description="Pipeline-parallel degree.")
+    dp: int = Field(1, gt=0, description="Data-parallel degree.")
+    cp: int = Field(1, gt=0, description="Context-parallel degree.")
+    vpp: int = Field(1, gt=0, description="Virtual pipeline stages per PP rank (interleaved 1F1B).")
+
+    @property
+    def world(self) -> int:
+        return self.tp * self.pp * self.dp * self.cp
+
+
+class CheckpointConfig(Frozen):
+    interval_s: float | Literal["auto"] = Field(
+        "auto", description="Seconds between checkpoints, or 'auto' for the Young/Daly optimum."
+    )
+    is_async: bool = Field(
+        False, alias="async", description="Asynchronous save: only the copy to host memory blocks training."
+    )
+    storage_gb_per_s: float = Field(gt=0, description="Aggregate checkpoint write bandwidth to storage, GB/s.")
+    source: Source = SOURCE_FIELD
+
+    @field_validator("interval_s")
+    @classmethod
+    def _positive(cls, value: float | str) -> float | str:
+        if value != "auto" and float(value) <= 0:
+            raise ValueError("interval_s must be a positive number of seconds or 'auto'")
+        return value
+
+
+class PowerSmoothingConfig(Frozen):
+    floor_fraction: float = Field(0.0, ge=0, le=1, description="GPU power floor as a fraction of TDP.")
+    ramp_mw_per_s: float | None = Field(None, gt=0, description="Facility ramp limit, MW per second.")
+
+
+class PlanConfig(Frozen):
+    layout: LayoutConfig = LayoutConfig()
+    micro_batch: int = Field(1, gt=0, description="Sequences per micro-batch.")
+    global_batch_tokens: int = Field(gt=0, description="Tokens per optimizer step (all data-parallel ranks).")
+    zero_stage: Literal[0, 1, 2, 3] = Field(1, description="ZeRO stage (1 = distributed optimizer).")
+    recompute: Literal["none", "selective", "full"] = Field("selective", description="Activation recomputation.")
+    kernel_efficiency: float = Field(
+        0.55, gt=0, le=1, description="Fraction of peak the GEMM/attention kernels reach (calibrated)."
+    )
+    target_tokens: float = Field(gt=0, description="Tokens to train in the campaign.")
+    checkpoint: CheckpointConfig
+    power_smoothing: PowerSmoothingConfig | None = Field(None, description="Absent means no smoothing.")
+
+
+# ------------------------------------------------------------------------------------------ window, data
+
+
+class WindowConfig(Frozen):
+    start: datetime = Field(description="Start of the execution window, ISO 8601.")
+    days: float = Field(gt=0, description="Length of the execution window, days.")
+
+
+class SourceConfig(Frozen):
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$", description="Source name (lowercase, digits, - and _).")
+    path: str = Field(description="Glob of input files, relative to the config file or absolute.")
+    format: Literal["jsonl", "parquet"] = Field(description="File format.")
+    text_field: str = Field("text", description="Field that holds the document text.")
+    id_field: str | None = Field(None, description="Field that holds a document id (else file:line).")
+    weight: float = Field(gt=0, description="Planned share of training tokens from this source.")
+
+
+class CleaningConfig(Frozen):
+    min_words: int = Field(50, ge=0, description="Reject documents with fewer words (Gopher: 50).")
+    max_words: int = Field(100_000, gt=0, description="Reject documents with more words (Gopher: 100,000).")
+    max_doc_bytes: int = Field(1_000_000, gt=0, description="Reject documents larger than this, UTF-8 bytes.")
+    min_mean_word_length: float = Field(3.0, ge=0, description="Gopher: mean word length at least 3.")
+    max_mean_word_length: float = Field(10.0, gt=0, description="Gopher: mean word length at most 10.")
+    max_symbol_word_ratio: float = Field(0.1, ge=0, description="Gopher: '#' or ellipsis per word at most 0.1.")
+    min_alpha_word_fraction: float = Field(0.8, ge=0, le=1, description="Gopher: 80% of words have a letter.")
+    min_stop_words: int = Field(2, ge=0, description="Gopher: at least 2 of the, be, to, of, and, that, have, with.")
+    max_duplicate_line_fraction: float = Field(0.3, ge=0, le=1, description="Gopher: duplicate lines at most 30%.")
+    exact_dedup: bool = Field(True, description="Drop exact duplicates (after normalisation), keeping the first.")
+    source: Source = Field("Gopher (Rae et al. 2021, arXiv 2112.11446, App. A)", description="Thresholds' origin.")
+
+
+class DataConfig(Frozen):
+    sources: tuple[SourceConfig, ...] = Field(min_length=1, description="Input sources.")
+    cleaning: CleaningConfig = CleaningConfig()
+    tokenizer: Literal["gpt2-pretokens", "utf8-bytes"] = Field(
+        "gpt2-pretokens",
+        description="Token counter: GPT-2 pre-tokenizer pieces (a lower bound on BPE tokens) or UTF-8 bytes.",
+    )
+
+    @field_validator("sources")
+    @classmethod
+    def _unique_sources(cls, value: tuple[SourceConfig, ...]) -> tuple[SourceConfig, ...]:
+        names = [s.name for s in value]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"source names must be unique; repeated: {', '.join(dupes)}")
+        return value
+
+
+# ------------------------------------------------------------------------------------------------- gates
+
+
+class DataGateConfig(Frozen):
+    min_documents: int = Field(1, ge=0, description="Clean documents needed.")
+    min_tokens: float = Field(1, ge=0, description="Clean tokens needed.")
+    max_rejected_fraction: float = Field(0.5, ge=0, le=1, description="Largest share of input documents rejected.")
+    mixture_tolerance: float = Field(
+        0.5, ge=0, description="Largest relative gap between a source's token share and its planned weight."
+    )
+
+
+class ConfigGateConfig(Frozen):
+    max_memory_fraction: float = Field(0.95, gt=0, le=1, description="Largest share of HBM the plan may use.")
+    min_window_margin: float = Field(
+        0.0, ge=0, lt=1, description="Share of the window to keep free after the expected campaign length."
+    )
+
+
+class GatesConfig(Frozen):
+    data: DataGateConfig = DataGateConfig()
+    config: ConfigGateConfig = ConfigGateConfig()
+
+
+class CommitConfig(Frozen):
+    require_approval: bool = Field(False, description="A person approves the booking in the Prefect UI.")
+    approval_timeout_s: float = Field(3600, gt=0, description="How long to wait for approval.")
+
+
+class SimConfig(Frozen):
+    replicas: int = Field(8, gt=0, description="Replicas for `campaign simulate`.")
+    power_sample_s: float = Field(60.0, gt=0, description="Resolution of the stored power series, seconds.")
+
+
+class RuntimeConfig(Frozen):
+    task_runner: Literal["threads", "dask"] = Field("threads", description="Task runner for per-shard work.")
+    dask_address: str | None = Field(None, description="Address of a Dask scheduler (else a LocalCluster).")
+    max_workers: int = Field(2, gt=0, description="Parallel workers for the threads or local Dask runner.")
+
+
+# ---------------------------------------------------------------------------------------------- campaign
+
+
+class CampaignConfig(Frozen):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="Campaign name (names the workspace).")
+    seed: int = Field(0, ge=0, description="Seed of every random stream (numpy SeedSequence).")
+    cluster: ClusterConfig
+    model: ModelConfig
+    plan: PlanConfig
+    window: WindowConfig
+    data: DataConfig
+    gates: GatesConfig = GatesConfig()
+    commit: CommitConfig = CommitConfig()
+    sim: SimConfig = SimConfig()
+    runtime: RuntimeConfig = RuntimeConfig()
+
+    @model_validator(mode="after")
+    def _layout_matches_cluster(self) -> CampaignConfig:
+        # A leading "@dotted.path: " tells the loader which key (and so which file:line) to blame.
+        lay, cl, m = self.plan.layout, self.cluster, self.model
+        if lay.world != cl.gpus:
+            raise ValueError(
+                f"@plan.layout: tp x pp x dp x cp = {lay.tp}x{lay.pp}x{lay.dp}x{lay.cp} = {lay.world} GPUs, but "
+                f"cluster has nodes x gpus_per_node = {cl.nodes}x{cl.gpus_per_node} = {cl.gpus}; "
+                "change plan.layout.dp or cluster.nodes so they match"
+            )
+        if m.heads % lay.tp:
+            raise ValueError(f"@plan.layout.tp: tp ({lay.tp}) must divide model.heads ({m.heads}); pick a divisor")
+        if m.seq_len % lay.cp:
+            raise ValueError(f"@plan.layout.cp: cp ({lay.cp}) must divide model.seq_len ({m.seq_len})")
+        if self.plan.global_batch_tokens % m.seq_len:
+            raise ValueError(
+                f"@plan.global_batch_tokens: {self.plan.global_batch_tokens} must be a multiple of "
+                f"model.seq_len ({m.seq_len})"
+            )
+        sequences = self.plan.global_batch_tokens // m.seq_len
+        per_replica = self.plan.micro_batch * lay.dp
+        if sequences % per_replica:
+            raise ValueError(
+                f"@plan.global_batch_tokens: a global batch of {sequences} sequences is not divisible by "
+                f"micro_batch x dp = {per_replica}; use a multiple of {per_replica * m.seq_len} tokens"
+            )
+        if lay.vpp > 1 and lay.pp == 1:
+            raise ValueError("@plan.layout.vpp: vpp > 1 needs pp > 1 (interleaving splits pipeline stages)")
+        # Llama 3 put 126 layers on 16 x 8 virtual stages: embedding and output each take one stage's place.
+        if m.layers + 2 < lay.pp * lay.vpp:
+            raise ValueError(
+                f"@plan.layout: pp x vpp = {lay.pp * lay.vpp} stages is more than model.layers + 2 = {m.layers + 2}; "
+                "lower pp or vpp"
+            )
+        return self
+
+    @property
+    def micro_batches(self) -> int:
+        """Micro-batches per pipeline per step, m = B / (b * dp)."""
+        return self.plan.global_batch_tokens // self.model.seq_len // (self.plan.micro_batch * self.plan.layout.dp)
+
+
+# --------------------------------------------------------------------------------------------- loading
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    """A validated config with where it came from and its digest."""
+
+    config: CampaignConfig
+    path: Path
+    digest: str
+    overrides: tuple[str, ...] = ()
+    files: tuple[Path, ...] = field(default_factory=tuple)
+
+    @property
+    def base_dir(self) -> Path:
+        return self.path.parent
+
+
+Where = tuple[str, int]  # (file, line)
+KeyPath = tuple[str | int, ...]
+
+# Keys whose string value names another YAML file to inline.
+_REFERENCE_KEYS: dict[KeyPath, str] = {("cluster",): "mapping", ("model",): "mapping", ("cluster", "failures"): "list"}
+
+
+def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> LoadedConfig:
+    """Load, resolve references, apply `--set` overrides, validate and digest a campaign file.
+
+    Raises ConfigError naming file:line: field.path with the fix.
+    """
+    path = Path(path)
+    data, where, files = _read_yaml(path)
+    if not isinstance(data, dict):
+        raise ConfigError("a campaign file must be a YAML mapping", where=f"{path}:1", fix="see configs/campaigns/demo.yaml")
+    for key_path, kind in _REFERENCE_KEYS.items():
+        _inline_reference(data, key_path, kind, path, where, files)
+    for text in overrides:
+        _apply_override(data, text, where)
+    _resolve_source_paths(data, path)
+    try:
+        config = CampaignConfig.model_validate(data)
+    except ValidationError as exc:
+        raise _config_error(exc, where, path) from None
+    return LoadedConfig(config=config, path=path, digest=config_digest(config), overrides=tuple(overrides),
+                        files=tuple(files))
+
+
+def config_digest(config: CampaignConfig) -> str:
+    """sha256 of the canonical JSON of the validated config (sources and descriptions included)."""
+    canonical = json.dumps(config.model_dump(mode="json", by_alias=True), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def parameter_count(model: ModelConfig) -> int:
+    """Parameters of a Llama-style decoder (GQA attention, SwiGLU MLP, untied embeddings, RMSNorm)."""
+    head_dim = model.hidden // model.heads
+    attention = model.hidden * model.hidden * 2 + 2 * model.hidden * model.kv_heads * head_dim
+    mlp = 3 * model.hidden * model.ffn_hidden
+    norms = 2 * model.hidden
+    per_layer = attention + mlp + norms
+    return model.layers * per_layer + 2 * model.vocab * model.hidden + model.hidden
+
+
+def _read_yaml(path: Path) -> tuple[Any, dict[KeyPath, Where], list[Path]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError("config file not found", where=str(path), fix="check the path; configs live in configs/campaigns/") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read config: {exc}", where=str(path), fix="save the file as UTF-8 text") from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark else 1
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"invalid YAML: {problem}", where=f"{path}:{line}", fix="fix the YAML syntax at that line") from None
+    where: dict[KeyPath, Where] = {}
+    if node is not None:
+        _locate(node, (), str(path), where)
+    return data, where, [path]
+
+
+def _locate(node: yaml.Node, prefix: KeyPath, file: str, out: dict[KeyPath, Where]) -> None:
+    out[prefix] = (file, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            key = key_node.value
+            if key in seen:
+                raise ConfigError(
+                    f"key '{key}' appears twice (first on line {seen[key]})",
+                    where=f"{file}:{key_node.start_mark.line + 1}: {_dotted(prefix + (key,))}",
+                    fix="keep one of them",
+                )
+            seen[key] = key_node.start_mark.line + 1
+            out[prefix + (key,)] = (file, key_node.start_mark.line + 1)
+            _locate(value_node, prefix + (key,), file, out)
+            out[prefix + (key,)] = (file, key_node.start_mark.line + 1)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            _locate(item, prefix + (index,), file, out)
+
+
+def _inline_reference(data: dict, key_path: KeyPath, kind: str, campaign_path: Path,
+                      where: dict[KeyPath, Where], files: list[Path]) -> None:
+    parent: Any = data
+    for key in key_path[:-1]:
+        if not isinstance(parent, dict) or key not in parent:
+            return
+        parent = parent[key]
+    last = key_path[-1]
+    if not isinstance(parent, dict) or not isinstance(parent.get(last), str):
+        return
+    referring_file = Path(where.get(key_path, (str(campaign_path), 0))[0])
+    target = (referring_file.parent / parent[last]).resolve()
+    if not target.exists():
+        file, line = where.get(key_path, (str(campaign_path), 1))
+        raise ConfigError(f"referenced file '{parent[last]}' not found (looked for {target})",
+                          where=f"{file}:{line}: {_dotted(key_path)}",
+                          fix="give a path relative to the file that names it, or inline the section")
+    sub_data, sub_where, _ = _read_yaml(target)
+    expected = dict if kind == "mapping" else list
+    if not isinstance(sub_data, expected):
+        raise ConfigError(f"expected a YAML {kind} in this file", where=f"{target}:1: {_dotted(key_path)}",
+                          fix=f"make the file's top level a {kind}")
+    parent[last] = sub_data
+    for sub_path, loc in sub_where.items():
+        where[key_path + sub_path] = loc
+    files.append(target)
+
+
+def _apply_override(data: dict, text: str, where: dict[KeyPath, Where]) -> None:
+    if "=" not in text:
+        raise ConfigError(f"override '{text}' has no '='", where="--set", fix="write --set dotted.key=value")
+    dotted, raw = text.split("=", 1)
+    keys: list[str | int] = [int(k) if k.isdigit() else k for k in dotted.strip().split(".")]
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    node: Any = data
+    for depth, key in enumerate(keys[:-1]):
+        if isinstance(node, list) and isinstance(key, int) and key < len(node):
+            node = node[key]
+            continue
+        if not isinstance(node, dict):
+            raise ConfigError(f"cannot set '{dotted}': '{_dotted(tuple(keys[:depth]))}' is not a mapping",
+                              where="--set", fix="check the dotted key against the config file")
+        node = node.setdefault(key, {})
+    last = keys[-1]
+    if isinstance(node, list) and isinstance(last, int) and last < len(node):
+        node[last] = value
+    elif isinstance(node, dict):
+        node[last] = value
+    else:
+        raise ConfigError(f"cannot set '{dotted}'", where="--set", fix="check the dotted key against the config file")
+    where[tuple(keys)] = (f"--set {text}", 0)
+
+
+def _resolve_source_paths(data: dict, campaign_path: Path) -> None:
+    """Make data source globs absolute, relative to the campaign file, so digests do not depend on the cwd."""
+    sources = data.get("data", {}).get("sources") if isinstance(data.get("data"), dict) else None
+    if not isinstance(sources, list):
+        return
+    for source in sources:
+        if isinstance(source, dict) and isinstance(source.get("path"), str):
+            p = Path(source["path"])
+            if not p.is_absolute():
+                source["path"] = str((campaign_path.parent / p).resolve())
+
+
+def _config_error(exc: ValidationError, where: dict[KeyPath, Where], path: Path) -> ConfigError:
+    lines = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        # pydantic puts union members and validator names into loc; drop what is not a key of the YAML.
+        loc = tuple(k for k in loc if isinstance(k, int) or not (str(k).startswith(("function-", "literal[")) or k in ("float", "int", "str", "constrained-str")))
+        msg = _message(err, loc)
+        if msg.startswith("@"):
+            dotted, msg = msg[1:].split(": ", 1)
+            loc = loc + tuple(int(k) if k.isdigit() else k for k in dotted.split("."))
+        file, line = _nearest(loc, where, path)
+        at = f"{file}:{line}" if line else file
+        lines.append(f"{at}: {_dotted(loc) or '(top level)'}: {msg}")
+    message = "\n".join(lines)
+    return ConfigError(message, fix="correct the field(s) above; `campaign --help` and configs/campaigns/demo.yaml show every key")
+
+
+def _nearest(loc: KeyPath, where: dict[KeyPath, Where], path: Path) -> Where:
+    for cut in range(len(loc), -1, -1):
+        if loc[:cut] in where:
+            return where[loc[:cut]]
+    return (str(path), 0)
+
+
+def _message(err: dict, loc: KeyPath) -> str:
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        model = _model_at(loc[:-1])
+        allowed = sorted(model.model_fields) if model else []
+        # aliases are what users type
+        if model:
+            allowed = sorted((f.alias or n) for n, f in model.model_fields.items())
+        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        return f"unknown key '{loc[-1]}'{hint} allowed keys: {', '.join(allowed)}"
+    if kind == "missing":
+        return "required key is missing; add it"
+    msg = err["msg"]
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, "):]
+    value = err.get("input")
+    if kind not in ("model_type",) and not isinstance(value, (dict, list)):
+        msg += f" (got {value!r})"
+    return msg
+
+
+def _model_at(loc: KeyPath) -> type[BaseModel] | None:
+    model: Any = CampaignConfig
+    for key in loc:
+        if isinstance(key, int):
+            continue
+        fields = getattr(model, "model_fields", None)
+        if not fields:
+            return None
+        field_info = fields.get(key) or next((f for f in fields.values() if f.alias == key), None)
+        if field_info is None:
+            return None
+        model = _unwrap(field_info.annotation)
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _unwrap(annotation: Any) -> Any:
+    args = getattr(annotation, "__args__", None)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in args or ():
+        inner = _unwrap(arg)
+        if isinstance(inner, type) and issubclass(inner, BaseModel):
+            return inner
+    return annotation
+
+
+def _dotted(loc: KeyPath) -> str:
+    out = ""
+    for key in loc:
+        out += f"[{key}]" if isinstance(key, int) else (f".{key}" if out else str(key))
+    return out
+
+
