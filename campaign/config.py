@@ -241,6 +241,9 @@ class CleaningConfig(Frozen):
 
 class DataConfig(Frozen):
     sources: tuple[SourceConfig, ...] = Field(min_length=1, description="Input sources.")
+    demo_corpus_dir: str | None = Field(
+        None, description="Demo only: prepare first writes the synthetic demo corpus here (relative to the config)."
+    )
     cleaning: CleaningConfig = CleaningConfig()
     tokenizer: Literal["gpt2-pretokens", "utf8-bytes"] = Field(
         "gpt2-pretokens",
@@ -518,7 +521,10 @@ def _apply_override(data: dict, text: str, where: dict[KeyPath, Where]) -> None:
 
 def _resolve_source_paths(data: dict, campaign_path: Path) -> None:
     """Make data source globs absolute, relative to the campaign file, so digests do not depend on the cwd."""
-    sources = data.get("data", {}).get("sources") if isinstance(data.get("data"), dict) else None
+    section = data.get("data") if isinstance(data.get("data"), dict) else {}
+    if isinstance(section.get("demo_corpus_dir"), str) and not Path(section["demo_corpus_dir"]).is_absolute():
+        section["demo_corpus_dir"] = str((campaign_path.parent / section["demo_corpus_dir"]).resolve())
+    sources = section.get("sources")
     if not isinstance(sources, list):
         return
     for source in sources:

@@ -1,0 +1,115 @@
+"""Which parallel layouts are legal on a cluster, and a search over all of them ranked by throughput.
+
+Rules: tp stays inside one NVLink domain and divides it (TP's per-layer collectives are latency-bound and
+would cross the scale-out network otherwise); tp divides heads, kv_heads and ffn_hidden; cp*2 divides seq_len
+(load-balanced causal CP); the global batch splits into micro_batch x dp; vpp > 1 needs pp > 1 and
+pp*vpp <= layers + 2. tp*cp may exceed the NVLink domain (Llama 3 ran cp=16 x tp=8 at 128K context): legal,
+with a note, and the CP exchange is priced on the NIC.
+Source: Megatron-LM `arguments.py` divisibility checks; Llama 3 (arXiv 2407.21783) §3.3.2; Calculon
+(`_check_network_assignments`: tier-0 product within the NVLink domain).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from campaign.config import CampaignConfig, LayoutConfig
+
+if TYPE_CHECKING:
+    from campaign.plan.planner import Plan
+
+# Search bound: micro-batches larger than this are not enumerated (memory rules them out at LLM scale).
+MAX_SEARCH_MICRO_BATCH = 16
+
+
+@dataclass(frozen=True)
+class Violation:
+    rule: str     # "layout", "memory" or "schedule"
+    message: str  # what is wrong and how to fix it
+
+    def __str__(self) -> str:
+        return f"{self.rule}: {self.message}"
+
+
+def _divisors(n: int) -> list[int]:
+    small = [i for i in range(1, int(n**0.5) + 1) if n % i == 0]
+    return sorted(set(small + [n // i for i in small]))
+
+
+def layout_violations(config: CampaignConfig, layout: LayoutConfig, micro_batch: int) -> list[Violation]:
+    """Layout rule breaches of a candidate layout on the config's cluster and model."""
+    out: list[Violation] = []
+    cl, m = config.cluster, config.model
+    domain = cl.network.nvlink_domain_gpus
+    t, c = layout.tp, layout.cp
+    if layout.world != cl.gpus:
+        out.append(Violation("layout", (
+            f"tp x pp x dp x cp = {t}x{layout.pp}x{layout.dp}x{c} = {layout.world} GPUs but the cluster has "
+            f"{cl.gpus}; change dp to {cl.gpus // max(1, t * layout.pp * c)} or the node count")))
+    if t > domain:
+        spans = -(-t // domain)
+        out.append(Violation("layout", (
+            f"tp={t} spans {spans} NVLink domains of {domain} GPUs: TP traffic would cross the scale-out "
+            f"network; use tp<={domain}")))
+    elif domain % t:
+        out.append(Violation("layout", (
+            f"tp={t} does not divide the NVLink domain of {domain} GPUs: some TP groups would straddle two "
+            f"domains; use a divisor of {domain}")))
+    for name, value in (("heads", m.heads), ("kv_heads", m.kv_heads), ("ffn_hidden", m.ffn_hidden)):
+        if value % t:
+            out.append(Violation("layout", f"tp={t} does not divide model.{name} ({value}); use a divisor of {value}"))
+    if c > 1 and m.seq_len % (2 * c):
+        out.append(Violation("layout", (
+            f"cp={c}: load-balanced causal context parallelism splits the sequence into 2 x cp chunks, but "
+            f"seq_len {m.seq_len} is not divisible by {2 * c}; use a cp with 2*cp dividing {m.seq_len}")))
+    sequences = config.plan.global_batch_tokens // m.seq_len
+    if sequences % (micro_batch * layout.dp):
+        out.append(Violation("layout", (
+            f"a global batch of {sequences} sequences does not split into micro_batch x dp = "
+            f"{micro_batch}x{layout.dp}; pick micro_batch x dp dividing {sequences}")))
+    if layout.vpp > 1 and layout.pp == 1:
+        out.append(Violation("layout", "vpp > 1 needs pp > 1 (interleaving splits pipeline stages); set vpp=1"))
+    if layout.pp * layout.vpp > m.layers + 2:
+        out.append(Violation("layout", (
+            f"pp x vpp = {layout.pp * layout.vpp} stages is more than layers + 2 = {m.layers + 2}; lower pp or vpp")))
+    return out
+
+
+def candidate_layouts(config: CampaignConfig) -> list[tuple[LayoutConfig, int]]:
+    """Every legal (layout, micro_batch) for the cluster's GPU count. Interleaving (vpp > 1) is enumerated only
+    for balanced splits (pp*vpp divides layers, or layers + 2 as Llama 3 did); vpp = 1 may split unevenly."""
+    cl, m = config.cluster, config.model
+    gpus, domain, layers = cl.gpus, cl.network.nvlink_domain_gpus, m.layers
+    sequences = config.plan.global_batch_tokens // m.seq_len
+    out: list[tuple[LayoutConfig, int]] = []
+    for t in _divisors(domain):
+        if gpus % t or m.heads % t or m.kv_heads % t or m.ffn_hidden % t:
+            continue
+        for c in _divisors(gpus // t):
+            if c > 1 and m.seq_len % (2 * c):
+                continue
+            for p in _divisors(gpus // (t * c)):
+                if p > layers + 2:
+                    continue
+                d = gpus // (t * c * p)
+                if sequences % d:
+                    continue
+                vpps = [1] + [v for v in range(2, (layers + 2) // p + 1)
+                              if p > 1 and (layers % (p * v) == 0 or (layers + 2) % (p * v) == 0)]
+                bs = [b for b in _divisors(sequences // d) if b <= MAX_SEARCH_MICRO_BATCH]
+                for v in vpps:
+                    lay = LayoutConfig(tp=t, pp=p, dp=d, cp=c, vpp=v)
+                    out.extend((lay, b) for b in bs)
+    return out
+
+
+def search_layouts(config: CampaignConfig, top: int = 10) -> list[Plan]:
+    """Plans of the best legal layouts: those that fit first, then by highest tokens_per_s (among the rest, layouts
+    that fit in memory before those that do not)."""
+    from campaign.plan.planner import PlanContext, rank_key
+
+    ctx = PlanContext.from_config(config)
+    scored = [ctx.quick(lay, b) for lay, b in candidate_layouts(config)]
+    scored.sort(key=rank_key)
+    return [ctx.plan(q.layout, q.micro_batch) for q in scored[:top]]

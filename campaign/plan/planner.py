@@ -1,0 +1,248 @@
+"""The plan: memory, step time, MFU, checkpointing, reliability and expected length of one campaign layout.
+
+`evaluate_layout` joins the models of this package for one (layout, micro_batch); an infeasible layout is a Plan
+with violations (layout, memory, schedule), never an exception. `make_plan` evaluates the config's own layout.
+MFU = tokens/s x model FLOPs per token (Megatron-Core causal convention, no recompute) / (GPUs x peak dense BF16).
+Source: Narayanan et al. 2021; Korthikanti et al. 2022; Daly 2006; Llama 3 (arXiv 2407.21783) §3.3 — see the
+modules flops, memory, topology, performance, checkpointing and reliability.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from campaign.config import CampaignConfig, LayoutConfig
+from campaign.plan.checkpointing import CheckpointPlan, plan_checkpoint
+from campaign.plan.flops import hardware_flops_per_token, model_flops_per_token, total_parameters
+from campaign.plan.layout import Violation, layout_violations
+from campaign.plan.memory import GIB, estimate_memory, split_layers
+from campaign.plan.performance import StepEstimate, estimate_step
+from campaign.plan.reliability import expected_days, expected_ettr, job_mtbf_h
+from campaign.plan.topology import Fabric
+
+
+@dataclass(frozen=True)
+class Plan:
+    gpus: int
+    nodes: int
+    layout: dict
+    parameters: int
+    memory_gib_per_gpu: float
+    memory_breakdown_gib: dict
+    step_time_s: float
+    step_breakdown_s: dict
+    comm_fraction: float
+    mfu: float
+    tokens_per_step: int
+    tokens_per_s: float
+    checkpoint: CheckpointPlan
+    job_mtbf_h: float
+    expected_ettr: float
+    expected_days: float
+    fits: bool
+    violations: tuple[Violation, ...]
+    notes: tuple[str, ...]
+    micro_batch: int = 1
+    micro_batches: int = 1
+    hfu: float = 0.0
+    memory_limit_gib: float = 0.0
+    window_days: float = 0.0
+
+    def to_json(self) -> dict:
+        """JSON-ready dict; violations as 'rule: message' strings."""
+        return {
+            "gpus": self.gpus,
+            "nodes": self.nodes,
+            "layout": dict(self.layout),
+            "micro_batch": self.micro_batch,
+            "micro_batches": self.micro_batches,
+            "parameters": self.parameters,
+            "memory_gib_per_gpu": self.memory_gib_per_gpu,
+            "memory_limit_gib": self.memory_limit_gib,
+            "memory_breakdown_gib": dict(self.memory_breakdown_gib),
+            "step_time_s": self.step_time_s,
+            "step_breakdown_s": dict(self.step_breakdown_s),
+            "comm_fraction": self.comm_fraction,
+            "mfu": self.mfu,
+            "hfu": self.hfu,
+            "tokens_per_step": self.tokens_per_step,
+            "tokens_per_s": self.tokens_per_s,
+            "checkpoint": self.checkpoint.to_json(),
+            "job_mtbf_h": self.job_mtbf_h,
+            "expected_ettr": self.expected_ettr,
+            "expected_days": self.expected_days,
+            "window_days": self.window_days,
+            "fits": self.fits,
+            "violations": [str(v) for v in self.violations],
+            "notes": list(self.notes),
+        }
+
+
+@dataclass(frozen=True)
+class QuickPlan:
+    """What a search ranks by, without building a full Plan."""
+
+    layout: LayoutConfig
+    micro_batch: int
+    fits: bool
+    fits_memory: bool
+    tokens_per_s: float
+
+
+def rank_key(q: QuickPlan | Plan) -> tuple:
+    """Fits first, then highest tokens/s; among layouts that do not fit, those that fit in memory (only the
+    schedule fails) come first. Ties go to the simpler layout."""
+    if isinstance(q, QuickPlan):
+        lay, fits_memory = q.layout, q.fits_memory
+    else:
+        lay, fits_memory = LayoutConfig(**q.layout), not any(v.rule == "memory" for v in q.violations)
+    return (not q.fits, not fits_memory, -q.tokens_per_s, lay.tp, lay.pp, lay.cp, lay.vpp, q.micro_batch)
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    """Everything about a campaign that does not depend on the layout, computed once."""
+
+    config: CampaignConfig
+    gated_mlp: bool
+    tied_embeddings: bool
+    parameters: int
+    fabric: Fabric
+    flops_per_token: float
+    checkpoint: CheckpointPlan
+    job_mtbf_h: float
+    ettr: float
+    memory_limit_gib: float
+    days_limit: float
+    notes: tuple[str, ...] = field(default=())
+
+    @classmethod
+    def from_config(cls, config: CampaignConfig, *, gated_mlp: bool = True,
+                    tied_embeddings: bool = False) -> PlanContext:
+        cl, plan = config.cluster, config.plan
+        params = total_parameters(config.model, gated_mlp=gated_mlp, tied_embeddings=tied_embeddings)
+        mtbf_h = job_mtbf_h(cl)
+        ckpt = plan_checkpoint(params, cl.gpus, plan.checkpoint, mtbf_h * 3600.0)
+        notes = []
+        if plan.checkpoint.is_async:
+            notes.append(f"async checkpoint: blocking part is the copy of 1/{cl.gpus} of the state to host memory; "
+                         f"the {ckpt.background_s:.0f} s upload runs in the background")
+        if plan.checkpoint.interval_s == "auto":
+            notes.append("checkpoint interval: Daly's optimum for the job MTBF (interval_s: auto)")
+        gates = config.gates.config
+        return cls(
+            config=config, gated_mlp=gated_mlp, tied_embeddings=tied_embeddings, parameters=params,
+            fabric=Fabric.from_cluster(cl),
+            flops_per_token=model_flops_per_token(config.model, gated_mlp=gated_mlp),
+            checkpoint=ckpt, job_mtbf_h=mtbf_h, ettr=expected_ettr(cl, ckpt),
+            memory_limit_gib=gates.max_memory_fraction * cl.accelerator.hbm_gib,
+            days_limit=config.window.days * (1.0 - gates.min_window_margin), notes=tuple(notes),
+        )
+
+    def _micro_batches(self, layout: LayoutConfig, micro_batch: int) -> int:
+        sequences = self.config.plan.global_batch_tokens // self.config.model.seq_len
+        return max(1, sequences // (micro_batch * layout.dp))
+
+    def _estimate(self, layout: LayoutConfig, micro_batch: int) -> tuple[float, StepEstimate, int]:
+        cfg, plan = self.config, self.config.plan
+        m = self._micro_batches(layout, micro_batch)
+        mem = estimate_memory(cfg.model, tp=layout.tp, pp=layout.pp, dp=layout.dp, cp=layout.cp, vpp=layout.vpp,
+                              micro_batch=micro_batch, micro_batches=m, zero_stage=plan.zero_stage,
+                              recompute=plan.recompute, gated_mlp=self.gated_mlp,
+                              tied_embeddings=self.tied_embeddings)
+        step = estimate_step(cfg.model, layout, micro_batch=micro_batch, micro_batches=m, recompute=plan.recompute,
+                             zero_stage=plan.zero_stage, kernel_efficiency=plan.kernel_efficiency,
+                             peak_tflops=cfg.cluster.accelerator.peak_bf16_tflops, fabric=self.fabric,
+                             gated_mlp=self.gated_mlp, tied_embeddings=self.tied_embeddings)
+        return mem.total / GIB, step, m
+
+    def quick(self, layout: LayoutConfig, micro_batch: int) -> QuickPlan:
+        mem_gib, step, m = self._estimate(layout, micro_batch)
+        tokens = m * micro_batch * layout.dp * self.config.model.seq_len
+        tps = tokens / step.step_s
+        days = expected_days(self.config.plan.target_tokens, tps, self.ettr)
+        fits_memory = mem_gib <= self.memory_limit_gib
+        return QuickPlan(layout=layout, micro_batch=micro_batch, fits=fits_memory and days <= self.days_limit,
+                         fits_memory=fits_memory, tokens_per_s=tps)
+
+    def plan(self, layout: LayoutConfig, micro_batch: int) -> Plan:
+        cfg, cl = self.config, self.config.cluster
+        violations = layout_violations(cfg, layout, micro_batch)
+        m = self._micro_batches(layout, micro_batch)
+        mem = estimate_memory(cfg.model, tp=layout.tp, pp=layout.pp, dp=layout.dp, cp=layout.cp, vpp=layout.vpp,
+                              micro_batch=micro_batch, micro_batches=m, zero_stage=cfg.plan.zero_stage,
+                              recompute=cfg.plan.recompute, gated_mlp=self.gated_mlp,
+                              tied_embeddings=self.tied_embeddings)
+        step = estimate_step(cfg.model, layout, micro_batch=micro_batch, micro_batches=m,
+                             recompute=cfg.plan.recompute, zero_stage=cfg.plan.zero_stage,
+                             kernel_efficiency=cfg.plan.kernel_efficiency,
+                             peak_tflops=cl.accelerator.peak_bf16_tflops, fabric=self.fabric,
+                             gated_mlp=self.gated_mlp, tied_embeddings=self.tied_embeddings)
+        mem_gib = mem.total / GIB
+        tokens = m * micro_batch * layout.dp * cfg.model.seq_len
+        tps = tokens / step.step_s
+        gpus = layout.world
+        peak = gpus * cl.accelerator.peak_bf16_tflops * 1e12
+        mfu = tps * self.flops_per_token / peak
+        hfu = tps * hardware_flops_per_token(cfg.model, cfg.plan.recompute, gated_mlp=self.gated_mlp) / peak
+        days = expected_days(cfg.plan.target_tokens, tps, self.ettr)
+
+        if mem_gib > self.memory_limit_gib:
+            violations.append(Violation("memory", (
+                f"{mem_gib:.1f} GiB per GPU is over the limit of {self.memory_limit_gib:.1f} GiB "
+                f"({cfg.gates.config.max_memory_fraction:.0%} of {cl.accelerator.hbm_gib:g} GiB); raise tp or pp, "
+                f"lower micro_batch, use recompute: full or a higher zero_stage")))
+        if days > self.days_limit:
+            violations.append(Violation("schedule", (
+                f"expected {days:.1f} days (ETTR {self.ettr:.1%}) is over the {self.days_limit:.1f} days the window "
+                f"allows ({cfg.window.days:g} days, margin {cfg.gates.config.min_window_margin:.0%}); lower "
+                f"plan.target_tokens, lengthen the window or add GPUs")))
+
+        notes = list(self.notes)
+        split_note = split_layers(cfg.model.layers, layout.pp, layout.vpp).note
+        if split_note:
+            notes.append(split_note)
+        notes.extend(step.notes)
+        notes.append("MFU counts model FLOPs 6*(layer matmul params + h*V) + 6*l*h*s per token (causal attention, "
+                     "no recompute) over peak dense BF16")
+        notes.append("ETTR = productive/elapsed time: Daly's expected wall time for unexpected failures "
+                     "(checkpoint writes, lost work, detect + restart) x share of time outside planned maintenance")
+        return Plan(
+            gpus=gpus,
+            nodes=-(-gpus // cl.gpus_per_node),
+            layout={"tp": layout.tp, "pp": layout.pp, "dp": layout.dp, "cp": layout.cp, "vpp": layout.vpp},
+            parameters=self.parameters,
+            memory_gib_per_gpu=mem_gib,
+            memory_breakdown_gib=mem.gib(),
+            step_time_s=step.step_s,
+            step_breakdown_s=step.breakdown(),
+            comm_fraction=step.comm_fraction,
+            mfu=mfu,
+            tokens_per_step=tokens,
+            tokens_per_s=tps,
+            checkpoint=self.checkpoint,
+            job_mtbf_h=self.job_mtbf_h,
+            expected_ettr=self.ettr,
+            expected_days=days,
+            fits=not violations,
+            violations=tuple(violations),
+            notes=tuple(notes),
+            micro_batch=micro_batch,
+            micro_batches=m,
+            hfu=hfu,
+            memory_limit_gib=self.memory_limit_gib,
+            window_days=cfg.window.days,
+        )
+
+
+def evaluate_layout(config: CampaignConfig, layout: LayoutConfig, micro_batch: int | None = None, *,
+                    gated_mlp: bool = True, tied_embeddings: bool = False) -> Plan:
+    """The plan for one candidate layout (micro_batch defaults to the config's). `gated_mlp=False` and
+    `tied_embeddings=True` describe GPT-style models (4h GeLU MLP, shared embedding) for reference checks."""
+    ctx = PlanContext.from_config(config, gated_mlp=gated_mlp, tied_embeddings=tied_embeddings)
+    return ctx.plan(layout, micro_batch or config.plan.micro_batch)
+
+
+def make_plan(config: CampaignConfig) -> Plan:
+    """The plan for the config's own layout and micro-batch."""
+    return evaluate_layout(config, config.plan.layout, config.plan.micro_batch)

@@ -1,0 +1,100 @@
+"""Failure and planned-maintenance arrivals: one Poisson process per category, one random stream each.
+
+Every category fails at `rate_per_node_hour x job nodes` whatever its scope, for as long as the job holds
+its nodes (the whole window, until completion), including while it is already down: this is how the rates
+were calibrated (Llama 3 counts interruptions over elapsed time). Scope says what a failure costs: `gpu`
+and `node` take a node out for repair (a spare replaces it); `network` and `job` (software) lose no node.
+Planned maintenance is a Poisson process too (operators' timing is not published). Arrivals are drawn up
+front, independent of the job's state, so two runs with the same seed see the same failures whatever their
+spares or checkpoint policy (common random numbers).
+Source: Llama 3 Herd of Models (arXiv 2407.21783) §3.3.4 and Table 5; numpy SeedSequence.spawn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from campaign.config import FailureCategoryConfig
+from campaign.sim.inputs import DAY_S, SimInputs
+
+NODE_LOSING_SCOPES = frozenset({"gpu", "node"})
+
+# Child index of each stream under SeedSequence([seed, replica]): planned maintenance first, then one per
+# failure category in config order, so adding a category never changes the streams before it.
+PLANNED_STREAM = 0
+FIRST_CATEGORY_STREAM = 1
+
+
+@dataclass(frozen=True)
+class Arrivals:
+    """Arrival times (s) of one stochastic source; `slot` is the job node slot hit (-1 when none)."""
+
+    name: str
+    scope: str
+    t_s: np.ndarray
+    slot: np.ndarray
+
+
+def random_streams(seed: int, replica: int, n_categories: int) -> list[np.random.Generator]:
+    """One independent Generator per stochastic source: [planned, category 0, category 1, ...]."""
+    children = np.random.SeedSequence([seed, replica]).spawn(FIRST_CATEGORY_STREAM + n_categories)
+    return [np.random.Generator(np.random.PCG64(child)) for child in children]
+
+
+def category_rate_per_s(category: FailureCategoryConfig, inputs: SimInputs) -> float:
+    """Failures per second of the whole job for one category (rate per node-hour x job nodes)."""
+    return category.rate_per_node_hour(inputs.gpus_per_node) * inputs.nodes / 3600.0
+
+
+def job_failure_rate_per_s(inputs: SimInputs) -> float:
+    """All unexpected failures per second of the job, every category together."""
+    return sum(category_rate_per_s(c, inputs) for c in inputs.failures)
+
+
+def expected_failures(inputs: SimInputs, exposure_s: float | None = None) -> float:
+    """Closed form: mean number of unexpected failures in `exposure_s` (default: the whole window)."""
+    return job_failure_rate_per_s(inputs) * (inputs.window_s if exposure_s is None else exposure_s)
+
+
+def poisson_arrivals_s(rng: np.random.Generator, rate_per_s: float, horizon_s: float) -> np.ndarray:
+    """Sorted arrival times of a homogeneous Poisson process on [0, horizon_s).
+
+    Drawn as N ~ Poisson(rate x horizon) uniform points, which is the same process as exponential gaps and
+    takes two vectorised draws.
+    """
+    if rate_per_s <= 0.0 or horizon_s <= 0.0:
+        return np.empty(0)
+    n = rng.poisson(rate_per_s * horizon_s)
+    return np.sort(rng.uniform(0.0, horizon_s, size=n))
+
+
+def draw_arrivals(inputs: SimInputs, replica: int) -> tuple[Arrivals, list[Arrivals]]:
+    """Planned maintenance and every failure category's arrivals over the window, for one replica."""
+    streams = random_streams(inputs.seed, replica, len(inputs.failures))
+    planned_t = poisson_arrivals_s(streams[PLANNED_STREAM], inputs.planned_per_day / DAY_S, inputs.window_s)
+    planned = Arrivals("planned", "", planned_t, np.full(planned_t.size, -1, dtype=np.int64))
+    categories = []
+    for i, category in enumerate(inputs.failures):
+        rng = streams[FIRST_CATEGORY_STREAM + i]
+        t = poisson_arrivals_s(rng, category_rate_per_s(category, inputs), inputs.window_s)
+        if category.scope in NODE_LOSING_SCOPES:
+            slot = rng.integers(0, inputs.nodes, size=t.size, dtype=np.int64)
+        else:
+            slot = np.full(t.size, -1, dtype=np.int64)
+        categories.append(Arrivals(category.name, category.scope, t, slot))
+    return planned, categories
+
+
+def expected_rework_s(interval_s: float, rate_per_s: float) -> float:
+    """Closed form: mean productive seconds lost per failure that strikes a running job.
+
+    With checkpoints every `interval_s` productive seconds (instant writes) and failures at `rate_per_s`
+    restarting the clock, the time since the last checkpoint is X mod tau with X ~ Exp(rate):
+    E = 1/rate - tau e^(-rate tau) / (1 - e^(-rate tau)), which tends to tau/2 when rate x tau is small.
+    """
+    if rate_per_s <= 0.0:
+        return interval_s / 2.0
+    x = rate_per_s * interval_s
+    return 1.0 / rate_per_s - interval_s * np.exp(-x) / (-np.expm1(-x))

@@ -1,0 +1,210 @@
+"""Facility power from per-phase GPU levels, with an optional GPU power floor and a facility ramp limit.
+
+A GPU draws a level set by what the job is doing (training, blocking checkpoint, idle); a node adds its
+fixed overhead; a failed node in repair draws nothing; facility power is IT power x PUE. The simulator hands
+over a step function (a level per state change); a ramp limit turns it into a piecewise-linear curve; the
+1-second series and any coarser samples are exact interval means of that curve.
+Source: Choukse et al. 2025, "Power Stabilization for AI Training Datacenters" (arXiv 2508.14318): compute
+0.83-0.92 and troughs 0.24-0.33 of the normalising power (taken here as TDP); NVML power-smoothing controls
+(floor as % of TDP, ramp limits); Llama 3 §3.3.4: swings of "tens of megawatts" at job start and stop.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from campaign.sim.inputs import SimInputs
+
+# GPU power while computing (GEMMs, attention), fraction of TDP: Choukse et al. 2025, 0.83-0.92.
+COMPUTE_POWER_FRACTION = 0.9
+# GPU power while waiting on communication or in the pipeline bubble, fraction of TDP: troughs 0.24-0.33.
+COMM_POWER_FRACTION = 0.3
+# Within a step the two phases alternate faster than 1 s matters here (their trough period ~17 s, depth
+# ~2.3 s): the 1-s series uses the comm_fraction-weighted mean of the two levels while training.
+# A blocking checkpoint leaves the GPUs waiting on host and storage I/O with no kernels running: we take the
+# idle level (an assumption; no published trace of a checkpoint). Detection, restart, waiting for a spare,
+# planned maintenance and a finished job are idle too; a node in repair is down (0 W, overhead included).
+
+MW = 1e6
+
+
+@dataclass(frozen=True)
+class PowerLevels:
+    """Per-GPU draw in each job phase (W) and what turns GPU watts into facility megawatts."""
+
+    running_gpu_w: float
+    checkpoint_gpu_w: float
+    idle_gpu_w: float
+    gpus_per_node: int
+    node_overhead_w: float
+    pue: float
+
+    def facility_mw(self, job_nodes_up: int, job_gpu_w: float, idle_nodes: int) -> float:
+        """Facility MW with `job_nodes_up` nodes at `job_gpu_w` per GPU and `idle_nodes` nodes idle."""
+        g = self.gpus_per_node
+        it_w = job_nodes_up * (g * job_gpu_w + self.node_overhead_w)
+        it_w += idle_nodes * (g * self.idle_gpu_w + self.node_overhead_w)
+        return it_w * self.pue / MW
+
+
+def power_levels(inputs: SimInputs) -> PowerLevels:
+    """Per-phase GPU levels for these inputs; a floor lifts training and checkpoint levels to floor x TDP.
+
+    The floor acts while the job is up (its dips: communication troughs and checkpoints), not through long
+    stops (restart, waiting, maintenance), where the ramp limit governs the fall instead.
+    """
+    tdp = inputs.gpu_tdp_w
+    floor_w = (inputs.floor_fraction or 0.0) * tdp
+    compute_w = max(COMPUTE_POWER_FRACTION * tdp, floor_w)
+    comm_w = max(COMM_POWER_FRACTION * tdp, floor_w)
+    running_w = (1.0 - inputs.comm_fraction) * compute_w + inputs.comm_fraction * comm_w
+    return PowerLevels(
+        running_gpu_w=running_w,
+        checkpoint_gpu_w=max(inputs.gpu_idle_w, floor_w),
+        idle_gpu_w=inputs.gpu_idle_w,
+        gpus_per_node=inputs.gpus_per_node,
+        node_overhead_w=inputs.node_overhead_w,
+        pue=inputs.pue,
+    )
+
+
+def ramp_delay_s(rise_mw: float, ramp_mw_per_s: float | None) -> float:
+    """Productive seconds lost when the facility ramp limit slows a rise of `rise_mw` into training.
+
+    Model: during the ramp (rise / limit seconds) the job gets power linearly from its old level to its
+    training level and runs at the same fraction of full speed, so it loses half the ramp's duration.
+    """
+    if ramp_mw_per_s is None or rise_mw <= 0.0:
+        return 0.0
+    return rise_mw / (2.0 * ramp_mw_per_s)
+
+
+@dataclass(frozen=True, eq=False)
+class PowerCurve:
+    """A piecewise-linear power curve: segment k starts at t_s[k] at mw[k] and changes at slope[k] MW/s."""
+
+    t_s: np.ndarray
+    mw: np.ndarray
+    slope: np.ndarray
+    end_s: float
+    cum_mws: np.ndarray = field(init=False, repr=False)  # energy up to each segment start, MW-seconds
+
+    def __post_init__(self) -> None:
+        lengths = np.diff(np.append(self.t_s, self.end_s))
+        energy = self.mw * lengths + 0.5 * self.slope * lengths**2
+        object.__setattr__(self, "cum_mws", np.concatenate(([0.0], np.cumsum(energy))))
+
+    def integral_mws(self, t_s: np.ndarray) -> np.ndarray:
+        """Energy from 0 to each time, MW-seconds (times within [0, end_s])."""
+        k = np.searchsorted(self.t_s, t_s, side="right") - 1
+        dt = t_s - self.t_s[k]
+        return self.cum_mws[k] + self.mw[k] * dt + 0.5 * self.slope[k] * dt * dt
+
+    def means_mw(self, edges_s: np.ndarray) -> np.ndarray:
+        """Mean power over each interval between consecutive edges."""
+        return np.diff(self.integral_mws(edges_s)) / np.diff(edges_s)
+
+    @property
+    def energy_mwh(self) -> float:
+        return float(self.cum_mws[-1]) / 3600.0
+
+
+def step_curve(t_s: np.ndarray, mw: np.ndarray, end_s: float) -> PowerCurve:
+    """A step function (level mw[k] from t_s[k]) as a PowerCurve; later levels at the same time win."""
+    t_s, mw = _coalesce(np.asarray(t_s, dtype=float), np.asarray(mw, dtype=float))
+    return PowerCurve(t_s, mw, np.zeros_like(mw), end_s)
+
+
+def rate_limited_curve(
+    t_s: np.ndarray, mw: np.ndarray, end_s: float, ramp_mw_per_s: float, start_mw: float
+) -> PowerCurve:
+    """Follow the step function at no more than `ramp_mw_per_s`, starting from `start_mw` at t = 0.
+
+    A fall is held up too (GPUs burn power on filler work while it lasts): this costs energy, not speed.
+    """
+    t_s, mw = _coalesce(np.asarray(t_s, dtype=float), np.asarray(mw, dtype=float))
+    ends = np.append(t_s[1:], end_s)
+    out_t: list[float] = []
+    out_mw: list[float] = []
+    out_slope: list[float] = []
+    y = float(start_mw)
+    for a, b, level in zip(t_s.tolist(), ends.tolist(), mw.tolist()):
+        if b <= a:
+            continue
+        if y == level:
+            out_t.append(a), out_mw.append(y), out_slope.append(0.0)
+            continue
+        slope = math.copysign(ramp_mw_per_s, level - y)
+        reach_s = abs(level - y) / ramp_mw_per_s
+        out_t.append(a), out_mw.append(y), out_slope.append(slope)
+        if a + reach_s < b:
+            out_t.append(a + reach_s), out_mw.append(level), out_slope.append(0.0)
+            y = level
+        else:
+            y += slope * (b - a)
+    return PowerCurve(np.array(out_t), np.array(out_mw), np.array(out_slope), end_s)
+
+
+def _coalesce(t_s: np.ndarray, mw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Keep the last level at each time and drop levels equal to the one before."""
+    if t_s.size == 0 or t_s[0] != 0.0:
+        raise ValueError("a power step function must start at t = 0")
+    last_at_time = np.append(t_s[1:] != t_s[:-1], True)
+    t_s, mw = t_s[last_at_time], mw[last_at_time]
+    changed = np.append(True, mw[1:] != mw[:-1])
+    return t_s[changed], mw[changed]
+
+
+def one_second_series(curve: PowerCurve) -> np.ndarray:
+    """Mean MW over each second of the window (the last sample covers a partial second if need be).
+
+    Edges are the integers, so the segment holding each edge comes from counting (np.repeat), not from a
+    binary search: 54 days (4.7 million seconds) take a few tens of milliseconds.
+    """
+    n = math.ceil(curve.end_s)
+    # Integer edges in segment k: ceil(t[k+1]) - ceil(t[k]); the final edge (end_s) belongs to the last one.
+    first_edge = np.minimum(np.ceil(curve.t_s), n).astype(np.int64)
+    counts = np.diff(np.append(first_edge, n))
+    if not np.any(curve.slope):
+        # A step function: each second takes the level at its start, except the seconds a step falls inside.
+        series = np.repeat(curve.mw, counts)
+        inside = curve.t_s[(curve.t_s != np.floor(curve.t_s)) & (curve.t_s < curve.end_s)]
+        fix = np.unique(np.floor(inside)).astype(np.int64)
+        if fix.size:
+            lo = fix.astype(float)
+            hi = np.minimum(lo + 1.0, curve.end_s)
+            series[fix] = (curve.integral_mws(hi) - curve.integral_mws(lo)) / (hi - lo)
+        return series
+    edges = np.arange(n + 1, dtype=float)
+    edges[-1] = curve.end_s
+    k = np.repeat(np.arange(curve.t_s.size), counts)
+    k = np.append(k, curve.t_s.size - 1)
+    dt = edges - curve.t_s[k]
+    energy = curve.cum_mws[k] + curve.mw[k] * dt
+    if np.any(curve.slope):
+        energy += 0.5 * curve.slope[k] * dt * dt
+    return np.diff(energy) / np.diff(edges)
+
+
+def sampled_power(curve: PowerCurve, sample_s: float) -> pd.DataFrame:
+    """Mean facility MW over each `sample_s` interval from 0 (t_s = interval start), exact."""
+    edges = np.arange(0.0, curve.end_s, sample_s)
+    edges = np.append(edges, curve.end_s)
+    return pd.DataFrame({"t_s": edges[:-1], "power_mw": curve.means_mw(edges)})
+
+
+def power_stats(series_mw: np.ndarray, curve: PowerCurve) -> dict:
+    """Peak, mean, min and largest second-to-second change of the 1-s series, and the energy."""
+    steps = np.diff(series_mw)
+    ramp = max(float(steps.max()), -float(steps.min())) if steps.size else 0.0
+    return {
+        "peak": float(series_mw.max()),
+        "mean": curve.energy_mwh * 3600.0 / curve.end_s,
+        "min": float(series_mw.min()),
+        "max_ramp_mw_per_s": ramp,
+        "energy_mwh": curve.energy_mwh,
+    }

@@ -1,0 +1,98 @@
+"""Many seeded replicas of one window, summarised as means and percentiles ("how sure are we").
+
+Replica r of seed s draws from SeedSequence([s, r]), so any replica can be rerun alone, in any order, on any
+worker. Percentiles are numpy's linear interpolation between order statistics.
+Source: DESIGN.md §4 (`campaign simulate --json` summary keys).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+
+from campaign.sim.inputs import DAY_S, SimInputs
+from campaign.sim.simulator import BREAKDOWN_KEYS, SimResult, simulate
+
+PERCENTILES = (10, 50, 90)
+
+
+def simulate_replicas(inputs: SimInputs, replicas: int, first: int = 0) -> list[SimResult]:
+    """Run replicas first..first+replicas-1 one after another (a task runner can map `simulate` instead)."""
+    return [simulate(inputs, r) for r in range(first, first + replicas)]
+
+
+def distribution(values: Iterable[float | None]) -> dict:
+    """{mean, p10, p50, p90} of the values that are not None; all None when there are none."""
+    data = np.array([v for v in values if v is not None], dtype=float)
+    if data.size == 0:
+        return {"mean": None, **{f"p{p}": None for p in PERCENTILES}}
+    pct = np.percentile(data, PERCENTILES)
+    return {"mean": float(data.mean()), **{f"p{p}": float(v) for p, v in zip(PERCENTILES, pct)}}
+
+
+def summarise_replicas(results: list[SimResult], window_s: float) -> dict:
+    """The `campaign simulate --json` summary: distributions over replicas plus means of the rest.
+
+    completion_days is over the replicas that finished (all None when none did); power_mw.peak is the highest
+    peak of any replica, power_mw.min the lowest minimum and power_mw.mean the mean of the replica means.
+    """
+    if not results:
+        raise ValueError("summarise_replicas needs at least one SimResult")
+    s = [r.summary for r in results]
+    names = list(s[0]["interruptions"]["by_category"])
+    completed = [x["completed"] for x in s]
+    return {
+        "replicas": len(results),
+        "window_days": window_s / DAY_S,
+        "interruptions_unexpected": distribution(x["interruptions"]["unexpected"] for x in s),
+        "interruptions_planned": distribution(x["interruptions"]["planned"] for x in s),
+        "ettr": distribution(x["ettr"] for x in s),
+        "tokens_trained": distribution(x["tokens_trained"] for x in s),
+        "completion_days": distribution(
+            x["completion_s"] / DAY_S if x["completion_s"] is not None else None for x in s
+        ),
+        "p_complete_in_window": float(np.mean(completed)),
+        "by_category": {n: float(np.mean([x["interruptions"]["by_category"][n] for x in s])) for n in names},
+        "power_mw": {
+            "peak": max(x["power_mw"]["peak"] for x in s),
+            "mean": float(np.mean([x["power_mw"]["mean"] for x in s])),
+            "min": min(x["power_mw"]["min"] for x in s),
+            "max_ramp_mw_per_s": max(x["power_mw"]["max_ramp_mw_per_s"] for x in s),
+        },
+        "energy_mwh": float(np.mean([x["energy_mwh"] for x in s])),
+        "observed_job_mtbf_h": distribution(x["observed_job_mtbf_h"] for x in s),
+        "goodput_breakdown_gpu_h": {
+            k: float(np.mean([x["goodput_breakdown_gpu_h"][k] for x in s])) for k in BREAKDOWN_KEYS
+        },
+        "cost_usd": {k: float(np.mean([x["cost_usd"][k] for x in s])) for k in ("compute", "energy", "lost")},
+    }
+
+
+def replica_table(results: list[SimResult]) -> pd.DataFrame:
+    """One flat row per replica (for the `sim_replicas` catalog table)."""
+    rows = []
+    for r in results:
+        x = r.summary
+        row = {
+            "replica": r.replica,
+            "seed": r.seed,
+            "ettr": x["ettr"],
+            "interruptions_unexpected": x["interruptions"]["unexpected"],
+            "interruptions_planned": x["interruptions"]["planned"],
+            "observed_job_mtbf_h": x["observed_job_mtbf_h"],
+            "n_checkpoints": x["n_checkpoints"],
+            "tokens_trained": x["tokens_trained"],
+            "is_completed": x["completed"],
+            "completion_s": x["completion_s"],
+            "peak_mw": x["power_mw"]["peak"],
+            "mean_mw": x["power_mw"]["mean"],
+            "min_mw": x["power_mw"]["min"],
+            "max_ramp_mw_per_s": x["power_mw"]["max_ramp_mw_per_s"],
+            "energy_mwh": x["energy_mwh"],
+        }
+        row.update({f"{k}_gpu_h": v for k, v in x["goodput_breakdown_gpu_h"].items()})
+        row.update({f"cost_{k}_usd": v for k, v in x["cost_usd"].items()})
+        rows.append(row)
+    return pd.DataFrame(rows)

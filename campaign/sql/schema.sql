@@ -1,0 +1,88 @@
+-- The workspace catalog. Stages append; a stage's result rows go in with one transaction, keyed so that a
+-- rerun with the same inputs (config digest, data digest) adds nothing.
+CREATE TABLE IF NOT EXISTS runs (
+    run_id VARCHAR PRIMARY KEY,
+    stage VARCHAR NOT NULL,
+    started_at TIMESTAMPTZ NOT NULL,
+    finished_at TIMESTAMPTZ,
+    status VARCHAR NOT NULL,          -- running, completed, failed, refused, abandoned, reused
+    config_digest VARCHAR,
+    data_digest VARCHAR,
+    pid INTEGER,
+    message VARCHAR
+);
+CREATE TABLE IF NOT EXISTS datasets (
+    data_digest VARCHAR NOT NULL,
+    source VARCHAR NOT NULL,
+    file VARCHAR NOT NULL,
+    n_input BIGINT NOT NULL,
+    n_documents BIGINT NOT NULL,
+    n_rejected BIGINT NOT NULL,
+    n_tokens BIGINT NOT NULL,
+    n_bytes BIGINT NOT NULL,
+    sha256 VARCHAR NOT NULL,
+    tokenizer VARCHAR NOT NULL,
+    run_id VARCHAR NOT NULL,
+    created_at TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (data_digest, source)
+);
+CREATE TABLE IF NOT EXISTS rejections (
+    data_digest VARCHAR NOT NULL,
+    source VARCHAR NOT NULL,
+    reason VARCHAR NOT NULL,
+    n_documents BIGINT NOT NULL,
+    PRIMARY KEY (data_digest, source, reason)
+);
+CREATE TABLE IF NOT EXISTS gates (
+    run_id VARCHAR NOT NULL,
+    gate VARCHAR NOT NULL,
+    passed BOOLEAN NOT NULL,
+    config_digest VARCHAR NOT NULL,
+    data_digest VARCHAR NOT NULL,
+    details JSON,
+    checked_at TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (gate, config_digest, data_digest)
+);
+CREATE TABLE IF NOT EXISTS commitments (
+    commitment_id VARCHAR PRIMARY KEY,
+    window_start TIMESTAMPTZ NOT NULL,
+    window_end TIMESTAMPTZ NOT NULL,
+    config_digest VARCHAR NOT NULL,
+    data_digest VARCHAR NOT NULL,
+    approved_by VARCHAR NOT NULL,
+    run_id VARCHAR NOT NULL,
+    created_at TIMESTAMPTZ NOT NULL,
+    UNIQUE (config_digest, data_digest)
+);
+CREATE TABLE IF NOT EXISTS sim_replicas (
+    commitment_id VARCHAR NOT NULL,
+    replica INTEGER NOT NULL,
+    seed BIGINT NOT NULL,
+    ettr DOUBLE NOT NULL,
+    tokens_trained DOUBLE NOT NULL,
+    completed BOOLEAN NOT NULL,
+    summary JSON NOT NULL,
+    run_id VARCHAR NOT NULL,
+    created_at TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (commitment_id, replica)
+);
+CREATE TABLE IF NOT EXISTS sim_events (
+    commitment_id VARCHAR NOT NULL,
+    replica INTEGER NOT NULL,
+    event_id BIGINT NOT NULL,
+    t_s DOUBLE NOT NULL,
+    kind VARCHAR NOT NULL,
+    category VARCHAR,
+    scope VARCHAR,
+    node INTEGER,
+    tokens_trained DOUBLE,
+    detail VARCHAR,
+    PRIMARY KEY (commitment_id, replica, event_id)
+);
+CREATE TABLE IF NOT EXISTS sim_power (
+    commitment_id VARCHAR NOT NULL,
+    replica INTEGER NOT NULL,
+    t_s DOUBLE NOT NULL,
+    power_mw DOUBLE NOT NULL,
+    PRIMARY KEY (commitment_id, replica, t_s)
+);

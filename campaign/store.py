@@ -1,0 +1,367 @@
+"""The workspace of one campaign: its folders, its DuckDB catalog and the lock that keeps writers apart.
+
+Result rows of a stage are written in one DuckDB transaction and keyed by what produced them (gate, config
+digest, data digest; commitment and replica), so a run killed at any moment and started again ends with the
+same rows and no duplicates. Only one process works on a workspace at a time; the next one waits briefly,
+then stops with a message naming the holder.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+from filelock import FileLock, Timeout
+
+from campaign.errors import Refused, WorkspaceBusy
+from campaign.files import atomic_write_json
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ROOT = Path("workspace")
+LOCK_WAIT_S = float(os.environ.get("CAMPAIGN_LOCK_WAIT_S", "10"))
+
+
+@dataclass(frozen=True)
+class Workspace:
+    root: Path
+
+    @property
+    def catalog_path(self) -> Path:
+        return self.root / "campaign.duckdb"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def checks_dir(self) -> Path:
+        return self.root / "checks"
+
+    @property
+    def sim_dir(self) -> Path:
+        return self.root / "sim"
+
+    @property
+    def report_dir(self) -> Path:
+        return self.root / "report"
+
+
+def workspace_for(campaign_name: str, override: str | Path | None = None) -> Workspace:
+    """`--workspace DIR` if given, else workspace/<campaign name> under the current directory."""
+    root = Path(override) if override else DEFAULT_ROOT / campaign_name
+    return Workspace(root.resolve())
+
+
+# ------------------------------------------------------------------------------------------------ locking
+
+_held: dict[Path, tuple[FileLock, int]] = {}
+_held_guard = threading.RLock()
+
+
+@contextmanager
+def locked(ws: Workspace, command: str, wait_s: float | None = None) -> Iterator[None]:
+    """Hold the workspace lock for this process (re-entrant: a lifecycle flow and its stages share it)."""
+    ws.root.mkdir(parents=True, exist_ok=True)
+    key = ws.root
+    with _held_guard:
+        if key in _held:
+            lock, depth = _held[key]
+            _held[key] = (lock, depth + 1)
+            owner = False
+        else:
+            lock = FileLock(str(ws.root / ".lock"), is_singleton=False)
+            try:
+                lock.acquire(timeout=LOCK_WAIT_S if wait_s is None else wait_s)
+            except Timeout:
+                raise WorkspaceBusy(
+                    f"workspace is in use by {_describe_holder(ws)}",
+                    where=str(ws.root),
+                    fix="wait for that run to finish, or stop it; a killed holder releases the lock by itself",
+                ) from None
+            _held[key] = (lock, 1)
+            owner = True
+            atomic_write_json(ws.root / ".lock.json", {
+                "pid": os.getpid(), "host": socket.gethostname(), "command": command,
+                "since": datetime.now(UTC).isoformat(timespec="seconds"),
+            })
+    try:
+        yield
+    finally:
+        with _held_guard:
+            lock, depth = _held[key]
+            if depth > 1:
+                _held[key] = (lock, depth - 1)
+            else:
+                del _held[key]
+                if owner or depth == 1:
+                    (ws.root / ".lock.json").unlink(missing_ok=True)
+                    lock.release()
+
+
+def _describe_holder(ws: Workspace) -> str:
+    try:
+        info = json.loads((ws.root / ".lock.json").read_text())
+        return f"pid {info['pid']} on {info['host']} ({info['command']}, since {info['since']})"
+    except (OSError, ValueError, KeyError):
+        return "another process (no holder details recorded)"
+
+
+# ------------------------------------------------------------------------------------------------ catalog
+
+
+def sql(name: str) -> str:
+    """Text of campaign/sql/<name>.sql."""
+    return resources.files("campaign.sql").joinpath(f"{name}.sql").read_text(encoding="utf-8")
+
+
+@contextmanager
+def catalog(ws: Workspace, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A connection to the workspace catalog with the schema in place."""
+    ws.root.mkdir(parents=True, exist_ok=True)
+    if read_only and not ws.catalog_path.exists():
+        read_only = False
+    con = duckdb.connect(str(ws.catalog_path), read_only=read_only)
+    try:
+        if not read_only:
+            con.execute(sql("schema"))
+        yield con
+    finally:
+        con.close()
+
+
+@contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield con
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+
+
+def first_row(con: duckdb.DuckDBPyConnection, query: str, params: Any = None) -> tuple | None:
+    """The first row of a query, with the result fully consumed (DuckDB 2 refuses new work on an open result)."""
+    rows = con.execute(query, params or []).fetchall()
+    return rows[0] if rows else None
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+# --------------------------------------------------------------------------------------------------- runs
+
+
+def start_run(ws: Workspace, stage: str, config_digest: str | None, data_digest: str | None) -> str:
+    """Record the start of a stage run; earlier runs of this workspace still 'running' are marked abandoned."""
+    run_id = f"{stage}-{now():%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+    with catalog(ws) as con, transaction(con):
+        # We hold the workspace lock, so any other 'running' row belongs to a process that died.
+        con.execute("UPDATE runs SET status = 'abandoned', finished_at = ? WHERE status = 'running'", [now()])
+        con.execute(
+            "INSERT INTO runs (run_id, stage, started_at, status, config_digest, data_digest, pid) "
+            "VALUES (?, ?, ?, 'running', ?, ?, ?)",
+            [run_id, stage, now(), config_digest, data_digest, os.getpid()],
+        )
+    return run_id
+
+
+def finish_run(ws: Workspace, run_id: str, status: str, message: str = "", data_digest: str | None = None) -> None:
+    with catalog(ws) as con:
+        con.execute(
+            "UPDATE runs SET status = ?, finished_at = ?, message = ?, data_digest = coalesce(?, data_digest) "
+            "WHERE run_id = ?",
+            [status, now(), message[:2000], data_digest, run_id],
+        )
+
+
+# ----------------------------------------------------------------------------------------------- datasets
+
+
+def record_dataset(ws: Workspace, run_id: str, manifest: dict[str, Any]) -> int:
+    """Insert one `datasets` row per source and the per-reason `rejections`; no-op if this digest is recorded."""
+    digest = manifest["data_digest"]
+    with catalog(ws) as con, transaction(con):
+        if first_row(con, "SELECT count(*) FROM datasets WHERE data_digest = ?", [digest])[0]:
+            return 0
+        rows = 0
+        for source in manifest["sources"]:
+            con.execute(
+                "INSERT INTO datasets VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [digest, source["name"], source["clean_file"], source["n_input"], source["n_kept"],
+                 source["n_rejected"], source["tokens_kept"], source["bytes_kept"], source["clean_sha256"],
+                 manifest["tokenizer"], run_id, now()],
+            )
+            for reason, count in sorted(source["by_reason"].items()):
+                con.execute("INSERT INTO rejections VALUES (?, ?, ?, ?)", [digest, source["name"], reason, count])
+            rows += 1
+        return rows
+
+
+# -------------------------------------------------------------------------------------------------- gates
+
+
+@dataclass(frozen=True)
+class GateRecord:
+    gate: str
+    passed: bool
+    config_digest: str
+    data_digest: str
+    details: dict[str, Any]
+    run_id: str
+    checked_at: datetime
+
+
+def record_gates(ws: Workspace, run_id: str, config_digest: str, data_digest: str,
+                 results: list[tuple[str, bool, dict[str, Any]]]) -> int:
+    """Insert gate results for these digests; a gate already recorded for them is left as it is."""
+    inserted = 0
+    with catalog(ws) as con, transaction(con):
+        for gate, passed, details in results:
+            exists = first_row(
+                con, "SELECT count(*) FROM gates WHERE gate = ? AND config_digest = ? AND data_digest = ?",
+                [gate, config_digest, data_digest],
+            )[0]
+            if exists:
+                continue
+            con.execute(
+                "INSERT INTO gates VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [run_id, gate, passed, config_digest, data_digest, json.dumps(details, default=str), now()],
+            )
+            inserted += 1
+    return inserted
+
+
+def gates_for(ws: Workspace, config_digest: str, data_digest: str) -> dict[str, GateRecord]:
+    if not ws.catalog_path.exists():
+        return {}
+    with catalog(ws) as con:
+        rows = con.execute(
+            "SELECT gate, passed, config_digest, data_digest, details, run_id, checked_at FROM gates "
+            "WHERE config_digest = ? AND data_digest = ?",
+            [config_digest, data_digest],
+        ).fetchall()
+    return {r[0]: GateRecord(r[0], bool(r[1]), r[2], r[3], json.loads(r[4] or "{}"), r[5], r[6]) for r in rows}
+
+
+# -------------------------------------------------------------------------------------------- commitments
+
+
+@dataclass(frozen=True)
+class Commitment:
+    commitment_id: str
+    window_start: datetime
+    window_end: datetime
+    config_digest: str
+    data_digest: str
+    approved_by: str
+    run_id: str
+    created_at: datetime
+
+
+def record_commitment(ws: Workspace, commitment: Commitment) -> Commitment:
+    """Book the window; if these digests are already committed, return the existing commitment."""
+    with catalog(ws) as con, transaction(con):
+        existing = _commitment_rows(con, "WHERE config_digest = ? AND data_digest = ?",
+                                    [commitment.config_digest, commitment.data_digest])
+        if existing:
+            return existing[0]
+        con.execute(
+            "INSERT INTO commitments VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [commitment.commitment_id, commitment.window_start, commitment.window_end, commitment.config_digest,
+             commitment.data_digest, commitment.approved_by, commitment.run_id, commitment.created_at],
+        )
+    return commitment
+
+
+def commitments(ws: Workspace) -> list[Commitment]:
+    """All commitments of the workspace, newest first."""
+    if not ws.catalog_path.exists():
+        return []
+    with catalog(ws) as con:
+        return _commitment_rows(con, "", [])
+
+
+def _commitment_rows(con: duckdb.DuckDBPyConnection, where: str, params: list[Any]) -> list[Commitment]:
+    rows = con.execute(
+        "SELECT commitment_id, window_start, window_end, config_digest, data_digest, approved_by, run_id, "
+        f"created_at FROM commitments {where} ORDER BY created_at DESC",
+        params,
+    ).fetchall()
+    return [Commitment(*row) for row in rows]
+
+
+# ------------------------------------------------------------------------------------------- simulations
+
+
+def has_replica(ws: Workspace, commitment_id: str, replica: int) -> bool:
+    if not ws.catalog_path.exists():
+        return False
+    with catalog(ws) as con:
+        return bool(first_row(
+            con, "SELECT count(*) FROM sim_replicas WHERE commitment_id = ? AND replica = ?", [commitment_id, replica]
+        )[0])
+
+
+def record_replica(ws: Workspace, run_id: str, commitment_id: str, replica: int, seed: int,
+                   summary: dict[str, Any], events: pd.DataFrame, power: pd.DataFrame) -> bool:
+    """Insert one simulated replica (summary, events, power) in one transaction; False if already there."""
+    events = events.assign(commitment_id=commitment_id, replica=replica)
+    power = power.assign(commitment_id=commitment_id, replica=replica)
+    with catalog(ws) as con, transaction(con):
+        if first_row(con, "SELECT count(*) FROM sim_replicas WHERE commitment_id = ? AND replica = ?",
+                     [commitment_id, replica])[0]:
+            return False
+        con.register("new_events", events)
+        con.execute(
+            "INSERT INTO sim_events SELECT commitment_id, replica, event_id, t_s, kind, category, scope, node, "
+            "tokens_trained, detail FROM new_events"
+        )
+        con.register("new_power", power)
+        con.execute("INSERT INTO sim_power SELECT commitment_id, replica, t_s, power_mw FROM new_power")
+        con.execute(
+            "INSERT INTO sim_replicas VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [commitment_id, replica, seed, float(summary["ettr"]), float(summary["tokens_trained"]),
+             bool(summary["completed"]), json.dumps(summary, default=str), run_id, now()],
+        )
+        con.unregister("new_events")
+        con.unregister("new_power")
+    return True
+
+
+def replica_summary(ws: Workspace, commitment_id: str, replica: int) -> dict[str, Any]:
+    with catalog(ws) as con:
+        row = first_row(con, "SELECT summary FROM sim_replicas WHERE commitment_id = ? AND replica = ?",
+                        [commitment_id, replica])
+    return json.loads(row[0])
+
+
+def existing_workspace(override: str | Path | None) -> Workspace:
+    """The workspace to read when no config names one: `--workspace`, else the only one under workspace/."""
+    if override:
+        ws = Workspace(Path(override).resolve())
+        if not ws.catalog_path.exists():
+            raise Refused("no campaign catalog here (campaign.duckdb is missing)", where=str(ws.root),
+                          fix="pass the --workspace a campaign ran in")
+        return ws
+    found = sorted(p.parent for p in DEFAULT_ROOT.glob("*/campaign.duckdb"))
+    if len(found) == 1:
+        return Workspace(found[0].resolve())
+    names = ", ".join(p.name for p in found) or "none"
+    raise Refused(f"cannot tell which workspace to use under {DEFAULT_ROOT}/ (found: {names})",
+                  fix="pass --workspace DIR")

@@ -1,0 +1,221 @@
+"""The `campaign` command: parse, load the config, call a flow or a pure plan, print, exit with its code.
+
+Exit codes: 0 done; 1 a gate failed or a plan does not fit; 2 bad input; 3 refused; 4 workspace busy.
+"""
+
+import json
+import os
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from campaign.errors import CampaignError
+
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Plan, prove ready, run (simulated) and analyse a large training campaign.")
+
+ConfigArg = Annotated[str, typer.Argument(help="Campaign YAML, e.g. configs/campaigns/demo.yaml.")]
+WorkspaceOpt = Annotated[str | None, typer.Option("--workspace", "-w", help="Workspace folder "
+                                                  "(default workspace/<campaign name>).")]
+SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Override one config value: dotted.key=value "
+                                                  "(repeatable), e.g. --set cluster.nodes=1024.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
+
+
+def _say(text: str) -> None:
+    typer.echo(text, err=True)
+
+
+def _finish(state: Any) -> Any:
+    """The flow's result, or raise the CampaignError a Failed state carries."""
+    if state.is_completed():
+        return state.result()
+    data = getattr(state, "data", None)
+    if isinstance(data, CampaignError):
+        raise data
+    try:
+        state.result()
+    except CampaignError:
+        raise
+    except Exception as exc:  # a bug, not bad input: say so plainly, keep the detail for the log
+        raise CampaignError(f"{state.name}: {state.message or exc}", fix="see the Prefect log above; "
+                            "this is a bug if it is not about your input") from None
+    raise CampaignError(f"{state.name}: {state.message}")
+
+
+def _stage(flow_name: str, config: str, workspace: str | None, overrides: list[str] | None) -> Any:
+    from campaign.config import load_config
+    from flows.common import StageParams
+
+    load_config(config, list(overrides or []))  # bad input fails here, before a Prefect API starts
+    params = StageParams(config=config, workspace=workspace, overrides=list(overrides or []))
+    flow = _flows()[flow_name]
+    return _finish(flow(params, return_state=True))
+
+
+def _flows() -> dict[str, Any]:
+    from flows.commit import commit
+    from flows.execute import execute
+    from flows.lifecycle import campaign
+    from flows.prepare import prepare
+    from flows.validate import validate
+
+    return {"prepare": prepare, "validate": validate, "commit": commit, "execute": execute, "run": campaign}
+
+
+def _gate_table(results: list[Any]) -> str:
+    width = max(len(r.gate) for r in results)
+    lines = [f"{'gate'.ljust(width)}  result  detail", f"{'-' * width}  ------  ------"]
+    lines += [f"{r.gate.ljust(width)}  {'PASS' if r.passed else 'FAIL'}    {r.summary}" for r in results]
+    return "\n".join(lines)
+
+
+@app.command()
+def run(config: ConfigArg, workspace: WorkspaceOpt = None, set_: SetOpt = None) -> None:
+    """The whole lifecycle: prepare, validate, commit, execute, analyse (exit 1 if a gate failed)."""
+    result = _stage("run", config, workspace, set_)
+    typer.echo(f"campaign done: ETTR {result['ettr']:.3f}, {result['tokens_trained']:.4g} tokens trained, "
+               f"{result['interruptions']['unexpected']} unexpected interruptions")
+
+
+@app.command()
+def prepare(config: ConfigArg, workspace: WorkspaceOpt = None, set_: SetOpt = None) -> None:
+    """Clean and deduplicate the sources; keep every rejected document with its reason."""
+    r = _stage("prepare", config, workspace, set_)
+    typer.echo(f"prepared: {r.n_input:,} documents in, {r.n_kept:,} kept, {r.n_rejected:,} rejected, "
+               f"{r.n_tokens:,} tokens; data digest {r.data_digest[:12]}")
+
+
+@app.command()
+def validate(config: ConfigArg, workspace: WorkspaceOpt = None, set_: SetOpt = None) -> None:
+    """Run every gate and print a table (exit 1 if any failed)."""
+    try:
+        results = _stage("validate", config, workspace, set_)
+    except CampaignError as err:
+        if getattr(err, "results", None):
+            typer.echo(_gate_table(err.results))
+        raise
+    typer.echo(_gate_table(results))
+
+
+@app.command()
+def commit(config: ConfigArg, workspace: WorkspaceOpt = None, set_: SetOpt = None) -> None:
+    """Book the window if every gate passed for this config and data (exit 3 if refused)."""
+    c = _stage("commit", config, workspace, set_)
+    typer.echo(f"committed {c.commitment_id}: window {c.window_start} .. {c.window_end}, approved by {c.approved_by}")
+
+
+@app.command()
+def execute(config: ConfigArg, workspace: WorkspaceOpt = None, set_: SetOpt = None) -> None:
+    """Run (simulate) the committed window (exit 3 if nothing valid is committed)."""
+    r = _stage("execute", config, workspace, set_)
+    typer.echo(f"executed {r.commitment_id}{' (already executed; reused)' if r.reused else ''}: ETTR {r.ettr:.3f}, "
+               f"{r.tokens_trained:.4g} tokens, {'completed' if r.completed else 'not completed'}")
+
+
+@app.command()
+def analyse(workspace: WorkspaceOpt = None, json_: JsonOpt = False) -> None:
+    """Analyse the executed window and write report/report.md."""
+    from flows.analyse import AnalyseParams, analyse_flow
+
+    result = _finish(analyse_flow(AnalyseParams(workspace=workspace), return_state=True))
+    if json_:
+        typer.echo(json.dumps(result, indent=2, default=str))
+    else:
+        typer.echo(f"ETTR {result['ettr']:.3f}; report in {workspace or 'workspace'}/report/report.md")
+
+
+@app.command()
+def plan(config: ConfigArg, json_: JsonOpt = False, search: Annotated[bool, typer.Option(
+        "--search", help="Rank every legal layout for this cluster and model.")] = False,
+         set_: SetOpt = None) -> None:
+    """Performance, memory and checkpoint plan (exit 1 if it does not fit)."""
+    from campaign.config import load_config
+    from campaign.plan import make_plan, search_layouts
+
+    loaded = load_config(config, list(set_ or []))
+    best = make_plan(loaded.config)
+    out = best.to_json()
+    out["config_digest"] = loaded.digest
+    if search:
+        out["search"] = [p.to_json() for p in search_layouts(loaded.config)]
+    if json_:
+        typer.echo(json.dumps(out, indent=2, default=str))
+    else:
+        typer.echo(_plan_text(out))
+    if not best.fits:
+        raise typer.Exit(1)
+
+
+def _plan_text(p: dict[str, Any]) -> str:
+    lay = p["layout"]
+    lines = [
+        f"GPUs {p['gpus']:,}  layout tp={lay['tp']} pp={lay['pp']} dp={lay['dp']} cp={lay['cp']}",
+        f"memory {p['memory_gib_per_gpu']:.1f} GiB/GPU   step {p['step_time_s']:.2f} s   MFU {p['mfu']:.1%}   "
+        f"{p['tokens_per_s']:,.0f} tokens/s",
+        f"checkpoint {p['checkpoint']['size_gb']:,.0f} GB, write {p['checkpoint']['write_s']:.0f} s, every "
+        f"{p['checkpoint']['interval_s']:.0f} s   job MTBF {p['job_mtbf_h']:.2f} h",
+        f"expected ETTR {p['expected_ettr']:.3f}, {p['expected_days']:.1f} days   fits: {p['fits']}",
+    ]
+    lines += [f"  violation: {v}" for v in p["violations"]]
+    for alt in p.get("search", []):
+        a = alt["layout"]
+        lines.append(f"  search: tp={a['tp']} pp={a['pp']} dp={a['dp']} cp={a['cp']} vpp={a.get('vpp', 1)} "
+                     f"mb={alt.get('micro_batch', '')}: {alt['tokens_per_s']:,.0f} tok/s, "
+                     f"{alt['memory_gib_per_gpu']:.1f} GiB, fits={alt['fits']}")
+    return "\n".join(lines)
+
+
+@app.command()
+def simulate(config: ConfigArg, replicas: Annotated[int | None, typer.Option(help="Seeded replicas.")] = None,
+             seed: Annotated[int | None, typer.Option(help="Seed (default: the config's).")] = None,
+             json_: JsonOpt = False, set_: SetOpt = None) -> None:
+    """What-if replicas of the window with percentiles; no gates, no commitment."""
+    from flows.simulate import SimulateParams, simulate_with_runner
+
+    params = SimulateParams(config=config, overrides=list(set_ or []), replicas=replicas, seed=seed)
+    result = _finish(simulate_with_runner(params))
+    if json_:
+        typer.echo(json.dumps(result, indent=2, default=str))
+        return
+    s = result["summary"]
+    typer.echo(f"{result['replicas']} replicas (seed {result['seed']}) in {result['wall_s']:.2f} s")
+    for key in ("ettr", "interruptions_unexpected", "interruptions_planned", "tokens_trained", "completion_days"):
+        v = s[key]
+        fmt = (lambda x: "n/a" if x is None else f"{x:.4g}")
+        typer.echo(f"  {key:26s} mean {fmt(v['mean'])}  p10 {fmt(v['p10'])}  p50 {fmt(v['p50'])}  p90 {fmt(v['p90'])}")
+    typer.echo(f"  P(complete in window) {s['p_complete_in_window']:.2f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the app, turning every CampaignError into its message and exit code."""
+    try:
+        code = app(args=argv, standalone_mode=False)
+    except CampaignError as err:
+        _say(f"error: {err.render()}")
+        return err.exit_code
+    except typer.Exit as ex:
+        return ex.exit_code
+    except SystemExit as ex:
+        return int(ex.code or 0)
+    except KeyboardInterrupt:
+        _say("interrupted; rerun the same command to resume (completed work is kept)")
+        return 130
+    except Exception as exc:  # usage errors from the (vendored) click parser: print them as click would
+        if callable(getattr(exc, "show", None)) and hasattr(exc, "exit_code"):
+            exc.show()
+            return 2
+        raise
+    return code if isinstance(code, int) else 0
+
+
+def run_stage_main(stage: str) -> int:
+    """`python -m flows.<stage> CONFIG [--workspace DIR] [--set k=v]...` is `campaign <stage> ...`."""
+    return main([stage, *sys.argv[1:]])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""The commit stage: book the window only if every gate passed for exactly this config and data."""
+
+import sys
+
+from prefect import flow
+from prefect.flow_runs import pause_flow_run
+from prefect.input import RunInput
+
+from campaign.errors import CampaignError, Refused
+from flows.common import StageParams, failed, quiet_expected_errors, stage_run
+from tasks.commit import book_window, check_gates, schedule_execute
+from tasks.config import load_campaign
+
+
+class Approval(RunInput):
+    approved: bool
+    approver: str
+
+
+@flow(name="commit")
+def commit(params: StageParams = StageParams()):
+    quiet_expected_errors()
+    try:
+        loaded, ws = load_campaign(params.config, params.overrides, params.workspace)
+        with stage_run(ws, "commit", loaded.digest) as run_id:
+            data_digest = check_gates(ws, loaded.digest)
+            approved_by = "automatic (every gate passed)"
+            if loaded.config.commit.require_approval:
+                answer = pause_flow_run(wait_for_input=Approval, timeout=int(loaded.config.commit.approval_timeout_s),
+                                        poll_interval=2)
+                if not answer.approved:
+                    raise Refused(f"booking rejected by {answer.approver}", where=str(ws.root),
+                                  fix="resolve the approver's concern and commit again")
+                approved_by = answer.approver
+            booked = book_window(ws, loaded, data_digest, run_id, approved_by)
+            schedule_execute(booked, params.model_dump())
+            return booked
+    except CampaignError as err:
+        return failed(err)
+
+
+if __name__ == "__main__":
+    from flows.cli import run_stage_main
+
+    sys.exit(run_stage_main("commit"))

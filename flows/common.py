@@ -1,0 +1,66 @@
+"""What every stage flow shares: its typed parameters (the Prefect UI form) and the run bookkeeping."""
+
+import contextlib
+import logging
+from collections.abc import Iterator
+
+from prefect.states import Failed, State
+from pydantic import BaseModel, ConfigDict, Field
+
+from campaign import store
+from campaign.errors import CampaignError
+
+
+class StageParams(BaseModel):
+    """Which campaign to work on. The same form serves every stage deployment."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    config: str = Field("configs/campaigns/demo.yaml", description="Campaign YAML, relative to the working dir.")
+    workspace: str | None = Field(None, description="Workspace folder (default workspace/<campaign name>).")
+    overrides: list[str] = Field(default_factory=list,
+                                 description="Config overrides as dotted.key=value, e.g. cluster.nodes=1024.")
+
+
+def failed(err: CampaignError) -> State:
+    """A clean Failed state that carries the error, so the CLI re-raises it with its exit code, untraced."""
+    return Failed(message=err.render(), data=err)
+
+
+@contextlib.contextmanager
+def stage_run(ws: store.Workspace, stage: str, config_digest: str | None,
+              data_digest: str | None = None) -> Iterator[str]:
+    """Hold the workspace lock and record the stage in `runs` (completed, refused or failed)."""
+    quiet_expected_errors()
+    with store.locked(ws, f"campaign {stage}"):
+        run_id = store.start_run(ws, stage, config_digest, data_digest)
+        try:
+            yield run_id
+        except CampaignError as err:
+            status = "refused" if err.exit_code == 3 else "failed"
+            store.finish_run(ws, run_id, status, err.render())
+            raise
+        except BaseException as err:
+            store.finish_run(ws, run_id, "failed", f"{type(err).__name__}: {err}")
+            raise
+        store.finish_run(ws, run_id, "completed")
+
+
+class _ExpectedErrorFilter(logging.Filter):
+    """Drop the traceback from Prefect's log of a CampaignError: it is a message for the user, not a bug."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], CampaignError):
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+_FILTER = _ExpectedErrorFilter()
+
+
+def quiet_expected_errors() -> None:
+    for name in ("prefect.task_runs", "prefect.flow_runs", "prefect.task_engine", "prefect.flow_engine"):
+        logger = logging.getLogger(name)
+        if _FILTER not in logger.filters:
+            logger.addFilter(_FILTER)

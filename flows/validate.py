@@ -1,0 +1,40 @@
+"""The validate stage: every gate, recorded against this config digest and this data digest."""
+
+import sys
+
+from prefect import flow
+
+from campaign.errors import CampaignError, GateFailed
+from flows.common import StageParams, failed, quiet_expected_errors, stage_run
+from tasks.config import load_campaign
+from tasks.validate import configuration_gates, data_quality_gate, load_manifest, record_gates, volume_gates
+
+
+@flow(name="validate")
+def validate(params: StageParams = StageParams()):
+    quiet_expected_errors()
+    try:
+        loaded, ws = load_campaign(params.config, params.overrides, params.workspace)
+        with stage_run(ws, "validate", loaded.digest) as run_id:
+            manifest = load_manifest(ws)
+            results = [data_quality_gate(loaded.config, ws), *volume_gates(loaded.config, manifest)]
+            plan_results, _ = configuration_gates(loaded.config)
+            results += plan_results
+            record_gates(ws, run_id, loaded.digest, manifest["data_digest"], results)
+            failing = [r for r in results if not r.passed]
+            if failing:
+                err = GateFailed(
+                    "gates failed:\n  - " + "\n  - ".join(f"{r.gate}: {r.summary}" for r in failing),
+                    where=str(ws.root), fix="fix the data or the config, then run `campaign validate` again",
+                )
+                err.results = results  # the CLI prints the whole table
+                raise err
+            return results
+    except CampaignError as err:
+        return failed(err)
+
+
+if __name__ == "__main__":
+    from flows.cli import run_stage_main
+
+    sys.exit(run_stage_main("validate"))

@@ -1,0 +1,72 @@
+"""Commit: book the execution window if every gate passed for exactly this config and this data."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+from prefect import get_run_logger, task
+
+from campaign import store
+from campaign.config import LoadedConfig
+from campaign.data import read_manifest
+from campaign.errors import Refused
+from campaign.files import atomic_write_json
+from campaign.gates import commit_problems
+
+
+@task(name="check-gates", cache_policy=None)
+def check_gates(ws: store.Workspace, config_digest: str) -> str:
+    """Return the data digest every gate passed for, or refuse naming each missing or failed gate."""
+    manifest = read_manifest(ws.data_dir)
+    if manifest is None:
+        raise Refused("nothing to commit: no prepared data (data/manifest.json is missing)", where=str(ws.root),
+                      fix="run `campaign prepare` and `campaign validate` first")
+    data_digest = manifest["data_digest"]
+    problems = commit_problems(store.gates_for(ws, config_digest, data_digest), config_digest, data_digest)
+    if problems:
+        raise Refused("commit refused:\n  - " + "\n  - ".join(problems), where=str(ws.root),
+                      fix="make every gate pass with `campaign validate`, then commit again")
+    return data_digest
+
+
+@task(name="book-window", cache_policy=None)
+def book_window(ws: store.Workspace, loaded: LoadedConfig, data_digest: str, run_id: str,
+                approved_by: str) -> store.Commitment:
+    window = loaded.config.window
+    commitment = store.record_commitment(ws, store.Commitment(
+        commitment_id=f"c-{uuid.uuid4().hex[:12]}",
+        window_start=window.start,
+        window_end=window.start + timedelta(days=window.days),
+        config_digest=loaded.digest,
+        data_digest=data_digest,
+        approved_by=approved_by,
+        run_id=run_id,
+        created_at=store.now(),
+    ))
+    # The committed config travels with the commitment, so analyse needs no config argument.
+    atomic_write_json(ws.root / "commitments" / f"{commitment.commitment_id}.json", {
+        "commitment_id": commitment.commitment_id, "config_digest": commitment.config_digest,
+        "data_digest": commitment.data_digest, "config": loaded.config.model_dump(mode="json", by_alias=True),
+    })
+    get_run_logger().info("window %s .. %s booked as %s (config %s, data %s)", commitment.window_start,
+                          commitment.window_end, commitment.commitment_id, loaded.digest[:12], data_digest[:12])
+    return commitment
+
+
+@task(name="schedule-execute", cache_policy=None, retries=2, retry_delay_seconds=[1, 5])
+def schedule_execute(commitment: store.Commitment, params: dict, deployment: str = "execute/execute-window") -> str:
+    """Inside a deployment run, schedule the execute deployment at the window's start (once per commitment).
+
+    Run locally (no deployment), there is nothing to schedule: `campaign execute` runs the window by hand.
+    """
+    from prefect.deployments import run_deployment
+    from prefect.runtime import deployment as current
+
+    if current.id is None:
+        return "not in a deployment run: run `campaign execute` when the window opens"
+    flow_run = run_deployment(deployment, parameters={"params": params}, scheduled_time=commitment.window_start,
+                              timeout=0, as_subflow=False, idempotency_key=commitment.commitment_id,
+                              flow_run_name=f"window-{commitment.commitment_id}")
+    get_run_logger().info("execute scheduled at %s as flow run %s", commitment.window_start, flow_run.id)
+    return str(flow_run.id)

@@ -1,0 +1,55 @@
+"""Prepare: clean every source, write clean and rejected Parquet and the manifest, record the dataset."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from prefect import get_run_logger, task
+
+from campaign import store
+from campaign.config import DataConfig
+from campaign.data import prepare_sources, write_demo_corpus, write_prepared
+
+
+@dataclass(frozen=True)
+class PrepareRecord:
+    data_digest: str
+    n_input: int
+    n_kept: int
+    n_rejected: int
+    n_tokens: int
+    manifest_path: str
+
+
+@task(name="ensure-demo-inputs", cache_policy=None)
+def ensure_demo_inputs(data: DataConfig, seed: int) -> int:
+    """Write the synthetic demo corpus where `data.demo_corpus_dir` says (demo campaigns only)."""
+    if data.demo_corpus_dir is None:
+        return 0
+    counts = write_demo_corpus(Path(data.demo_corpus_dir), seed=seed)
+    get_run_logger().info("demo corpus written to %s", data.demo_corpus_dir)
+    return len(counts)
+
+
+@task(name="clean-sources", cache_policy=None)
+def clean_sources(data: DataConfig, ws: store.Workspace) -> PrepareRecord:
+    prepared = prepare_sources(data)
+    manifest = write_prepared(prepared, ws.data_dir)
+    stats = manifest["sources"]
+    record = PrepareRecord(
+        data_digest=manifest["data_digest"],
+        n_input=sum(s["n_input"] for s in stats),
+        n_kept=sum(s["n_kept"] for s in stats),
+        n_rejected=sum(s["n_rejected"] for s in stats),
+        n_tokens=sum(s["tokens_kept"] for s in stats),
+        manifest_path=str(ws.data_dir / "manifest.json"),
+    )
+    get_run_logger().info("prepared %s documents in, %s kept, %s rejected, %s tokens; data digest %s",
+                          record.n_input, record.n_kept, record.n_rejected, record.n_tokens, record.data_digest[:12])
+    return record
+
+
+@task(name="record-dataset", cache_policy=None)
+def record_dataset(ws: store.Workspace, run_id: str, manifest: dict) -> int:
+    return store.record_dataset(ws, run_id, manifest)

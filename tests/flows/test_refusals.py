@@ -1,0 +1,91 @@
+"""Every refusal: no commitment, a changed Parquet file, a changed config, a failed gate; no flag bypasses them."""
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from campaign.gates import REQUIRED_GATES
+from flows.cli import main
+
+from .conftest import DEMO
+
+
+def _sets(overrides):
+    return sum((["--set", o] for o in overrides), [])
+
+
+@pytest.fixture(scope="module")
+def committed(tmp_path_factory, demo_inputs):
+    """A workspace that went through prepare, validate and commit (module-scoped: built once)."""
+    ws = tmp_path_factory.mktemp("committed")
+    for stage in ("prepare", "validate", "commit"):
+        assert main([stage, str(DEMO), "--workspace", str(ws), *_sets(demo_inputs)]) == 0, stage
+    return ws
+
+
+def test_execute_without_commitment_names_each_missing_gate(tmp_path, demo_inputs, capsys):
+    ws = tmp_path / "w"
+    assert main(["prepare", str(DEMO), "--workspace", str(ws), *_sets(demo_inputs)]) == 0
+    capsys.readouterr()
+    assert main(["execute", str(DEMO), "--workspace", str(ws), *_sets(demo_inputs)]) == 3
+    err = capsys.readouterr().err
+    assert "no commitment" in err
+    for gate in REQUIRED_GATES:
+        assert f"gate '{gate}'" in err
+    assert "Traceback" not in err
+
+
+def test_execute_on_an_empty_workspace_is_refused(tmp_path, demo_inputs, capsys):
+    assert main(["execute", str(DEMO), "--workspace", str(tmp_path / "empty"), *_sets(demo_inputs)]) == 3
+    assert "run `campaign prepare`" in capsys.readouterr().err
+
+
+def test_commit_without_validate_is_refused(tmp_path, demo_inputs, capsys):
+    ws = tmp_path / "w"
+    assert main(["prepare", str(DEMO), "--workspace", str(ws), *_sets(demo_inputs)]) == 0
+    capsys.readouterr()
+    assert main(["commit", str(DEMO), "--workspace", str(ws), *_sets(demo_inputs)]) == 3
+    err = capsys.readouterr().err
+    assert "commit refused" in err and all(f"gate '{g}' has not been run" in err for g in REQUIRED_GATES)
+
+
+def test_commit_after_a_failed_gate_is_refused(tmp_path, demo_inputs, capsys):
+    ws = tmp_path / "w"
+    sets = _sets([*demo_inputs, "cluster.accelerator.hbm_gib=4"])
+    assert main(["prepare", str(DEMO), "--workspace", str(ws), *sets]) == 0
+    assert main(["validate", str(DEMO), "--workspace", str(ws), *sets]) == 1
+    capsys.readouterr()
+    assert main(["commit", str(DEMO), "--workspace", str(ws), *sets]) == 3
+    assert "gate 'memory' failed" in capsys.readouterr().err
+
+
+def test_changed_config_makes_execute_name_the_config_digest(committed, demo_inputs, capsys):
+    capsys.readouterr()
+    sets = _sets([*demo_inputs, "cluster.spare_nodes=5"])
+    assert main(["execute", str(DEMO), "--workspace", str(committed), *sets]) == 3
+    err = capsys.readouterr().err
+    assert "config digest changed since commit" in err and "Traceback" not in err
+
+
+def test_changed_parquet_makes_execute_name_the_data_digest_and_file(committed, demo_inputs, capsys, tmp_path):
+    clean = committed / "data" / "clean" / "web.parquet"
+    original = clean.read_bytes()
+    table = pq.read_table(clean)
+    texts = table.column("text").to_pylist()
+    texts[0] = texts[0] + " (edited after commit)"
+    pq.write_table(table.set_column(table.schema.get_field_index("text"), "text", pa.array(texts)), clean)
+    try:
+        capsys.readouterr()
+        assert main(["execute", str(DEMO), "--workspace", str(committed), *_sets(demo_inputs)]) == 3
+        err = capsys.readouterr().err
+        assert "data digest changed since commit" in err and "web.parquet" in err
+    finally:
+        clean.write_bytes(original)
+    # The untouched workspace executes.
+    assert main(["execute", str(DEMO), "--workspace", str(committed), *_sets(demo_inputs)]) == 0
+
+
+def test_no_flag_bypasses_a_gate(capsys):
+    for flag in ("--force", "--skip-gates", "--no-verify", "--yes"):
+        assert main(["execute", str(DEMO), flag]) == 2
+    capsys.readouterr()

@@ -1,0 +1,83 @@
+"""A lifecycle killed mid-way and started again ends with the same catalog as an uninterrupted one."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from .conftest import DEMO
+
+# Result tables and the columns that identify their content (run ids, timestamps and random ids left out).
+CONTENT = {
+    "datasets": "data_digest, source, file, n_input, n_documents, n_rejected, n_tokens, n_bytes, sha256",
+    "rejections": "data_digest, source, reason, n_documents",
+    "gates": "gate, passed, config_digest, data_digest, details",
+    "commitments": "window_start, window_end, config_digest, data_digest, approved_by",
+    "sim_replicas": "replica, seed, ettr, tokens_trained, completed",
+    "sim_events": "replica, event_id, t_s, kind, category, scope, node, tokens_trained, detail",
+    "sim_power": "replica, t_s, power_mw",
+}
+KEYS = {
+    "datasets": "data_digest, source", "rejections": "data_digest, source, reason",
+    "gates": "gate, config_digest, data_digest", "commitments": "config_digest, data_digest",
+    "sim_replicas": "commitment_id, replica", "sim_events": "commitment_id, replica, event_id",
+    "sim_power": "commitment_id, replica, t_s",
+}
+
+
+def _env() -> dict:
+    from prefect.settings import PREFECT_API_URL
+
+    # Subprocesses talk to the session's test API instead of starting their own.
+    return {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "PREFECT_LOGGING_LEVEL": "WARNING"}
+
+
+def _run(ws: Path, overrides: list[str], kill_when: Path | None = None) -> int:
+    cmd = [sys.executable, "-m", "flows.cli", "run", str(DEMO), "--workspace", str(ws)]
+    cmd += sum((["--set", o] for o in overrides), [])
+    proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if kill_when is None:
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err
+        return 0
+    deadline = time.monotonic() + 600
+    while not kill_when.exists():
+        assert proc.poll() is None, f"finished before the kill point: {proc.communicate()[1]}"
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    return proc.returncode
+
+
+def _snapshot(ws: Path) -> dict[str, list]:
+    con = duckdb.connect(str(ws / "campaign.duckdb"), read_only=True)
+    try:
+        snap = {}
+        for table, cols in CONTENT.items():
+            snap[table] = con.execute(f"SELECT {cols} FROM {table} ORDER BY ALL").fetchall()
+            total, distinct = con.execute(
+                f"SELECT count(*), count(DISTINCT ({KEYS[table]})) FROM {table}").fetchone()
+            assert total == distinct, f"duplicate rows in {table}"
+        return snap
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("kill_point", ["data/manifest.json", "commitments"])
+def test_killed_lifecycle_resumes_to_the_same_catalog(tmp_path, demo_inputs, kill_point):
+    reference = tmp_path / "reference"
+    _run(reference, demo_inputs)
+    killed = tmp_path / "killed"
+    assert _run(killed, demo_inputs, kill_when=killed / kill_point) == -signal.SIGKILL
+    _run(killed, demo_inputs)  # started again: finishes, reusing what completed
+    assert _snapshot(killed) == _snapshot(reference)
+    con = duckdb.connect(str(killed / "campaign.duckdb"), read_only=True)
+    statuses = {r[0] for r in con.execute("SELECT status FROM runs").fetchall()}
+    con.close()
+    assert "abandoned" in statuses  # the killed run is on record, not silently forgotten

@@ -1,0 +1,60 @@
+"""Gate decisions: commit needs every gate passed for these digests; execute needs an unchanged commitment."""
+
+from datetime import UTC, datetime
+
+from campaign.gates import REQUIRED_GATES, commit_problems, data_gates, execute_problems
+from campaign.store import Commitment, GateRecord
+
+T = datetime(2027, 1, 4, tzinfo=UTC)
+
+
+def _passed(config="c", data="d", failing=()):
+    return {g: GateRecord(g, g not in failing, config, data, {"summary": f"{g} detail"}, "r", T)
+            for g in REQUIRED_GATES}
+
+
+def test_commit_names_each_missing_gate():
+    problems = commit_problems({}, "c" * 64, "d" * 64)
+    assert len(problems) == len(REQUIRED_GATES)
+    for gate, problem in zip(REQUIRED_GATES, problems, strict=True):
+        assert f"gate '{gate}' has not been run" in problem
+
+
+def test_commit_names_a_failed_gate_with_its_detail():
+    assert commit_problems(_passed(failing=("memory",)), "c", "d") == ["gate 'memory' failed: memory detail"]
+    assert commit_problems(_passed(), "c", "d") == []
+
+
+def test_execute_without_commitment_names_missing_gates():
+    problems = execute_problems([], "c", "d", [], {})
+    assert problems[0].startswith("no commitment")
+    assert all(any(g in p for p in problems) for g in REQUIRED_GATES)
+
+
+def test_execute_names_the_digest_that_changed():
+    booked = [Commitment("c-1", T, T, "config-old" + "0" * 54, "d" * 64, "x", "r", T)]
+    problems = execute_problems(booked, "config-new" + "0" * 54, "d" * 64, [], _passed())
+    assert len(problems) == 1 and problems[0].startswith("config digest changed since commit")
+    booked = [Commitment("c-1", T, T, "c", "data-old", "x", "r", T)]
+    problems = execute_problems(booked, "c", "data-new", ["data/clean/web.parquet changed"], _passed())
+    assert problems[0].startswith("data digest changed since commit") and "data/clean/web.parquet changed" in problems
+
+
+def test_execute_allowed_when_everything_matches():
+    booked = [Commitment("c-1", T, T, "c", "d", "x", "r", T)]
+    assert execute_problems(booked, "c", "d", [], _passed()) == []
+
+
+def _manifest(kept=(100, 100), tokens=(6000, 4000), inputs=(120, 110), weights=(0.6, 0.4)):
+    return {"sources": [
+        {"name": n, "n_kept": k, "n_input": i, "tokens_kept": t, "weight": w}
+        for n, k, t, i, w in zip(("web", "docs"), kept, tokens, inputs, weights, strict=True)]}
+
+
+def test_data_gates_pass_and_fail_on_thresholds():
+    volume, mixture = data_gates(_manifest(), 150, 5000, 0.5, 0.1)
+    assert volume.passed and mixture.passed
+    volume, mixture = data_gates(_manifest(tokens=(9000, 1000)), 150, 5000, 0.5, 0.1)
+    assert not mixture.passed and "docs" in mixture.summary
+    volume, _ = data_gates(_manifest(kept=(10, 10)), 150, 5000, 0.5, 0.1)
+    assert not volume.passed and "min_documents" in volume.summary and "max_rejected_fraction" in volume.summary
