@@ -510,9 +510,7 @@ def _apply_override(data: dict, text: str, where: dict[KeyPath, Where]) -> None:
                               where="--set", fix="check the dotted key against the config file")
         node = node.setdefault(key, {})
     last = keys[-1]
-    if isinstance(node, list) and isinstance(last, int) and last < len(node):
-        node[last] = value
-    elif isinstance(node, dict):
+    if isinstance(node, list) and isinstance(last, int) and last < len(node) or isinstance(node, dict):
         node[last] = value
     else:
         raise ConfigError(f"cannot set '{dotted}'", where="--set", fix="check the dotted key against the config file")
@@ -572,8 +570,7 @@ def _message(err: dict, loc: KeyPath) -> str:
     if kind == "missing":
         return "required key is missing; add it"
     msg = err["msg"]
-    if msg.startswith("Value error, "):
-        msg = msg[len("Value error, "):]
+    msg = msg.removeprefix("Value error, ")
     value = err.get("input")
     if kind not in ("model_type",) and not isinstance(value, (dict, list)):
         msg += f" (got {value!r})"

@@ -54,3 +54,9 @@ class WorkspaceBusy(CampaignError):
     """Another process holds the workspace lock."""
 
     exit_code = 4
+
+
+class InternalError(CampaignError):
+    """A bug in campaign itself, not in the user's input; the Prefect log above has the detail."""
+
+    exit_code = 70

@@ -105,8 +105,8 @@ def execute_problems(commitments: list[Any], config_digest: str, data_digest: st
                      changed_files: list[str], recorded: dict[str, Any]) -> list[str]:
     """What stops execute: no commitment, or one whose config or data digest no longer matches."""
     if data_digest is None:
-        return ["no prepared data in this workspace (data/manifest.json missing): run `campaign prepare`, "
-                "`campaign validate` and `campaign commit` first"] + commit_problems(recorded, config_digest, "-")
+        return [("no prepared data in this workspace (data/manifest.json missing): run `campaign prepare`, "
+                "`campaign validate` and `campaign commit` first")] + commit_problems(recorded, config_digest, "-")
     if not commitments:
         return ["no commitment for this workspace: run `campaign commit` after every gate passes"] + \
             commit_problems(recorded, config_digest, data_digest)

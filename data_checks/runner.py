@@ -57,7 +57,7 @@ def validate_frame(frame: pd.DataFrame, specs: list[Spec], suite_name: str = "cl
             "observed_value": _jsonable(res.get("observed_value")),
             "partial_unexpected": [_jsonable(v) for v in (res.get("partial_unexpected_list") or [])[:5]],
         })
-    return {"success": bool(result.success), "n_rows": int(len(frame)), "expectations": rows,
+    return {"success": bool(result.success), "n_rows": len(frame), "expectations": rows,
             "great_expectations_version": gx.__version__}
 
 

@@ -1,6 +1,7 @@
 """The `campaign` command: parse, load the config, call a flow or a pure plan, print, exit with its code.
 
-Exit codes: 0 done; 1 a gate failed or a plan does not fit; 2 bad input; 3 refused; 4 workspace busy.
+Exit codes: 0 done; 1 a gate failed or a plan does not fit; 2 bad input; 3 refused; 4 workspace busy;
+70 an internal error (a bug).
 """
 
 import json
@@ -10,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from campaign.errors import CampaignError
+from campaign.errors import CampaignError, InternalError
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
@@ -40,10 +41,10 @@ def _finish(state: Any) -> Any:
         state.result()
     except CampaignError:
         raise
-    except Exception as exc:  # a bug, not bad input: say so plainly, keep the detail for the log
-        raise CampaignError(f"{state.name}: {state.message or exc}", fix="see the Prefect log above; "
-                            "this is a bug if it is not about your input") from None
-    raise CampaignError(f"{state.name}: {state.message}")
+    except Exception as exc:  # noqa: BLE001 - any other exception is a bug: report it as one, without a traceback
+        raise InternalError(f"{state.name}: {state.message or exc}",
+                            fix="this is a bug in campaign; the Prefect log above has the detail") from None
+    raise InternalError(f"{state.name}: {state.message}")
 
 
 def _stage(flow_name: str, config: str, workspace: str | None, overrides: list[str] | None) -> Any:
@@ -154,10 +155,10 @@ def _plan_text(p: dict[str, Any]) -> str:
     lay = p["layout"]
     lines = [
         f"GPUs {p['gpus']:,}  layout tp={lay['tp']} pp={lay['pp']} dp={lay['dp']} cp={lay['cp']}",
-        f"memory {p['memory_gib_per_gpu']:.1f} GiB/GPU   step {p['step_time_s']:.2f} s   MFU {p['mfu']:.1%}   "
-        f"{p['tokens_per_s']:,.0f} tokens/s",
-        f"checkpoint {p['checkpoint']['size_gb']:,.0f} GB, write {p['checkpoint']['write_s']:.0f} s, every "
-        f"{p['checkpoint']['interval_s']:.0f} s   job MTBF {p['job_mtbf_h']:.2f} h",
+        (f"memory {p['memory_gib_per_gpu']:.1f} GiB/GPU   step {p['step_time_s']:.2f} s   MFU {p['mfu']:.1%}   "
+        f"{p['tokens_per_s']:,.0f} tokens/s"),
+        (f"checkpoint {p['checkpoint']['size_gb']:,.0f} GB, write {p['checkpoint']['write_s']:.0f} s, every "
+        f"{p['checkpoint']['interval_s']:.0f} s   job MTBF {p['job_mtbf_h']:.2f} h"),
         f"expected ETTR {p['expected_ettr']:.3f}, {p['expected_days']:.1f} days   fits: {p['fits']}",
     ]
     lines += [f"  violation: {v}" for v in p["violations"]]

@@ -43,6 +43,7 @@ def analyse_window(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
                      first_row(con, query("power"), params), strict=True))
     n_failures = first_row(con, query("failure_gaps"), params)[0]
     window_h = summary["window_s"] / 3600.0
+    exposure_h = (summary.get("completion_s") or summary["window_s"]) / 3600.0
     one_second = summary["power_mw"]
     return {
         "commitment_id": commitment_id,
@@ -55,8 +56,9 @@ def analyse_window(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
         "ettr_definition": "productive (surviving) training time / window time",
         "goodput_breakdown_gpu_h": summary["goodput_breakdown_gpu_h"],
         "interruptions": {"unexpected": unexpected, "planned": planned, "by_category": by_category},
-        # Observed over the whole window, as Llama 3 reported it (54 days / 419).
-        "observed_job_mtbf_h": window_h / n_failures if n_failures else None,
+        # Over the time the job was exposed to failures (until it completed, else the whole window), as Llama 3
+        # reported it (54 days / 419 interruptions).
+        "observed_job_mtbf_h": exposure_h / n_failures if n_failures else None,
         "planned_job_mtbf_h": summary.get("plan", {}).get("job_mtbf_h"),
         "checkpoint_interval_s": {"used": summary["checkpoint_interval_s"],
                                   "optimal": summary.get("checkpoint_interval_optimal_s")},

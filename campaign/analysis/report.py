@@ -10,10 +10,10 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import pandas as pd
 
-from campaign.files import atomic_write_bytes, atomic_write_text  # noqa: E402
+from campaign.files import atomic_write_bytes, atomic_write_text
 
 
 def _png(fig: Any) -> bytes:
@@ -71,8 +71,8 @@ def render_markdown(result: dict[str, Any]) -> str:
     lines = [
         f"# Campaign window report: {result['commitment_id']}",
         "",
-        f"Window {result['window']['start']} to {result['window']['end']} ({result['window']['hours']:.1f} h); "
-        f"config `{result['config_digest'][:12]}`, data `{result['data_digest'][:12]}`, seed {result['seed']}.",
+        (f"Window {result['window']['start']} to {result['window']['end']} ({result['window']['hours']:.1f} h); "
+        f"config `{result['config_digest'][:12]}`, data `{result['data_digest'][:12]}`, seed {result['seed']}."),
         "",
         "## Outcome",
         "",
@@ -106,8 +106,8 @@ def render_markdown(result: dict[str, Any]) -> str:
         "",
         "## Power and energy",
         "",
-        f"* Facility power: peak {p['peak']:.2f} MW, mean {p['mean']:.2f} MW, min {p['min']:.2f} MW; "
-        f"largest ramp {p['max_ramp_mw_per_s']:.2f} MW/s",
+        (f"* Facility power: peak {p['peak']:.2f} MW, mean {p['mean']:.2f} MW, min {p['min']:.2f} MW; "
+        f"largest ramp {p['max_ramp_mw_per_s']:.2f} MW/s"),
         f"* Energy: {result['energy_mwh']:,.1f} MWh",
         "",
         "![power](power.png)",
@@ -138,8 +138,8 @@ def write_report(report_dir: Path, result: dict[str, Any], power: pd.DataFrame, 
 def _html(markdown: str) -> str:
     """A plain HTML rendering of the report's Markdown (headings, lists, tables, images)."""
     out = ["<!doctype html><html><head><meta charset='utf-8'><title>campaign report</title>",
-           "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}table{border-collapse:collapse}"
-           "td,th{border:1px solid #ccc;padding:2px 8px}</style></head><body>"]
+           ("<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}table{border-collapse:collapse}"
+           "td,th{border:1px solid #ccc;padding:2px 8px}</style></head><body>")]
     in_list = in_table = False
     for line in markdown.splitlines():
         if line.startswith("|"):

@@ -32,19 +32,20 @@ def distribution(values: Iterable[float | None]) -> dict:
     return {"mean": float(data.mean()), **{f"p{p}": float(v) for p, v in zip(PERCENTILES, pct)}}
 
 
-def summarise_replicas(results: list[SimResult], window_s: float) -> dict:
-    """The `campaign simulate --json` summary: distributions over replicas plus means of the rest.
+def summarise_replicas(summaries: list[dict], window_s: float) -> dict:
+    """The `campaign simulate --json` summary from each replica's `SimResult.summary`: distributions over
+    replicas plus means of the rest (only summaries cross back from workers, not events or power).
 
     completion_days is over the replicas that finished (all None when none did); power_mw.peak is the highest
     peak of any replica, power_mw.min the lowest minimum and power_mw.mean the mean of the replica means.
     """
-    if not results:
-        raise ValueError("summarise_replicas needs at least one SimResult")
-    s = [r.summary for r in results]
+    if not summaries:
+        raise ValueError("summarise_replicas needs at least one replica summary")
+    s = list(summaries)
     names = list(s[0]["interruptions"]["by_category"])
     completed = [x["completed"] for x in s]
     return {
-        "replicas": len(results),
+        "replicas": len(s),
         "window_days": window_s / DAY_S,
         "interruptions_unexpected": distribution(x["interruptions"]["unexpected"] for x in s),
         "interruptions_planned": distribution(x["interruptions"]["planned"] for x in s),

@@ -13,10 +13,9 @@ def prefect_harness():
     from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
     from prefect.testing.utilities import prefect_test_harness
 
-    with prefect_test_harness(server_startup_timeout=90):
-        # The heartbeat thread costs ~1 s per flow run and cannot be switched off by environment variable.
-        with temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
-            yield
+    # The heartbeat thread costs ~1 s per flow run and cannot be switched off by environment variable.
+    with prefect_test_harness(server_startup_timeout=90), temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -42,3 +41,8 @@ def prefect_console_to_real_stderr():
                 handler.stream = sys.__stderr__  # not setStream(): it flushes the closed stream first
                 handler.console.file = sys.__stderr__
     yield
+
+
+def set_args(overrides: list[str]) -> list[str]:
+    """["a=1", "b=2"] -> ["--set", "a=1", "--set", "b=2"]."""
+    return [arg for override in overrides for arg in ("--set", override)]

@@ -5,11 +5,10 @@ from pathlib import Path
 
 import duckdb
 import pyarrow.parquet as pq
-import pytest
 
 from flows.cli import main
 
-from .conftest import DEMO
+from .conftest import DEMO, set_args
 
 
 def _catalog(ws: Path, sql: str) -> list[tuple]:
@@ -22,7 +21,7 @@ def _catalog(ws: Path, sql: str) -> list[tuple]:
 
 def test_run_demo_end_to_end(tmp_path, demo_inputs, capsys):
     ws = tmp_path / "w"
-    assert main(["run", str(DEMO), "--workspace", str(ws), *sum((["--set", o] for o in demo_inputs), [])]) == 0
+    assert main(["run", str(DEMO), "--workspace", str(ws), *set_args(demo_inputs)]) == 0
     stages = {r[0] for r in _catalog(ws, "SELECT stage FROM runs WHERE status = 'completed'")}
     assert {"prepare", "validate", "commit", "execute", "analyse"} <= stages
     gates = _catalog(ws, "SELECT gate, passed FROM gates")
@@ -51,14 +50,14 @@ def test_run_demo_end_to_end(tmp_path, demo_inputs, capsys):
     # Running it again adds no duplicate rows: every stage's results are keyed by what produced them.
     before = {t: _catalog(ws, f"SELECT count(*) FROM {t}")[0][0]
               for t in ("datasets", "rejections", "gates", "commitments", "sim_events", "sim_power", "sim_replicas")}
-    assert main(["run", str(DEMO), "--workspace", str(ws), *sum((["--set", o] for o in demo_inputs), [])]) == 0
+    assert main(["run", str(DEMO), "--workspace", str(ws), *set_args(demo_inputs)]) == 0
     after = {t: _catalog(ws, f"SELECT count(*) FROM {t}")[0][0] for t in before}
     assert after == before
 
 
 def test_failed_gate_stops_the_lifecycle_before_commit(tmp_path, demo_inputs, capsys):
     ws = tmp_path / "w"
-    sets = sum((["--set", o] for o in [*demo_inputs, "gates.data.min_documents=1000000"]), [])
+    sets = set_args([*demo_inputs, "gates.data.min_documents=1000000"])
     assert main(["run", str(DEMO), "--workspace", str(ws), *sets]) == 1
     err = capsys.readouterr().err
     assert "data_volume" in err and "min_documents" in err and "Traceback" not in err
@@ -70,7 +69,7 @@ def test_failed_gate_stops_the_lifecycle_before_commit(tmp_path, demo_inputs, ca
 
 def test_validate_prints_the_gate_table_and_exits_1_on_failure(tmp_path, demo_inputs, capsys):
     ws = tmp_path / "w"
-    sets = sum((["--set", o] for o in demo_inputs), [])
+    sets = set_args(demo_inputs)
     assert main(["prepare", str(DEMO), "--workspace", str(ws), *sets]) == 0
     # 4 GiB of HBM cannot hold the demo model with this layout: the memory gate fails.
     assert main(["validate", str(DEMO), "--workspace", str(ws), *sets, "--set", "cluster.accelerator.hbm_gib=4"]) == 1

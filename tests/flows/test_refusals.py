@@ -7,11 +7,7 @@ import pytest
 from campaign.gates import REQUIRED_GATES
 from flows.cli import main
 
-from .conftest import DEMO
-
-
-def _sets(overrides):
-    return sum((["--set", o] for o in overrides), [])
+from .conftest import DEMO, set_args
 
 
 @pytest.fixture(scope="module")
@@ -19,15 +15,15 @@ def committed(tmp_path_factory, demo_inputs):
     """A workspace that went through prepare, validate and commit (module-scoped: built once)."""
     ws = tmp_path_factory.mktemp("committed")
     for stage in ("prepare", "validate", "commit"):
-        assert main([stage, str(DEMO), "--workspace", str(ws), *_sets(demo_inputs)]) == 0, stage
+        assert main([stage, str(DEMO), "--workspace", str(ws), *set_args(demo_inputs)]) == 0, stage
     return ws
 
 
 def test_execute_without_commitment_names_each_missing_gate(tmp_path, demo_inputs, capsys):
     ws = tmp_path / "w"
-    assert main(["prepare", str(DEMO), "--workspace", str(ws), *_sets(demo_inputs)]) == 0
+    assert main(["prepare", str(DEMO), "--workspace", str(ws), *set_args(demo_inputs)]) == 0
     capsys.readouterr()
-    assert main(["execute", str(DEMO), "--workspace", str(ws), *_sets(demo_inputs)]) == 3
+    assert main(["execute", str(DEMO), "--workspace", str(ws), *set_args(demo_inputs)]) == 3
     err = capsys.readouterr().err
     assert "no commitment" in err
     for gate in REQUIRED_GATES:
@@ -36,22 +32,22 @@ def test_execute_without_commitment_names_each_missing_gate(tmp_path, demo_input
 
 
 def test_execute_on_an_empty_workspace_is_refused(tmp_path, demo_inputs, capsys):
-    assert main(["execute", str(DEMO), "--workspace", str(tmp_path / "empty"), *_sets(demo_inputs)]) == 3
+    assert main(["execute", str(DEMO), "--workspace", str(tmp_path / "empty"), *set_args(demo_inputs)]) == 3
     assert "run `campaign prepare`" in capsys.readouterr().err
 
 
 def test_commit_without_validate_is_refused(tmp_path, demo_inputs, capsys):
     ws = tmp_path / "w"
-    assert main(["prepare", str(DEMO), "--workspace", str(ws), *_sets(demo_inputs)]) == 0
+    assert main(["prepare", str(DEMO), "--workspace", str(ws), *set_args(demo_inputs)]) == 0
     capsys.readouterr()
-    assert main(["commit", str(DEMO), "--workspace", str(ws), *_sets(demo_inputs)]) == 3
+    assert main(["commit", str(DEMO), "--workspace", str(ws), *set_args(demo_inputs)]) == 3
     err = capsys.readouterr().err
     assert "commit refused" in err and all(f"gate '{g}' has not been run" in err for g in REQUIRED_GATES)
 
 
 def test_commit_after_a_failed_gate_is_refused(tmp_path, demo_inputs, capsys):
     ws = tmp_path / "w"
-    sets = _sets([*demo_inputs, "cluster.accelerator.hbm_gib=4"])
+    sets = set_args([*demo_inputs, "cluster.accelerator.hbm_gib=4"])
     assert main(["prepare", str(DEMO), "--workspace", str(ws), *sets]) == 0
     assert main(["validate", str(DEMO), "--workspace", str(ws), *sets]) == 1
     capsys.readouterr()
@@ -61,7 +57,7 @@ def test_commit_after_a_failed_gate_is_refused(tmp_path, demo_inputs, capsys):
 
 def test_changed_config_makes_execute_name_the_config_digest(committed, demo_inputs, capsys):
     capsys.readouterr()
-    sets = _sets([*demo_inputs, "cluster.spare_nodes=5"])
+    sets = set_args([*demo_inputs, "cluster.spare_nodes=5"])
     assert main(["execute", str(DEMO), "--workspace", str(committed), *sets]) == 3
     err = capsys.readouterr().err
     assert "config digest changed since commit" in err and "Traceback" not in err
@@ -76,13 +72,13 @@ def test_changed_parquet_makes_execute_name_the_data_digest_and_file(committed, 
     pq.write_table(table.set_column(table.schema.get_field_index("text"), "text", pa.array(texts)), clean)
     try:
         capsys.readouterr()
-        assert main(["execute", str(DEMO), "--workspace", str(committed), *_sets(demo_inputs)]) == 3
+        assert main(["execute", str(DEMO), "--workspace", str(committed), *set_args(demo_inputs)]) == 3
         err = capsys.readouterr().err
         assert "data digest changed since commit" in err and "web.parquet" in err
     finally:
         clean.write_bytes(original)
     # The untouched workspace executes.
-    assert main(["execute", str(DEMO), "--workspace", str(committed), *_sets(demo_inputs)]) == 0
+    assert main(["execute", str(DEMO), "--workspace", str(committed), *set_args(demo_inputs)]) == 0
 
 
 def test_no_flag_bypasses_a_gate(capsys):

@@ -10,7 +10,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from .conftest import DEMO
+from .conftest import DEMO, set_args
 
 # Result tables and the columns that identify their content (run ids, timestamps and random ids left out).
 CONTENT = {
@@ -39,10 +39,10 @@ def _env() -> dict:
 
 def _run(ws: Path, overrides: list[str], kill_when: Path | None = None) -> int:
     cmd = [sys.executable, "-m", "flows.cli", "run", str(DEMO), "--workspace", str(ws)]
-    cmd += sum((["--set", o] for o in overrides), [])
+    cmd += set_args(overrides)
     proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if kill_when is None:
-        out, err = proc.communicate(timeout=600)
+        _, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, err
         return 0
     deadline = time.monotonic() + 600

@@ -56,7 +56,7 @@ def brief_run():
     """Checkpoint write 60 s every 1,800 s (a conservative synchronous policy)."""
     inputs = llama3_inputs()
     results = [simulate(inputs, r) for r in range(REPLICAS)]
-    return inputs, results, summarise_replicas(results, inputs.window_s)
+    return inputs, results, summarise_replicas([r.summary for r in results], inputs.window_s)
 
 
 def test_unexpected_interruptions_match_the_published_419(brief_run):

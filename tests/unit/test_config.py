@@ -28,7 +28,7 @@ def test_llama3_parameter_count_matches_405b():
 def test_digest_is_stable_and_changes_with_any_value():
     a, b = load_config(DEMO), load_config(DEMO)
     assert a.digest == b.digest
-    assert load_config(DEMO, ["cluster.spare_nodes=3"]).digest != a.digest
+    assert load_config(DEMO, ["cluster.spare_nodes=4"]).digest != a.digest
 
 
 def test_override_sets_nested_values_and_list_items():
@@ -38,10 +38,10 @@ def test_override_sets_nested_values_and_list_items():
 
 
 def test_unknown_key_names_file_line_field_and_suggests(tmp_path):
-    text = DEMO.read_text().replace("  spare_nodes: 2\n", "  spare_nodez: 2\n")
+    text = DEMO.read_text().replace("  spare_nodes: 3\n", "  spare_nodez: 3\n")
     path = tmp_path / "bad.yaml"
     path.write_text(text)
-    line = text.splitlines().index("  spare_nodez: 2") + 1
+    line = text.splitlines().index("  spare_nodez: 3") + 1
     with pytest.raises(ConfigError) as err:
         load_config(path)
     message = err.value.render()

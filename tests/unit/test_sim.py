@@ -388,7 +388,7 @@ def test_rework_per_failure_matches_the_closed_form_near_half_the_interval():
 def test_summarise_replicas_has_the_simulate_json_keys():
     inputs = make_inputs()
     results = simulate_replicas(inputs, 5)
-    out = summarise_replicas(results, inputs.window_s)
+    out = summarise_replicas([r.summary for r in results], inputs.window_s)
     for key in (
         "interruptions_unexpected",
         "interruptions_planned",
@@ -407,7 +407,7 @@ def test_summarise_replicas_has_the_simulate_json_keys():
 
 def test_summarise_replicas_completion_days_over_finished_replicas_only():
     inputs = make_inputs(target_tokens=1.5e10)  # ~20 h of training in a 2-day window
-    out = summarise_replicas(simulate_replicas(inputs, 4), inputs.window_s)
+    out = summarise_replicas([r.summary for r in simulate_replicas(inputs, 4)], inputs.window_s)
     assert 0.0 < out["p_complete_in_window"] <= 1.0
     assert 0.0 < out["completion_days"]["p50"] <= 2.0
 
@@ -426,7 +426,8 @@ def test_inputs_from_the_demo_config():
         checkpoint_interval_s=1200.0,
         comm_fraction=0.2,
     )
-    assert inputs.nodes == 16 and inputs.gpus == 128 and inputs.spare_nodes == 2
+    assert inputs.nodes == cfg.cluster.nodes == 16 and inputs.gpus == 128
+    assert inputs.spare_nodes == cfg.cluster.spare_nodes
     assert inputs.window_s == 2 * DAY and inputs.planned_duration_s == 20 * 60
     assert inputs.seed == 7 and inputs.power_sample_s == 10
     assert inputs.floor_fraction is None and inputs.ramp_mw_per_s is None

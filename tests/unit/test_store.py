@@ -71,9 +71,8 @@ def test_second_process_stops_with_a_message_naming_the_holder(tmp_path):
     """)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
-        with pytest.raises(WorkspaceBusy) as err:
-            with store.locked(ws, "campaign execute", wait_s=0.2):
-                pass
+        with pytest.raises(WorkspaceBusy) as err, store.locked(ws, "campaign execute", wait_s=0.2):
+            pass
         assert f"pid {holder.pid}" in err.value.render() and "campaign validate" in err.value.render()
         assert "fix:" in err.value.render()
     finally:
