@@ -1,0 +1,106 @@
+"""The `campaign` command as a user meets it: exit codes, JSON contracts, messages without tracebacks."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from flows.cli import main
+
+from .conftest import DEMO, REPO, set_args
+
+LLAMA = REPO / "configs" / "campaigns" / "llama3-405b.yaml"
+
+
+def _cli(*args: str, cwd=REPO) -> subprocess.CompletedProcess:
+    from prefect.settings import PREFECT_API_URL
+
+    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value()}
+    return subprocess.run([sys.executable, "-m", "flows.cli", *args], capture_output=True, text=True, env=env,
+                          cwd=cwd, timeout=300)
+
+
+@pytest.mark.parametrize("command", ["run", "prepare", "validate", "commit", "execute", "analyse", "plan",
+                                     "simulate"])
+def test_every_command_has_help(command, capsys):
+    assert main([command, "--help"]) == 0
+    assert "Usage" in capsys.readouterr().out
+
+
+def test_bad_config_exits_2_with_file_line_field_and_no_traceback(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    text = DEMO.read_text().replace("  layers: 24\n", "  layers: 24\n  layerz: 3\n")
+    bad.write_text(text.replace("../../workspace/_demo_inputs", str(REPO / "workspace" / "_demo_inputs")))
+    line = text.splitlines().index("  layerz: 3") + 1
+    for command in ("run", "prepare", "validate", "commit", "execute", "plan", "simulate"):
+        result = _cli(command, str(bad))
+        assert result.returncode == 2, (command, result.stderr)
+        assert f"bad.yaml:{line}: model.layerz: unknown key 'layerz'" in result.stderr
+        assert "fix:" in result.stderr and "Traceback" not in result.stderr + result.stdout
+
+
+def test_impossible_layout_exits_2():
+    result = _cli("plan", str(DEMO), "--set", "plan.layout.tp=3")
+    assert result.returncode == 2
+    assert "plan.layout" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_missing_data_exits_2_naming_the_source_and_field(tmp_path):
+    result = _cli("prepare", str(DEMO), "--workspace", str(tmp_path / "w"), "--set", "data.demo_corpus_dir=null",
+                  "--set", f"data.sources.0.path={tmp_path}/nothing/*.jsonl")
+    assert result.returncode == 2, result.stderr
+    assert "matched no files" in result.stderr and "data.sources" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_python_dash_m_runs_one_stage(tmp_path, demo_inputs):
+    from prefect.settings import PREFECT_API_URL
+
+    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value()}
+    result = subprocess.run([sys.executable, "-m", "flows.prepare", str(DEMO), "--workspace", str(tmp_path / "w"),
+                             *set_args(demo_inputs)], capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "prepared:" in result.stdout and (tmp_path / "w" / "data" / "manifest.json").exists()
+
+
+def test_plan_json_has_the_contract_keys(capsys):
+    assert main(["plan", str(LLAMA), "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    for key in ("gpus", "layout", "memory_gib_per_gpu", "step_time_s", "mfu", "tokens_per_s", "checkpoint",
+                "job_mtbf_h", "expected_ettr", "expected_days", "fits", "violations"):
+        assert key in plan
+    assert plan["gpus"] == 16384 and set(plan["layout"]) >= {"tp", "pp", "dp", "cp"}
+    assert set(plan["checkpoint"]) >= {"size_gb", "write_s", "interval_s"}
+    assert 0 < plan["mfu"] < 1 and plan["fits"] is True and plan["violations"] == []
+
+
+def test_plan_that_does_not_fit_exits_1_with_violations(capsys):
+    assert main(["plan", str(LLAMA), "--json", "--set", "cluster.accelerator.hbm_gib=40"]) == 1
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["fits"] is False and any(v.startswith("memory") for v in plan["violations"])
+
+
+def test_plan_search_ranks_layouts(capsys):
+    assert main(["plan", str(DEMO), "--json", "--search"]) == 0
+    found = json.loads(capsys.readouterr().out)["search"]
+    assert found and all(p["gpus"] == 128 for p in found)
+    speeds = [p["tokens_per_s"] for p in found if p["fits"]]
+    assert speeds == sorted(speeds, reverse=True)
+
+
+def test_simulate_json_has_the_contract_keys(capsys):
+    assert main(["simulate", str(DEMO), "--replicas", "4", "--seed", "3", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["replicas"] == 4 and out["seed"] == 3 and out["wall_s"] >= 0
+    summary = out["summary"]
+    for key in ("interruptions_unexpected", "interruptions_planned", "ettr", "tokens_trained", "completion_days"):
+        assert set(summary[key]) == {"mean", "p10", "p50", "p90"}
+    assert 0 <= summary["p_complete_in_window"] <= 1
+    assert set(summary["power_mw"]) >= {"peak", "mean", "min"} and summary["energy_mwh"] > 0
+    assert isinstance(summary["by_category"], dict)
+    # Deterministic for a seed.
+    assert main(["simulate", str(DEMO), "--replicas", "4", "--seed", "3", "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["summary"] == summary
