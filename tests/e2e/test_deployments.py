@@ -45,7 +45,7 @@ def server(tmp_path_factory):
     api = f"http://127.0.0.1:{port}/api"
     env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_API_URL": api, "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
            "PREFECT_LOGGING_LEVEL": "WARNING", "PREFECT_WORKER_QUERY_SECONDS": "2", "PREFECT_WORKER_PREFETCH_SECONDS": "2"}
-    log = open(home / "server.log", "w")
+    log = open(home / "server.log", "w")  # noqa: SIM115 - must outlive the server process
     proc = subprocess.Popen([str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
                             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
@@ -61,14 +61,14 @@ def server(tmp_path_factory):
 
 
 def _prefect(env, *args) -> str:
-    result = subprocess.run([str(BIN / "prefect"), *args], env=env, cwd=REPO, capture_output=True, text=True,
+    result = subprocess.run([str(BIN / "prefect"), *args], check=False, env=env, cwd=REPO, capture_output=True, text=True,
                             timeout=180)
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout
 
 
 def _python(env, code: str) -> str:
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, cwd=REPO, capture_output=True,
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], check=False, env=env, cwd=REPO, capture_output=True,
                             text=True, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout.strip().splitlines()[-1]
@@ -93,7 +93,7 @@ def test_deploy_worker_and_run_the_demo_to_completion(server, tmp_path):
     # The UI builds its form from this schema: a typed StageParams model, not a free-form dict.
     assert "StageParams" in json.dumps(names["validate"])
 
-    worker_log = open(tmp_path / "worker.log", "w")
+    worker_log = open(tmp_path / "worker.log", "w")  # noqa: SIM115 - must outlive the worker
     worker = subprocess.Popen([str(BIN / "prefect"), "worker", "start", "--pool", "campaign-pool", "--limit", "2"],
                               env=env, cwd=REPO, stdout=worker_log, stderr=subprocess.STDOUT, start_new_session=True)
     ws = tmp_path / "w"

@@ -18,7 +18,7 @@ def _cli(*args: str, cwd=REPO) -> subprocess.CompletedProcess:
     from prefect.settings import PREFECT_API_URL
 
     env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value()}
-    return subprocess.run([sys.executable, "-m", "flows.cli", *args], capture_output=True, text=True, env=env,
+    return subprocess.run([sys.executable, "-m", "flows.cli", *args], check=False, capture_output=True, text=True, env=env,
                           cwd=cwd, timeout=300)
 
 
@@ -60,7 +60,7 @@ def test_python_dash_m_runs_one_stage(tmp_path, demo_inputs):
 
     env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value()}
     result = subprocess.run([sys.executable, "-m", "flows.prepare", str(DEMO), "--workspace", str(tmp_path / "w"),
-                             *set_args(demo_inputs)], capture_output=True, text=True, env=env, timeout=300)
+                             *set_args(demo_inputs)], check=False, capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "prepared:" in result.stdout and (tmp_path / "w" / "data" / "manifest.json").exists()
 
