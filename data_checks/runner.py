@@ -73,3 +73,18 @@ def _jsonable(value: Any) -> Any:
         return value.item()
     except AttributeError:
         return str(value)
+
+
+def summarise(result: dict[str, Any]) -> str:
+    """One line for the gate table: all passed, or each failed expectation with what it saw."""
+    failed = [r for r in result["expectations"] if not r["success"]]
+    if not failed:
+        return f"{len(result['expectations'])} expectations on {result['n_rows']:,} rows: all passed"
+    return "failed: " + "; ".join(_describe(r) for r in failed)
+
+
+def _describe(row: dict[str, Any]) -> str:
+    what = f"{row['expectation']}({row['column']})" if row["column"] else row["expectation"]
+    if row["unexpected_count"]:
+        return f"{what}: {row['unexpected_count']} unexpected, e.g. {row['partial_unexpected'][:3]}"
+    return f"{what}: observed {row['observed_value']}"

@@ -15,7 +15,7 @@ from campaign.errors import Refused
 from campaign.files import atomic_write_json
 from campaign.gates import GateResult, data_gates, plan_gates
 from campaign.plan import make_plan
-from data_checks.runner import validate_frame
+from data_checks.runner import summarise, validate_frame
 from data_checks.suites import suite_specs
 
 
@@ -37,9 +37,7 @@ def data_quality_gate(config: CampaignConfig, ws: store.Workspace) -> GateResult
     ).df()
     result = validate_frame(frame, suite_specs(config))
     atomic_write_json(ws.checks_dir / "clean_data.json", result)
-    failed = [r for r in result["expectations"] if not r["success"]]
-    summary = (f"{len(result['expectations'])} expectations on {result['n_rows']:,} rows: all passed" if not failed
-               else "failed: " + "; ".join(_describe(r) for r in failed))
+    summary = summarise(result)
     create_table_artifact(key="data-quality", table=result["expectations"], description=summary)
     get_run_logger().info("data_quality: %s", summary)
     return GateResult("data_quality", result["success"], summary, {"checks_file": "checks/clean_data.json"})
@@ -71,9 +69,3 @@ def record_gates(ws: store.Workspace, run_id: str, config_digest: str, data_dige
         [r.as_row() for r in results], indent=1, default=str)[:20000] + "\n```")
     return inserted
 
-
-def _describe(row: dict) -> str:
-    what = f"{row['expectation']}({row['column']})" if row["column"] else row["expectation"]
-    if row["unexpected_count"]:
-        return f"{what}: {row['unexpected_count']} unexpected, e.g. {row['partial_unexpected'][:3]}"
-    return f"{what}: observed {row['observed_value']}"

@@ -38,6 +38,15 @@ def _wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 120) -> N
     raise AssertionError("prefect server did not become healthy")
 
 
+def _stop(proc: subprocess.Popen, sig: int) -> None:
+    os.killpg(proc.pid, sig)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     home = tmp_path_factory.mktemp("prefect_home")
@@ -52,11 +61,7 @@ def server(tmp_path_factory):
         _wait_healthy(api, proc)
         yield env
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+        _stop(proc, signal.SIGTERM)
         log.close()
 
 
@@ -127,9 +132,5 @@ def test_deploy_worker_and_run_the_demo_to_completion(server, tmp_path):
         """)
         assert scheduled == "SCHEDULED@2027-01-04T00:00:00+00:00"
     finally:
-        os.killpg(worker.pid, signal.SIGINT)
-        try:
-            worker.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(worker.pid, signal.SIGKILL)
+        _stop(worker, signal.SIGINT)  # a Prefect worker ignores SIGTERM's first delivery
         worker_log.close()
