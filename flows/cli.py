@@ -78,8 +78,9 @@ def _gate_table(results: list[Any]) -> str:
 def run(config: ConfigArg, workspace: WorkspaceOpt = None, set_: SetOpt = None) -> None:
     """The whole lifecycle: prepare, validate, commit, execute, analyse (exit 1 if a gate failed)."""
     result = _stage("run", config, workspace, set_)
-    typer.echo(f"campaign done: ETTR {result['ettr']:.3f}, {result['tokens_trained']:.4g} tokens trained, "
-               f"{result['interruptions']['unexpected']} unexpected interruptions")
+    typer.echo(f"campaign done: ETTR {result['ettr']:.3f}, {result['tokens_trained']:.4g} of "
+               f"{result['tokens_target']:.4g} tokens trained, {result['interruptions']['unexpected']} unexpected "
+               f"interruptions\nreport: {result['report']}")
 
 
 @app.command()
@@ -126,7 +127,7 @@ def analyse(workspace: WorkspaceOpt = None, json_: JsonOpt = False) -> None:
     if json_:
         typer.echo(json.dumps(result, indent=2, default=str))
     else:
-        typer.echo(f"ETTR {result['ettr']:.3f}; report in {workspace or 'workspace'}/report/report.md")
+        typer.echo(f"ETTR {result['ettr']:.3f}; report: {result['report']}")
 
 
 @app.command()

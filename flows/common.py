@@ -8,6 +8,7 @@ from prefect.states import Failed, State
 from pydantic import BaseModel, ConfigDict, Field
 
 from campaign import store
+from campaign.data import read_manifest
 from campaign.errors import CampaignError
 
 
@@ -38,12 +39,21 @@ def stage_run(ws: store.Workspace, stage: str, config_digest: str | None,
             yield run_id
         except CampaignError as err:
             status = "refused" if err.exit_code == 3 else "failed"
-            store.finish_run(ws, run_id, status, err.render())
+            store.finish_run(ws, run_id, status, err.render(), data_digest=_data_digest(ws))
             raise
         except BaseException as err:
-            store.finish_run(ws, run_id, "failed", f"{type(err).__name__}: {err}")
+            store.finish_run(ws, run_id, "failed", f"{type(err).__name__}: {err}", data_digest=_data_digest(ws))
             raise
-        store.finish_run(ws, run_id, "completed")
+        store.finish_run(ws, run_id, "completed", data_digest=_data_digest(ws))
+
+
+def _data_digest(ws: store.Workspace) -> str | None:
+    """The data digest the stage saw (from data/manifest.json), for the `runs` row."""
+    try:
+        manifest = read_manifest(ws.data_dir)
+    except CampaignError:
+        return None
+    return manifest["data_digest"] if manifest else None
 
 
 class _ExpectedErrorFilter(logging.Filter):

@@ -18,6 +18,7 @@ def analyse(ws: store.Workspace) -> dict:
         power = series(con, "power_series", result["commitment_id"], result["replica"])
         tokens = series(con, "tokens_over_time", result["commitment_id"], result["replica"])
     report = write_report(ws.report_dir, result, power, tokens)
+    result = {**result, "report": str(report)}
     atomic_write_json(ws.report_dir / "analysis.json", result)
     create_markdown_artifact(key="campaign-report", markdown=report.read_text(), description=str(report))
     create_table_artifact(key="goodput", table=[{"bucket": k, "gpu_h": round(v, 1)}
