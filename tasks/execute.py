@@ -9,7 +9,7 @@ from prefect.artifacts import create_markdown_artifact
 
 from campaign import store
 from campaign.config import CampaignConfig
-from campaign.data import data_digest, read_manifest, verify_clean_files
+from campaign.data import clean_file_hashes, digest_of_hashes, read_manifest, verify_clean_files
 from campaign.errors import Refused
 from campaign.files import atomic_write_parquet
 from campaign.gates import execute_problems
@@ -32,8 +32,11 @@ class ExecutionRecord:
 def check_commitment(ws: store.Workspace, config_digest: str) -> store.Commitment:
     """The commitment for this config and the data on disk, or refuse naming what is missing or changed."""
     manifest = read_manifest(ws.data_dir)
-    current = data_digest(ws.data_dir / "clean") if manifest is not None else None
-    changed = verify_clean_files(ws.data_dir) if manifest is not None else []
+    current, changed = None, []
+    if manifest is not None:
+        hashes = clean_file_hashes(ws.data_dir / "clean")  # hash the files once for both checks
+        current = digest_of_hashes(hashes)
+        changed = verify_clean_files(ws.data_dir, hashes)
     booked = store.commitments(ws)
     recorded = store.gates_for(ws, config_digest, current) if current else {}
     problems = execute_problems(booked, config_digest, current, changed, recorded)

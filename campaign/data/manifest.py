@@ -42,12 +42,22 @@ class Manifest(TypedDict):
     totals: dict[str, int]
 
 
+def clean_file_hashes(clean_dir: Path) -> dict[str, str]:
+    """{file name: sha256} of every clean/*.parquet file, read once so digest and verification can share it."""
+    return {p.name: sha256_file(p) for p in sorted(Path(clean_dir).glob("*.parquet"), key=lambda p: p.name)}
+
+
+def digest_of_hashes(hashes: dict[str, str]) -> str:
+    """sha256 over the sorted "name<TAB>sha256<LF>" lines."""
+    digest = hashlib.sha256()
+    for name in sorted(hashes):
+        digest.update(f"{name}\t{hashes[name]}\n".encode())
+    return digest.hexdigest()
+
+
 def data_digest(clean_dir: Path) -> str:
     """sha256 over the sorted "name<TAB>sha256<LF>" lines of every clean/*.parquet file."""
-    digest = hashlib.sha256()
-    for path in sorted(Path(clean_dir).glob("*.parquet"), key=lambda p: p.name):
-        digest.update(f"{path.name}\t{sha256_file(path)}\n".encode())
-    return digest.hexdigest()
+    return digest_of_hashes(clean_file_hashes(clean_dir))
 
 
 def write_manifest(data_dir: Path, manifest: Manifest) -> Path:
@@ -72,8 +82,10 @@ def read_manifest(data_dir: Path) -> Manifest | None:
     return obj  # type: ignore[return-value]
 
 
-def verify_clean_files(data_dir: Path) -> list[str]:
-    """Messages for each clean file that changed, vanished or appeared since prepare (empty if all match)."""
+def verify_clean_files(data_dir: Path, hashes: dict[str, str] | None = None) -> list[str]:
+    """Messages for each clean file that changed, vanished or appeared since prepare (empty if all match).
+
+    `hashes` ({file name: sha256}, from `clean_file_hashes`) saves hashing the files a second time."""
     data_dir = Path(data_dir)
     label = data_dir.name
     try:
@@ -84,13 +96,15 @@ def verify_clean_files(data_dir: Path) -> list[str]:
         return [f"{label}/{MANIFEST_NAME} is missing or unreadable; run `campaign prepare` first"]
     listed = {entry["path"]: entry for entry in manifest["files"] if entry.get("kind") == CLEAN_DIR}
     present = {f"{CLEAN_DIR}/{p.name}": p for p in sorted((data_dir / CLEAN_DIR).glob("*.parquet"))}
+    if hashes is None:
+        hashes = clean_file_hashes(data_dir / CLEAN_DIR)
     messages = []
     for rel, entry in sorted(listed.items()):
         path = present.get(rel)
         if path is None:
             messages.append(f"{label}/{rel} is missing (listed in {MANIFEST_NAME}); run `campaign prepare` again")
             continue
-        actual = sha256_file(path)
+        actual = hashes.get(path.name) or sha256_file(path)
         if actual != entry["sha256"]:
             messages.append(f"{label}/{rel} changed since prepare (sha256 {entry['sha256'][:8]}… → {actual[:8]}…)")
     for rel in sorted(set(present) - set(listed)):
