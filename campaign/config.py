@@ -181,12 +181,18 @@ class CheckpointConfig(Frozen):
     storage_gb_per_s: float = Field(gt=0, description="Aggregate checkpoint write bandwidth to storage, GB/s.")
     source: Source = SOURCE_FIELD
 
-    @field_validator("interval_s")
+    @field_validator("interval_s", mode="before")
     @classmethod
-    def _positive(cls, value: float | str) -> float | str:
-        if value != "auto" and float(value) <= 0:
+    def _seconds_or_auto(cls, value: object) -> float | str:
+        if value == "auto":
+            return value
+        try:
+            seconds = float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise ValueError("interval_s must be a number of seconds or 'auto'") from None
+        if seconds <= 0:
             raise ValueError("interval_s must be a positive number of seconds or 'auto'")
-        return value
+        return seconds
 
 
 class PowerSmoothingConfig(Frozen):
@@ -533,20 +539,28 @@ def _resolve_source_paths(data: dict, campaign_path: Path) -> None:
 
 
 def _config_error(exc: ValidationError, where: dict[KeyPath, Where], path: Path) -> ConfigError:
-    lines = []
+    lines: list[str] = []
     for err in exc.errors():
-        loc = tuple(err["loc"])
-        # pydantic puts union members and validator names into loc; drop what is not a key of the YAML.
-        loc = tuple(k for k in loc if isinstance(k, int) or not (str(k).startswith(("function-", "literal[")) or k in ("float", "int", "str", "constrained-str")))
+        loc = tuple(k for k in err["loc"] if _is_yaml_key(k))
         msg = _message(err, loc)
         if msg.startswith("@"):
             dotted, msg = msg[1:].split(": ", 1)
             loc = loc + tuple(int(k) if k.isdigit() else k for k in dotted.split("."))
         file, line = _nearest(loc, where, path)
         at = f"{file}:{line}" if line else file
-        lines.append(f"{at}: {_dotted(loc) or '(top level)'}: {msg}")
+        line_text = f"{at}: {_dotted(loc) or '(top level)'}: {msg}"
+        if line_text not in lines:
+            lines.append(line_text)
     message = "\n".join(lines)
     return ConfigError(message, fix="correct the field(s) above; `campaign --help` and configs/campaigns/demo.yaml show every key")
+
+
+def _is_yaml_key(key: str | int) -> bool:
+    """pydantic puts union members and validator names ('float', "literal['auto']", 'function-after[...]') into
+    an error's loc; they are not keys a user typed."""
+    if isinstance(key, int):
+        return True
+    return not (key in ("float", "int", "str", "bool") or "[" in key or key.startswith("function-"))
 
 
 def _nearest(loc: KeyPath, where: dict[KeyPath, Where], path: Path) -> Where:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from prefect import get_run_logger, task
+from prefect.artifacts import create_table_artifact
 
 from campaign import store
 from campaign.config import DataConfig
@@ -45,6 +46,10 @@ def clean_sources(data: DataConfig, ws: store.Workspace) -> PrepareRecord:
         n_tokens=sum(s["tokens_kept"] for s in stats),
         manifest_path=str(ws.data_dir / "manifest.json"),
     )
+    create_table_artifact(key="prepare-sources", description=f"data digest {record.data_digest[:12]}", table=[
+        {"source": s["name"], "input": s["n_input"], "kept": s["n_kept"], "rejected": s["n_rejected"],
+         "tokens": s["tokens_kept"], "top_reasons": ", ".join(f"{r} {n}" for r, n in sorted(
+             s["by_reason"].items(), key=lambda kv: -kv[1])[:4])} for s in stats])
     get_run_logger().info("prepared %s documents in, %s kept, %s rejected, %s tokens; data digest %s",
                           record.n_input, record.n_kept, record.n_rejected, record.n_tokens, record.data_digest[:12])
     return record
