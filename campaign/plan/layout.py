@@ -3,7 +3,7 @@
 Rules: tp stays inside one NVLink domain and divides it (TP's per-layer collectives are latency-bound and
 would cross the scale-out network otherwise); tp divides heads, kv_heads and ffn_hidden; cp*2 divides seq_len
 (load-balanced causal CP); the global batch splits into micro_batch x dp; vpp > 1 needs pp > 1 and
-pp*vpp <= layers + 2. tp*cp may exceed the NVLink domain (Llama 3 ran cp=16 x tp=8 at 128K context): legal,
+pp*vpp <= layers + 2; cp leaves at least MIN_CP_TOKENS_PER_RANK tokens per rank. tp*cp may exceed the NVLink domain (Llama 3 ran cp=16 x tp=8 at 128K context): legal,
 with a note, and the CP exchange is priced on the NIC.
 Source: Megatron-LM `arguments.py` divisibility checks; Llama 3 (arXiv 2407.21783) §3.3.2; Calculon
 (`_check_network_assignments`: tier-0 product within the NVLink domain).
@@ -21,6 +21,10 @@ if TYPE_CHECKING:
 
 # Search bound: micro-batches larger than this are not enumerated (memory rules them out at LLM scale).
 MAX_SEARCH_MICRO_BATCH = 16
+# Context parallelism is for long sequences: below this many tokens per CP rank the ring exchange and the small
+# attention blocks are latency-bound, which this model does not price. An assumption: Llama 3 ran cp=16 only at
+# 131,072 tokens (8,192 per rank) and cp=1 at 8,192 (arXiv 2407.21783 §3.3.2).
+MIN_CP_TOKENS_PER_RANK = 2048
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,11 @@ def layout_violations(config: CampaignConfig, layout: LayoutConfig, micro_batch:
         out.append(Violation("layout", (
             f"cp={c}: load-balanced causal context parallelism splits the sequence into 2 x cp chunks, but "
             f"seq_len {m.seq_len} is not divisible by {2 * c}; use a cp with 2*cp dividing {m.seq_len}")))
+    if c > 1 and m.seq_len // c < MIN_CP_TOKENS_PER_RANK:
+        out.append(Violation("layout", (
+            f"cp={c} leaves {m.seq_len // c} tokens of each sequence per rank; context parallelism pays off only "
+            f"for long sequences (at least {MIN_CP_TOKENS_PER_RANK} per rank here); use cp <= "
+            f"{max(1, m.seq_len // MIN_CP_TOKENS_PER_RANK)}")))
     sequences = config.plan.global_batch_tokens // m.seq_len
     if sequences % (micro_batch * layout.dp):
         out.append(Violation("layout", (
@@ -87,7 +96,7 @@ def candidate_layouts(config: CampaignConfig) -> list[tuple[LayoutConfig, int]]:
         if gpus % t or m.heads % t or m.kv_heads % t or m.ffn_hidden % t:
             continue
         for c in _divisors(gpus // t):
-            if c > 1 and m.seq_len % (2 * c):
+            if c > 1 and (m.seq_len % (2 * c) or m.seq_len // c < MIN_CP_TOKENS_PER_RANK):
                 continue
             for p in _divisors(gpus // (t * c)):
                 if p > layers + 2:

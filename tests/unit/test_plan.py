@@ -118,3 +118,14 @@ def test_full_recompute_is_slower_than_selective():
     assert full.step_time_s > sel.step_time_s
     assert full.mfu < sel.mfu
     assert full.memory_gib_per_gpu < sel.memory_gib_per_gpu
+
+
+def test_context_parallelism_needs_long_sequences():
+    from campaign.plan import evaluate_layout, search_layouts
+    from campaign.plan.layout import MIN_CP_TOKENS_PER_RANK
+
+    cfg = load_config(LLAMA).config  # seq 8,192: cp=8 leaves 1,024 tokens per rank
+    plan = evaluate_layout(cfg, LayoutConfig(tp=8, pp=16, dp=16, cp=8, vpp=8))
+    assert not plan.fits and any("context parallelism pays off only for long sequences" in v.message
+                                 for v in plan.violations)
+    assert all(cfg.model.seq_len // p.layout["cp"] >= MIN_CP_TOKENS_PER_RANK for p in search_layouts(cfg, top=50))
