@@ -1,11 +1,9 @@
 """One Prefect test harness for every flow test in the session (9-13 s to start on 2 cores)."""
 
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-DEMO = REPO / "configs" / "campaigns" / "demo.yaml"
+from tests.paths import DEMO, REPO  # noqa: F401 - re-exported to the flow tests
 
 
 @pytest.fixture(autouse=True, scope="session")

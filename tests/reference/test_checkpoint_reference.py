@@ -16,10 +16,10 @@ from campaign.plan import (
     make_plan,
     young_interval_s,
 )
+from tests.paths import LLAMA
 
 MIN = 60.0
 HOUR = 3600.0
-LLAMA = "configs/campaigns/llama3-405b.yaml"
 
 
 # Daly's worked cases: published optimum (minutes), tolerance 1 %.

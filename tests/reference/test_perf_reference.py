@@ -16,9 +16,7 @@ from campaign.plan.flops import (
     narayanan_flops_per_iteration,
 )
 from campaign.plan.memory import GIB, model_state_bytes_per_param, split_layers
-
-DEMO = "configs/campaigns/demo.yaml"
-LLAMA = "configs/campaigns/llama3-405b.yaml"
+from tests.paths import DEMO, LLAMA
 
 # The single kernel efficiency used for all published step times below (A100 and H100 alike). It is a fit
 # to no particular row: 0.6 puts the large-model rows of all three tables inside +-25 %.

@@ -23,6 +23,7 @@ from campaign.sim import (
     simulate,
     summarise_replicas,
 )
+from tests.paths import LLAMA
 
 REPLICAS = 12
 PUBLISHED_UNEXPECTED = 419
@@ -32,7 +33,7 @@ PUBLISHED_MTBF_H = 3.09  # failures.md: 1,296 h / 419
 
 
 def llama3_inputs(*, write_s: float = 60.0, interval_s: float = 1800.0) -> SimInputs:
-    cfg = load_config("configs/campaigns/llama3-405b.yaml").config
+    cfg = load_config(LLAMA).config
     inputs = sim_inputs_from_config(
         cfg,
         step_time_s=15.0,

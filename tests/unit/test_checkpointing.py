@@ -16,8 +16,7 @@ from campaign.plan import (
     plan_checkpoint,
     young_interval_s,
 )
-
-DEMO = "configs/campaigns/demo.yaml"
+from tests.paths import DEMO
 
 
 def test_size_is_14_bytes_per_parameter():

@@ -1,15 +1,11 @@
 """The config loader: references, overrides, digests, and errors that name file:line: field and the fix."""
 
-from pathlib import Path
 
 import pytest
 
 from campaign.config import load_config, parameter_count
 from campaign.errors import ConfigError
-
-REPO = Path(__file__).resolve().parents[2]
-DEMO = REPO / "configs" / "campaigns" / "demo.yaml"
-LLAMA = REPO / "configs" / "campaigns" / "llama3-405b.yaml"
+from tests.paths import DEMO, LLAMA
 
 
 def test_shipped_configs_load_and_resolve_references():

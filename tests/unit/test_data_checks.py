@@ -1,14 +1,12 @@
 """The Great Expectations suite built from the config, run on good and bad clean data."""
 
-from pathlib import Path
 
 import pandas as pd
 
 from campaign.config import load_config
 from data_checks.runner import summarise, validate_frame
 from data_checks.suites import suite_specs
-
-DEMO = Path(__file__).resolve().parents[2] / "configs" / "campaigns" / "demo.yaml"
+from tests.paths import DEMO
 
 
 def _frame(n: int = 60) -> pd.DataFrame:

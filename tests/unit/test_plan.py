@@ -12,9 +12,7 @@ from campaign.plan import (
     make_plan,
     search_layouts,
 )
-
-DEMO = "configs/campaigns/demo.yaml"
-LLAMA = "configs/campaigns/llama3-405b.yaml"
+from tests.paths import DEMO, LLAMA
 
 
 def _rules(plan):

@@ -32,6 +32,7 @@ from campaign.sim import (
     summarise_replicas,
 )
 from campaign.sim.simulator import time_for_nominal_s
+from tests.paths import DEMO
 
 DAY = 86_400.0
 
@@ -416,7 +417,7 @@ def test_summarise_replicas_completion_days_over_finished_replicas_only():
 
 
 def test_inputs_from_the_demo_config():
-    cfg = load_config("configs/campaigns/demo.yaml").config
+    cfg = load_config(DEMO).config
     inputs = sim_inputs_from_config(
         cfg,
         step_time_s=5.0,
