@@ -54,6 +54,10 @@ def analyse_window(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
         "data_digest": data_digest,
         "ettr": summary["ettr"],
         "ettr_definition": "productive (surviving) training time / window time",
+        # Until the job finished (or the window ended): the figure the plan's expected_ettr predicts.
+        "ettr_elapsed": summary.get("ettr_elapsed"),
+        "planned": {"expected_ettr": summary.get("plan", {}).get("expected_ettr"),
+                    "expected_days": summary.get("plan", {}).get("expected_days")},
         "goodput_breakdown_gpu_h": summary["goodput_breakdown_gpu_h"],
         "interruptions": {"unexpected": unexpected, "planned": planned, "by_category": by_category},
         # Over the time the job was exposed to failures (until it completed, else the whole window), as Llama 3

@@ -77,6 +77,7 @@ def render_markdown(result: dict[str, Any]) -> str:
         "## Outcome",
         "",
         f"* Effective training time ratio (ETTR, {result['ettr_definition']}): **{result['ettr']:.3f}**",
+        _against_plan(result),
         f"* Tokens trained: **{result['tokens_trained']:.4g}** of {result['tokens_target']:.4g} target"
         + (f", finished on day {result['completion_days']:.2f}" if result["completed"] else " (not finished)"),
         f"* Unexpected interruptions: **{result['interruptions']['unexpected']}**, planned: "
@@ -122,6 +123,17 @@ def render_markdown(result: dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _against_plan(result: dict[str, Any]) -> str:
+    planned = result.get("planned") or {}
+    if result.get("ettr_elapsed") is None or planned.get("expected_ettr") is None:
+        return "* Against the plan: not recorded"
+    text = (f"* Against the plan: ETTR while the job ran {result['ettr_elapsed']:.3f} (plan expected "
+            f"{planned['expected_ettr']:.3f})")
+    if result.get("completion_days") is not None and planned.get("expected_days") is not None:
+        text += f"; done on day {result['completion_days']:.2f} (plan expected {planned['expected_days']:.2f})"
+    return text
 
 
 def write_report(report_dir: Path, result: dict[str, Any], power: pd.DataFrame, tokens: pd.DataFrame) -> Path:
