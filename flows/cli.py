@@ -154,12 +154,13 @@ def plan(config: ConfigArg, json_: JsonOpt = False, search: Annotated[bool, type
 
 def _plan_text(p: dict[str, Any]) -> str:
     lay = p["layout"]
+    mtbf = f"{p['job_mtbf_h']:.2f} h" if p["job_mtbf_h"] is not None else "n/a (no failures modelled)"
     lines = [
         f"GPUs {p['gpus']:,}  layout tp={lay['tp']} pp={lay['pp']} dp={lay['dp']} cp={lay['cp']}",
         (f"memory {p['memory_gib_per_gpu']:.1f} GiB/GPU   step {p['step_time_s']:.2f} s   MFU {p['mfu']:.1%}   "
         f"{p['tokens_per_s']:,.0f} tokens/s"),
         (f"checkpoint {p['checkpoint']['size_gb']:,.0f} GB, write {p['checkpoint']['write_s']:.0f} s, every "
-        f"{p['checkpoint']['interval_s']:.0f} s   job MTBF {p['job_mtbf_h']:.2f} h"),
+        f"{p['checkpoint']['interval_s']:.0f} s   job MTBF {mtbf}"),
         f"expected ETTR {p['expected_ettr']:.3f}, {p['expected_days']:.1f} days   fits: {p['fits']}",
     ]
     lines += [f"  violation: {v}" for v in p["violations"]]
@@ -206,11 +207,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         _say("interrupted; rerun the same command to resume (completed work is kept)")
         return 130
-    except Exception as exc:  # usage errors from the (vendored) click parser: print them as click would
+    except Exception as exc:
         if callable(getattr(exc, "show", None)) and hasattr(exc, "exit_code"):
-            exc.show()
+            exc.show()  # a usage error from the (vendored) click parser: print it as click would
             return 2
-        raise
+        if os.environ.get("CAMPAIGN_DEBUG"):
+            raise
+        _say(f"internal error: {type(exc).__name__}: {exc}\n  fix: this is a bug in campaign, not your input; "
+             "rerun with CAMPAIGN_DEBUG=1 to see the traceback and report it")
+        return InternalError.exit_code
     return code if isinstance(code, int) else 0
 
 

@@ -19,6 +19,8 @@ SAVED_BYTES_PER_PARAM = 14.0  # 2 bf16 weights + 4 fp32 master + 4 Adam m + 4 Ad
 # Assumption: device-to-host copy of a GPU's shard into pinned memory at 20 GB/s (below PCIe Gen4 x16's 32 GB/s,
 # shared with the NIC traffic); not measured.
 HOST_COPY_GB_PER_S = 20.0
+# The longest interval 'auto' picks (see plan_checkpoint).
+MAX_AUTO_INTERVAL_S = 6 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -31,7 +33,12 @@ class CheckpointPlan:
 
     def to_json(self) -> dict:
         return {"size_gb": self.size_gb, "write_s": self.write_s, "background_s": self.background_s,
-                "interval_s": self.interval_s, "optimal_interval_s": self.optimal_interval_s}
+                "interval_s": self.interval_s, "optimal_interval_s": finite_or_none(self.optimal_interval_s)}
+
+
+def finite_or_none(value: float) -> float | None:
+    """JSON has no infinity: a quantity that does not exist (no failures, so no MTBF) is null."""
+    return value if math.isfinite(value) else None
 
 
 def checkpoint_size_gb(parameters: int) -> float:
@@ -78,6 +85,8 @@ def plan_checkpoint(parameters: int, gpus: int, config: CheckpointConfig, mtbf_s
     optimal = daly_interval_s(write_s, mtbf_s)
     # An async save cannot start before the previous upload finished.
     optimal = max(optimal, background_s)
-    interval = optimal if config.interval_s == "auto" else float(config.interval_s)
+    # With no (or very rare) modelled failures Daly's optimum grows without bound; real runs still checkpoint to
+    # survive what the model leaves out, so 'auto' never waits longer than MAX_AUTO_INTERVAL_S (an assumption).
+    interval = min(optimal, MAX_AUTO_INTERVAL_S) if config.interval_s == "auto" else float(config.interval_s)
     return CheckpointPlan(size_gb=size_gb, write_s=write_s, background_s=background_s,
                           interval_s=interval, optimal_interval_s=optimal)

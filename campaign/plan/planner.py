@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from campaign.config import CampaignConfig, LayoutConfig
-from campaign.plan.checkpointing import CheckpointPlan, plan_checkpoint
+from campaign.plan.checkpointing import CheckpointPlan, finite_or_none, plan_checkpoint
 from campaign.plan.flops import hardware_flops_per_token, model_flops_per_token, total_parameters
 from campaign.plan.layout import Violation, layout_violations
 from campaign.plan.memory import GIB, estimate_memory, split_layers
@@ -68,7 +68,7 @@ class Plan:
             "tokens_per_step": self.tokens_per_step,
             "tokens_per_s": self.tokens_per_s,
             "checkpoint": self.checkpoint.to_json(),
-            "job_mtbf_h": self.job_mtbf_h,
+            "job_mtbf_h": finite_or_none(self.job_mtbf_h),
             "expected_ettr": self.expected_ettr,
             "expected_days": self.expected_days,
             "window_days": self.window_days,

@@ -104,3 +104,17 @@ def test_simulate_json_has_the_contract_keys(capsys):
     assert main(["simulate", str(DEMO), "--replicas", "4", "--seed", "3", "--json"]) == 0
     again = json.loads(capsys.readouterr().out)
     assert again["summary"] == summary
+
+
+def test_a_bug_is_reported_as_an_internal_error_without_traceback(monkeypatch, capsys):
+    import campaign.plan
+
+    def broken(config):
+        raise ZeroDivisionError("boom")
+
+    monkeypatch.setattr(campaign.plan, "make_plan", broken)
+    monkeypatch.delenv("CAMPAIGN_DEBUG", raising=False)
+    assert main(["plan", str(DEMO)]) == 70
+    err = capsys.readouterr().err
+    assert "internal error: ZeroDivisionError: boom" in err and "CAMPAIGN_DEBUG=1" in err
+    assert "Traceback" not in err

@@ -106,3 +106,16 @@ def test_no_failures_leaves_only_checkpoint_and_planned_overhead():
     ck = plan_checkpoint(10**9, cluster.gpus, CheckpointConfig(storage_gb_per_s=10, interval_s=1000), float("inf"))
     planned = 1 - cluster.planned.per_day * cluster.planned.duration_min * 60 / 86400
     assert math.isclose(expected_ettr(cluster, ck), planned * 1000 / (1000 + ck.write_s))
+
+
+def test_no_failures_gives_a_bounded_interval_and_valid_json():
+    import json
+
+    from campaign.plan import make_plan
+    from campaign.plan.checkpointing import MAX_AUTO_INTERVAL_S
+
+    plan = make_plan(load_config(DEMO, ["cluster.failures=[]"]).config)
+    out = json.loads(json.dumps(plan.to_json(), allow_nan=False))  # raises on inf or NaN
+    assert out["job_mtbf_h"] is None and out["checkpoint"]["optimal_interval_s"] is None
+    assert out["checkpoint"]["interval_s"] == MAX_AUTO_INTERVAL_S
+    assert 0 < out["expected_ettr"] <= 1
