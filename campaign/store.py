@@ -134,7 +134,13 @@ def catalog(ws: Workspace, read_only: bool = False) -> Iterator[duckdb.DuckDBPyC
     ws.root.mkdir(parents=True, exist_ok=True)
     if read_only and not ws.catalog_path.exists():
         read_only = False
-    con = duckdb.connect(str(ws.catalog_path), read_only=read_only)
+    try:
+        con = duckdb.connect(str(ws.catalog_path), read_only=read_only)
+    except duckdb.IOException as exc:
+        # DuckDB lets one process write a database file; another program (a DuckDB shell, a notebook) has it.
+        raise WorkspaceBusy(f"the catalog is open in another program ({exc})", where=str(ws.catalog_path),
+                            fix="close other programs that have campaign.duckdb open, then run the command again") \
+            from None
     try:
         if not read_only:
             con.execute(sql("schema"))

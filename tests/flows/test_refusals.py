@@ -85,3 +85,28 @@ def test_no_flag_bypasses_a_gate(capsys):
     for flag in ("--force", "--skip-gates", "--no-verify", "--yes"):
         assert main(["execute", str(DEMO), flag]) == 2
     capsys.readouterr()
+
+
+def test_a_second_process_on_the_workspace_exits_4_naming_the_holder(tmp_path, demo_inputs, capsys):
+    import subprocess
+    import sys
+    import textwrap
+
+    ws = tmp_path / "w"
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import time
+        from pathlib import Path
+        from campaign import store
+        with store.locked(store.Workspace(Path({str(ws)!r})), "campaign run"):
+            print("held", flush=True)
+            time.sleep(60)
+    """)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        capsys.readouterr()
+        assert main(["validate", str(DEMO), "--workspace", str(ws), *set_args(demo_inputs)]) == 4
+        err = capsys.readouterr().err
+        assert f"workspace is in use by pid {holder.pid}" in err and "campaign run" in err
+    finally:
+        holder.kill()
+        holder.wait()

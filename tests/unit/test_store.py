@@ -81,3 +81,22 @@ def test_second_process_stops_with_a_message_naming_the_holder(tmp_path):
     # A killed holder releases the lock by itself.
     with store.locked(ws, "campaign execute", wait_s=2):
         pass
+
+
+def test_catalog_held_by_another_program_is_a_clear_busy_error(tmp_path):
+    ws = store.Workspace(tmp_path)
+    with store.catalog(ws):
+        pass
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import duckdb, time
+        con = duckdb.connect({str(ws.catalog_path)!r})
+        print("open", flush=True)
+        time.sleep(30)
+    """)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "open"
+        with pytest.raises(WorkspaceBusy, match="the catalog is open in another program"), store.catalog(ws):
+            pass
+    finally:
+        holder.kill()
+        holder.wait()
