@@ -1,0 +1,55 @@
+"""Task-level tests: each task's function called directly (`task.fn`), with Prefect's run logger disabled."""
+
+import pytest
+from prefect.logging import disable_run_logger
+
+from campaign import store
+from campaign.config import load_config
+from campaign.errors import Refused
+from tasks.commit import check_gates
+from tasks.execute import check_commitment
+from tasks.prepare import clean_sources, ensure_demo_inputs
+from tasks.validate import configuration_gates, volume_gates
+
+from .conftest import DEMO
+
+
+@pytest.fixture
+def prepared(tmp_path, demo_inputs):
+    loaded = load_config(DEMO, demo_inputs)
+    ws = store.Workspace(tmp_path / "w")
+    with disable_run_logger():
+        ensure_demo_inputs.fn(loaded.config.data, loaded.config.seed)
+        record = clean_sources.fn(loaded.config.data, ws)
+    return loaded, ws, record
+
+
+def test_clean_sources_returns_a_small_record_not_data(prepared):
+    _, ws, record = prepared
+    assert record.n_input == record.n_kept + record.n_rejected
+    assert record.data_digest and (ws.data_dir / "manifest.json").exists()
+
+
+def test_volume_gates_read_the_manifest(prepared):
+    import json
+
+    loaded, ws, _ = prepared
+    manifest = json.loads((ws.data_dir / "manifest.json").read_text())
+    volume, mixture = volume_gates.fn(loaded.config, manifest)
+    assert volume.passed and mixture.passed and "documents" in volume.summary
+
+
+def test_configuration_gates_pass_for_the_demo_and_fail_on_memory():
+    with disable_run_logger():
+        results, plan_json = configuration_gates.fn(load_config(DEMO).config)
+        assert all(r.passed for r in results) and plan_json["fits"]
+        results, _ = configuration_gates.fn(load_config(DEMO, ["cluster.accelerator.hbm_gib=4"]).config)
+    assert {r.gate for r in results if not r.passed} == {"memory"}
+
+
+def test_check_gates_and_commitment_refuse_before_validate(prepared):
+    loaded, ws, _ = prepared
+    with pytest.raises(Refused, match="gate 'data_quality' has not been run"):
+        check_gates.fn(ws, loaded.digest)
+    with pytest.raises(Refused, match="no commitment for this workspace"):
+        check_commitment.fn(ws, loaded.digest)
