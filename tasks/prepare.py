@@ -40,10 +40,10 @@ def clean_sources(data: DataConfig, ws: store.Workspace) -> PrepareRecord:
     stats = manifest["sources"]
     record = PrepareRecord(
         data_digest=manifest["data_digest"],
-        n_input=sum(s["n_input"] for s in stats),
-        n_kept=sum(s["n_kept"] for s in stats),
-        n_rejected=sum(s["n_rejected"] for s in stats),
-        n_tokens=sum(s["tokens_kept"] for s in stats),
+        n_input=manifest["totals"]["n_input"],
+        n_kept=manifest["totals"]["n_kept"],
+        n_rejected=manifest["totals"]["n_rejected"],
+        n_tokens=manifest["totals"]["tokens_kept"],
         manifest_path=str(ws.data_dir / "manifest.json"),
     )
     create_table_artifact(key="prepare-sources", description=f"data digest {record.data_digest[:12]}", table=[
