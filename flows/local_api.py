@@ -54,6 +54,19 @@ def _healthy(url: str) -> bool:
         return False
 
 
+def _flush_to_api() -> None:
+    if "prefect" not in sys.modules:
+        return
+    with contextlib.suppress(Exception):  # best effort: a log line that cannot be sent is not worth a failure
+        from prefect.logging.handlers import APILogWorker
+
+        APILogWorker.drain_all(timeout=5)
+    with contextlib.suppress(Exception):
+        from prefect.events.worker import EventsWorker
+
+        EventsWorker.drain_all(timeout=5)
+
+
 @contextlib.contextmanager
 def local_api(home: Path) -> Iterator[str]:
     """Yield the API URL the command's flows talk to, starting a private server under `home` if none is set."""
@@ -94,6 +107,7 @@ def local_api(home: Path) -> Iterator[str]:
         os.environ["PREFECT_API_URL"] = url
         yield url
     finally:
+        _flush_to_api()  # the run logs and events still queued go out while their server is up
         os.environ.pop("PREFECT_API_URL", None)
         proc.terminate()
         try:
