@@ -18,7 +18,9 @@ class Approval(RunInput):
 
 
 @flow(name="commit")
-def commit(params: StageParams = StageParams()):
+def commit(params: StageParams = StageParams(), schedule_execution: bool = True):
+    """Book the window; run as its own deployment with `schedule_execution`, it also schedules `execute-window`
+    at the window's start. The lifecycle runs execute itself right after, so it passes False (one execution)."""
     quiet_expected_errors()
     try:
         loaded, ws = load_campaign(params.config, params.overrides, params.workspace)
@@ -33,7 +35,8 @@ def commit(params: StageParams = StageParams()):
                                   fix="resolve the approver's concern and commit again")
                 approved_by = answer.approver
             booked = book_window(ws, loaded, data_digest, run_id, approved_by)
-            schedule_execute(booked, params.model_dump())
+            if schedule_execution:
+                schedule_execute(booked, params.model_dump())
             return booked
     except CampaignError as err:
         return failed(err)
