@@ -13,7 +13,7 @@ from campaign.plan.checkpointing import (
     young_interval_s,
 )
 from campaign.plan.flops import hardware_flops_per_token, model_flops_per_token, total_parameters
-from campaign.plan.layout import Violation, candidate_layouts, layout_violations, search_layouts
+from campaign.plan.layout import Violation, candidate_layouts, layout_violations
 from campaign.plan.memory import MemoryEstimate, estimate_memory
 from campaign.plan.performance import StepEstimate, estimate_step, step_time_s
 from campaign.plan.planner import Plan, evaluate_layout, make_plan
@@ -24,6 +24,7 @@ from campaign.plan.reliability import (
     job_mtbf_h,
     mean_recovery_s,
 )
+from campaign.plan.search import search_layouts
 from campaign.plan.topology import (
     Fabric,
     Placement,

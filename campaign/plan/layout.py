@@ -12,12 +12,8 @@ Source: Megatron-LM `arguments.py` divisibility checks; Llama 3 (arXiv 2407.2178
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from campaign.config import CampaignConfig, LayoutConfig
-
-if TYPE_CHECKING:
-    from campaign.plan.planner import Plan
 
 # Search bound: micro-batches larger than this are not enumerated (memory rules them out at LLM scale).
 MAX_SEARCH_MICRO_BATCH = 16
@@ -111,14 +107,3 @@ def candidate_layouts(config: CampaignConfig) -> list[tuple[LayoutConfig, int]]:
                     lay = LayoutConfig(tp=t, pp=p, dp=d, cp=c, vpp=v)
                     out.extend((lay, b) for b in bs)
     return out
-
-
-def search_layouts(config: CampaignConfig, top: int = 10) -> list[Plan]:
-    """Plans of the best legal layouts: those that fit first, then by highest tokens_per_s (among the rest, layouts
-    that fit in memory before those that do not)."""
-    from campaign.plan.planner import PlanContext, rank_key
-
-    ctx = PlanContext.from_config(config)
-    scored = [ctx.quick(lay, b) for lay, b in candidate_layouts(config)]
-    scored.sort(key=rank_key)
-    return [ctx.plan(q.layout, q.micro_batch) for q in scored[:top]]

@@ -127,3 +127,42 @@ def test_context_parallelism_needs_long_sequences():
     assert not plan.fits and any("context parallelism pays off only for long sequences" in v.message
                                  for v in plan.violations)
     assert all(cfg.model.seq_len // p.layout["cp"] >= MIN_CP_TOKENS_PER_RANK for p in search_layouts(cfg, top=50))
+
+
+def _plan_imports() -> dict[str, set[str]]:
+    """Module -> campaign.plan modules it imports (any import statement, at any depth of the file)."""
+    import ast
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parents[2] / "campaign" / "plan"
+    graph: dict[str, set[str]] = {}
+    for path in package.glob("*.py"):
+        if path.stem == "__init__":
+            continue
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("campaign.plan."):
+                deps.add(node.module.rsplit(".", 1)[1])
+        graph[path.stem] = deps
+    return graph
+
+
+def test_plan_modules_have_no_import_cycle_and_rules_sit_below_the_planner():
+    graph = _plan_imports()
+    assert "planner" not in graph["layout"] and "search" not in graph["layout"]
+    order: list[str] = []
+    state: dict[str, int] = {}
+
+    def visit(node: str) -> None:
+        assert state.get(node) != 1, f"import cycle through campaign.plan.{node}"
+        if state.get(node) == 2:
+            return
+        state[node] = 1
+        for dep in graph.get(node, ()):
+            visit(dep)
+        state[node] = 2
+        order.append(node)
+
+    for module in graph:
+        visit(module)
+    assert order.index("layout") < order.index("planner") < order.index("search")
