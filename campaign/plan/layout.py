@@ -2,10 +2,12 @@
 
 Rules: tp stays inside one NVLink domain and divides it (TP's per-layer collectives are latency-bound and
 would cross the scale-out network otherwise); tp divides heads, kv_heads and ffn_hidden; cp*2 divides seq_len
-(load-balanced causal CP); the global batch splits into micro_batch x dp; vpp > 1 needs pp > 1 and
-pp*vpp <= layers + 2; cp leaves at least MIN_CP_TOKENS_PER_RANK tokens per rank. tp*cp may exceed the NVLink domain (Llama 3 ran cp=16 x tp=8 at 128K context): legal,
-with a note, and the CP exchange is priced on the NIC.
-Source: Megatron-LM `arguments.py` divisibility checks; Llama 3 (arXiv 2407.21783) §3.3.2; Calculon
+(load-balanced causal CP); the global batch splits into micro_batch x dp; vpp > 1 needs pp > 1, pp*vpp <=
+layers + 2 and a micro-batch count divisible by pp (Megatron's interleaved schedule). tp*cp may exceed the NVLink
+domain (Llama 3 ran cp=16 x tp=8 at 128K context): legal, with a note, and the CP exchange is priced on the NIC.
+Whether CP pays off for a sequence length is the step-time model's answer (exchange, imbalance, chunk-length
+attention efficiency), not a rule.
+Source: Megatron-LM `arguments.py` divisibility checks and `pipeline_parallel/schedules.py` (interleaving); Llama 3 (arXiv 2407.21783) §3.3.2; Calculon
 (`_check_network_assignments`: tier-0 product within the NVLink domain).
 """
 
@@ -17,10 +19,6 @@ from campaign.config import CampaignConfig, LayoutConfig
 
 # Search bound: micro-batches larger than this are not enumerated (memory rules them out at LLM scale).
 MAX_SEARCH_MICRO_BATCH = 16
-# Context parallelism is for long sequences: below this many tokens per CP rank the ring exchange and the small
-# attention blocks are latency-bound, which this model does not price. An assumption: Llama 3 ran cp=16 only at
-# 131,072 tokens (8,192 per rank) and cp=1 at 8,192 (arXiv 2407.21783 §3.3.2).
-MIN_CP_TOKENS_PER_RANK = 2048
 
 
 @dataclass(frozen=True)
@@ -63,11 +61,6 @@ def layout_violations(config: CampaignConfig, layout: LayoutConfig, micro_batch:
         out.append(Violation("layout", (
             f"cp={c}: load-balanced causal context parallelism splits the sequence into 2 x cp chunks, but "
             f"seq_len {m.seq_len} is not divisible by {2 * c}; use a cp with 2*cp dividing {m.seq_len}")))
-    if c > 1 and m.seq_len // c < MIN_CP_TOKENS_PER_RANK:
-        out.append(Violation("layout", (
-            f"cp={c} leaves {m.seq_len // c} tokens of each sequence per rank; context parallelism pays off only "
-            f"for long sequences (at least {MIN_CP_TOKENS_PER_RANK} per rank here); use cp <= "
-            f"{max(1, m.seq_len // MIN_CP_TOKENS_PER_RANK)}")))
     sequences = config.plan.global_batch_tokens // m.seq_len
     if sequences % (micro_batch * layout.dp):
         out.append(Violation("layout", (
@@ -75,6 +68,11 @@ def layout_violations(config: CampaignConfig, layout: LayoutConfig, micro_batch:
             f"{micro_batch}x{layout.dp}; pick micro_batch x dp dividing {sequences}")))
     if layout.vpp > 1 and layout.pp == 1:
         out.append(Violation("layout", "vpp > 1 needs pp > 1 (interleaving splits pipeline stages); set vpp=1"))
+    micro_batches = sequences // max(1, micro_batch * layout.dp)
+    if layout.vpp > 1 and layout.pp > 1 and micro_batches % layout.pp:
+        out.append(Violation("layout", (
+            f"the interleaved schedule (vpp={layout.vpp}) needs the {micro_batches} micro-batches per pipeline to be "
+            f"a multiple of pp={layout.pp}; change the global batch, micro_batch or dp, or set vpp=1")))
     if layout.pp * layout.vpp > m.layers + 2:
         out.append(Violation("layout", (
             f"pp x vpp = {layout.pp * layout.vpp} stages is more than layers + 2 = {m.layers + 2}; lower pp or vpp")))
@@ -92,7 +90,7 @@ def candidate_layouts(config: CampaignConfig) -> list[tuple[LayoutConfig, int]]:
         if gpus % t or m.heads % t or m.kv_heads % t or m.ffn_hidden % t:
             continue
         for c in _divisors(gpus // t):
-            if c > 1 and (m.seq_len % (2 * c) or m.seq_len // c < MIN_CP_TOKENS_PER_RANK):
+            if c > 1 and m.seq_len % (2 * c):
                 continue
             for p in _divisors(gpus // (t * c)):
                 if p > layers + 2:
@@ -104,6 +102,6 @@ def candidate_layouts(config: CampaignConfig) -> list[tuple[LayoutConfig, int]]:
                               if p > 1 and (layers % (p * v) == 0 or (layers + 2) % (p * v) == 0)]
                 bs = [b for b in _divisors(sequences // d) if b <= MAX_SEARCH_MICRO_BATCH]
                 for v in vpps:
-                    lay = LayoutConfig(tp=t, pp=p, dp=d, cp=c, vpp=v)
-                    out.extend((lay, b) for b in bs)
+                    lay = LayoutConfig.model_construct(tp=t, pp=p, dp=d, cp=c, vpp=v)  # legal by construction
+                    out.extend((lay, b) for b in bs if v == 1 or (sequences // (d * b)) % p == 0)
     return out

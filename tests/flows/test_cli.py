@@ -118,3 +118,12 @@ def test_a_bug_is_reported_as_an_internal_error_without_traceback(monkeypatch, c
     err = capsys.readouterr().err
     assert "internal error: ZeroDivisionError: boom" in err and "CAMPAIGN_DEBUG=1" in err
     assert "Traceback" not in err
+
+
+def test_plan_that_misses_its_window_still_exits_0_with_the_schedule_verdict(capsys):
+    """Exit 1 means the layout cannot run (layout rules or memory); a schedule miss is a performance answer that
+    stays in the output (and in validate's schedule gate)."""
+    assert main(["plan", str(DEMO), "--json", "--set", "window.days=0.01"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["runs"] is True and plan["fits"] is False
+    assert [v.split(":")[0] for v in plan["violations"]] == ["schedule"]
