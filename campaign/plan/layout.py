@@ -14,6 +14,7 @@ Source: Megatron-LM `arguments.py` divisibility checks and `pipeline_parallel/sc
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from campaign.config import CampaignConfig, LayoutConfig
 
@@ -79,13 +80,32 @@ def layout_violations(config: CampaignConfig, layout: LayoutConfig, micro_batch:
     return out
 
 
-def candidate_layouts(config: CampaignConfig) -> list[tuple[LayoutConfig, int]]:
+class Candidate(NamedTuple):
+    """A legal layout and micro-batch as plain integers (what a search enumerates; `layout()` is the config)."""
+
+    tp: int
+    pp: int
+    dp: int
+    cp: int
+    vpp: int
+    micro_batch: int
+
+    @property
+    def world(self) -> int:
+        return self.tp * self.pp * self.dp * self.cp
+
+    def layout(self) -> LayoutConfig:
+        return LayoutConfig(tp=self.tp, pp=self.pp, dp=self.dp, cp=self.cp, vpp=self.vpp)
+
+
+def candidates(config: CampaignConfig) -> list[Candidate]:
     """Every legal (layout, micro_batch) for the cluster's GPU count. Interleaving (vpp > 1) is enumerated only
-    for balanced splits (pp*vpp divides layers, or layers + 2 as Llama 3 did); vpp = 1 may split unevenly."""
+    for balanced splits (pp*vpp divides layers, or layers + 2 as Llama 3 did) and micro-batch counts divisible by
+    pp; vpp = 1 may split unevenly."""
     cl, m = config.cluster, config.model
     gpus, domain, layers = cl.gpus, cl.network.nvlink_domain_gpus, m.layers
     sequences = config.plan.global_batch_tokens // m.seq_len
-    out: list[tuple[LayoutConfig, int]] = []
+    out: list[Candidate] = []
     for t in _divisors(domain):
         if gpus % t or m.heads % t or m.kv_heads % t or m.ffn_hidden % t:
             continue
@@ -102,6 +122,11 @@ def candidate_layouts(config: CampaignConfig) -> list[tuple[LayoutConfig, int]]:
                               if p > 1 and (layers % (p * v) == 0 or (layers + 2) % (p * v) == 0)]
                 bs = [b for b in _divisors(sequences // d) if b <= MAX_SEARCH_MICRO_BATCH]
                 for v in vpps:
-                    lay = LayoutConfig.model_construct(tp=t, pp=p, dp=d, cp=c, vpp=v)  # legal by construction
-                    out.extend((lay, b) for b in bs if v == 1 or (sequences // (d * b)) % p == 0)
+                    out.extend(Candidate(t, p, d, c, v, b) for b in bs
+                               if v == 1 or (sequences // (d * b)) % p == 0)
     return out
+
+
+def candidate_layouts(config: CampaignConfig) -> list[tuple[LayoutConfig, int]]:
+    """`candidates` as (LayoutConfig, micro_batch) pairs."""
+    return [(c.layout(), c.micro_batch) for c in candidates(config)]

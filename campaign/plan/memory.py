@@ -231,6 +231,21 @@ class MemoryModel:
             self._params[key] = (split, stage_parameters(self.model, split, pp))
         return self._params[key]
 
+    def total_bytes(self, tp: int, pp: int, dp: int, cp: int, vpp: int, micro_batch: int, micro_batches: int) -> float:
+        """`estimate(...).total` without building the breakdown (the search's filter; the same arithmetic)."""
+        split, stage_params = self._stage(pp, vpp)
+        params = stage_params / tp
+        per_param = sum(model_state_bytes_per_param(self.zero_stage, dp * cp).values())
+        in_flight = in_flight_micro_batches(pp, vpp, micro_batches)
+        per_layer, working, act_grads = self._per_layer(micro_batch, tp, cp)
+        model = self.model
+        s = model.seq_len / cp
+        other = (8.0 * s * micro_batch + s * micro_batch * model.hidden) * in_flight / tp
+        if pp == 1:
+            other += 4.0 * s * micro_batch * model.hidden * (1.0 + model.vocab / model.hidden) / tp
+        comm = communication_buffer_bytes(model, micro_batch, tp, pp, dp, cp, params, self.zero_stage)
+        return params * per_param + per_layer * split.most * in_flight + working + act_grads + comm + other
+
     def estimate(self, *, tp: int, pp: int, dp: int, cp: int, vpp: int, micro_batch: int,
                  micro_batches: int) -> MemoryEstimate:
         model = self.model

@@ -15,7 +15,7 @@ from campaign.config import CampaignConfig, LayoutConfig
 from campaign.plan.checkpointing import CheckpointPlan, finite_or_none, plan_checkpoint
 from campaign.plan.flops import hardware_flops_per_token, model_flops_per_token, total_parameters
 from campaign.plan.kernels import Kernels
-from campaign.plan.layout import Violation, layout_violations
+from campaign.plan.layout import Candidate, Violation, layout_violations
 from campaign.plan.memory import GIB, MemoryEstimate, MemoryModel, split_layers
 from campaign.plan.performance import StepEstimate, StepModel
 from campaign.plan.reliability import expected_days, expected_ettr, job_mtbf_h
@@ -89,7 +89,7 @@ class Plan:
 class QuickPlan:
     """What a search ranks by, without building a full Plan."""
 
-    layout: LayoutConfig
+    layout: LayoutConfig | Candidate  # anything with tp, pp, dp, cp, vpp
     micro_batch: int
     fits: bool
     fits_memory: bool

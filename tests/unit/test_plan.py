@@ -251,3 +251,26 @@ def test_every_shipped_h100_uses_the_one_h100_calibration():
             k: v for k, v in shipped["kernels"].items() if k != "source"}
         assert (acc.peak_bf16_tflops, acc.hbm_gb_per_s, acc.sm_count) == (
             shipped["peak_bf16_tflops"], shipped["hbm_gb_per_s"], shipped["sm_count"])
+
+
+def test_memory_total_fast_path_equals_the_breakdown():
+    from campaign.plan.memory import MemoryModel
+
+    cfg = load_config(LLAMA).config
+    mm = MemoryModel(cfg.model, zero_stage=2, recompute="selective", recompute_pointwise=True)
+    for tp, pp, dp, cp, vpp, b, m in ((8, 16, 128, 1, 8, 1, 16), (4, 8, 256, 2, 16, 2, 4), (8, 1, 2048, 1, 1, 1, 1)):
+        full = mm.estimate(tp=tp, pp=pp, dp=dp, cp=cp, vpp=vpp, micro_batch=b, micro_batches=m)
+        assert mm.total_bytes(tp, pp, dp, cp, vpp, b, m) == pytest.approx(full.total, rel=1e-12)
+
+
+def test_search_finds_the_fastest_fitting_layout_of_an_exhaustive_scan():
+    """The branch-and-bound search returns what timing every fitting candidate would."""
+    from campaign.plan.layout import candidate_layouts
+    from campaign.plan.planner import PlanContext
+
+    cfg = load_config(LLAMA).config
+    ctx = PlanContext.from_config(cfg)
+    timed = [ctx.quick(lay, b) for lay, b in candidate_layouts(cfg)]
+    best = max((q for q in timed if q.fits), key=lambda q: q.tokens_per_s)
+    top = search_layouts(cfg, top=3)[0]
+    assert top.tokens_per_s == pytest.approx(best.tokens_per_s, rel=1e-9)
