@@ -2,11 +2,14 @@
 
 The search sits above the planner: it enumerates `layout.candidate_layouts`, estimates each one's memory, times
 those that fit (and the rest only when fewer than `top` fit, since they rank below), ranks them with the planner's
-key and builds full plans for the best few.
+key and builds full plans for the best few. Each plan that differs from the config's own layout carries a note
+saying by how much it is faster or slower and which parts of the step (per token) make the difference.
 Source: see `campaign.plan.layout` (rules) and `campaign.plan.planner` (the estimate).
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from campaign.config import CampaignConfig
 from campaign.plan.layout import Candidate, candidates
@@ -30,7 +33,33 @@ def search_layouts(config: CampaignConfig, top: int = 10) -> list[Plan]:
     else:
         scored = [ctx.quick(c, c.micro_batch, g / GIB) for c, g in zip(found, memory)]
     scored.sort(key=rank_key)
-    return [ctx.plan(q.layout.layout(), q.micro_batch) for q in scored[:top]]
+    reference = ctx.plan(config.plan.layout, config.plan.micro_batch)
+    return [_with_comparison(ctx.plan(q.layout.layout(), q.micro_batch), reference) for q in scored[:top]]
+
+
+# Step parts a comparison names, in the order they are listed when they differ.
+_PARTS = ("compute", "tp_comm", "cp_comm_exposed", "pp_bubble", "pp_comm", "dp_comm_exposed", "optimizer")
+
+
+def explain_difference(plan: Plan, reference: Plan) -> str:
+    """Why `plan` is faster or slower than `reference`: throughput ratio and the step parts that differ most
+    (per token, since the two may process different tokens per step), largest first."""
+    ratio = plan.tokens_per_s / reference.tokens_per_s - 1.0
+    per_token = {k: plan.step_breakdown_s[k] / plan.tokens_per_step
+                 - reference.step_breakdown_s[k] / reference.tokens_per_step for k in _PARTS}
+    total = reference.step_time_s / reference.tokens_per_step
+    parts = sorted(((v / total, k) for k, v in per_token.items() if abs(v) / total >= 0.005),
+                   key=lambda x: -abs(x[0]))
+    lay = reference.layout
+    ref = f"tp={lay['tp']} pp={lay['pp']} dp={lay['dp']} cp={lay['cp']} vpp={lay['vpp']} mb={reference.micro_batch}"
+    detail = ", ".join(f"{k} {v:+.1%}" for v, k in parts) or "no part differs by 0.5 % or more"
+    return f"{ratio:+.1%} tokens/s against the config's layout ({ref}); step time per token by part: {detail}"
+
+
+def _with_comparison(plan: Plan, reference: Plan) -> Plan:
+    if plan.layout == reference.layout and plan.micro_batch == reference.micro_batch:
+        return plan
+    return replace(plan, notes=(*plan.notes, explain_difference(plan, reference)))
 
 
 def _best_by_bound(ctx: PlanContext, fitting: list[tuple[Candidate, float]], top: int,

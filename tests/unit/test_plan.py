@@ -274,3 +274,11 @@ def test_search_finds_the_fastest_fitting_layout_of_an_exhaustive_scan():
     best = max((q for q in timed if q.fits), key=lambda q: q.tokens_per_s)
     top = search_layouts(cfg, top=3)[0]
     assert top.tokens_per_s == pytest.approx(best.tokens_per_s, rel=1e-9)
+
+
+def test_search_notes_compare_each_plan_with_the_configs_layout():
+    plans = search_layouts(load_config(DEMO).config, top=5)
+    own = load_config(DEMO).config.plan
+    for plan in plans:
+        same = plan.layout == own.layout.model_dump() and plan.micro_batch == own.micro_batch
+        assert same or "against the config's layout" in plan.notes[-1]
