@@ -35,10 +35,6 @@ FA_REFERENCE_HEAD_DIM = 128.0
 FA_BACKWARD_FLOPS = 2.5
 
 
-def _ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 @dataclass(frozen=True)
 class Kernels:
     """The calibrated kernel model of one accelerator."""
@@ -69,10 +65,12 @@ class Kernels:
     def gemm_efficiency(self, m: int, n: int, k: int, batch: int = 1) -> float:
         """Fraction of peak a (batched) GEMM of this shape reaches, before the memory roofline."""
         best = 0.0
+        sms = self.sm_count
         for tile_m, tile_n, rate in TILES:
-            tiles = batch * _ceil_div(m, tile_m) * _ceil_div(n, tile_n)
-            waves = _ceil_div(tiles, self.sm_count)
-            best = max(best, rate * tiles / (waves * self.sm_count))
+            tiles = batch * (-(-m // tile_m)) * (-(-n // tile_n))
+            eff = rate * tiles / (-(-tiles // sms) * sms)
+            if eff > best:  # noqa: PLR1730 - a plain compare is faster than max() in this hot loop
+                best = eff
         return self.gemm_peak_fraction * best * k / (k + self.gemm_half_k)
 
     def gemm_s(self, m: float, n: float, k: float, batch: int = 1) -> float:

@@ -211,6 +211,7 @@ class MemoryModel:
             attention, sequence_parallel, recompute_pointwise)
         self._layer: dict[tuple[int, int, int], tuple[float, float, float]] = {}
         self._params: dict[tuple[int, int], tuple[StageSplit, int]] = {}
+        self._states: dict[tuple[str, int], float] = {}
 
     def _per_layer(self, b: int, t: int, c: int) -> tuple[float, float, float]:
         key = (b, t, c)
@@ -235,7 +236,10 @@ class MemoryModel:
         """`estimate(...).total` without building the breakdown (the search's filter; the same arithmetic)."""
         split, stage_params = self._stage(pp, vpp)
         params = stage_params / tp
-        per_param = sum(model_state_bytes_per_param(self.zero_stage, dp * cp).values())
+        key = ("per_param", dp * cp)
+        per_param = self._states.get(key)
+        if per_param is None:
+            per_param = self._states[key] = sum(model_state_bytes_per_param(self.zero_stage, dp * cp).values())
         in_flight = in_flight_micro_batches(pp, vpp, micro_batches)
         per_layer, working, act_grads = self._per_layer(micro_batch, tp, cp)
         model = self.model

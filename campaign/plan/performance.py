@@ -282,9 +282,13 @@ class StepModel:
         return tp_layer, tp_exposed, cp_layer, cp_exposed, tuple(notes)
 
     def lower_bound_s(self, layout: LayoutConfig, micro_batch: int, micro_batches: int) -> float:
-        """A cheap bound no step of this layout can beat: the busiest rank's layer compute, nothing else."""
-        most = split_layers(self.model.layers, layout.pp, layout.vpp).most
-        return micro_batches * most * self.layer(micro_batch, layout.tp, layout.cp).total_s
+        """A cheap bound no step of this layout can beat: the busiest rank's layers with their exposed TP and CP
+        time, and the bubble that adds; no logits, PP p2p, DP or optimizer time."""
+        p, v = layout.pp, layout.vpp
+        most = split_layers(self.model.layers, p, v).most
+        _, tp_exposed, _, cp_exposed, _ = self.comm(micro_batch, layout.tp, layout.cp)
+        mb = most * (self.layer(micro_batch, layout.tp, layout.cp).total_s + tp_exposed + cp_exposed)
+        return mb * (micro_batches + (p - 1) / v)
 
     def estimate(self, layout: LayoutConfig, micro_batch: int, micro_batches: int) -> StepEstimate:
         """Time of one optimizer step (seconds) with its parts, for `micro_batches` micro-batches per pipeline."""

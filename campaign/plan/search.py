@@ -65,7 +65,7 @@ def _with_comparison(plan: Plan, reference: Plan) -> Plan:
 def _best_by_bound(ctx: PlanContext, fitting: list[tuple[Candidate, float]], top: int,
                    sequences: int) -> list[QuickPlan]:
     """The `top` fastest of layouts that all fit in memory, timing them in order of their best possible
-    tokens/s (compute alone) and stopping once that bound cannot beat the `top`-th found (branch and bound)."""
+    tokens/s (`StepModel.lower_bound_s`) and stopping once that bound cannot beat the `top`-th found (branch and bound)."""
     seq = ctx.config.model.seq_len
     bounds = []
     for c, g in fitting:

@@ -282,3 +282,14 @@ def test_search_notes_compare_each_plan_with_the_configs_layout():
     for plan in plans:
         same = plan.layout == own.layout.model_dump() and plan.micro_batch == own.micro_batch
         assert same or "against the config's layout" in plan.notes[-1]
+
+
+def test_step_lower_bound_never_exceeds_the_estimate():
+    from campaign.plan.layout import candidates
+    from campaign.plan.planner import PlanContext
+
+    cfg = load_config(LLAMA).config
+    ctx = PlanContext.from_config(cfg)
+    for c in candidates(cfg)[::97]:
+        m = ctx.micro_batches(c, c.micro_batch)
+        assert ctx.steps.lower_bound_s(c, c.micro_batch, m) <= ctx.steps.estimate(c, c.micro_batch, m).step_s
