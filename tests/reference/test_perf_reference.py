@@ -262,3 +262,19 @@ def test_llama3_search_top_layout_is_explained_against_the_published_one():
     note = top.notes[-1]
     assert note.startswith(f"{gain:+.1%} tokens/s against the config's layout")
     assert "tp_comm -" in note and "pp_bubble -" in note
+
+
+@pytest.mark.parametrize(("name", "params", "row"), [("gpt3-175b", 175.0e9, "175B"), ("turing-530b", 530e9, "530B"),
+                                                   ("megatron-1t", 1.0e12, "1T")])
+def test_gpt_family_model_files_are_the_reference_rows(name, params, row):
+    """configs/models holds GPT-3 / Megatron models as plain configs: they load, count their published size
+    (within 1.5 %, biases left out) and are exactly the models of the Korthikanti rows."""
+    from pathlib import Path
+
+    import yaml
+
+    path = Path(__file__).resolve().parents[2] / "configs" / "models" / f"{name}.yaml"
+    model = ModelConfig.model_validate(yaml.safe_load(path.read_text()))
+    assert parameter_count(model) == pytest.approx(params, rel=0.015)
+    run = next(r for r in korthikanti_2022() if r.name == f"{row} full")
+    assert model.model_dump(exclude={"name", "source"}) == run.config.model.model_dump(exclude={"name", "source"})
