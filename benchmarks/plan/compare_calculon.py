@@ -15,8 +15,8 @@ Setup, once (outside the repository):
 Run:
     .venv/bin/python benchmarks/plan/compare_calculon.py [--calculon /work/peers/calculon]
         [--python /work/peers/calculon-venv/bin/python] [--repeats 5]
-Speed: each model's median seconds per estimate (median over rows of the median of `repeats` runs per row),
-measured in the same run one after the other.
+Speed: each model's median seconds per estimate (median over rows of each row's median over `repeats` rounds;
+the rounds alternate Calculon and campaign, so machine load falls on both alike).
 """
 
 from __future__ import annotations
@@ -67,16 +67,6 @@ def calculon_case(run: PublishedRun, root: Path) -> dict:
     return {"app": app, "exe": exe, "system": str(system)}
 
 
-def ours(run: PublishedRun, repeats: int) -> tuple[float, float]:
-    step = evaluate_layout(run.config, run.config.plan.layout).step_time_s
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        evaluate_layout(run.config, run.config.plan.layout)
-        times.append(time.perf_counter() - t0)
-    return step, statistics.median(times)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calculon", type=Path, default=Path("/work/peers/calculon"))
@@ -85,18 +75,30 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     runs = all_runs()
     cases = [calculon_case(r, args.calculon) for r in runs]
-    proc = subprocess.run([str(args.python), str(HERE / "calculon_driver.py"), str(args.repeats)],
-                          input=json.dumps(cases), capture_output=True, text=True, check=False, cwd="/")
-    if proc.returncode:
-        raise SystemExit(f"Calculon driver failed:\n{proc.stderr[-3000:]}")
-    lines = [json.loads(x) for x in proc.stdout.splitlines() if x.strip()]
-    theirs, calc_speed = lines[:-1], lines[-1]["median_seconds_per_estimate"]
+    # Rounds alternate: every row through Calculon (its driver times each estimate inside its own process), then
+    # every row through campaign; the per-row medians over rounds are compared.
+    calc_times: list[list[float]] = [[] for _ in runs]
+    our_times: list[list[float]] = [[] for _ in runs]
+    theirs: list[dict] = []
+    for _ in range(args.repeats):
+        proc = subprocess.run([str(args.python), str(HERE / "calculon_driver.py"), "1"],
+                              input=json.dumps(cases), capture_output=True, text=True, check=False, cwd="/")
+        if proc.returncode:
+            raise SystemExit(f"Calculon driver failed:\n{proc.stderr[-3000:]}")
+        theirs = [json.loads(x) for x in proc.stdout.splitlines() if x.strip()][:-1]
+        for i, res in enumerate(theirs):
+            calc_times[i].append(res["seconds_per_estimate"])
+        for i, run in enumerate(runs):
+            t0 = time.perf_counter()
+            evaluate_layout(run.config, run.config.plan.layout)
+            our_times[i].append(time.perf_counter() - t0)
+    calc_speed = statistics.median(statistics.median(t) for t in calc_times)
     our_speeds = []
     print(f"{'table':16s} {'row':15s} {'published':>9s} {'campaign':>9s} {'err':>6s} {'Calculon':>9s} {'err':>6s}")
     by_table: dict[str, dict[str, list[float]]] = {}
-    for run, res in zip(runs, theirs):
-        step, speed = ours(run, args.repeats)
-        our_speeds.append(speed)
+    for i, (run, res) in enumerate(zip(runs, theirs)):
+        step = evaluate_layout(run.config, run.config.plan.layout).step_time_s
+        our_speeds.append(statistics.median(our_times[i]))
         mine = 100 * run.metric(step)
         errs = by_table.setdefault(run.table, {"campaign": [], "calculon": []})
         errs["campaign"].append(abs(mine - 100 * run.published))
