@@ -1,6 +1,8 @@
 """Plan a training campaign: memory, step time, MFU, checkpointing, reliability and layout search.
 
-Source: see each module (flops, memory, topology, performance, checkpointing, reliability, layout, planner).
+Layering: flops, kernels, memory, topology -> performance -> layout (rules) -> planner -> search.
+Source: see each module (flops, kernels, memory, topology, performance, checkpointing, reliability, layout,
+planner, search).
 """
 
 from campaign.plan.checkpointing import (

@@ -1,10 +1,11 @@
 """The plan: memory, step time, MFU, checkpointing, reliability and expected length of one campaign layout.
 
 `evaluate_layout` joins the models of this package for one (layout, micro_batch); an infeasible layout is a Plan
-with violations (layout, memory, schedule), never an exception. `make_plan` evaluates the config's own layout.
+with violations (layout, memory, schedule), never an exception; `Plan.runs` is false only for layout or memory
+violations (what `campaign plan`'s exit code reports). `make_plan` evaluates the config's own layout.
 MFU = tokens/s x model FLOPs per token (Megatron-Core causal convention, no recompute) / (GPUs x peak dense BF16).
 Source: Narayanan et al. 2021; Korthikanti et al. 2022; Daly 2006; Llama 3 (arXiv 2407.21783) §3.3 — see the
-modules flops, memory, topology, performance, checkpointing and reliability.
+modules flops, kernels, memory, topology, performance, checkpointing and reliability.
 """
 
 from __future__ import annotations
