@@ -1,6 +1,7 @@
 """Plan a training campaign: memory, step time, MFU, checkpointing, reliability and layout search.
 
-Layering: flops, kernels, memory, topology -> performance -> layout (rules) -> planner -> search.
+Layering: flops, kernels, memory, topology and layout (the rules; only config below it) -> performance -> planner
+-> search.
 Source: see each module (flops, kernels, memory, topology, performance, checkpointing, reliability, layout,
 planner, search).
 """
