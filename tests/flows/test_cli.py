@@ -166,3 +166,12 @@ def test_bad_workspace_state_exits_2_with_the_place_and_the_fix(tmp_path, case):
     expected = {"lock_wait": "CAMPAIGN_LOCK_WAIT_S", "manifest_files_int": "manifest.json",
                 "damaged_catalog": "campaign.duckdb", "empty_catalog": "campaign.duckdb"}[case]
     assert expected in result.stderr
+
+
+def test_plan_that_misses_its_window_still_exits_0_with_the_schedule_verdict(capsys):
+    """Exit 1 means the layout cannot run (layout rules or memory); a schedule miss is a performance answer that
+    stays in the output (and in validate's schedule gate)."""
+    assert main(["plan", str(DEMO), "--json", "--set", "window.days=0.01"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["runs"] is True and plan["fits"] is False
+    assert [v.split(":")[0] for v in plan["violations"]] == ["schedule"]
