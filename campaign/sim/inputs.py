@@ -53,6 +53,8 @@ class SimInputs:
     seed: int
     # Seconds after the window start at which diurnal throughput is lowest (see DIURNAL_SLOWEST_HOUR).
     diurnal_slowest_s: float = DIURNAL_SLOWEST_HOUR * 3600.0
+    # False: the window is a snapshot of a longer run; the job trains to the window end whatever the target.
+    stop_at_target: bool = True
 
     def __post_init__(self) -> None:
         positive = (
@@ -186,6 +188,7 @@ def sim_inputs_from_config(
         power_sample_s=cfg.sim.power_sample_s,
         seed=cfg.seed,
         diurnal_slowest_s=(DIURNAL_SLOWEST_HOUR * 3600.0 - start_of_day_s) % DAY_S,
+        stop_at_target=cfg.sim.stop_at_target,
     )
 
 

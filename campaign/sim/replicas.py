@@ -12,6 +12,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
+from campaign.goodput import ETTR_DEFINITION, UTILISATION_DEFINITION
 from campaign.sim.inputs import DAY_S, SimInputs
 from campaign.sim.simulator import BREAKDOWN_KEYS, SimResult, simulate
 
@@ -50,6 +51,8 @@ def summarise_replicas(summaries: list[dict], window_s: float) -> dict:
         "interruptions_unexpected": distribution(x["interruptions"]["unexpected"] for x in s),
         "interruptions_planned": distribution(x["interruptions"]["planned"] for x in s),
         "ettr": distribution(x["ettr"] for x in s),
+        "window_utilisation": distribution(x["window_utilisation"] for x in s),
+        "definitions": {"ettr": ETTR_DEFINITION, "window_utilisation": UTILISATION_DEFINITION},
         "tokens_trained": distribution(x["tokens_trained"] for x in s),
         "completion_days": distribution(
             x["completion_s"] / DAY_S if x["completion_s"] is not None else None for x in s
@@ -80,6 +83,7 @@ def replica_table(results: list[SimResult]) -> pd.DataFrame:
             "replica": r.replica,
             "seed": r.seed,
             "ettr": x["ettr"],
+            "window_utilisation": x["window_utilisation"],
             "interruptions_unexpected": x["interruptions"]["unexpected"],
             "interruptions_planned": x["interruptions"]["planned"],
             "observed_job_mtbf_h": x["observed_job_mtbf_h"],

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from campaign.goodput import ALL_KEYS, ettr, goodput_buckets_gpu_h, job_wall_s, window_utilisation
 from campaign.sim.events import Event, EventQueue
 from campaign.sim.failures import NODE_LOSING_SCOPES, draw_arrivals
 from campaign.sim.inputs import DAY_S, SimInputs
@@ -54,7 +55,7 @@ EVENT_KINDS = (
     "window_end",
 )
 EVENT_COLUMNS = ("event_id", "t_s", "kind", "category", "scope", "node", "tokens_trained", "detail")
-BREAKDOWN_KEYS = ("productive", "lost_rework", "checkpoint", "restart", "waiting", "idle")
+BREAKDOWN_KEYS = ALL_KEYS  # productive, lost_rework, checkpoint, restart, waiting, idle, idle_spares, idle_released
 
 # Job states. Training time is tracked per segment (productive once committed, else lost_rework); every other
 # state's time goes to one goodput bucket.
@@ -69,13 +70,13 @@ INIT, RUNNING, CHECKPOINT, DETECT, RESTART, WAIT_SPARE, PLANNED, DONE = (
     "done",
 )
 _BUCKET = {
-    INIT: "idle",
+    INIT: "restart",  # zero-length: the job starts at t = 0 and the window end closes the last state
     CHECKPOINT: "checkpoint",
     DETECT: "restart",
     RESTART: "restart",
     WAIT_SPARE: "waiting",
     PLANNED: "waiting",
-    DONE: "idle",
+    DONE: "released",
 }
 _UP = (RUNNING, CHECKPOINT)
 
@@ -167,7 +168,9 @@ class _Replica:
         self.committed_run_s = 0.0
         self.committed_tokens = 0.0
         self.lost_run_s = 0.0
-        self.bucket_s = {"checkpoint": 0.0, "restart": 0.0, "waiting": 0.0, "idle": 0.0}
+        self.bucket_s = {"checkpoint": 0.0, "restart": 0.0, "waiting": 0.0, "released": 0.0}
+        # A ramp limit slows the return to training: that time goes to the bucket of the stop it follows.
+        self.ramp_bucket = "restart"
         self.hold_until = -math.inf
         self.pending_detections = 0
         self.need_restart_s = 0.0
@@ -245,7 +248,11 @@ class _Replica:
 
     def _close_segment(self, exact_tokens: float | None = None) -> None:
         now = self.q.now_s
-        self.since_run_s += now - self.seg_start
+        # Until seg_eff the job only makes up for the ramp limit: that time is not training.
+        ramp_s = min(now, self.seg_eff) - self.seg_start
+        if ramp_s > 0.0:
+            self.bucket_s[self.ramp_bucket] += ramp_s
+        self.since_run_s += now - max(self.seg_start, self.seg_eff)
         self.since_tokens += self._segment_tokens(now) if exact_tokens is None else exact_tokens
         self.seg_id = -1
 
@@ -274,6 +281,7 @@ class _Replica:
 
     def _start_running(self) -> None:
         before_mw = self._facility_mw()
+        self.ramp_bucket = _BUCKET[self.state]
         self._set_state(RUNNING)
         now = self.q.now_s
         self.seg_start = now
@@ -281,7 +289,7 @@ class _Replica:
         self.seg_id = self._next_id()
         remaining = self.x.target_tokens - self.tokens_in_progress()
         t_checkpoint = now + max(self.x.checkpoint_interval_s - self.since_run_s, 0.0)
-        if self._segment_tokens(t_checkpoint) >= remaining:  # the target falls inside this segment
+        if self.x.stop_at_target and self._segment_tokens(t_checkpoint) >= remaining:  # the target falls inside this segment
             t_target = (
                 time_for_nominal_s(self.x, self.seg_eff, remaining / self.rate) if remaining > 0 else now
             )
@@ -552,12 +560,11 @@ class _Replica:
             "checkpoint": self.bucket_s["checkpoint"],
             "restart": self.bucket_s["restart"],
             "waiting": self.bucket_s["waiting"],
-            "idle": self.bucket_s["idle"],
         }
-        breakdown = {k: v * gpus / 3600.0 for k, v in seconds.items()}
-        breakdown["idle"] += spare_gpus * window_h
+        breakdown = goodput_buckets_gpu_h(seconds, gpus, spare_gpus, x.window_s, self.completion_s)
+        seconds["released"] = self.bucket_s["released"]
         total_gpu_h = (gpus + spare_gpus) * window_h
-        elapsed_s = self.completion_s if self.completion_s is not None else x.window_s
+        elapsed_s = job_wall_s(x.window_s, self.completion_s)
         energy_mwh = stats.pop("energy_mwh")
         stats["job_start_swing"] = job_start_swing_mw
         return {
@@ -566,8 +573,9 @@ class _Replica:
             "window_s": x.window_s,
             "gpus": gpus,
             "spare_gpus": spare_gpus,
-            "ettr": seconds["productive"] / x.window_s,
-            "ettr_elapsed": seconds["productive"] / elapsed_s if elapsed_s > 0 else 0.0,
+            "ettr": ettr(seconds["productive"], elapsed_s),
+            "window_utilisation": window_utilisation(breakdown["productive"], gpus, spare_gpus, x.window_s),
+            "job_wall_s": elapsed_s,
             "goodput_breakdown_gpu_h": breakdown,
             "job_time_s": seconds,
             "interruptions": {

@@ -45,7 +45,8 @@ def test_run_demo_end_to_end(tmp_path, demo_inputs, capsys):
                 "power_mw", "energy_mwh", "cost_usd", "tokens_trained", "tokens_target"):
         assert key in result
     assert set(result["goodput_breakdown_gpu_h"]) == {"productive", "lost_rework", "checkpoint", "restart",
-                                                      "waiting", "idle"}
+                                                      "waiting", "idle", "idle_spares", "idle_released"}
+    assert 0.0 <= result["window_utilisation"] <= result["ettr"] <= 1.0
 
     # Running it again adds no duplicate rows: every stage's results are keyed by what produced them.
     before = {t: _catalog(ws, f"SELECT count(*) FROM {t}")[0][0]
