@@ -208,3 +208,47 @@ def power_stats(series_mw: np.ndarray, curve: PowerCurve) -> dict:
         "max_ramp_mw_per_s": ramp,
         "energy_mwh": curve.energy_mwh,
     }
+
+
+def power_stats_from_curve(curve: PowerCurve) -> dict:
+    """The same figures as `power_stats(one_second_series(curve), curve)`, without building the 1-s series.
+
+    The 1-s series only changes near a breakpoint: a second that holds none lies inside one segment, where it
+    equals the segment's level (flat) or moves by exactly its slope per second (ramp). So the series' extremes
+    are among the seconds next to a breakpoint (the one holding it and its two neighbours: the first and last
+    whole seconds of every segment), and a second-to-second change is either between two such seconds or a
+    segment's slope. Cost and memory grow with the breakpoints, not with the window's seconds.
+    """
+    n = math.ceil(curve.end_s)
+    if n <= 0:
+        raise ValueError("a power curve needs a positive length")
+    points = np.append(curve.t_s, curve.end_s)
+    base = np.floor(points).astype(np.int64)
+    cand = np.sort(np.column_stack((base - 1, base, base + 1)).ravel(), kind="stable")  # nearly sorted already
+    cand = cand[np.append(True, cand[1:] != cand[:-1]) & (cand >= 0) & (cand < n)]
+    lo = cand.astype(float)
+    hi = np.minimum(lo + 1.0, curve.end_s)
+    values = (curve.integral_mws(hi) - curve.integral_mws(lo)) / (hi - lo)
+    # A second inside one segment is its level at the midpoint (exact, and stable for a tiny last second).
+    k_lo = np.searchsorted(curve.t_s, lo, side="right") - 1
+    k_hi = np.searchsorted(curve.t_s, hi, side="left") - 1
+    inside = k_lo == k_hi
+    mid = 0.5 * (lo + hi) - curve.t_s[k_lo]
+    values = np.where(inside, curve.mw[k_lo] + curve.slope[k_lo] * mid, values)
+    adjacent = np.diff(cand) == 1
+    steps = np.diff(values)[adjacent]
+    ramp = float(np.abs(steps).max()) if steps.size else 0.0
+    if np.any(curve.slope):
+        # Two whole seconds inside one sloped segment differ by exactly its slope.
+        ends = np.append(curve.t_s[1:], curve.end_s)
+        whole = np.floor(ends) - np.ceil(curve.t_s) >= 2.0
+        sloped = np.abs(curve.slope[whole & (curve.slope != 0)])
+        if sloped.size:
+            ramp = max(ramp, float(sloped.max()))
+    return {
+        "peak": float(values.max()),
+        "mean": curve.energy_mwh * 3600.0 / curve.end_s,
+        "min": float(values.min()),
+        "max_ramp_mw_per_s": ramp,
+        "energy_mwh": curve.energy_mwh,
+    }
