@@ -22,7 +22,14 @@ from campaign.sim.power import (
     power_levels,
     ramp_delay_s,
 )
-from campaign.sim.replicas import distribution, replica_table, simulate_replicas, summarise_replicas
+from campaign.sim.replicas import (
+    distribution,
+    replica_batches,
+    replica_table,
+    simulate_batch,
+    simulate_replicas,
+    summarise_replicas,
+)
 from campaign.sim.simulator import (
     BREAKDOWN_KEYS,
     EVENT_COLUMNS,
@@ -31,6 +38,7 @@ from campaign.sim.simulator import (
     diurnal_multiplier,
     nominal_seconds,
     simulate,
+    simulate_summary,
 )
 
 __all__ = [
@@ -59,7 +67,10 @@ __all__ = [
     "random_streams",
     "replica_table",
     "sim_inputs_from_config",
+    "replica_batches",
     "simulate",
+    "simulate_batch",
+    "simulate_summary",
     "simulate_replicas",
     "summarise_replicas",
 ]

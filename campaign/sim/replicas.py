@@ -14,7 +14,7 @@ import pandas as pd
 
 from campaign.goodput import ETTR_DEFINITION, UTILISATION_DEFINITION
 from campaign.sim.inputs import DAY_S, SimInputs
-from campaign.sim.simulator import BREAKDOWN_KEYS, SimResult, simulate
+from campaign.sim.simulator import BREAKDOWN_KEYS, SimResult, simulate, simulate_summary
 
 PERCENTILES = (10, 50, 90)
 
@@ -22,6 +22,23 @@ PERCENTILES = (10, 50, 90)
 def simulate_replicas(inputs: SimInputs, replicas: int, first: int = 0) -> list[SimResult]:
     """Run replicas first..first+replicas-1 one after another (a task runner can map `simulate` instead)."""
     return [simulate(inputs, r) for r in range(first, first + replicas)]
+
+
+def replica_batches(replicas: int, workers: int) -> list[range]:
+    """Split replicas 0..replicas-1 into at most `workers` contiguous batches of near-equal size.
+
+    Replica r always draws from SeedSequence([seed, r]), so the results do not depend on the split.
+    """
+    if replicas <= 0 or workers <= 0:
+        raise ValueError("replicas and workers must be positive")
+    n = min(replicas, workers)
+    edges = [round(i * replicas / n) for i in range(n + 1)]
+    return [range(a, b) for a, b in zip(edges, edges[1:])]
+
+
+def simulate_batch(inputs: SimInputs, replicas: range) -> list[dict]:
+    """Summaries (fast path) of a batch of replicas, in replica order."""
+    return [simulate_summary(inputs, r) for r in replicas]
 
 
 def distribution(values: Iterable[float | None]) -> dict:

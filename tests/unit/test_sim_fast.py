@@ -98,3 +98,18 @@ def test_power_stats_from_breakpoints_equal_the_one_second_series(n, end, seed, 
     fast = power_stats_from_curve(curve)
     for key in slow:
         assert fast[key] == pytest.approx(slow[key], rel=1e-9, abs=1e-12), key
+
+
+def test_batches_cover_every_replica_once_and_results_do_not_depend_on_the_split():
+    from campaign.sim import replica_batches, simulate_batch
+
+    assert [list(b) for b in replica_batches(5, 2)] == [[0, 1, 2], [3, 4]] or [
+        list(b) for b in replica_batches(5, 2)
+    ] == [[0, 1], [2, 3, 4]]
+    for n, w in ((1, 4), (7, 3), (100, 2), (3, 3)):
+        batches = replica_batches(n, w)
+        assert len(batches) == min(n, w) and [r for b in batches for r in b] == list(range(n))
+    inputs = make_inputs()
+    whole = simulate_batch(inputs, range(6))
+    split = [s for b in replica_batches(6, 4) for s in simulate_batch(inputs, b)]
+    assert whole == split
