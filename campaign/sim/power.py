@@ -228,13 +228,16 @@ def power_stats_from_curve(curve: PowerCurve) -> dict:
     cand = cand[np.append(True, cand[1:] != cand[:-1]) & (cand >= 0) & (cand < n)]
     lo = cand.astype(float)
     hi = np.minimum(lo + 1.0, curve.end_s)
-    values = (curve.integral_mws(hi) - curve.integral_mws(lo)) / (hi - lo)
-    # A second inside one segment is its level at the midpoint (exact, and stable for a tiny last second).
     k_lo = np.searchsorted(curve.t_s, lo, side="right") - 1
-    k_hi = np.searchsorted(curve.t_s, hi, side="left") - 1
-    inside = k_lo == k_hi
-    mid = 0.5 * (lo + hi) - curve.t_s[k_lo]
-    values = np.where(inside, curve.mw[k_lo] + curve.slope[k_lo] * mid, values)
+    k_hi = np.searchsorted(curve.t_s, hi, side="right") - 1
+    d_lo, d_hi = lo - curve.t_s[k_lo], hi - curve.t_s[k_hi]
+    e_lo = curve.cum_mws[k_lo] + curve.mw[k_lo] * d_lo + 0.5 * curve.slope[k_lo] * d_lo * d_lo
+    e_hi = curve.cum_mws[k_hi] + curve.mw[k_hi] * d_hi + 0.5 * curve.slope[k_hi] * d_hi * d_hi
+    # A second inside one segment is its level at the midpoint (exact, and stable for a tiny last second);
+    # a second holding a breakpoint is its energy over its length.
+    values = np.where(
+        k_lo == k_hi, curve.mw[k_lo] + curve.slope[k_lo] * (0.5 * (lo + hi) - curve.t_s[k_lo]), (e_hi - e_lo) / (hi - lo)
+    )
     adjacent = np.diff(cand) == 1
     steps = np.diff(values)[adjacent]
     ramp = float(np.abs(steps).max()) if steps.size else 0.0
