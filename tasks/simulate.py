@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 
 from prefect import get_run_logger, task
+from prefect.artifacts import create_table_artifact
 
+from campaign import store
 from campaign.sim import SimInputs, simulate_batch
 
 
@@ -26,3 +29,27 @@ def simulate_replica_batch(inputs: SimInputs, replicas: range) -> list[dict]:
     get_run_logger().info("replicas %d..%d simulated in %.2f s", replicas.start, replicas.stop - 1,
                           time.perf_counter() - started)
     return summaries
+
+
+@task(name="record-sweep", cache_policy=None)
+def record_sweep(ws: store.Workspace, sweep_id: str, config_digest: str, seed: int, replicas: int,
+                 rows: list[dict]) -> int:
+    """Store the sweep's rows in the catalog (once per sweep id) and publish them as a table artifact."""
+    with store.locked(ws, "campaign simulate --sweep"), store.catalog(ws) as con, store.transaction(con):
+        seen = store.first_row(con, "SELECT count(*) FROM sim_sweeps WHERE sweep_id = ?", [sweep_id])[0]
+        if not seen:
+            for r in rows:
+                con.execute(
+                    "INSERT INTO sim_sweeps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [sweep_id, r["point"], config_digest, seed, replicas, json.dumps(r["values"]), r["ettr_mean"],
+                     r["ettr_p10"], r["ettr_p90"], r["window_utilisation_mean"], r["completion_days_p10"],
+                     r["completion_days_p50"], r["completion_days_p90"], r["p_complete_in_window"],
+                     r["energy_mwh"], r["cost_usd"], r["is_best"], store.now()],
+                )
+    table = [{**{k: v for k, v in r.items() if k != "values"}, **r["values"]} for r in rows]
+    create_table_artifact(key=f"sweep-{sweep_id[:12]}", table=table,
+                          description=f"campaign simulate --sweep: {replicas} replicas per point, seed {seed}")
+    best = next(r for r in rows if r["is_best"])
+    get_run_logger().info("sweep %s: %d points, best %s (ETTR %.4f)%s", sweep_id[:12], len(rows), best["values"],
+                          best["ettr_mean"], " (already in the catalog)" if seen else "")
+    return len(rows)

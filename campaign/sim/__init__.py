@@ -23,8 +23,10 @@ from campaign.sim.power import (
     ramp_delay_s,
 )
 from campaign.sim.replicas import (
+    check_replicas_fit,
     distribution,
     replica_batches,
+    replicas_memory_bytes,
     replica_table,
     simulate_batch,
     simulate_replicas,
@@ -67,7 +69,9 @@ __all__ = [
     "random_streams",
     "replica_table",
     "sim_inputs_from_config",
+    "check_replicas_fit",
     "replica_batches",
+    "replicas_memory_bytes",
     "simulate",
     "simulate_batch",
     "simulate_summary",

@@ -156,6 +156,14 @@ def sim_inputs_from_config(
     """
     cfg = config.config if isinstance(config, LoadedConfig) else config
     cluster = cfg.cluster
+    window_s = cfg.window.days * DAY_S
+    if checkpoint_interval_s + checkpoint_write_s > window_s:
+        raise ConfigError(
+            f"the window ({window_s:,.0f} s) is shorter than one checkpoint interval and its write "
+            f"({checkpoint_interval_s:,.0f} s + {checkpoint_write_s:,.0f} s): no checkpoint could ever commit",
+            where="window.days",
+            fix="lengthen window.days or set plan.checkpoint.interval_s below the window",
+        )
     smoothing = cfg.plan.power_smoothing
     start = cfg.window.start
     if start.tzinfo is not None:

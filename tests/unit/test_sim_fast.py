@@ -113,3 +113,54 @@ def test_batches_cover_every_replica_once_and_results_do_not_depend_on_the_split
     whole = simulate_batch(inputs, range(6))
     split = [s for b in replica_batches(6, 4) for s in simulate_batch(inputs, b)]
     assert whole == split
+
+
+# ------------------------------------------------------------------------------------------- bad input
+
+
+def test_too_many_replicas_for_memory_is_refused_before_running_naming_the_option_and_the_fix():
+    import pickle
+
+    from campaign.errors import ConfigError
+    from campaign.sim import check_replicas_fit, replicas_memory_bytes
+    from campaign.sim.replicas import SUMMARY_BYTES
+
+    inputs = make_inputs()
+    assert len(pickle.dumps(simulate_summary(inputs, 0))) * 2 < SUMMARY_BYTES  # the per-summary bound holds
+    check_replicas_fit(inputs, 1000, 2, available_bytes=8 * 10**9)  # fits: no error
+    with pytest.raises(ConfigError) as err:
+        check_replicas_fit(inputs, 10**7, 2, available_bytes=8 * 10**9)
+    text = str(err.value)
+    assert text.startswith("--replicas:") and "GB" in text and "fix: run at most about" in text
+    # Memory grows with the window's checkpoint cycles, not with its seconds; and linearly with replicas.
+    assert replicas_memory_bytes(inputs, 2000, 2) - replicas_memory_bytes(inputs, 1000, 2) == 1000 * SUMMARY_BYTES
+
+
+def test_window_shorter_than_one_checkpoint_interval_names_the_field_and_the_fix():
+    from campaign.errors import ConfigError
+    from campaign.sim import sim_inputs_from_config
+    from tests.paths import DEMO
+
+    cfg = load_config(DEMO, ["window.days=0.01"]).config  # 864 s
+    with pytest.raises(ConfigError) as err:
+        sim_inputs_from_config(cfg, step_time_s=5.0, tokens_per_step=2**21, checkpoint_write_s=20.0,
+                               checkpoint_background_s=0.0, checkpoint_interval_s=1200.0, comm_fraction=0.2)
+    assert str(err.value).startswith("window.days:") and "plan.checkpoint.interval_s" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "override,field",
+    [
+        ("plan.power_smoothing.floor_fraction=1.5", "floor_fraction"),  # a floor above TDP
+        ("plan.power_smoothing.ramp_mw_per_s=-1", "ramp_mw_per_s"),
+        ("sim.power_sample_s=0", "power_sample_s"),
+        ("window.days=-2", "days"),
+    ],
+)
+def test_out_of_range_levels_rates_and_times_name_the_field(override, field):
+    from campaign.errors import ConfigError
+    from tests.paths import DEMO
+
+    with pytest.raises(ConfigError) as err:
+        load_config(DEMO, [override])
+    assert field in str(err.value)
