@@ -211,6 +211,24 @@ def simulate(config: ConfigArg, replicas: Annotated[int | None, typer.Option(
     typer.echo(f"  ettr = {s['definitions']['ettr']}\n  window_utilisation = {s['definitions']['window_utilisation']}")
 
 
+@app.command()
+def power(config: ConfigArg, replicas: Annotated[int | None, typer.Option(
+        help="Seeded replicas per setting (default: sim.replicas).", min=1, max=10_000)] = None,
+          workspace: WorkspaceOpt = None, json_: JsonOpt = False, set_: SetOpt = None) -> None:
+    """The facility power notice: hourly MW, swings, ramps, oscillation, smoothing trade-off (power/<digest>-power.md)."""
+    from campaign.config import load_config
+    from flows.power import PowerParams, power_flow
+
+    load_config(config, list(set_ or []))  # bad input fails here, before a Prefect API starts
+    params = PowerParams(config=config, overrides=list(set_ or []), replicas=replicas, workspace=workspace)
+    result = _finish(power_flow(params, return_state=True))
+    if json_:
+        typer.echo(json.dumps(result["notice"], indent=2, default=str))
+        return
+    typer.echo(open(result["markdown"], encoding="utf-8").read())
+    typer.echo(f"written: {result['markdown']} and {result['json']}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app, turning every CampaignError into its message and exit code."""
     try:

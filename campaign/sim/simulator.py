@@ -114,6 +114,15 @@ def simulate_summary(inputs: SimInputs, replica: int = 0) -> dict:
     return _Replica(inputs, replica, detail=False).run_summary()
 
 
+def simulate_curve(inputs: SimInputs, replica: int = 0) -> tuple[dict, PowerCurve]:
+    """The fast summary and the exact facility power curve behind it (for the power notice)."""
+    rep = _Replica(inputs, replica, detail=False)
+    rep._run_events()
+    curve = rep._power_curve()
+    running_mw = rep.levels.facility_mw(inputs.nodes, rep.levels.running_gpu_w, inputs.spare_nodes)
+    return rep._summary(power_stats_from_curve(curve), running_mw - rep.baseline_mw), curve
+
+
 def diurnal_multiplier(inputs: SimInputs, t_s: float | np.ndarray) -> float | np.ndarray:
     """Throughput multiplier at time t: 1 - A cos(2 pi (t - t_slowest) / 1 day); its daily mean is 1."""
     return 1.0 - inputs.diurnal_amplitude * np.cos(

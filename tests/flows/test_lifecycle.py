@@ -28,6 +28,10 @@ def test_run_demo_end_to_end(tmp_path, demo_inputs, capsys):
     assert len(gates) == 6 and all(passed for _, passed in gates)
     assert _catalog(ws, "SELECT count(*) FROM commitments")[0][0] == 1
     assert _catalog(ws, "SELECT count(*) FROM sim_events")[0][0] > 0
+    # Commit wrote the facility power notice beside the commitment (issue 9).
+    commitment_id = _catalog(ws, "SELECT commitment_id FROM commitments")[0][0]
+    notice = json.loads((ws / "commitments" / f"{commitment_id}-power.json").read_text())
+    assert notice["smoothing_tradeoff"] and "Largest swing" in (ws / "commitments" / f"{commitment_id}-power.md").read_text()
     report = (ws / "report" / "report.md").read_text()
     assert "ETTR" in report and (ws / "report" / "power.png").exists()
     # Input = kept + rejected for every source, and every rejected document is kept with its reason.
