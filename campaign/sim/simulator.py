@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -94,13 +95,22 @@ class SimResult:
     power_curve: PowerCurve | None = None  # exact curve behind `power`; one_second_series(curve) gives 1-s MW
 
 
-def simulate(inputs: SimInputs, replica: int = 0) -> SimResult:
+# A progress callback hears this many times over the window (2% steps).
+PROGRESS_STEPS = 50
+
+
+def simulate(
+    inputs: SimInputs, replica: int = 0, on_progress: Callable[[float, float, float], None] | None = None
+) -> SimResult:
     """Simulate one replica of the window event by event, with its event log and sampled power.
 
     Deterministic for (inputs.seed, replica). This is the reference model; `simulate_summary` gives the same
-    summary faster.
+    summary faster. `on_progress(fraction, t_s, tokens_trained)` hears every 2% of simulated time; it does not
+    change the result.
     """
-    return _Replica(inputs, replica).run()
+    rep = _Replica(inputs, replica)
+    rep.on_progress = on_progress
+    return rep.run()
 
 
 def simulate_summary(inputs: SimInputs, replica: int = 0) -> dict:
@@ -195,6 +205,7 @@ class _Replica:
         self.x = inputs
         self.replica = replica
         self.detail = detail  # False: no event rows, checkpoint cycles skipped in closed form
+        self.on_progress: Callable[[float, float, float], None] | None = None
         # Skipped cycles: (index in power lists, start s, cycles k, period s, run_s, run MW, checkpoint MW).
         self.blocks: list[tuple[int, float, int, float, float, float, float]] = []
         self.q = EventQueue()
@@ -287,7 +298,14 @@ class _Replica:
             handlers[event.kind](event)
             self._record_power()
 
-        self.q.run(x.window_s, handle)
+        if self.on_progress is None:
+            self.q.run(x.window_s, handle)
+        else:
+            # Report progress at every step of simulated time (the event order is unchanged).
+            step_s = x.window_s / PROGRESS_STEPS
+            for k in range(1, PROGRESS_STEPS + 1):
+                self.q.run(min(k * step_s, x.window_s), handle)
+                self.on_progress(k / PROGRESS_STEPS, self.q.now_s, self.tokens_in_progress())
         self._finish()
 
     def _next_id(self) -> int:

@@ -164,3 +164,13 @@ def test_out_of_range_levels_rates_and_times_name_the_field(override, field):
     with pytest.raises(ConfigError) as err:
         load_config(DEMO, [override])
     assert field in str(err.value)
+
+
+def test_progress_callback_hears_every_step_and_changes_nothing():
+    inputs = make_inputs()
+    heard = []
+    with_progress = simulate(inputs, 2, on_progress=lambda f, t, tokens: heard.append((f, t, tokens)))
+    plain = simulate(inputs, 2)
+    assert with_progress.summary == plain.summary
+    assert [round(f, 6) for f, _, _ in heard] == [round(k / 50, 6) for k in range(1, 51)]
+    assert all(b[1] >= a[1] for a, b in zip(heard, heard[1:])) and heard[-1][1] == inputs.window_s
