@@ -225,7 +225,9 @@ def power(config: ConfigArg, replicas: Annotated[int | None, typer.Option(
     if json_:
         typer.echo(json.dumps(result["notice"], indent=2, default=str))
         return
-    typer.echo(open(result["markdown"], encoding="utf-8").read())
+    from pathlib import Path
+
+    typer.echo(Path(result["markdown"]).read_text(encoding="utf-8"))
     typer.echo(f"written: {result['markdown']} and {result['json']}")
 
 

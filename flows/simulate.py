@@ -11,10 +11,17 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from campaign.config import load_config
 from campaign.errors import CampaignError
-from campaign.sim import check_replicas_fit, replica_batches, summarise_replicas
 from campaign.goodput import ETTR_DEFINITION, UTILISATION_DEFINITION
+from campaign.sim import check_replicas_fit, replica_batches, summarise_replicas
 from campaign.sim.replicas import available_memory_bytes
-from campaign.sim.sweeps import check_numeric_key, mark_best, overrides_for, parse_sweep, sweep_grid, sweep_row
+from campaign.sim.sweeps import (
+    check_numeric_key,
+    mark_best,
+    overrides_for,
+    parse_sweep,
+    sweep_grid,
+    sweep_row,
+)
 from campaign.store import workspace_for
 from campaign.window import window_inputs
 from flows.common import failed, quiet_expected_errors

@@ -96,7 +96,7 @@ def main() -> None:
                     ref_runs.append(run_reference(inputs, n))
                 if n >= 100:
                     cli_runs.append(run_cli(args.config, n))
-            med = lambda runs, key: statistics.median(r[key] for r in runs)  # noqa: E731
+            med = lambda runs, key: statistics.median(r[key] for r in runs)
             row = {"replicas": n, "rounds": rounds,
                    "simpy_s_per_replica": med(simpy_runs, "s_per_replica"),
                    "campaign_s_per_replica": med(camp_runs, "s_per_replica"),

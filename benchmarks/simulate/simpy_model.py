@@ -92,7 +92,8 @@ def replica(p, seed):
 
 
 def main():
-    p = json.load(open(sys.argv[1]))
+    with open(sys.argv[1], encoding="utf-8") as f:
+        p = json.load(f)
     replicas, first = int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else 0
     started = time.perf_counter()
     runs = [replica(p, seed) for seed in range(first, first + replicas)]

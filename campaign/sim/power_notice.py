@@ -165,10 +165,10 @@ def notice_markdown(notice: dict, title: str) -> str:
         osc = n["dominant_oscillation"]
         hourly = n["hourly_mw"]
         lines += [f"## {name.replace('_', ' ').capitalize()}", "",
-                  f"* Hourly facility MW: p50 {min(hourly['p50']):.2f} to {max(hourly['p50']):.2f}; p10 low "
-                  f"{min(hourly['p10']):.2f}, p90 high {max(hourly['p90']):.2f}",
-                  f"* Largest swing {n['largest_swing_mw']:.2f} MW; swings of at least 90% of it "
-                  f"{n['swings_of_that_size_per_day']:.1f} times a day",
+                  (f"* Hourly facility MW: p50 {min(hourly['p50']):.2f} to {max(hourly['p50']):.2f}; p10 low "
+                   f"{min(hourly['p10']):.2f}, p90 high {max(hourly['p90']):.2f}"),
+                  (f"* Largest swing {n['largest_swing_mw']:.2f} MW; swings of at least 90% of it "
+                   f"{n['swings_of_that_size_per_day']:.1f} times a day"),
                   f"* Steepest ramp {n['steepest_ramp_mw_per_s']:.2f} MW/s",
                   (f"* Dominant oscillation {osc['frequency_hz']:.5f} Hz (period {osc['period_s']:.0f} s), "
                    f"amplitude {osc['amplitude_mw']:.3f} MW (FFT of the 1-s series over {osc['over_days']:g} days, "
@@ -176,8 +176,8 @@ def notice_markdown(notice: dict, title: str) -> str:
                    if osc["frequency_hz"] else "* No oscillation"),
                   f"* Energy {n['energy_mwh']:,.1f} MWh; mean ETTR {n['ettr']:.4f}", ""]
     lines += ["## Smoothing trade-off (GPU power floor, with the configured ramp limit)", "",
-              "| floor | energy added MWh | energy cost added USD | slowdown (ETTR points) | largest swing MW | "
-              "swing removed MW | steepest ramp MW/s | ramp removed MW/s |",
+              ("| floor | energy added MWh | energy cost added USD | slowdown (ETTR points) | largest swing MW | "
+               "swing removed MW | steepest ramp MW/s | ramp removed MW/s |"),
               "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for t in notice["smoothing_tradeoff"]:
         lines.append(f"| {t['floor_fraction']:.2f} | {t['energy_added_mwh']:,.1f} | {t['energy_cost_added_usd']:,.0f} | "

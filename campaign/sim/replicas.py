@@ -7,6 +7,7 @@ Source: DESIGN.md §4 (`campaign simulate --json` summary keys).
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterable
 
@@ -35,7 +36,7 @@ def replica_batches(replicas: int, workers: int) -> list[range]:
         raise ValueError("replicas and workers must be positive")
     n = min(replicas, workers)
     edges = [round(i * replicas / n) for i in range(n + 1)]
-    return [range(a, b) for a, b in zip(edges, edges[1:])]
+    return [range(a, b) for a, b in itertools.pairwise(edges)]
 
 
 # Upper bound of one replica's summary held in memory until the batch returns (a Llama 3 summary, pickled, is

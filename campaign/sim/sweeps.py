@@ -123,7 +123,7 @@ def mark_best(rows: list[dict]) -> list[dict]:
 def sweep_table_markdown(rows: list[dict]) -> str:
     """The rows as a Markdown table (the CLI prints it; the Prefect artifact holds the same rows)."""
     keys = list(rows[0]["values"]) if rows else []
-    fmt = (lambda v, spec: "n/a" if v is None else format(v, spec))  # noqa: E731
+    fmt = (lambda v, spec: "n/a" if v is None else format(v, spec))
     head = [*keys, "ETTR mean", "ETTR p10", "ETTR p90", "done day p10", "p50", "p90", "P(done)", "energy MWh",
             "cost USD", "best"]
     lines = ["| " + " | ".join(head) + " |", "|" + " ---: |" * len(head)]

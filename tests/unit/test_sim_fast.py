@@ -4,6 +4,7 @@ event-by-event reference model: same counts, same figures to float rounding, for
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 
 import numpy as np
@@ -13,7 +14,13 @@ from hypothesis import strategies as st
 
 from campaign.config import load_config
 from campaign.sim import simulate
-from campaign.sim.power import one_second_series, power_stats, power_stats_from_curve, rate_limited_curve, step_curve
+from campaign.sim.power import (
+    one_second_series,
+    power_stats,
+    power_stats_from_curve,
+    rate_limited_curve,
+    step_curve,
+)
 from campaign.sim.simulator import nominal_seconds, nominal_seconds_periodic, simulate_summary
 from tests.paths import LLAMA
 from tests.unit.test_sim import PROPERTY_SETTINGS, input_cases, make_inputs
@@ -173,4 +180,4 @@ def test_progress_callback_hears_every_step_and_changes_nothing():
     plain = simulate(inputs, 2)
     assert with_progress.summary == plain.summary
     assert [round(f, 6) for f, _, _ in heard] == [round(k / 50, 6) for k in range(1, 51)]
-    assert all(b[1] >= a[1] for a, b in zip(heard, heard[1:])) and heard[-1][1] == inputs.window_s
+    assert all(b[1] >= a[1] for a, b in itertools.pairwise(heard)) and heard[-1][1] == inputs.window_s

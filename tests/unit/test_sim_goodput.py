@@ -6,6 +6,7 @@ Ciw-style: exact cases without failures, Hypothesis properties, statistics over 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 
 import numpy as np
@@ -134,7 +135,7 @@ def test_more_spares_never_lower_mean_ettr_of_a_finishing_job():
     for spares in (0, 1, 2, 4, 8):
         x = dataclasses.replace(inputs, spare_nodes=spares)
         means.append(np.mean([simulate(x, r).summary["ettr"] for r in range(30)]))
-    assert all(b >= a - 1e-12 for a, b in zip(means, means[1:]))
+    assert all(b >= a - 1e-12 for a, b in itertools.pairwise(means))
     assert means[-1] > means[0]  # the case is not vacuous: spares matter here
 
 
