@@ -162,6 +162,10 @@ def test_window_shorter_than_one_checkpoint_interval_names_the_field_and_the_fix
         ("plan.power_smoothing.ramp_mw_per_s=-1", "ramp_mw_per_s"),
         ("sim.power_sample_s=0", "power_sample_s"),
         ("window.days=-2", "days"),
+        ("cluster.planned.per_day=-1", "cluster.planned.per_day"),  # a rate out of range
+        ("cluster.planned.duration_min=-5", "cluster.planned.duration_min"),  # a time out of range
+        ("cluster.diurnal_amplitude=0.9", "cluster.diurnal_amplitude"),  # a level out of range
+        ("cluster.power.pue=0.5", "cluster.power.pue"),
     ],
 )
 def test_out_of_range_levels_rates_and_times_name_the_field(override, field):
