@@ -73,6 +73,23 @@ def run_cli(config: str, replicas: int) -> dict:
     return {"end_to_end_s": wall, "flow_wall_s": json.loads(out)["wall_s"]}
 
 
+def memory_peaks(inputs) -> None:
+    """tracemalloc peak of one replica, summary path and event-by-event, at the window's length and twice it."""
+    import dataclasses
+    import tracemalloc
+
+    from campaign.sim import simulate_summary
+
+    for days in (inputs.window_s / 86_400, 2 * inputs.window_s / 86_400):
+        x = dataclasses.replace(inputs, window_s=days * 86_400)
+        for name, run in (("summary", simulate_summary), ("event-by-event", simulate)):
+            tracemalloc.start()
+            run(x, 0)
+            peak = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+            print(f"{days:g} days, {name}: peak {peak / 1e6:.1f} MB")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", default="configs/campaigns/llama3-405b.yaml")
@@ -80,8 +97,11 @@ def main() -> None:
     ap.add_argument("--replicas", default="1,1000")
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds for counts under 100")
     ap.add_argument("--skip-reference-above", type=int, default=20, help="event-by-event model up to this count")
+    ap.add_argument("--memory", action="store_true", help="only print the memory peaks of one replica")
     args = ap.parse_args()
     inputs = window_inputs(load_config(ROOT / args.config).config)
+    if args.memory:
+        return memory_peaks(inputs)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         params = Path(tmp) / "inputs.json"
