@@ -399,6 +399,9 @@ class CommitConfig(Frozen):
 class SimConfig(Frozen):
     replicas: int = Field(8, gt=0, le=100_000, description="Replicas for `campaign simulate`.")
     power_sample_s: float = Field(60.0, ge=1, le=86_400, description="Resolution of the stored power series, seconds.")
+    stop_at_target: bool = Field(True, description=(
+        "The job stops when plan.target_tokens are trained. False: the window is a snapshot of a longer run and "
+        "the job trains to the window's end whatever the target (the plan still checks the target fits)."))
 
 
 class RuntimeConfig(Frozen):

@@ -104,6 +104,17 @@ def test_simulate_json_has_the_contract_keys(capsys):
     assert main(["simulate", str(DEMO), "--replicas", "4", "--seed", "3", "--json"]) == 0
     again = json.loads(capsys.readouterr().out)
     assert again["summary"] == summary
+    # The same whatever the number of workers (one batch each, in processes).
+    assert main(["simulate", str(DEMO), "--replicas", "4", "--seed", "3", "--json", "--set",
+                 "runtime.max_workers=1"]) == 0
+    assert json.loads(capsys.readouterr().out)["summary"] == summary
+    assert 0 <= summary["window_utilisation"]["mean"] <= summary["ettr"]["mean"] <= 1
+
+
+def test_simulate_refuses_more_replicas_than_memory_allows(capsys):
+    assert main(["simulate", str(DEMO), "--replicas", "9000000"]) == 2
+    err = capsys.readouterr().err
+    assert "--replicas:" in err and "GB" in err and "fix: run at most about" in err and "Traceback" not in err
 
 
 def test_a_bug_is_reported_as_an_internal_error_without_traceback(monkeypatch, capsys):
