@@ -1,0 +1,57 @@
+"""Rehearsal: read the clean data, train on a sample twice (one real SIGKILL), write the verdict and its plot."""
+
+from __future__ import annotations
+
+import base64
+
+import duckdb
+from prefect import get_run_logger, task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+
+from campaign import store
+from campaign.config import CampaignConfig
+from campaign.errors import CampaignError
+from campaign.files import atomic_write_bytes, atomic_write_json
+from campaign.gates import GateResult
+from campaign.rehearsal import Document, run_rehearsal
+from campaign.rehearsal.harness import RehearsalResult
+from campaign.rehearsal.plot import plot_loss_curve
+from campaign.tokenizer import load_tokenizer
+
+REHEARSAL_DIR = "rehearsal"
+
+
+@task(name="rehearsal", cache_policy=None)
+def rehearsal_gate(config: CampaignConfig, ws: store.Workspace) -> GateResult:
+    workdir = ws.root / REHEARSAL_DIR
+    rows = duckdb.sql("SELECT CAST(doc_id AS VARCHAR), text, text_sha256, n_tokens FROM read_parquet(?)",
+                      params=[str(ws.data_dir / "clean" / "*.parquet")]).fetchall()
+    docs = [Document(doc_id=r[0], text=r[1], text_sha256=r[2], n_tokens=int(r[3])) for r in rows]
+    try:
+        tokenizer = load_tokenizer(config.data.tokenizer)
+    except CampaignError as err:
+        result = RehearsalResult(passed=False).fail(f"data.tokenizer: {err.message}", err.fix or "")
+    else:
+        result, _ = run_rehearsal(docs, tokenizer, config.rehearsal, config.model, config.seed, workdir)
+    details = {**result.details, "passed": result.passed, "problems": result.problems, "fixes": result.fixes,
+               "stderr_tail": result.stderr_tail, "result_file": f"{REHEARSAL_DIR}/result.json",
+               "plot": f"{REHEARSAL_DIR}/loss_curve.png"}
+    atomic_write_json(workdir / "result.json", {"details": details, "curves": result.curves})
+    png = atomic_write_bytes(workdir / "loss_curve.png", plot_loss_curve(result.curves, details)).read_bytes()
+    summary = result.summary()
+    rows_table = [{"check": k, "value": details.get(k)} for k in (
+        "loss_first_tenth", "loss_last_tenth", "loss_drop", "min_loss_drop", "heldout_first", "heldout_last",
+        "kill_step", "resumed_step", "restore_check", "tokens_per_s", "reference_wall_s", "faulted_1_wall_s",
+        "faulted_2_wall_s") if k in details]
+    create_table_artifact(key="rehearsal", table=rows_table, description=summary[:500])
+    stderr = "\n".join(result.stderr_tail)
+    create_markdown_artifact(key="rehearsal-loss-curve", description="rehearsal loss curve", markdown=(
+        f"**rehearsal {'passed' if result.passed else 'FAILED'}**: {summary}\n\n"
+        f"![loss curve](data:image/png;base64,{base64.b64encode(png).decode()})\n"
+        + (f"\ntrainer stderr (last lines):\n```\n{stderr}\n```\n" if stderr else "")))
+    log = get_run_logger()
+    log.info("rehearsal: %s", summary)
+    if result.stderr_tail and not result.passed:
+        log.warning("rehearsal trainer stderr (last lines):\n%s", stderr)
+    small = {k: v for k, v in details.items() if k != "sample"}
+    return GateResult("rehearsal", result.passed, summary, small)
