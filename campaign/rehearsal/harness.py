@@ -159,6 +159,7 @@ def rehearse(train: Path, heldout: Path, vocab: int, settings: HarnessSettings, 
     ref_dir = workdir / "reference"
     ref_env = contract_env(train, heldout, vocab, settings, ref_dir / "checkpoints", ref_dir / "metrics.jsonl",
                            cache)
+    workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "env.json").write_text(json.dumps({"command": command, "env": ref_env}, indent=1) + "\n")
     ref = run_start("reference", command, {**base_env, **ref_env}, ref_dir / "metrics.jsonl", ref_dir / "logs",
                     deadline)
