@@ -260,20 +260,22 @@ def _judge_training(result: RehearsalResult, ref: Start, settings: HarnessSettin
     bad = first_non_finite(m.losses)
     bad_held = first_non_finite(m.heldout)
     divergence = first_divergence(m.losses)
+    lower = f"lower rehearsal.learning_rate (now {settings.extra_env.get(c.ENV_LEARNING_RATE)})"
     if bad is not None:
         d["first_non_finite_step"] = bad[0]
-        result.fail(f"training loss is {bad[1]} at step {bad[0]} (the first non-finite value)",
-                    f"lower rehearsal.learning_rate (now {settings.extra_env.get(c.ENV_LEARNING_RATE)})", ref)
-        ok = False
-    elif divergence is not None:
+    if divergence is not None:
         d["divergence_step"] = divergence[0]
-        result.fail(f"training diverged at step {divergence[0]}: loss {divergence[1]:.3f} is above the starting "
-                    f"loss {divergence[2]:.3f} by more than 1 nat",
-                    f"lower rehearsal.learning_rate (now {settings.extra_env.get(c.ENV_LEARNING_RATE)})", ref)
+    if divergence is not None and (bad is None or divergence[0] < bad[0]):
+        nan_text = f"; the first non-finite loss is at step {bad[0]}" if bad is not None else ""
+        result.fail(f"training diverged at step {divergence[0]}: loss {divergence[1]:.6g} is above the starting "
+                    f"loss {divergence[2]:.4f} by more than 1 nat{nan_text}", lower, ref)
+        ok = False
+    elif bad is not None:
+        result.fail(f"training loss is {bad[1]} at step {bad[0]} (the first non-finite value)", lower, ref)
         ok = False
     if bad_held is not None:
-        result.fail(f"held-out loss is {bad_held[1]} at step {bad_held[0]}",
-                    "lower rehearsal.learning_rate", ref)
+        result.fail(f"held-out loss is {bad_held[1]} at step {bad_held[0]} (the first non-finite value)", lower,
+                    ref)
         ok = False
     if ok and not first - last >= settings.min_loss_drop:
         result.fail(f"training loss fell by only {first - last:.3f} nats from the first tenth of the steps "
