@@ -13,9 +13,10 @@ from campaign.config import CampaignConfig
 from campaign.errors import CampaignError
 from campaign.files import atomic_write_bytes, atomic_write_json
 from campaign.gates import GateResult
-from campaign.rehearsal import Document, run_rehearsal
+from campaign.rehearsal.gate import run_rehearsal
 from campaign.rehearsal.harness import RehearsalResult
 from campaign.rehearsal.plot import plot_loss_curve
+from campaign.rehearsal.sample import Document
 from campaign.tokenizer import load_tokenizer
 
 REHEARSAL_DIR = "rehearsal"
