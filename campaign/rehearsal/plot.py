@@ -37,7 +37,10 @@ def plot_loss_curve(curves: dict[str, Any], details: dict[str, Any]) -> bytes:
     verdict = "passed" if details.get("passed") else "failed"
     ax.set_title(f"Rehearsal ({verdict}): {details.get('restore_check', '')}", fontsize=9)
     ax.grid(alpha=0.3)
-    ax.legend(loc="upper right", fontsize=7)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="upper right", fontsize=7)
+    else:
+        ax.text(0.5, 0.5, "the trainer reported no steps", ha="center", va="center", transform=ax.transAxes)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight", metadata={"Software": None})
     plt.close(fig)
