@@ -151,17 +151,18 @@ def write_report(report_dir: Path, result: dict[str, Any], power: pd.DataFrame, 
 
         atomic_write_bytes(report_dir / "rehearsal.png", plot_loss_curve(rehearsal["curves"], rehearsal["details"]))
         markdown += "\n".join(["## Rehearsal (the small-scale training gate of the latest validate)", "",
-                               _rehearsal_line(rehearsal["details"]), "", "![rehearsal](rehearsal.png)", ""])
+                               _rehearsal_line(rehearsal["details"], rehearsal.get("timings") or {}), "",
+                               "![rehearsal](rehearsal.png)", ""])
     atomic_write_text(report_dir / "report.html", _html(markdown))
     return atomic_write_text(report_dir / "report.md", markdown)
 
 
-def _rehearsal_line(d: dict[str, Any]) -> str:
+def _rehearsal_line(d: dict[str, Any], timings: dict[str, float]) -> str:
     if not d.get("passed"):
         return "* Failed: " + "; ".join(d.get("problems") or ["(no reason recorded)"])
     return (f"* Loss {d['loss_first_tenth']:.3f} -> {d['loss_last_tenth']:.3f} (drop {d['loss_drop']:.2f}), held-out "
             f"{d['heldout_first']:.3f} -> {d['heldout_last']:.3f}; killed at step {d['killed_at_step']}, resumed at "
-            f"{d['resumed_step']}: {d['restore_check']}; {d['tokens_per_s']:,.0f} tokens/s")
+            f"{d['resumed_step']}: {d['restore_check']}; {timings.get('tokens_per_s', float('nan')):,.0f} tokens/s")
 
 
 def _html(markdown: str) -> str:

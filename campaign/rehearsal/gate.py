@@ -15,7 +15,8 @@ import numpy as np
 from campaign.config import ModelConfig, RehearsalConfig, RehearsalModelConfig
 from campaign.files import atomic_write_bytes
 from campaign.rehearsal import contract
-from campaign.rehearsal.harness import HarnessSettings, RehearsalResult, rehearse
+from campaign.rehearsal.harness import REGISTRY, HarnessSettings, RehearsalResult, rehearse
+from campaign.rehearsal.processes import kill_registered_groups
 from campaign.rehearsal.sample import Document, Sample, build_sample
 from campaign.tokenizer import Tokenizer
 
@@ -61,6 +62,7 @@ def run_rehearsal(docs: Sequence[Document], tokenizer: Tokenizer, config: Rehear
     a later one could mistake for its own (a stale checkpoint would be resumed from).
     """
     if workdir.exists():
+        kill_registered_groups(workdir / REGISTRY)  # a trainer left running by a campaign that was killed
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)
     sample = build_sample(docs, tokenizer, sample_tokens=config.sample_tokens, seq_len=config.seq_len,

@@ -27,6 +27,8 @@ import numpy as np
 
 from campaign.rehearsal import contract as c
 from campaign.rehearsal.processes import Start, drop_partial_line, resolve_command, run_start
+
+REGISTRY = "trainers.json"  # process groups this rehearsal started (campaign.rehearsal.processes)
 from campaign.rehearsal.verdict import compare_curves, first_divergence, first_non_finite, tenth_means
 
 KILL_STREAM = 0x4B494C4C  # "KILL": the seed's stream for the kill step, apart from every other use of the seed
@@ -52,7 +54,8 @@ class RehearsalResult:
     problems: list[str] = field(default_factory=list)
     fixes: list[str] = field(default_factory=list)
     stderr_tail: list[str] = field(default_factory=list)
-    details: dict[str, Any] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)   # evidence that repeats exactly for the same inputs
+    timings: dict[str, float] = field(default_factory=dict)  # wall times and tokens/s: vary from run to run
     curves: dict[str, Any] = field(default_factory=dict)
 
     def fail(self, problem: str, fix: str, start: Start | None = None) -> RehearsalResult:
@@ -62,7 +65,7 @@ class RehearsalResult:
             self.fixes.append(fix)
         if start is not None and not self.stderr_tail:
             self.stderr_tail = start.stderr_tail()
-            self.details["stderr_log"] = str(start.stderr_path)
+            self.details["stderr_log"] = start.stderr_path.relative_to(start.stderr_path.parents[2]).as_posix()
         return self
 
     def summary(self) -> str:
@@ -74,8 +77,8 @@ class RehearsalResult:
             return text
         return (f"loss {d['loss_first_tenth']:.3f} -> {d['loss_last_tenth']:.3f} (drop {d['loss_drop']:.2f} >= "
                 f"{d['min_loss_drop']:.2f}), held-out {d['heldout_first']:.3f} -> {d['heldout_last']:.3f}; "
-                f"killed at step {d['kill_step']}, resumed at {d['resumed_step']}: {d['restore_check']}; "
-                f"{d['tokens_per_s']:,.0f} tokens/s")
+                f"killed at step {d['killed_at_step']} (after the checkpoint at {d['kill_after_checkpoint']}), "
+                f"resumed at {d['resumed_step']}: {d['restore_check']}")
 
 
 def contract_env(train: Path, heldout: Path, vocab: int, settings: HarnessSettings, checkpoint_dir: Path,
@@ -162,8 +165,8 @@ def rehearse(train: Path, heldout: Path, vocab: int, settings: HarnessSettings, 
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "env.json").write_text(json.dumps({"command": command, "env": ref_env}, indent=1) + "\n")
     ref = run_start("reference", command, {**base_env, **ref_env}, ref_dir / "metrics.jsonl", ref_dir / "logs",
-                    deadline)
-    d["reference_wall_s"] = round(ref.wall_s, 2)
+                    deadline, registry=workdir / REGISTRY)
+    result.timings["reference_wall_s"] = ref.wall_s
     result.curves["reference"] = {"loss": ref.metrics.losses, "heldout": ref.metrics.heldout,
                                   "checkpoints": ref.metrics.checkpoints}
     if not _check_start(result, ref, settings, "reference run"):
@@ -189,8 +192,9 @@ def rehearse(train: Path, heldout: Path, vocab: int, settings: HarnessSettings, 
     fault_env = {**base_env, **contract_env(train, heldout, vocab, settings, fault_dir / "checkpoints",
                                             fault_metrics, cache)}
     first = run_start("faulted-1", command, fault_env, fault_metrics, fault_dir / "logs", deadline,
-                      kill_when=lambda m: bool(m.checkpoints) and m.last_step >= kill_step)
-    d["faulted_1_wall_s"] = round(first.wall_s, 2)
+                      kill_when=lambda m: bool(m.checkpoints) and m.last_step >= kill_step,
+                      registry=workdir / REGISTRY)
+    result.timings["faulted_1_wall_s"] = first.wall_s
     if not first.killed_by_harness:
         if _check_start(result, first, settings, "faulted run before the kill"):
             result.fail(f"faulted run: the trainer finished at step {first.metrics.last_step} without reaching "
@@ -204,8 +208,9 @@ def rehearse(train: Path, heldout: Path, vocab: int, settings: HarnessSettings, 
     d["partial_bytes_dropped"] = drop_partial_line(fault_metrics)
     last_checkpoint = max(first.metrics.checkpoints)
 
-    second = run_start("faulted-2", command, fault_env, fault_metrics, fault_dir / "logs", deadline)
-    d["faulted_2_wall_s"] = round(second.wall_s, 2)
+    second = run_start("faulted-2", command, fault_env, fault_metrics, fault_dir / "logs", deadline,
+                       registry=workdir / REGISTRY)
+    result.timings["faulted_2_wall_s"] = second.wall_s
     result.curves["faulted"] = {"loss": first.metrics.losses + second.metrics.losses,
                                 "heldout": first.metrics.heldout + second.metrics.heldout,
                                 "killed_at_step": first.metrics.last_step,
@@ -255,7 +260,7 @@ def _judge_training(result: RehearsalResult, ref: Start, settings: HarnessSettin
     m = ref.metrics
     first, last = tenth_means(m.losses, settings.steps)
     d.update(loss_first_tenth=first, loss_last_tenth=last, loss_drop=first - last)
-    d["tokens_per_s"] = _tokens_per_s(ref, settings.tokens_per_step)
+    result.timings["tokens_per_s"] = _tokens_per_s(ref, settings.tokens_per_step)
     ok = True
     bad = first_non_finite(m.losses)
     bad_held = first_non_finite(m.heldout)

@@ -3,15 +3,20 @@
 The trainer runs as `subprocess.Popen(..., start_new_session=True)`: it leads a new session and process group,
 so `os.killpg(pid, SIGKILL)` reaches every process it started (a `torchrun` and its workers) unless one of
 them deliberately leaves the group. After every start the harness kills the group and checks `/proc` that no
-member survives.
-Source: POSIX `setsid(2)`, `killpg(3)`; Python `subprocess` (`start_new_session`).
+member survives. If campaign itself dies (killed mid-validate), the trainer's leader gets SIGKILL from the
+kernel (Linux `PR_SET_PDEATHSIG`, set by a two-line launcher that then execs the command), and the next
+rehearsal kills any group still listed in the registry file before it reuses the folder.
+Source: POSIX `setsid(2)`, `killpg(3)`; Linux `prctl(2)` PR_SET_PDEATHSIG; Python `subprocess`.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -81,6 +86,63 @@ class MetricsTail:
         return len(chunks)
 
 
+# Runs before the trainer, in its process: ask the kernel to SIGKILL it when campaign dies, then become it.
+_LAUNCHER = ("import ctypes, os, signal, sys\n"
+             "try:\n    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG\n"
+             "except (AttributeError, OSError):\n    pass\n"
+             "os.execvp(sys.argv[1], sys.argv[1:])")
+
+
+def missing_executable(command: list[str]) -> str | None:
+    """Why `command` cannot start (no such file, not executable), or None."""
+    if not command:
+        return "the command is empty"
+    program = command[0]
+    if os.sep in program:
+        if not os.path.isfile(program):
+            return f"FileNotFoundError: no such file: {program!r}"
+        if not os.access(program, os.X_OK):
+            return f"PermissionError: not executable: {program!r}"
+        return None
+    return None if shutil.which(program) else f"FileNotFoundError: {program!r} is not on PATH"
+
+
+def start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (/proc/pid/stat field 22), or None if it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat[stat.rfind(")") + 2:].split()[19])
+
+
+def kill_registered_groups(registry: Path) -> list[int]:
+    """SIGKILL every process group listed in `registry` whose leader is still the same process; returns them."""
+    try:
+        entries = json.loads(registry.read_text())
+    except (OSError, json.JSONDecodeError):
+        return []
+    killed = []
+    for entry in entries:
+        pid, started = int(entry["pgid"]), entry.get("start_time")
+        if started is not None and start_time(pid) == started or group_members(pid):
+            try:
+                os.killpg(pid, signal.SIGKILL)
+                killed.append(pid)
+            except (ProcessLookupError, PermissionError):
+                pass
+    return killed
+
+
+def _register(registry: Path, pid: int) -> None:
+    try:
+        entries = json.loads(registry.read_text()) if registry.exists() else []
+    except json.JSONDecodeError:
+        entries = []
+    entries.append({"pgid": pid, "start_time": start_time(pid)})
+    registry.write_text(json.dumps(entries) + "\n")
+
+
 def resolve_command(command: list[str], python: str) -> list[str]:
     """A first argument `python` is the interpreter running campaign (so its environment is the trainer's)."""
     return [python, *command[1:]] if command and command[0] == "python" else list(command)
@@ -122,7 +184,8 @@ def kill_group(proc: subprocess.Popen) -> list[int]:
 
 
 def run_start(label: str, command: list[str], env: dict[str, str], metrics_path: Path, log_dir: Path,
-              deadline: float, kill_when: Callable[[Metrics], bool] | None = None) -> Start:
+              deadline: float, kill_when: Callable[[Metrics], bool] | None = None,
+              registry: Path | None = None) -> Start:
     """Start the trainer, follow its metrics until it exits, `kill_when` says kill, or `deadline` passes.
 
     Whatever happens, the process group is killed and reaped before this returns.
@@ -137,14 +200,19 @@ def run_start(label: str, command: list[str], env: dict[str, str], metrics_path:
     result = Start(label=label, command=command, stderr_path=stderr_path, metrics_start_byte=start_byte)
     tail = MetricsTail(metrics_path, start_byte, first_line)
     began = time.monotonic()
+    problem = missing_executable(command)
+    if problem:
+        result.launch_error = problem
+        return result
     with open(log_dir / f"{label}.stdout.log", "wb") as out, open(stderr_path, "wb") as err:
         try:
-            proc = subprocess.Popen(command, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                    start_new_session=True)
-        except (FileNotFoundError, PermissionError, NotADirectoryError, OSError) as exc:
+            proc = subprocess.Popen([sys.executable, "-c", _LAUNCHER, *command], env=env, stdout=out, stderr=err,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        except OSError as exc:
             result.launch_error = f"{type(exc).__name__}: {exc}"
-            result.metrics = tail.metrics
             return result
+        if registry is not None:
+            _register(registry, proc.pid)
         try:
             while True:
                 seen_before = len(result.line_times)
