@@ -14,11 +14,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import duckdb
-
 from campaign.config import load_config
 from campaign.rehearsal.gate import run_rehearsal
-from campaign.rehearsal.sample import Document
+from campaign.rehearsal.sample import read_documents
 from campaign.tokenizer import load_tokenizer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,9 +29,7 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], dest="overrides")
     args = parser.parse_args()
     config = load_config(REPO / "configs/campaigns/demo.yaml", args.overrides).config
-    rows = duckdb.sql("SELECT CAST(doc_id AS VARCHAR), text, text_sha256, n_tokens FROM read_parquet(?)",
-                      params=[str(Path(args.workspace) / "data" / "clean" / "*.parquet")]).fetchall()
-    docs = [Document(*row[:3], n_tokens=int(row[3])) for row in rows]
+    docs = read_documents(str(Path(args.workspace) / "data" / "clean" / "*.parquet"), config.rehearsal.sample_tokens)
     tokenizer = load_tokenizer(config.data.tokenizer)
     walls, cpus = [], []
     for repeat in range(args.repeats):

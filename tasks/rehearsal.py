@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 
-import duckdb
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
@@ -16,7 +15,7 @@ from campaign.gates import GateResult
 from campaign.rehearsal.gate import run_rehearsal
 from campaign.rehearsal.harness import RehearsalResult
 from campaign.rehearsal.plot import plot_loss_curve
-from campaign.rehearsal.sample import Document
+from campaign.rehearsal.sample import read_documents
 from campaign.tokenizer import load_tokenizer
 
 REHEARSAL_DIR = "rehearsal"
@@ -25,9 +24,7 @@ REHEARSAL_DIR = "rehearsal"
 @task(name="rehearsal", cache_policy=None)
 def rehearsal_gate(config: CampaignConfig, ws: store.Workspace) -> GateResult:
     workdir = ws.root / REHEARSAL_DIR
-    rows = duckdb.sql("SELECT CAST(doc_id AS VARCHAR), text, text_sha256, n_tokens FROM read_parquet(?)",
-                      params=[str(ws.data_dir / "clean" / "*.parquet")]).fetchall()
-    docs = [Document(doc_id=r[0], text=r[1], text_sha256=r[2], n_tokens=int(r[3])) for r in rows]
+    docs = read_documents(str(ws.data_dir / "clean" / "*.parquet"), config.rehearsal.sample_tokens)
     try:
         tokenizer = load_tokenizer(config.data.tokenizer)
     except CampaignError as err:

@@ -17,8 +17,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from importlib import resources
 from typing import Any
 
+import duckdb
 import numpy as np
 
 from campaign.errors import CampaignError
@@ -69,6 +71,13 @@ def select_documents(docs: Sequence[Document], sample_tokens: int) -> list[Docum
         chosen.append(doc)
         total += max(int(doc.n_tokens), 0)
     return chosen
+
+
+def read_documents(clean_glob: str, sample_tokens: int) -> list[Document]:
+    """The documents `select_documents` would choose, read from the clean Parquet files (texts of those only)."""
+    query = resources.files("campaign.rehearsal").joinpath("sample_documents.sql").read_text()
+    rows = duckdb.connect().execute(query, [clean_glob, sample_tokens]).fetchall()
+    return [Document(doc_id=r[0], text=r[1], text_sha256=r[2], n_tokens=int(r[3])) for r in rows]
 
 
 def is_heldout(n_documents: int, fraction: float) -> list[bool]:
