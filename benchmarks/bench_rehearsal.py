@@ -14,9 +14,11 @@ import tempfile
 import time
 from pathlib import Path
 
+import pyarrow.parquet as pq
+
 from campaign.config import load_config
 from campaign.rehearsal.gate import run_rehearsal
-from campaign.rehearsal.sample import read_documents
+from campaign.rehearsal.sample import documents_from_tables
 from campaign.tokenizer import load_tokenizer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -29,7 +31,8 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], dest="overrides")
     args = parser.parse_args()
     config = load_config(REPO / "configs/campaigns/demo.yaml", args.overrides).config
-    docs = read_documents(str(Path(args.workspace) / "data" / "clean" / "*.parquet"), config.rehearsal.sample_tokens)
+    tables = [pq.read_table(p) for p in sorted((Path(args.workspace) / "data" / "clean").glob("*.parquet"))]
+    docs = documents_from_tables(tables, config.rehearsal.sample_tokens)
     tokenizer = load_tokenizer(config.data.tokenizer)
     walls, cpus = [], []
     for repeat in range(args.repeats):

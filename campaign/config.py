@@ -8,6 +8,7 @@ and say how to fix them. Defaults live here, once. Figures from publications car
 from __future__ import annotations
 
 import difflib
+import glob
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -21,11 +22,21 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from campaign.errors import ConfigError
 
 Source = str | None
+
+# Ranges the models, the simulator, the catalog and the calendar can represent.
+MAX_SEED = 2**53 - 1               # exact in JSON numbers (the Prefect UI form) and in a DuckDB BIGINT
+MAX_WINDOW_DAYS = 366.0            # a window is at most a year
+WINDOW_YEARS = (2000, 2100)        # timestamps the calendar and the simulator's clock handle
+MAX_EXPECTED_FAILURES = 1_000_000  # failures the simulator may expect in one window
+MAX_WINDOW_CHECKPOINTS = 10_000_000
+MAX_POWER_SAMPLES = 20_000_000     # stored power samples per replica (about 160 MB as float64)
+WORKSPACE_PLACEHOLDER = "{workspace}"  # a data path starting with it lives in the campaign's workspace
 SOURCE_FIELD = Field(None, description="Where a published figure comes from (paper, section, table).")
 
 
 class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    # allow_inf_nan=False: NaN and infinity are never a valid figure; every number also has a finite range.
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
 
 # ----------------------------------------------------------------------------------------------- cluster
@@ -33,10 +44,10 @@ class Frozen(BaseModel):
 
 class AcceleratorConfig(Frozen):
     name: str = Field(description="Accelerator model, e.g. H100-SXM-80GB.")
-    peak_bf16_tflops: float = Field(gt=0, description="Peak dense BF16 tensor throughput per GPU, TFLOP/s.")
-    hbm_gib: float = Field(gt=0, description="HBM capacity per GPU, GiB.")
-    tdp_w: float = Field(gt=0, description="Thermal design power per GPU, W.")
-    idle_w: float = Field(ge=0, description="Power per GPU when idle, W (an assumption unless measured).")
+    peak_bf16_tflops: float = Field(gt=0, le=1e5, description="Peak dense BF16 tensor throughput per GPU, TFLOP/s.")
+    hbm_gib: float = Field(gt=0, le=1e5, description="HBM capacity per GPU, GiB.")
+    tdp_w: float = Field(gt=0, le=1e5, description="Thermal design power per GPU, W.")
+    idle_w: float = Field(ge=0, le=1e5, description="Power per GPU when idle, W (an assumption unless measured).")
     source: Source = SOURCE_FIELD
 
     @model_validator(mode="after")
@@ -47,23 +58,23 @@ class AcceleratorConfig(Frozen):
 
 
 class NetworkConfig(Frozen):
-    nvlink_domain_gpus: int = Field(gt=0, description="GPUs joined by NVLink/NVSwitch (8 on HGX, 72 on NVL72).")
-    nvlink_gb_per_s: float = Field(gt=0, description="Achievable NVLink bandwidth per GPU, GB/s per direction.")
-    nic_gb_per_s: float = Field(gt=0, description="Scale-out NIC bandwidth per GPU, GB/s per direction.")
-    pod_gpus: int = Field(gt=0, description="GPUs in one non-blocking pod of the scale-out fabric.")
-    oversubscription: float = Field(ge=1, description="Downlink:uplink ratio between pods (7 means 1:7).")
+    nvlink_domain_gpus: int = Field(gt=0, le=1_000_000, description="GPUs joined by NVLink/NVSwitch (8 on HGX, 72 on NVL72).")
+    nvlink_gb_per_s: float = Field(gt=0, le=1e6, description="Achievable NVLink bandwidth per GPU, GB/s per direction.")
+    nic_gb_per_s: float = Field(gt=0, le=1e6, description="Scale-out NIC bandwidth per GPU, GB/s per direction.")
+    pod_gpus: int = Field(gt=0, le=10_000_000, description="GPUs in one non-blocking pod of the scale-out fabric.")
+    oversubscription: float = Field(ge=1, le=1000, description="Downlink:uplink ratio between pods (7 means 1:7).")
     source: Source = SOURCE_FIELD
 
 
 class PowerConfig(Frozen):
-    node_overhead_w: float = Field(ge=0, description="Node power beyond its GPUs (CPUs, NICs, fans), W.")
-    pue: float = Field(ge=1, description="Facility power usage effectiveness (facility power / IT power).")
+    node_overhead_w: float = Field(ge=0, le=1e6, description="Node power beyond its GPUs (CPUs, NICs, fans), W.")
+    pue: float = Field(ge=1, le=10, description="Facility power usage effectiveness (facility power / IT power).")
     source: Source = SOURCE_FIELD
 
 
 class CostConfig(Frozen):
-    gpu_hour_usd: float = Field(ge=0, description="Price of one GPU-hour, USD.")
-    energy_usd_per_mwh: float = Field(ge=0, description="Price of facility energy, USD per MWh.")
+    gpu_hour_usd: float = Field(ge=0, le=1e4, description="Price of one GPU-hour, USD.")
+    energy_usd_per_mwh: float = Field(ge=0, le=1e6, description="Price of facility energy, USD per MWh.")
     source: Source = SOURCE_FIELD
 
 
@@ -72,13 +83,13 @@ class FailureCategoryConfig(Frozen):
     scope: Literal["gpu", "node", "network", "job"] = Field(
         description="What fails: one GPU, a whole node, a network element, or the job itself (software)."
     )
-    per_gpu_year: float | None = Field(None, ge=0, description="Rate per GPU-year (give this or per_1k_node_days).")
+    per_gpu_year: float | None = Field(None, ge=0, le=1000, description="Rate per GPU-year (give this or per_1k_node_days).")
     per_1k_node_days: float | None = Field(
-        None, ge=0, description="Rate per 1,000 node-days (give this or per_gpu_year)."
+        None, ge=0, le=1e6, description="Rate per 1,000 node-days (give this or per_gpu_year)."
     )
-    detect_s: float = Field(ge=0, description="Seconds from the fault until the job notices it.")
-    restart_s: float = Field(ge=0, description="Seconds to restart the job from the last checkpoint.")
-    repair_h: float = Field(ge=0, description="Hours to repair the failed hardware off the job's path.")
+    detect_s: float = Field(ge=0, le=2_592_000, description="Seconds from the fault until the job notices it.")
+    restart_s: float = Field(ge=0, le=2_592_000, description="Seconds to restart the job from the last checkpoint.")
+    repair_h: float = Field(ge=0, le=8760, description="Hours to repair the failed hardware off the job's path.")
     source: Source = SOURCE_FIELD
 
     @model_validator(mode="after")
@@ -96,16 +107,16 @@ class FailureCategoryConfig(Frozen):
 
 
 class PlannedMaintenanceConfig(Frozen):
-    per_day: float = Field(0.0, ge=0, description="Planned interruptions per day (firmware, config changes).")
-    duration_min: float = Field(0.0, ge=0, description="Minutes each planned interruption holds the job.")
+    per_day: float = Field(0.0, ge=0, le=1000, description="Planned interruptions per day (firmware, config changes).")
+    duration_min: float = Field(0.0, ge=0, le=1440, description="Minutes each planned interruption holds the job.")
     source: Source = SOURCE_FIELD
 
 
 class ClusterConfig(Frozen):
     name: str = Field("cluster", description="Cluster name.")
-    nodes: int = Field(gt=0, description="Nodes the job uses (GPUs = nodes x gpus_per_node).")
-    gpus_per_node: int = Field(gt=0, description="GPUs in one node.")
-    spare_nodes: int = Field(0, ge=0, description="Hot spare nodes that replace failed nodes.")
+    nodes: int = Field(gt=0, le=1_000_000, description="Nodes the job uses (GPUs = nodes x gpus_per_node).")
+    gpus_per_node: int = Field(gt=0, le=1024, description="GPUs in one node.")
+    spare_nodes: int = Field(0, ge=0, le=1_000_000, description="Hot spare nodes that replace failed nodes.")
     accelerator: AcceleratorConfig
     network: NetworkConfig
     power: PowerConfig
@@ -138,13 +149,13 @@ class ClusterConfig(Frozen):
 
 class ModelConfig(Frozen):
     name: str = Field("model", description="Model name.")
-    layers: int = Field(gt=0, description="Transformer layers.")
-    hidden: int = Field(gt=0, description="Hidden size.")
-    heads: int = Field(gt=0, description="Attention (query) heads.")
-    kv_heads: int = Field(gt=0, description="Key/value heads (grouped-query attention; = heads for MHA).")
-    ffn_hidden: int = Field(gt=0, description="Feed-forward inner size (SwiGLU: three matrices of this width).")
-    vocab: int = Field(gt=0, description="Vocabulary size.")
-    seq_len: int = Field(gt=0, description="Training sequence length, tokens.")
+    layers: int = Field(gt=0, le=100_000, description="Transformer layers.")
+    hidden: int = Field(gt=0, le=10_000_000, description="Hidden size.")
+    heads: int = Field(gt=0, le=1_000_000, description="Attention (query) heads.")
+    kv_heads: int = Field(gt=0, le=1_000_000, description="Key/value heads (grouped-query attention; = heads for MHA).")
+    ffn_hidden: int = Field(gt=0, le=100_000_000, description="Feed-forward inner size (SwiGLU: three matrices of this width).")
+    vocab: int = Field(gt=0, le=100_000_000, description="Vocabulary size.")
+    seq_len: int = Field(gt=0, le=100_000_000, description="Training sequence length, tokens.")
     source: Source = SOURCE_FIELD
 
     @model_validator(mode="after")
@@ -160,11 +171,11 @@ class ModelConfig(Frozen):
 
 
 class LayoutConfig(Frozen):
-    tp: int = Field(1, gt=0, description="Tensor-parallel degree.")
-    pp: int = Field(1, gt=0, description="Pipeline-parallel degree.")
-    dp: int = Field(1, gt=0, description="Data-parallel degree.")
-    cp: int = Field(1, gt=0, description="Context-parallel degree.")
-    vpp: int = Field(1, gt=0, description="Virtual pipeline stages per PP rank (interleaved 1F1B).")
+    tp: int = Field(1, gt=0, le=10_000_000, description="Tensor-parallel degree.")
+    pp: int = Field(1, gt=0, le=10_000_000, description="Pipeline-parallel degree.")
+    dp: int = Field(1, gt=0, le=10_000_000, description="Data-parallel degree.")
+    cp: int = Field(1, gt=0, le=10_000_000, description="Context-parallel degree.")
+    vpp: int = Field(1, gt=0, le=100_000, description="Virtual pipeline stages per PP rank (interleaved 1F1B).")
 
     @property
     def world(self) -> int:
@@ -178,7 +189,7 @@ class CheckpointConfig(Frozen):
     is_async: bool = Field(
         False, alias="async", description="Asynchronous save: only the copy to host memory blocks training."
     )
-    storage_gb_per_s: float = Field(gt=0, description="Aggregate checkpoint write bandwidth to storage, GB/s.")
+    storage_gb_per_s: float = Field(gt=0, le=1e7, description="Aggregate checkpoint write bandwidth to storage, GB/s.")
     source: Source = SOURCE_FIELD
 
     @field_validator("interval_s", mode="before")
@@ -186,30 +197,33 @@ class CheckpointConfig(Frozen):
     def _seconds_or_auto(cls, value: object) -> float | str:
         if value == "auto":
             return value
+        if isinstance(value, bool):
+            raise ValueError("interval_s must be a number of seconds or 'auto'")  # noqa: TRY004 - pydantic reports ValueError
         try:
             seconds = float(value)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise ValueError("interval_s must be a number of seconds or 'auto'") from None
-        if seconds <= 0:
-            raise ValueError("interval_s must be a positive number of seconds or 'auto'")
+        # Written so that NaN fails it: NaN is not inside any range.
+        if not (1.0 <= seconds <= 1e7):
+            raise ValueError("interval_s must be a finite number of seconds from 1 to 10,000,000, or 'auto'")
         return seconds
 
 
 class PowerSmoothingConfig(Frozen):
     floor_fraction: float = Field(0.0, ge=0, le=1, description="GPU power floor as a fraction of TDP.")
-    ramp_mw_per_s: float | None = Field(None, gt=0, description="Facility ramp limit, MW per second.")
+    ramp_mw_per_s: float | None = Field(None, gt=0, le=1e6, description="Facility ramp limit, MW per second.")
 
 
 class PlanConfig(Frozen):
     layout: LayoutConfig = LayoutConfig()
-    micro_batch: int = Field(1, gt=0, description="Sequences per micro-batch.")
-    global_batch_tokens: int = Field(gt=0, description="Tokens per optimizer step (all data-parallel ranks).")
+    micro_batch: int = Field(1, gt=0, le=1_000_000, description="Sequences per micro-batch.")
+    global_batch_tokens: int = Field(gt=0, le=10**13, description="Tokens per optimizer step (all data-parallel ranks).")
     zero_stage: Literal[0, 1, 2, 3] = Field(1, description="ZeRO stage (1 = distributed optimizer).")
     recompute: Literal["none", "selective", "full"] = Field("selective", description="Activation recomputation.")
     kernel_efficiency: float = Field(
         0.55, gt=0, le=1, description="Fraction of peak the GEMM/attention kernels reach (calibrated)."
     )
-    target_tokens: float = Field(gt=0, description="Tokens to train in the campaign.")
+    target_tokens: float = Field(gt=0, le=1e17, description="Tokens to train in the campaign.")
     checkpoint: CheckpointConfig
     power_smoothing: PowerSmoothingConfig | None = Field(None, description="Absent means no smoothing.")
 
@@ -219,7 +233,16 @@ class PlanConfig(Frozen):
 
 class WindowConfig(Frozen):
     start: datetime = Field(description="Start of the execution window, ISO 8601.")
-    days: float = Field(gt=0, description="Length of the execution window, days.")
+    days: float = Field(gt=0, le=MAX_WINDOW_DAYS, description="Length of the execution window, days (at most a year).")
+
+    @field_validator("start")
+    @classmethod
+    def _start_in_range(cls, value: datetime) -> datetime:
+        low, high = WINDOW_YEARS
+        if not (low <= value.year < high):
+            raise ValueError(f"window start must fall in the years {low} to {high - 1}; give an ISO 8601 date "
+                             "such as 2027-01-04T00:00:00Z")
+        return value
 
 
 class SourceConfig(Frozen):
@@ -228,18 +251,18 @@ class SourceConfig(Frozen):
     format: Literal["jsonl", "parquet"] = Field(description="File format.")
     text_field: str = Field("text", description="Field that holds the document text.")
     id_field: str | None = Field(None, description="Field that holds a document id (else file:line).")
-    weight: float = Field(gt=0, description="Planned share of training tokens from this source.")
+    weight: float = Field(gt=0, le=1e6, description="Planned share of training tokens from this source.")
 
 
 class CleaningConfig(Frozen):
-    min_words: int = Field(50, ge=0, description="Reject documents with fewer words (Gopher: 50).")
-    max_words: int = Field(100_000, gt=0, description="Reject documents with more words (Gopher: 100,000).")
-    max_doc_bytes: int = Field(1_000_000, gt=0, description="Reject documents larger than this, UTF-8 bytes.")
-    min_mean_word_length: float = Field(3.0, ge=0, description="Gopher: mean word length at least 3.")
-    max_mean_word_length: float = Field(10.0, gt=0, description="Gopher: mean word length at most 10.")
-    max_symbol_word_ratio: float = Field(0.1, ge=0, description="Gopher: '#' or ellipsis per word at most 0.1.")
+    min_words: int = Field(50, ge=0, le=100_000_000, description="Reject documents with fewer words (Gopher: 50).")
+    max_words: int = Field(100_000, gt=0, le=1_000_000_000, description="Reject documents with more words (Gopher: 100,000).")
+    max_doc_bytes: int = Field(1_000_000, gt=0, le=1_000_000_000, description="Reject documents larger than this, UTF-8 bytes.")
+    min_mean_word_length: float = Field(3.0, ge=0, le=1000, description="Gopher: mean word length at least 3.")
+    max_mean_word_length: float = Field(10.0, gt=0, le=1000, description="Gopher: mean word length at most 10.")
+    max_symbol_word_ratio: float = Field(0.1, ge=0, le=1000, description="Gopher: '#' or ellipsis per word at most 0.1.")
     min_alpha_word_fraction: float = Field(0.8, ge=0, le=1, description="Gopher: 80% of words have a letter.")
-    min_stop_words: int = Field(2, ge=0, description="Gopher: at least 2 of the, be, to, of, and, that, have, with.")
+    min_stop_words: int = Field(2, ge=0, le=1000, description="Gopher: at least 2 of the, be, to, of, and, that, have, with.")
     max_duplicate_line_fraction: float = Field(0.3, ge=0, le=1, description="Gopher: duplicate lines at most 30%.")
     exact_dedup: bool = Field(True, description="Drop exact duplicates (after normalisation), keeping the first.")
     source: Source = Field("Gopher (Rae et al. 2021, arXiv 2112.11446, App. A)", description="Thresholds' origin.")
@@ -256,6 +279,29 @@ class DataConfig(Frozen):
         description="Token counter: GPT-2 pre-tokenizer pieces (a lower bound on BPE tokens) or UTF-8 bytes.",
     )
 
+    def in_workspace(self, root: Path) -> DataConfig:
+        """This section with `{workspace}` at the start of a path replaced by the workspace folder."""
+        def place(path: str, pattern: bool) -> str:
+            if path.startswith(WORKSPACE_PLACEHOLDER):
+                # A source path is a glob: the workspace part is escaped so that '[', '*' or '?' in a folder
+                # name match only that folder (a workspace `ws[1]` must never read `ws1`'s files).
+                base = glob.escape(str(root)) if pattern else str(root)
+                return str(Path(base) / path[len(WORKSPACE_PLACEHOLDER):].lstrip("/\\"))
+            return path
+
+        sources = tuple(s.model_copy(update={"path": place(s.path, True)}) for s in self.sources)
+        demo = place(self.demo_corpus_dir, False) if self.demo_corpus_dir else None
+        return self.model_copy(update={"sources": sources, "demo_corpus_dir": demo})
+
+    def production_digest(self) -> str:
+        """sha256 of what decides the prepared data: every key of this section except the mixture weights
+        (the mixture gate judges those against the current config, so they may change without a new prepare)."""
+        dumped = self.model_dump(mode="json", by_alias=True)
+        for source in dumped["sources"]:
+            source.pop("weight", None)
+        canonical = json.dumps(dumped, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
     @field_validator("sources")
     @classmethod
     def _unique_sources(cls, value: tuple[SourceConfig, ...]) -> tuple[SourceConfig, ...]:
@@ -270,11 +316,11 @@ class DataConfig(Frozen):
 
 
 class DataGateConfig(Frozen):
-    min_documents: int = Field(1, ge=0, description="Clean documents needed.")
-    min_tokens: float = Field(1, ge=0, description="Clean tokens needed.")
+    min_documents: int = Field(1, ge=0, le=10**15, description="Clean documents needed.")
+    min_tokens: float = Field(1, ge=0, le=1e17, description="Clean tokens needed.")
     max_rejected_fraction: float = Field(0.5, ge=0, le=1, description="Largest share of input documents rejected.")
     mixture_tolerance: float = Field(
-        0.5, ge=0, description="Largest relative gap between a source's token share and its planned weight."
+        0.5, ge=0, le=1000, description="Largest relative gap between a source's token share and its planned weight."
     )
 
 
@@ -292,18 +338,18 @@ class GatesConfig(Frozen):
 
 class CommitConfig(Frozen):
     require_approval: bool = Field(False, description="A person approves the booking in the Prefect UI.")
-    approval_timeout_s: float = Field(3600, gt=0, description="How long to wait for approval.")
+    approval_timeout_s: float = Field(3600, gt=0, le=2_592_000, description="How long to wait for approval.")
 
 
 class SimConfig(Frozen):
-    replicas: int = Field(8, gt=0, description="Replicas for `campaign simulate`.")
-    power_sample_s: float = Field(60.0, gt=0, description="Resolution of the stored power series, seconds.")
+    replicas: int = Field(8, gt=0, le=100_000, description="Replicas for `campaign simulate`.")
+    power_sample_s: float = Field(60.0, ge=1, le=86_400, description="Resolution of the stored power series, seconds.")
 
 
 class RuntimeConfig(Frozen):
     task_runner: Literal["threads", "dask"] = Field("threads", description="Task runner for per-shard work.")
     dask_address: str | None = Field(None, description="Address of a Dask scheduler (else a LocalCluster).")
-    max_workers: int = Field(2, gt=0, description="Parallel workers for the threads or local Dask runner.")
+    max_workers: int = Field(2, gt=0, le=1024, description="Parallel workers for the threads or local Dask runner.")
 
 
 # --------------------------------------------------------------------------------------------- rehearsal
@@ -372,7 +418,7 @@ class RehearsalConfig(Frozen):
 
 class CampaignConfig(Frozen):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="Campaign name (names the workspace).")
-    seed: int = Field(0, ge=0, description="Seed of every random stream (numpy SeedSequence).")
+    seed: int = Field(0, ge=0, le=MAX_SEED, description="Seed of every random stream (numpy SeedSequence), 0 to 2^53-1.")
     cluster: ClusterConfig
     model: ModelConfig
     plan: PlanConfig
@@ -417,6 +463,33 @@ class CampaignConfig(Frozen):
             raise ValueError(
                 f"@plan.layout: pp x vpp = {lay.pp * lay.vpp} stages is more than model.layers + 2 = {m.layers + 2}; "
                 "lower pp or vpp"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _representable(self) -> CampaignConfig:
+        """Bounds that involve several fields: what the simulator can hold in memory and time."""
+        window_h = self.window.days * 24.0
+        nodes = self.cluster.nodes + self.cluster.spare_nodes
+        expected = sum(f.rate_per_node_hour(self.cluster.gpus_per_node) for f in self.cluster.failures) * nodes * window_h
+        expected += self.cluster.planned.per_day * self.window.days
+        if not expected <= MAX_EXPECTED_FAILURES:
+            raise ValueError(
+                f"@cluster.failures: these rates give {expected:,.0f} expected interruptions in the "
+                f"{self.window.days:g}-day window, more than the {MAX_EXPECTED_FAILURES:,} the simulator handles; "
+                "check the units (per_gpu_year, per_1k_node_days) or shorten the window"
+            )
+        interval = self.plan.checkpoint.interval_s
+        if interval != "auto" and not window_h * 3600.0 / interval <= MAX_WINDOW_CHECKPOINTS:
+            raise ValueError(
+                f"@plan.checkpoint.interval_s: {interval:g} s gives more than {MAX_WINDOW_CHECKPOINTS:,} checkpoints "
+                "in the window; use a longer interval or 'auto'"
+            )
+        if not window_h * 3600.0 / self.sim.power_sample_s <= MAX_POWER_SAMPLES:
+            raise ValueError(
+                f"@sim.power_sample_s: {self.sim.power_sample_s:g} s samples give more than {MAX_POWER_SAMPLES:,} "
+                f"power samples over a {self.window.days:g}-day window; use at least "
+                f"{window_h * 3600.0 / MAX_POWER_SAMPLES:.0f} s"
             )
         return self
 
@@ -496,18 +569,66 @@ def _read_yaml(path: Path) -> tuple[Any, dict[KeyPath, Where], list[Path]]:
         raise ConfigError("config file not found", where=str(path), fix="check the path; configs live in configs/campaigns/") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read config: {exc}", where=str(path), fix="save the file as UTF-8 text") from None
+    node, data = parse_yaml(text, str(path))
+    where: dict[KeyPath, Where] = {}
+    if node is not None:
+        _locate(node, (), str(path), where)
+    return data, where, [path]
+
+
+# A config is small: these bounds stop a YAML alias bomb or a nesting attack long before they cost anything.
+MAX_YAML_DEPTH = 64
+MAX_YAML_NODES = 200_000
+
+
+def parse_yaml(text: str, where: str) -> tuple[yaml.Node | None, Any]:
+    """Parse YAML text safely: syntax errors, nesting deeper than MAX_YAML_DEPTH and aliases that expand
+    to more than MAX_YAML_NODES nodes are ConfigErrors naming `where`."""
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
+        if node is not None:
+            _check_yaml_size(node, where)
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark else 1
         problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"invalid YAML: {problem}", where=f"{path}:{line}", fix="fix the YAML syntax at that line") from None
-    where: dict[KeyPath, Where] = {}
-    if node is not None:
-        _locate(node, (), str(path), where)
-    return data, where, [path]
+        raise ConfigError(f"invalid YAML: {problem}", where=f"{where}:{line}",
+                          fix="fix the YAML syntax at that line") from None
+    except RecursionError:
+        raise ConfigError(f"YAML nested more than {MAX_YAML_DEPTH} levels deep", where=where,
+                          fix="a campaign file is a few levels deep; flatten the structure") from None
+    return node, data
+
+
+def _check_yaml_size(root: yaml.Node, where: str) -> None:
+    """Depth and expanded size of a composed YAML graph, counting each alias as the copy it stands for."""
+    expanded: dict[int, int] = {}
+
+    def size(node: yaml.Node, depth: int) -> int:
+        if depth > MAX_YAML_DEPTH:
+            raise ConfigError(f"YAML nested more than {MAX_YAML_DEPTH} levels deep",
+                              where=f"{where}:{node.start_mark.line + 1}",
+                              fix="a campaign file is a few levels deep; flatten the structure")
+        if id(node) in expanded:
+            return expanded[id(node)]
+        total = 1
+        if isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        else:
+            children = []
+        for child in children:
+            total += size(child, depth + 1)
+            if total > MAX_YAML_NODES:
+                raise ConfigError(f"YAML expands to more than {MAX_YAML_NODES:,} values (aliases repeat whole "
+                                  "sections)", where=f"{where}:{node.start_mark.line + 1}",
+                                  fix="remove the repeated aliases (*name) or write the values out")
+        expanded[id(node)] = total
+        return total
+
+    size(root, 0)
 
 
 def _locate(node: yaml.Node, prefix: KeyPath, file: str, out: dict[KeyPath, Where]) -> None:
@@ -565,8 +686,10 @@ def _apply_override(data: dict, text: str, where: dict[KeyPath, Where]) -> None:
     dotted, raw = text.split("=", 1)
     keys: list[str | int] = [int(k) if k.isdigit() else k for k in dotted.strip().split(".")]
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
+        value = parse_yaml(raw, f"--set {text}")[1] if raw.strip() else ""
+    except ConfigError as err:
+        if "nested" in err.message or "expands" in err.message:
+            raise
         value = raw
     node: Any = data
     for depth, key in enumerate(keys[:-1]):
@@ -588,16 +711,21 @@ def _apply_override(data: dict, text: str, where: dict[KeyPath, Where]) -> None:
 def _resolve_source_paths(data: dict, campaign_path: Path) -> None:
     """Make data source globs absolute, relative to the campaign file, so digests do not depend on the cwd."""
     section = data.get("data") if isinstance(data.get("data"), dict) else {}
-    if isinstance(section.get("demo_corpus_dir"), str) and not Path(section["demo_corpus_dir"]).is_absolute():
-        section["demo_corpus_dir"] = str((campaign_path.parent / section["demo_corpus_dir"]).resolve())
+
+    def resolve(path: str) -> str:
+        # `{workspace}/...` is resolved against the workspace when a stage runs (DataConfig.in_workspace).
+        if path.startswith(WORKSPACE_PLACEHOLDER) or Path(path).is_absolute():
+            return path
+        return str((campaign_path.parent / path).resolve())
+
+    if isinstance(section.get("demo_corpus_dir"), str):
+        section["demo_corpus_dir"] = resolve(section["demo_corpus_dir"])
     sources = section.get("sources")
     if not isinstance(sources, list):
         return
     for source in sources:
         if isinstance(source, dict) and isinstance(source.get("path"), str):
-            p = Path(source["path"])
-            if not p.is_absolute():
-                source["path"] = str((campaign_path.parent / p).resolve())
+            source["path"] = resolve(source["path"])
 
 
 def _config_error(exc: ValidationError, where: dict[KeyPath, Where], path: Path) -> ConfigError:

@@ -1,17 +1,23 @@
 """Which gates stand between a campaign and its window, and whether they let it through.
 
-Every gate is recorded against the config digest and the data digest it checked. Commit books the window only
-if every required gate passed for exactly the current digests; execute runs only a commitment whose digests
-still match the config and the files on disk. No flag skips a gate: this module has no bypass.
+Every gate is recorded against the config digest and the data digest (`campaign.evidence`) of what it read; every
+validate run records a fresh verdict. Commit books the window only if the newest validate run for exactly the
+current digests, recomputed from the files, passed every required gate; execute runs only a commitment whose
+digests still match. No flag skips a gate: this module has no bypass.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from campaign.data.tokens import count_tokens_many
+from campaign.evidence import DataEvidence
+
 # Order is the order the validate table prints.
 REQUIRED_GATES: tuple[str, ...] = (
+    "data_identity",  # the prepared files, their inputs and the data: section are what prepare recorded
     "data_quality",   # Great Expectations suite over the clean data
     "data_volume",    # documents, tokens, rejected share
     "data_mixture",   # token shares against the planned weights
@@ -33,42 +39,84 @@ class GateResult:
         return self.gate, self.passed, {"summary": self.summary, **self.details}
 
 
-def data_gates(manifest: dict[str, Any], min_documents: int, min_tokens: float, max_rejected_fraction: float,
-               mixture_tolerance: float) -> list[GateResult]:
-    """Volume and mixture gates from a prepare manifest."""
-    sources = manifest["sources"]
-    n_docs = sum(s["n_kept"] for s in sources)
-    n_input = sum(s["n_input"] for s in sources)
-    tokens = sum(s["tokens_kept"] for s in sources)
+def data_figures(evidence: DataEvidence, tokenizer: str) -> dict[str, dict[str, Any]]:
+    """Per-source figures recomputed from the files themselves (never from the manifest's claims).
+
+    Documents are the rows of each source's clean and rejected files; tokens are counted again from the clean
+    text with the campaign's tokenizer and compared with the files' `n_tokens` column."""
+    figures: dict[str, dict[str, Any]] = {}
+    for f in evidence.files:
+        if f.table is None:
+            continue
+        fig = figures.setdefault(f.source, {"n_kept": 0, "n_rejected": 0, "n_tokens": 0, "n_tokens_column": 0,
+                                            "n_token_mismatches": 0})
+        if f.kind == "clean":
+            texts = f.table.column("text").to_pylist() if "text" in f.table.column_names else []
+            counted = count_tokens_many([t or "" for t in texts], tokenizer)
+            fig["n_kept"] += f.table.num_rows
+            fig["n_tokens"] += int(counted.sum())
+            if "n_tokens" in f.table.column_names:
+                column = f.table.column("n_tokens").to_numpy(zero_copy_only=False)
+                fig["n_tokens_column"] += int(column.sum())
+                fig["n_token_mismatches"] += int((column != counted).sum())
+        else:
+            fig["n_rejected"] += f.table.num_rows
+    for fig in figures.values():
+        fig["n_input"] = fig["n_kept"] + fig["n_rejected"]
+    return figures
+
+
+def identity_gate(evidence: DataEvidence) -> GateResult:
+    """The prepared data stands for this config: files as prepare wrote them, inputs and `data:` unchanged."""
+    problems = list(evidence.problems)
+    return GateResult(
+        "data_identity", not problems,
+        "; ".join(problems) or f"{len(evidence.files)} prepared files, inputs and the data: section match prepare",
+        {"problems": problems, "files": {f.path: f.sha256 for f in evidence.files}},
+    )
+
+
+def data_gates(figures: dict[str, dict[str, Any]], weights: dict[str, float], min_documents: int,
+               min_tokens: float, max_rejected_fraction: float, mixture_tolerance: float) -> list[GateResult]:
+    """Volume and mixture gates from figures recomputed from the files, judged against the current weights.
+
+    Every comparison is written so that NaN fails it."""
+    n_docs = sum(f["n_kept"] for f in figures.values())
+    n_input = sum(f["n_input"] for f in figures.values())
+    tokens = sum(f["n_tokens"] for f in figures.values())
+    mismatches = sum(f["n_token_mismatches"] for f in figures.values())
     rejected = (n_input - n_docs) / n_input if n_input else 1.0
     problems = []
-    if n_docs < min_documents:
+    if not n_docs >= min_documents:
         problems.append(f"{n_docs} clean documents < gates.data.min_documents {min_documents}")
-    if tokens < min_tokens:
+    if not tokens >= min_tokens:
         problems.append(f"{tokens:,} clean tokens < gates.data.min_tokens {min_tokens:,.0f}")
-    if rejected > max_rejected_fraction:
+    if not rejected <= max_rejected_fraction:
         problems.append(f"{rejected:.1%} of documents rejected > gates.data.max_rejected_fraction "
                         f"{max_rejected_fraction:.0%}")
+    if mismatches:
+        problems.append(f"{mismatches} clean documents carry an n_tokens that the tokenizer does not give; "
+                        "run `campaign prepare` again")
     volume = GateResult(
         "data_volume", not problems,
         "; ".join(problems) or f"{n_docs:,} documents, {tokens:,} tokens, {rejected:.1%} rejected",
-        {"n_documents": n_docs, "n_input": n_input, "n_tokens": tokens, "rejected_fraction": rejected},
+        {"n_documents": n_docs, "n_input": n_input, "n_tokens": tokens, "rejected_fraction": rejected,
+         "n_token_mismatches": mismatches},
     )
-    weights = {s["name"]: s["weight"] for s in sources}
     total_w = sum(weights.values())
     gaps = {}
-    for s in sources:
-        share = s["tokens_kept"] / tokens if tokens else 0.0
-        planned = weights[s["name"]] / total_w
-        gaps[s["name"]] = {"share": share, "planned": planned, "relative_gap": abs(share - planned) / planned}
-    worst = max(gaps.items(), key=lambda kv: kv[1]["relative_gap"])
-    mixture_ok = worst[1]["relative_gap"] <= mixture_tolerance
+    for name, weight in weights.items():
+        share = figures.get(name, {}).get("n_tokens", 0) / tokens if tokens else 0.0
+        planned = weight / total_w
+        gaps[name] = {"share": share, "planned": planned, "relative_gap": abs(share - planned) / planned}
+    worst_name, worst = max(gaps.items(), key=lambda kv: (kv[1]["relative_gap"], kv[0]))
+    mixture_ok = all(g["relative_gap"] <= mixture_tolerance for g in gaps.values())
     mixture = GateResult(
         "data_mixture", mixture_ok,
-        f"largest gap: source '{worst[0]}' has {worst[1]['share']:.1%} of tokens, planned "
-        f"{worst[1]['planned']:.1%} (relative gap {worst[1]['relative_gap']:.2f}, "
+        f"largest gap: source '{worst_name}' has {worst['share']:.1%} of tokens, planned "
+        f"{worst['planned']:.1%} (relative gap {worst['relative_gap']:.2f}, "
         f"tolerance {mixture_tolerance:.2f})",
-        {"sources": gaps},
+        {"sources": gaps, "weights": weights},
     )
     return [volume, mixture]
 
@@ -82,23 +130,34 @@ def plan_gates(plan_json: dict[str, Any], violations: list[tuple[str, str]]) -> 
         "memory": f"{plan_json['memory_gib_per_gpu']:.1f} GiB per GPU",
         "schedule": f"expected {plan_json['expected_days']:.2f} days at ETTR {plan_json['expected_ettr']:.3f}",
     }
+    # Defence in depth: a figure that is not a finite number fails the gate that reads it.
+    finite = {
+        "memory": ("memory_gib_per_gpu",),
+        "schedule": ("step_time_s", "expected_ettr", "expected_days"),
+    }
     for gate in ("layout", "memory", "schedule"):
         messages = [m for rule, m in violations if rule == gate]
+        for key in finite.get(gate, ()):
+            value = plan_json.get(key)
+            if not (isinstance(value, (int, float)) and math.isfinite(value)):
+                messages.append(f"plan figure {key} is {value!r}, not a finite number; check the config's numbers")
         results.append(GateResult(gate, not messages, "; ".join(messages) or summaries[gate],
                                   {"violations": messages}))
     return results
 
 
 def commit_problems(recorded: dict[str, Any], config_digest: str, data_digest: str) -> list[str]:
-    """What stops a commitment: each required gate missing or failed for these digests."""
+    """What stops a commitment: each required gate missing or failed in the newest validate run for exactly
+    these digests (`recorded`, from `store.latest_gates`)."""
     problems = []
     for gate in REQUIRED_GATES:
         record = recorded.get(gate)
         if record is None:
             problems.append(f"gate '{gate}' has not been run for config {config_digest[:12]} and data "
-                            f"{data_digest[:12]}: run `campaign validate`")
-        elif not record.passed:
-            problems.append(f"gate '{gate}' failed: {record.details.get('summary', '')}")
+                            f"{data_digest[:12]} (the config or the data changed since the last validate): run "
+                            "`campaign validate`")
+        elif record.passed is not True:
+            problems.append(f"gate '{gate}' failed in the latest validate: {record.details.get('summary', '')}")
     return problems
 
 

@@ -26,13 +26,30 @@ import duckdb
 import pandas as pd
 from filelock import FileLock, Timeout
 
-from campaign.errors import Refused, WorkspaceBusy
+from campaign.errors import ConfigError, DataError, Refused, WorkspaceBusy
 from campaign.files import atomic_write_json
 
 log = logging.getLogger(__name__)
 
 DEFAULT_ROOT = Path("workspace")
-LOCK_WAIT_S = float(os.environ.get("CAMPAIGN_LOCK_WAIT_S", "10"))
+DEFAULT_LOCK_WAIT_S = 10.0
+WORKSPACE_MARKER = ".campaign-workspace"
+SCHEMA_VERSION = 2
+
+
+def lock_wait_s() -> float:
+    """Seconds a second process waits for the workspace lock: CAMPAIGN_LOCK_WAIT_S, default 10."""
+    raw = os.environ.get("CAMPAIGN_LOCK_WAIT_S")
+    if raw is None or raw.strip() == "":
+        return DEFAULT_LOCK_WAIT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value <= 86_400:  # NaN fails this too
+        raise ConfigError(f"CAMPAIGN_LOCK_WAIT_S={raw!r} is not a number of seconds from 0 to 86400",
+                          where="environment variable CAMPAIGN_LOCK_WAIT_S", fix="set it to e.g. 10, or unset it")
+    return value
 
 
 @dataclass(frozen=True)
@@ -61,9 +78,42 @@ class Workspace:
 
 
 def workspace_for(campaign_name: str, override: str | Path | None = None) -> Workspace:
-    """`--workspace DIR` if given, else workspace/<campaign name> under the current directory."""
+    """`--workspace DIR` if given, else workspace/<campaign name> under the current directory (nothing created)."""
     root = Path(override) if override else DEFAULT_ROOT / campaign_name
     return Workspace(root.resolve())
+
+
+def is_workspace(ws: Workspace) -> bool:
+    """A folder campaign made: it has the marker (or, from before the marker, a catalog)."""
+    return (ws.root / WORKSPACE_MARKER).is_file() or ws.catalog_path.is_file()
+
+
+def adopt_workspace(ws: Workspace, campaign_name: str) -> Workspace:
+    """Make `ws` this campaign's workspace: create it if missing or empty; accept an existing workspace; refuse a
+    folder that holds anything else, so campaign never writes into (or cleans up) a folder it does not own."""
+    root = ws.root
+    if root.exists() and not root.is_dir():
+        raise ConfigError(f"{root} is a file, not a folder", where="--workspace",
+                          fix="pass a new folder, or an existing campaign workspace")
+    if not is_workspace(ws):
+        if root.exists() and any(root.iterdir()):
+            raise ConfigError(
+                f"{root} is not empty and is not a campaign workspace (no {WORKSPACE_MARKER}); campaign will not "
+                "write into a folder it does not own", where="--workspace",
+                fix="pass a new or empty folder with --workspace (or the folder of an earlier campaign run)")
+        root.mkdir(parents=True, exist_ok=True)
+    if not (root / WORKSPACE_MARKER).is_file():
+        atomic_write_json(root / WORKSPACE_MARKER, {"campaign": campaign_name, "created_at": now().isoformat(),
+                                                    "note": "campaign's own folder; see README 'The workspace'"})
+    return ws
+
+
+def require_workspace(ws: Workspace, command: str) -> Workspace:
+    """The workspace of an earlier prepare, or refuse without creating anything."""
+    if not is_workspace(ws):
+        raise Refused(f"no campaign workspace here ({command} needs the data of an earlier prepare)",
+                      where=str(ws.root), fix="run `campaign prepare CONFIG` (with the same --workspace) first")
+    return ws
 
 
 # ------------------------------------------------------------------------------------------------ locking
@@ -74,8 +124,13 @@ _held_guard = threading.RLock()
 
 @contextmanager
 def locked(ws: Workspace, command: str, wait_s: float | None = None) -> Iterator[None]:
-    """Hold the workspace lock for this process (re-entrant: a lifecycle flow and its stages share it)."""
-    ws.root.mkdir(parents=True, exist_ok=True)
+    """Hold the workspace lock for this process (re-entrant: a lifecycle flow and its stages share it).
+
+    The workspace must exist (`adopt_workspace` or `require_workspace` first): a lock creates no folder."""
+    if not ws.root.is_dir():
+        raise Refused("no campaign workspace here", where=str(ws.root),
+                      fix="run `campaign prepare CONFIG` (with the same --workspace) first")
+    wait = lock_wait_s() if wait_s is None else wait_s
     key = ws.root
     with _held_guard:
         if key in _held:
@@ -85,7 +140,7 @@ def locked(ws: Workspace, command: str, wait_s: float | None = None) -> Iterator
         else:
             lock = FileLock(str(ws.root / ".lock"), is_singleton=False)
             try:
-                lock.acquire(timeout=LOCK_WAIT_S if wait_s is None else wait_s)
+                lock.acquire(timeout=wait)
             except Timeout:
                 raise WorkspaceBusy(
                     f"workspace is in use by {_describe_holder(ws)}",
@@ -130,23 +185,59 @@ def sql(name: str) -> str:
 
 @contextmanager
 def catalog(ws: Workspace, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A connection to the workspace catalog with the schema in place."""
-    ws.root.mkdir(parents=True, exist_ok=True)
+    """A connection to the workspace catalog with the schema in place (migrated from older versions)."""
+    if not ws.root.is_dir():
+        raise Refused("no campaign workspace here", where=str(ws.root),
+                      fix="run `campaign prepare CONFIG` (with the same --workspace) first")
     if read_only and not ws.catalog_path.exists():
         read_only = False
     try:
         con = duckdb.connect(str(ws.catalog_path), read_only=read_only)
     except duckdb.IOException as exc:
-        # DuckDB lets one process write a database file; another program (a DuckDB shell, a notebook) has it.
-        raise WorkspaceBusy(f"the catalog is open in another program ({exc})", where=str(ws.catalog_path),
-                            fix="close other programs that have campaign.duckdb open, then run the command again") \
-            from None
+        if "lock" in str(exc).lower():
+            # DuckDB lets one process write a database file; another program (a DuckDB shell, a notebook) has it.
+            raise WorkspaceBusy(f"the catalog is open in another program ({exc})", where=str(ws.catalog_path),
+                                fix="close other programs that have campaign.duckdb open, then run the command "
+                                    "again") from None
+        raise _corrupt(ws, exc) from None
+    except duckdb.Error as exc:
+        raise _corrupt(ws, exc) from None
     try:
         if not read_only:
-            con.execute(sql("schema"))
+            try:
+                _ensure_schema(con)
+            except duckdb.Error as exc:
+                raise _corrupt(ws, exc) from None
         yield con
     finally:
         con.close()
+
+
+def _corrupt(ws: Workspace, exc: Exception) -> DataError:
+    return DataError(
+        f"the catalog is damaged and cannot be read ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})",
+        where=str(ws.catalog_path),
+        fix=f"move it aside (mv {ws.catalog_path} {ws.catalog_path}.damaged) and run `campaign prepare`, "
+            "`validate` and `commit` again: the catalog is the record of the gates, so it is rebuilt, not repaired")
+
+
+def _ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
+    """Create the tables; migrate a version-1 catalog (one gate row per digests) to one gate row per run."""
+    has_gates = bool(first_row(con, "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'gates'")[0])
+    version_row = None
+    if first_row(con, "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'schema_meta'")[0]:
+        version_row = first_row(con, "SELECT max(version) FROM schema_meta")
+    version = version_row[0] if version_row and version_row[0] is not None else (1 if has_gates else SCHEMA_VERSION)
+    if version < 2:
+        with transaction(con):
+            con.execute("ALTER TABLE gates RENAME TO gates_v1")
+            con.execute(sql("schema"))
+            con.execute("INSERT INTO gates SELECT run_id, gate, passed, config_digest, data_digest, details, "
+                        "checked_at FROM gates_v1")
+            con.execute("DROP TABLE gates_v1")
+    con.execute(sql("schema"))
+    if version < SCHEMA_VERSION or version_row is None:
+        con.execute("INSERT INTO schema_meta VALUES (?, ?)", [SCHEMA_VERSION, now()])
 
 
 @contextmanager
@@ -235,33 +326,29 @@ class GateRecord:
 
 def record_gates(ws: Workspace, run_id: str, config_digest: str, data_digest: str,
                  results: list[tuple[str, bool, dict[str, Any]]]) -> int:
-    """Insert gate results for these digests; a gate already recorded for them is left as it is."""
-    inserted = 0
+    """Record one validate run's verdict: every gate's result for these digests, in one transaction.
+
+    Each validate run adds its own rows (the newest verdict is the one that counts); a retry within the same run
+    adds nothing."""
+    checked_at = now()
     with catalog(ws) as con, transaction(con):
+        if first_row(con, "SELECT count(*) FROM gates WHERE run_id = ?", [run_id])[0]:
+            return 0
         for gate, passed, details in results:
-            exists = first_row(
-                con, "SELECT count(*) FROM gates WHERE gate = ? AND config_digest = ? AND data_digest = ?",
-                [gate, config_digest, data_digest],
-            )[0]
-            if exists:
-                continue
             con.execute(
                 "INSERT INTO gates VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [run_id, gate, passed, config_digest, data_digest, json.dumps(details, default=str), now()],
+                [run_id, gate, bool(passed), config_digest, data_digest, json.dumps(details, default=str),
+                 checked_at],
             )
-            inserted += 1
-    return inserted
+    return len(results)
 
 
-def gates_for(ws: Workspace, config_digest: str, data_digest: str) -> dict[str, GateRecord]:
+def latest_gates(ws: Workspace, config_digest: str, data_digest: str) -> dict[str, GateRecord]:
+    """The gates of the newest validate run recorded for exactly these digests ({} if there is none)."""
     if not ws.catalog_path.exists():
         return {}
     with catalog(ws) as con:
-        rows = con.execute(
-            "SELECT gate, passed, config_digest, data_digest, details, run_id, checked_at FROM gates "
-            "WHERE config_digest = ? AND data_digest = ?",
-            [config_digest, data_digest],
-        ).fetchall()
+        rows = con.execute(sql("latest_gates"), [config_digest, data_digest]).fetchall()
     return {r[0]: GateRecord(r[0], bool(r[1]), r[2], r[3], json.loads(r[4] or "{}"), r[5], r[6]) for r in rows}
 
 
@@ -278,6 +365,7 @@ class Commitment:
     approved_by: str
     run_id: str
     created_at: datetime
+    config_json: str | None = None   # the committed config; analyse reads it from here, the trust root
 
 
 def record_commitment(ws: Workspace, commitment: Commitment) -> Commitment:
@@ -288,9 +376,11 @@ def record_commitment(ws: Workspace, commitment: Commitment) -> Commitment:
         if existing:
             return existing[0]
         con.execute(
-            "INSERT INTO commitments VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO commitments (commitment_id, window_start, window_end, config_digest, data_digest, "
+            "approved_by, run_id, created_at, config_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [commitment.commitment_id, commitment.window_start, commitment.window_end, commitment.config_digest,
-             commitment.data_digest, commitment.approved_by, commitment.run_id, commitment.created_at],
+             commitment.data_digest, commitment.approved_by, commitment.run_id, commitment.created_at,
+             commitment.config_json],
         )
     return commitment
 
@@ -306,7 +396,7 @@ def commitments(ws: Workspace) -> list[Commitment]:
 def _commitment_rows(con: duckdb.DuckDBPyConnection, where: str, params: list[Any]) -> list[Commitment]:
     rows = con.execute(
         "SELECT commitment_id, window_start, window_end, config_digest, data_digest, approved_by, run_id, "
-        f"created_at FROM commitments {where} ORDER BY created_at DESC",
+        f"created_at, config_json FROM commitments {where} ORDER BY created_at DESC",
         params,
     ).fetchall()
     return [Commitment(*row) for row in rows]
@@ -348,6 +438,13 @@ def record_replica(ws: Workspace, run_id: str, commitment_id: str, replica: int,
         con.unregister("new_events")
         con.unregister("new_power")
     return True
+
+
+def record_execution(ws: Workspace, run_id: str, commitment_id: str, replica: int, reused: bool) -> None:
+    """Note which window this execute run executed (analyse reports the newest one)."""
+    with catalog(ws) as con, transaction(con):
+        if not first_row(con, "SELECT count(*) FROM executions WHERE run_id = ?", [run_id])[0]:
+            con.execute("INSERT INTO executions VALUES (?, ?, ?, ?, ?)", [run_id, commitment_id, replica, reused, now()])
 
 
 def replica_summary(ws: Workspace, commitment_id: str, replica: int) -> dict[str, Any]:

@@ -4,9 +4,14 @@ Exit codes: 0 done; 1 a gate failed or a plan does not fit; 2 bad input; 3 refus
 70 an internal error (a bug).
 """
 
+import contextlib
 import json
+import logging
 import os
 import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -42,22 +47,48 @@ def _finish(state: Any) -> Any:
     except CampaignError:
         raise
     except Exception as exc:  # noqa: BLE001 - any other exception is a bug: report it as one, without a traceback
-        raise InternalError(f"{state.name}: {state.message or exc}",
-                            fix="this is a bug in campaign; the Prefect log above has the detail") from None
-    raise InternalError(f"{state.name}: {state.message}")
+        raise InternalError(f"{state.name}: {state.message or exc}", fix=_BUG_FIX) from None
+    raise InternalError(f"{state.name}: {state.message}", fix=_BUG_FIX)
+
+
+_BUG_FIX = ("this is a bug in campaign, not your input; rerun with CAMPAIGN_DEBUG=1 to see the traceback (the "
+            "Prefect run log keeps it too) and report it")
 
 
 def _stage(flow_name: str, config: str, workspace: str | None, overrides: list[str] | None) -> Any:
+    from campaign import store
     from campaign.config import load_config
-    from flows.common import StageParams
 
-    load_config(config, list(overrides or []))  # bad input fails here, before a Prefect API starts
-    params = StageParams(config=config, workspace=workspace, overrides=list(overrides or []))
-    flow = _flows()[flow_name]
-    return _finish(flow(params, return_state=True))
+    loaded = load_config(config, list(overrides or []))  # bad input fails here, before a Prefect API starts
+    ws = store.workspace_for(loaded.config.name, workspace)
+    if flow_name in ("prepare", "run"):
+        store.adopt_workspace(ws, loaded.config.name)  # refuses a folder campaign does not own, before anything
+    with _prefect_api(ws):
+        from flows.common import StageParams
+
+        params = StageParams(config=config, workspace=workspace, overrides=list(overrides or []))
+        flow = _flows()[flow_name]
+        return _finish(flow(params, return_state=True))
+
+
+@contextlib.contextmanager
+def _prefect_api(ws: Any = None) -> Iterator[None]:
+    """A Prefect API for this command: PREFECT_API_URL if set, else a private server whose run history lives in
+    the workspace (`<workspace>/.prefect`), or in a temporary folder when there is no workspace (yet)."""
+    from campaign import store
+    from flows.local_api import local_api
+
+    with contextlib.ExitStack() as stack:
+        if ws is not None and store.is_workspace(ws):
+            home = ws.root / ".prefect"
+        else:
+            home = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="campaign-prefect-")))
+        stack.enter_context(local_api(home))
+        yield
 
 
 def _flows() -> dict[str, Any]:
+    _console_without_tracebacks()
     from flows.commit import commit
     from flows.execute import execute
     from flows.lifecycle import campaign
@@ -65,6 +96,36 @@ def _flows() -> dict[str, Any]:
     from flows.validate import validate
 
     return {"prepare": prepare, "validate": validate, "commit": commit, "execute": execute, "run": campaign}
+
+
+class _NoTraceback(logging.Formatter):
+    """Formats a record without its traceback (the message line stays); other handlers still get the record whole."""
+
+    def __init__(self, inner: logging.Formatter | None) -> None:
+        super().__init__()
+        self.inner = inner or logging.Formatter()
+
+    def format(self, record: logging.LogRecord) -> str:
+        saved = record.exc_info, record.exc_text, record.stack_info
+        record.exc_info, record.exc_text, record.stack_info = None, None, None
+        try:
+            return self.inner.format(record)
+        finally:
+            record.exc_info, record.exc_text, record.stack_info = saved
+
+
+def _console_without_tracebacks() -> None:
+    """On the terminal, a failure is one line (the CLI then says what to do); the Prefect API, and so the UI, keeps
+    the whole traceback. CAMPAIGN_DEBUG=1 shows it on the terminal too."""
+    if os.environ.get("CAMPAIGN_DEBUG"):
+        return
+    import prefect  # noqa: F401 - configures Prefect's logging, whose console handlers are changed here
+    from prefect.logging.handlers import PrefectConsoleHandler
+
+    for name in [None, *logging.root.manager.loggerDict]:
+        for handler in getattr(logging.getLogger(name), "handlers", []):
+            if isinstance(handler, PrefectConsoleHandler) and not isinstance(handler.formatter, _NoTraceback):
+                handler.setFormatter(_NoTraceback(handler.formatter))
 
 
 def _gate_table(results: list[Any]) -> str:
@@ -121,9 +182,14 @@ def execute(config: ConfigArg, workspace: WorkspaceOpt = None, set_: SetOpt = No
 @app.command()
 def analyse(workspace: WorkspaceOpt = None, json_: JsonOpt = False) -> None:
     """Analyse the executed window and write report/report.md."""
-    from flows.analyse import AnalyseParams, analyse_flow
+    from campaign import store
 
-    result = _finish(analyse_flow(AnalyseParams(workspace=workspace), return_state=True))
+    ws = store.existing_workspace(workspace)
+    with _prefect_api(ws):
+        _console_without_tracebacks()
+        from flows.analyse import AnalyseParams, analyse_flow
+
+        result = _finish(analyse_flow(AnalyseParams(workspace=workspace), return_state=True))
     if json_:
         typer.echo(json.dumps(result, indent=2, default=str))
     else:
@@ -177,10 +243,15 @@ def simulate(config: ConfigArg, replicas: Annotated[int | None, typer.Option(hel
              seed: Annotated[int | None, typer.Option(help="Seed (default: the config's).")] = None,
              json_: JsonOpt = False, set_: SetOpt = None) -> None:
     """What-if replicas of the window with percentiles; no gates, no commitment."""
-    from flows.simulate import SimulateParams, simulate_with_runner
+    from campaign.config import load_config
 
-    params = SimulateParams(config=config, overrides=list(set_ or []), replicas=replicas, seed=seed)
-    result = _finish(simulate_with_runner(params))
+    load_config(config, list(set_ or []))  # bad input fails here, before a Prefect API starts
+    with _prefect_api(None):
+        _console_without_tracebacks()
+        from flows.simulate import SimulateParams, simulate_with_runner
+
+        params = SimulateParams(config=config, overrides=list(set_ or []), replicas=replicas, seed=seed)
+        result = _finish(simulate_with_runner(params))
     if json_:
         typer.echo(json.dumps(result, indent=2, default=str))
         return

@@ -23,7 +23,7 @@ def commit(params: StageParams = StageParams()):
     try:
         loaded, ws = load_campaign(params.config, params.overrides, params.workspace)
         with stage_run(ws, "commit", loaded.digest) as run_id:
-            data_digest = check_gates(ws, loaded.digest)
+            data_digest = check_gates(ws, loaded)
             approved_by = "automatic (every gate passed)"
             if loaded.config.commit.require_approval:
                 answer = pause_flow_run(wait_for_input=Approval, timeout=int(loaded.config.commit.approval_timeout_s),

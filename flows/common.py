@@ -31,8 +31,15 @@ def failed(err: CampaignError) -> State:
 @contextlib.contextmanager
 def stage_run(ws: store.Workspace, stage: str, config_digest: str | None,
               data_digest: str | None = None) -> Iterator[str]:
-    """Hold the workspace lock and record the stage in `runs` (completed, refused or failed)."""
+    """Hold the workspace lock and record the stage in `runs` (completed, refused or failed).
+
+    Prepare makes the workspace (refusing a folder that is not one); every other stage needs an existing one and
+    creates nothing when it refuses."""
     quiet_expected_errors()
+    if stage == "prepare":
+        store.adopt_workspace(ws, ws.root.name)
+    else:
+        store.require_workspace(ws, f"campaign {stage}")
     with store.locked(ws, f"campaign {stage}"):
         run_id = store.start_run(ws, stage, config_digest, data_digest)
         try:

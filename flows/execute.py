@@ -16,7 +16,7 @@ def execute(params: StageParams = StageParams()):
     try:
         loaded, ws = load_campaign(params.config, params.overrides, params.workspace)
         with stage_run(ws, "execute", loaded.digest) as run_id:
-            commitment = check_commitment(ws, loaded.digest)
+            commitment = check_commitment(ws, loaded)
             return simulate_window(ws, loaded.config, commitment, run_id)
     except CampaignError as err:
         return failed(err)

@@ -19,7 +19,8 @@ from tasks.config import load_campaign
 def campaign(params: StageParams = StageParams()):
     quiet_expected_errors()
     try:
-        _, ws = load_campaign(params.config, params.overrides, params.workspace)
+        loaded, ws = load_campaign(params.config, params.overrides, params.workspace)
+        store.adopt_workspace(ws, loaded.config.name)
         # One lock for the whole lifecycle, so no other process slips in between two stages.
         with store.locked(ws, "campaign run"):
             for stage in (prepare, validate, commit, execute):

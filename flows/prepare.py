@@ -17,8 +17,9 @@ def prepare(params: StageParams = StageParams()):
     try:
         loaded, ws = load_campaign(params.config, params.overrides, params.workspace)
         with stage_run(ws, "prepare", loaded.digest) as run_id:
-            ensure_demo_inputs(loaded.config.data, loaded.config.seed)
-            record = clean_sources(loaded.config.data, ws)
+            data = loaded.config.data.in_workspace(ws.root)
+            ensure_demo_inputs(data, loaded.config.seed)
+            record = clean_sources(data, ws)
             manifest = json.loads(Path(record.manifest_path).read_text())
             record_dataset(ws, run_id, manifest)
             return record

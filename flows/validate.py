@@ -8,7 +8,14 @@ from campaign.errors import CampaignError, GateFailed
 from flows.common import StageParams, failed, quiet_expected_errors, stage_run
 from tasks.config import load_campaign
 from tasks.rehearsal import rehearsal_gate
-from tasks.validate import configuration_gates, data_quality_gate, load_manifest, record_gates, volume_gates
+from tasks.validate import (
+    configuration_gates,
+    data_identity_gate,
+    data_quality_gate,
+    load_evidence,
+    record_gates,
+    volume_gates,
+)
 
 
 @flow(name="validate")
@@ -17,12 +24,14 @@ def validate(params: StageParams = StageParams()):
     try:
         loaded, ws = load_campaign(params.config, params.overrides, params.workspace)
         with stage_run(ws, "validate", loaded.digest) as run_id:
-            manifest = load_manifest(ws)
-            results = [data_quality_gate(loaded.config, ws), *volume_gates(loaded.config, manifest)]
+            # Every gate judges the same bytes: read once here, and recorded against their digest.
+            evidence = load_evidence(loaded.config, ws)
+            results = [data_identity_gate(evidence), data_quality_gate(loaded.config, ws, evidence),
+                       *volume_gates(loaded.config, evidence)]
             plan_results, _ = configuration_gates(loaded.config)
             results += plan_results
-            results.append(rehearsal_gate(loaded.config, ws))
-            record_gates(ws, run_id, loaded.digest, manifest["data_digest"], results)
+            results.append(rehearsal_gate(loaded.config, ws, evidence))
+            record_gates(ws, run_id, loaded.digest, evidence.digest, results)
             failing = [r for r in results if not r.passed]
             if failing:
                 err = GateFailed(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import timedelta
 
@@ -9,25 +10,27 @@ from prefect import get_run_logger, task
 
 from campaign import store
 from campaign.config import LoadedConfig
-from campaign.data import read_manifest
 from campaign.errors import Refused
+from campaign.evidence import read_evidence
 from campaign.files import atomic_write_json
 from campaign.gates import commit_problems
 
 
 @task(name="check-gates", cache_policy=None)
-def check_gates(ws: store.Workspace, config_digest: str) -> str:
-    """Return the data digest every gate passed for, or refuse naming each missing or failed gate."""
-    manifest = read_manifest(ws.data_dir)
-    if manifest is None:
+def check_gates(ws: store.Workspace, loaded: LoadedConfig) -> str:
+    """The data digest, recomputed from the files, that the newest validate for this config passed with every
+    gate; or refuse naming each missing or failed gate and whatever changed since."""
+    evidence = read_evidence(ws.data_dir, loaded.config.data.in_workspace(ws.root))
+    if evidence is None:
         raise Refused("nothing to commit: no prepared data (data/manifest.json is missing)", where=str(ws.root),
                       fix="run `campaign prepare` and `campaign validate` first")
-    data_digest = manifest["data_digest"]
-    problems = commit_problems(store.gates_for(ws, config_digest, data_digest), config_digest, data_digest)
+    problems = list(evidence.problems)
+    problems += commit_problems(store.latest_gates(ws, loaded.digest, evidence.digest), loaded.digest,
+                                evidence.digest)
     if problems:
         raise Refused("commit refused:\n  - " + "\n  - ".join(problems), where=str(ws.root),
                       fix="make every gate pass with `campaign validate`, then commit again")
-    return data_digest
+    return evidence.digest
 
 
 @task(name="book-window", cache_policy=None)
@@ -43,6 +46,7 @@ def book_window(ws: store.Workspace, loaded: LoadedConfig, data_digest: str, run
         approved_by=approved_by,
         run_id=run_id,
         created_at=store.now(),
+        config_json=json.dumps(loaded.config.model_dump(mode="json", by_alias=True), sort_keys=True),
     ))
     # The committed config travels with the commitment, so analyse needs no config argument.
     atomic_write_json(ws.root / "commitments" / f"{commitment.commitment_id}.json", {

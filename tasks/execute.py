@@ -8,9 +8,9 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 
 from campaign import store
-from campaign.config import CampaignConfig
-from campaign.data import clean_file_hashes, digest_of_hashes, read_manifest, verify_clean_files
+from campaign.config import CampaignConfig, LoadedConfig
 from campaign.errors import Refused
+from campaign.evidence import read_evidence
 from campaign.files import atomic_write_parquet
 from campaign.gates import execute_problems
 from campaign.plan import make_plan
@@ -29,21 +29,18 @@ class ExecutionRecord:
 
 
 @task(name="check-commitment", cache_policy=None)
-def check_commitment(ws: store.Workspace, config_digest: str) -> store.Commitment:
+def check_commitment(ws: store.Workspace, loaded: LoadedConfig) -> store.Commitment:
     """The commitment for this config and the data on disk, or refuse naming what is missing or changed."""
-    manifest = read_manifest(ws.data_dir)
-    current, changed = None, []
-    if manifest is not None:
-        hashes = clean_file_hashes(ws.data_dir / "clean")  # hash the files once for both checks
-        current = digest_of_hashes(hashes)
-        changed = verify_clean_files(ws.data_dir, hashes)
+    evidence = read_evidence(ws.data_dir, loaded.config.data.in_workspace(ws.root))
+    current = evidence.digest if evidence is not None else None
+    changed = list(evidence.problems) if evidence is not None else []
     booked = store.commitments(ws)
-    recorded = store.gates_for(ws, config_digest, current) if current else {}
-    problems = execute_problems(booked, config_digest, current, changed, recorded)
+    recorded = store.latest_gates(ws, loaded.digest, current) if current else {}
+    problems = execute_problems(booked, loaded.digest, current, changed, recorded)
     if problems:
         raise Refused("execute refused:\n  - " + "\n  - ".join(problems), where=str(ws.root),
                       fix="no flag skips this: prepare, validate and commit the data and config you want to run")
-    return next(c for c in booked if c.config_digest == config_digest and c.data_digest == current)
+    return next(c for c in booked if c.config_digest == loaded.digest and c.data_digest == current)
 
 
 @task(name="simulate-window", cache_policy=None)
@@ -52,6 +49,7 @@ def simulate_window(ws: store.Workspace, config: CampaignConfig, commitment: sto
     if store.has_replica(ws, commitment.commitment_id, replica):
         get_run_logger().info("window %s already executed; reusing its record", commitment.commitment_id)
         summary = store.replica_summary(ws, commitment.commitment_id, replica)
+        store.record_execution(ws, run_id, commitment.commitment_id, replica, reused=True)
         return ExecutionRecord(commitment.commitment_id, replica, True, summary["ettr"], summary["tokens_trained"],
                                summary["completed"])
     plan = make_plan(config)
@@ -59,10 +57,13 @@ def simulate_window(ws: store.Workspace, config: CampaignConfig, commitment: sto
     summary = dict(result.summary)
     summary["checkpoint_interval_optimal_s"] = plan.checkpoint.optimal_interval_s
     summary["plan"] = plan.to_json()
-    atomic_write_parquet(ws.sim_dir / f"events-{replica}.parquet", _arrow(result.events))
-    atomic_write_parquet(ws.sim_dir / f"power-{replica}.parquet", _arrow(result.power))
+    # Keyed by commitment: a second window never overwrites the files of the first.
+    sim_dir = ws.sim_dir / commitment.commitment_id
+    atomic_write_parquet(sim_dir / f"events-{replica}.parquet", _arrow(result.events))
+    atomic_write_parquet(sim_dir / f"power-{replica}.parquet", _arrow(result.power))
     store.record_replica(ws, run_id, commitment.commitment_id, replica, config.seed, summary, result.events,
                          result.power)
+    store.record_execution(ws, run_id, commitment.commitment_id, replica, reused=False)
     create_markdown_artifact(key="execute-summary", markdown=(
         f"# Window {commitment.commitment_id}\n\n* ETTR **{summary['ettr']:.3f}**\n"
         f"* tokens trained {summary['tokens_trained']:.4g} of {summary['tokens_target']:.4g}\n"

@@ -11,6 +11,7 @@ from prefect.artifacts import create_table_artifact
 from campaign import store
 from campaign.config import DataConfig
 from campaign.data import prepare_sources, write_demo_corpus, write_prepared
+from campaign.evidence import input_identities
 
 
 @dataclass(frozen=True)
@@ -35,8 +36,10 @@ def ensure_demo_inputs(data: DataConfig, seed: int) -> int:
 
 @task(name="clean-sources", cache_policy=None)
 def clean_sources(data: DataConfig, ws: store.Workspace) -> PrepareRecord:
+    """`data` is the config's section placed in the workspace (`DataConfig.in_workspace`)."""
+    inputs = input_identities(data)  # the inputs' identities go into the manifest and so into the data digest
     prepared = prepare_sources(data)
-    manifest = write_prepared(prepared, ws.data_dir)
+    manifest = write_prepared(prepared, ws.data_dir, data.production_digest(), inputs)
     stats = manifest["sources"]
     record = PrepareRecord(
         data_digest=manifest["data_digest"],

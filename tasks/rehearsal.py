@@ -10,21 +10,23 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from campaign import store
 from campaign.config import CampaignConfig
 from campaign.errors import CampaignError
+from campaign.evidence import DataEvidence
 from campaign.files import atomic_write_bytes, atomic_write_json
 from campaign.gates import GateResult
 from campaign.rehearsal.gate import run_rehearsal
 from campaign.rehearsal.harness import RehearsalResult
 from campaign.rehearsal.plot import plot_loss_curve
-from campaign.rehearsal.sample import read_documents
+from campaign.rehearsal.sample import documents_from_tables
 from campaign.tokenizer import load_tokenizer
 
 REHEARSAL_DIR = "rehearsal"
 
 
 @task(name="rehearsal", cache_policy=None)
-def rehearsal_gate(config: CampaignConfig, ws: store.Workspace) -> GateResult:
+def rehearsal_gate(config: CampaignConfig, ws: store.Workspace, evidence: DataEvidence) -> GateResult:
+    """Train on the clean tables the other gates judged (`evidence`), so the verdict is about the same bytes."""
     workdir = ws.root / REHEARSAL_DIR
-    docs = read_documents(str(ws.data_dir / "clean" / "*.parquet"), config.rehearsal.sample_tokens)
+    docs = documents_from_tables(evidence.tables("clean"), config.rehearsal.sample_tokens)
     try:
         tokenizer = load_tokenizer(config.data.tokenizer)
     except CampaignError as err:

@@ -1,40 +1,47 @@
-"""Validate: the data gates (Great Expectations, volume, mixture) and the configuration gates (plan)."""
+"""Validate: the data gates (identity, Great Expectations, volume, mixture) and the configuration gates (plan)."""
 
 from __future__ import annotations
 
-import json
-
-import duckdb
+import pyarrow as pa
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from campaign import store
 from campaign.config import CampaignConfig
-from campaign.data import read_manifest
 from campaign.errors import Refused
+from campaign.evidence import DataEvidence, read_evidence
 from campaign.files import atomic_write_json
-from campaign.gates import GateResult, data_gates, plan_gates
+from campaign.gates import GateResult, data_figures, data_gates, identity_gate, plan_gates
 from campaign.plan import make_plan
 from data_checks.runner import summarise, validate_frame
 from data_checks.suites import suite_specs
 
+GX_COLUMNS = ["doc_id", "source", "text", "n_words", "n_tokens", "n_bytes", "text_sha256"]
 
-@task(name="read-manifest", cache_policy=None)
-def load_manifest(ws: store.Workspace) -> dict:
-    manifest = read_manifest(ws.data_dir)
-    if manifest is None:
+
+@task(name="read-prepared-data", cache_policy=None)
+def load_evidence(config: CampaignConfig, ws: store.Workspace) -> DataEvidence:
+    """Every file the manifest lists, read once, hashed and parsed from the same bytes."""
+    evidence = read_evidence(ws.data_dir, config.data.in_workspace(ws.root), load_tables=True)
+    if evidence is None:
         raise Refused("no prepared data (data/manifest.json is missing)", where=str(ws.data_dir),
                       fix="run `campaign prepare CONFIG` first")
-    return manifest
+    get_run_logger().info("prepared data: %d files, data digest %s%s", len(evidence.files), evidence.digest[:12],
+                          f", {len(evidence.problems)} problem(s)" if evidence.problems else "")
+    return evidence
+
+
+@task(name="data-identity", cache_policy=None)
+def data_identity_gate(evidence: DataEvidence) -> GateResult:
+    return identity_gate(evidence)
 
 
 @task(name="gx-clean-data", cache_policy=None)
-def data_quality_gate(config: CampaignConfig, ws: store.Workspace) -> GateResult:
-    clean = str(ws.data_dir / "clean" / "*.parquet")
-    # GX has no working DuckDB source; DuckDB reads the Parquet into pandas and GX validates that.
-    frame = duckdb.sql(
-        "SELECT doc_id, source, text, n_words, n_tokens, n_bytes, text_sha256 FROM read_parquet(?)", params=[clean]
-    ).df()
+def data_quality_gate(config: CampaignConfig, ws: store.Workspace, evidence: DataEvidence) -> GateResult:
+    # GX has no working DuckDB source; the clean tables (parsed from the hashed bytes) go to GX as pandas.
+    tables = [t.select([c for c in GX_COLUMNS if c in t.column_names]) for t in evidence.tables("clean")]
+    frame = (pa.concat_tables(tables, promote_options="default") if tables else pa.table(
+        {c: pa.array([], pa.string()) for c in GX_COLUMNS})).to_pandas()
     result = validate_frame(frame, suite_specs(config))
     atomic_write_json(ws.checks_dir / "clean_data.json", result)
     summary = summarise(result)
@@ -44,9 +51,12 @@ def data_quality_gate(config: CampaignConfig, ws: store.Workspace) -> GateResult
 
 
 @task(name="volume-and-mixture", cache_policy=None)
-def volume_gates(config: CampaignConfig, manifest: dict) -> list[GateResult]:
+def volume_gates(config: CampaignConfig, evidence: DataEvidence) -> list[GateResult]:
     g = config.gates.data
-    return data_gates(manifest, g.min_documents, g.min_tokens, g.max_rejected_fraction, g.mixture_tolerance)
+    figures = data_figures(evidence, config.data.tokenizer)
+    weights = {s.name: s.weight for s in config.data.sources}
+    return data_gates(figures, weights, g.min_documents, g.min_tokens, g.max_rejected_fraction,
+                      g.mixture_tolerance)
 
 
 @task(name="plan-gates", cache_policy=None)
@@ -65,7 +75,7 @@ def record_gates(ws: store.Workspace, run_id: str, config_digest: str, data_dige
     inserted = store.record_gates(ws, run_id, config_digest, data_digest, [r.as_row() for r in results])
     rows = [{"gate": r.gate, "passed": r.passed, "summary": r.summary} for r in results]
     create_table_artifact(key="gates", table=rows, description=f"config {config_digest[:12]} data {data_digest[:12]}")
-    create_markdown_artifact(key="gates-detail", markdown="```json\n" + json.dumps(
-        [r.as_row() for r in results], indent=1, default=str)[:20000] + "\n```")
+    create_markdown_artifact(key="gates-detail", markdown="\n".join(
+        [f"# Gates for config `{config_digest[:12]}`, data `{data_digest[:12]}`", ""]
+        + [f"* **{r.gate}**: {'PASS' if r.passed else 'FAIL'}: {r.summary}" for r in results]))
     return inserted
-

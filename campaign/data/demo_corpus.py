@@ -24,6 +24,7 @@ from campaign.data import filters as F
 from campaign.data import readers as R
 from campaign.data.dedup import EXACT_DUPLICATE, text_sha256
 from campaign.data.normalise import normalise_text
+from campaign.errors import ConfigError
 from campaign.files import atomic_write_bytes, atomic_write_parquet
 
 N_GOOD_PAGES = 300       # ordinary web pages (3-6 prose paragraphs each)
@@ -61,6 +62,24 @@ _BOILERPLATE = ["Subscribe to our newsletter for weekly Python tips.", "Share th
                 "Back to the top of the page.", "Related posts you might also enjoy."]
 
 
+DEMO_MARKER = ".campaign-demo-corpus"
+
+
+def claim_demo_folder(out_dir: Path) -> None:
+    """Make sure the demo corpus writes only into a folder campaign created: a missing or empty folder is
+    claimed with a marker file; a non-empty folder without the marker is someone else's and is refused."""
+    marker = out_dir / DEMO_MARKER
+    if marker.is_file():
+        return
+    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
+        raise ConfigError(
+            f"{out_dir} already holds files that campaign did not write; the demo corpus is written only into a "
+            "folder campaign created", where="data.demo_corpus_dir",
+            fix="point data.demo_corpus_dir at a new or empty folder (or remove it: real campaigns have none)")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(marker, b"written by campaign: the synthetic demo corpus lives here\n")
+
+
 def write_demo_corpus(out_dir: Path, seed: int = 7) -> dict[str, Any]:
     """Write out_dir/web/part-000.jsonl, part-001.jsonl and out_dir/docs/part-000.parquet.
 
@@ -69,6 +88,7 @@ def write_demo_corpus(out_dir: Path, seed: int = 7) -> dict[str, Any]:
     CleaningConfig() defaults and exact dedup with web before docs.
     """
     out_dir = Path(out_dir)
+    claim_demo_folder(out_dir)
     rng = np.random.default_rng(seed)
     paragraphs, titles = _prose_paragraphs()
     docs = _docs_documents()

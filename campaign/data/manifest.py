@@ -1,7 +1,10 @@
-"""The data manifest: which clean files a prepare run wrote, their hashes, and the data digest.
+"""The data manifest: which files a prepare run wrote, their hashes, its inputs, and the data digest.
 
-`manifest.json` is written last by `write_prepared`, so its presence marks a finished prepare. The data
-digest identifies the clean data: sha256 over the sorted (file name, file sha256) pairs of clean/*.parquet.
+`manifest.json` is written last by `write_prepared`, so its presence marks a finished prepare. The data digest
+(`manifest_data_digest`) covers everything a data gate reads: the manifest itself (its inputs with their sha256,
+the production digest of the `data:` section, the per-source figures), every clean and rejected file it lists,
+and the `data:` section of the config that judges it. `.written.json` lists every file campaign ever wrote in the
+data folder, so a cleanup removes only those.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from campaign.files import atomic_write_json, sha256_file
 MANIFEST_NAME = "manifest.json"
 CLEAN_DIR = "clean"
 REJECTED_DIR = "rejected"
-MANIFEST_VERSION = 1
+MANIFEST_VERSION = 2
 
 
 class Manifest(TypedDict):
@@ -40,6 +43,8 @@ class Manifest(TypedDict):
     files: list[dict[str, Any]]
     mixture: list[dict[str, Any]]
     totals: dict[str, int]
+    data_config_digest: str          # DataConfig.production_digest() of the section that produced this data
+    inputs: list[dict[str, Any]]     # each input file read: path, bytes, sha256
 
 
 def clean_file_hashes(clean_dir: Path) -> dict[str, str]:
@@ -53,6 +58,40 @@ def digest_of_hashes(hashes: dict[str, str]) -> str:
     for name in sorted(hashes):
         digest.update(f"{name}\t{hashes[name]}\n".encode())
     return digest.hexdigest()
+
+
+WRITTEN_LEDGER = ".written.json"
+
+
+def manifest_data_digest(manifest: dict[str, Any], file_hashes: dict[str, str], production_digest: str) -> str:
+    """The data digest: sha256 over the canonical manifest (without its own `data_digest`), the sha256 of every
+    file it lists as read now ({relative path: sha256}) and the production digest of the judging `data:` section."""
+    body = {k: v for k, v in manifest.items() if k != "data_digest"}
+    digest = hashlib.sha256()
+    digest.update(b"campaign-data-digest/2\n")
+    digest.update(json.dumps(body, sort_keys=True, separators=(",", ":"), default=str).encode())
+    digest.update(b"\n")
+    for rel in sorted(file_hashes):
+        digest.update(f"{rel}\t{file_hashes[rel]}\n".encode())
+    digest.update(f"data-config\t{production_digest}\n".encode())
+    return digest.hexdigest()
+
+
+def written_files(data_dir: Path) -> set[str]:
+    """Relative paths of every file campaign has written in this data folder (the cleanup may remove only these)."""
+    try:
+        listed = json.loads((Path(data_dir) / WRITTEN_LEDGER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return set()
+    return {p for p in listed if isinstance(p, str)} if isinstance(listed, list) else set()
+
+
+def record_written(data_dir: Path, rel_paths: list[str]) -> None:
+    """Add paths to the ledger before writing them (write-ahead, so a killed write is still ours to clean up)."""
+    known = written_files(data_dir)
+    if set(rel_paths) <= known:
+        return
+    atomic_write_json(Path(data_dir) / WRITTEN_LEDGER, sorted(known | set(rel_paths)))
 
 
 def data_digest(clean_dir: Path) -> str:
@@ -72,10 +111,11 @@ def read_manifest(data_dir: Path) -> Manifest | None:
         obj = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as exc:
-        raise DataError(f"unreadable data manifest ({type(exc).__name__}: {exc})", where=str(path),
-                        fix="delete it and run `campaign prepare CONFIG` again") from None
-    missing = [key for key in ("data_digest", "tokenizer", "sources", "files") if key not in obj]
+    except (OSError, ValueError, RecursionError) as exc:
+        raise DataError(f"unreadable data manifest ({type(exc).__name__})", where=str(path),
+                        fix="run `campaign prepare CONFIG` again: it rewrites the manifest") from None
+    missing = [key for key in ("data_digest", "tokenizer", "sources", "files") if key not in obj] \
+        if isinstance(obj, dict) else []
     if not isinstance(obj, dict) or missing:
         raise DataError(f"data manifest lacks {', '.join(missing) or 'an object'}", where=str(path),
                         fix="delete it and run `campaign prepare CONFIG` again")

@@ -26,8 +26,10 @@ from campaign.data.manifest import (
     MANIFEST_VERSION,
     REJECTED_DIR,
     Manifest,
-    data_digest,
+    manifest_data_digest,
+    record_written,
     write_manifest,
+    written_files,
 )
 from campaign.data.mixture import mixture_report
 from campaign.data.normalise import normalise_text
@@ -164,30 +166,43 @@ def prepare_source(source: SourceConfig, cleaning: CleaningConfig, tokenizer: st
     return clean_table, rejected_table, stats
 
 
-def write_prepared(prepared: PreparedData, data_dir: Path) -> Manifest:
+def write_prepared(prepared: PreparedData, data_dir: Path, production_digest: str,
+                   inputs: list[dict[str, Any]] | None = None) -> Manifest:
     """Write data_dir/clean/<source>.parquet and rejected/<source>.parquet, then manifest.json last.
 
     An existing manifest is removed first, so a run killed part-way leaves no manifest and is redone.
-    Parquet files of sources no longer configured (and temp files of killed writes) are removed, so the
-    data digest covers exactly this run's sources.
+    Parquet files that campaign wrote earlier for sources no longer configured (and temp files of killed
+    writes) are removed, so the data digest covers exactly this run's sources; a file campaign did not write
+    is never removed (the evidence check names it instead). `production_digest` is `DataConfig.production_digest()`
+    and `inputs` the identities of the files read (`input_identities`); both go into the manifest and the digest.
     """
     data_dir = Path(data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
     (data_dir / MANIFEST_NAME).unlink(missing_ok=True)
+    owned = written_files(data_dir)
     files: list[dict[str, Any]] = []
+    hashes: dict[str, str] = {}
     for kind, tables in ((CLEAN_DIR, prepared.clean), (REJECTED_DIR, prepared.rejected)):
         folder = data_dir / kind
         folder.mkdir(parents=True, exist_ok=True)
         wanted = {f"{name}.parquet" for name in tables}
         for stale in sorted(folder.iterdir()):
-            if stale.is_file() and ((stale.suffix == ".parquet" and stale.name not in wanted)
-                                    or (stale.name.startswith(".") and stale.name.endswith(".tmp"))):
+            name = stale.name
+            if name.startswith(".") and name.endswith(".tmp"):  # a killed atomic write: ".<file>.<random>.tmp"
+                name = name[1:].rsplit(".", 2)[0]
+                ours = f"{kind}/{name}" in owned or name in wanted
+            else:
+                ours = f"{kind}/{name}" in owned and name not in wanted
+            if stale.is_file() and ours:
                 log.info("removing stale %s", stale)
                 stale.unlink()
+        record_written(data_dir, [f"{kind}/{name}" for name in sorted(wanted)])
         for name, table in tables.items():
             path = atomic_write_parquet(folder / f"{name}.parquet", table)
+            sha = sha256_file(path)
+            hashes[f"{kind}/{path.name}"] = sha
             files.append({"path": f"{kind}/{path.name}", "kind": kind, "source": name, "rows": table.num_rows,
-                          "bytes": path.stat().st_size, "sha256": sha256_file(path)})
-    digest = data_digest(data_dir / CLEAN_DIR)
+                          "bytes": path.stat().st_size, "sha256": sha})
     by_path = {entry["path"]: entry for entry in files}
     mixture = prepared.mixture()
     sources = []
@@ -201,9 +216,10 @@ def write_prepared(prepared: PreparedData, data_dir: Path) -> Manifest:
     totals = {key: int(sum(s[key] for s in sources))
               for key in ("n_input", "n_kept", "n_rejected", "tokens_kept", "tokens_rejected", "chars_in",
                           "chars_kept")}
-    manifest = Manifest(version=MANIFEST_VERSION, data_digest=digest, tokenizer=prepared.tokenizer,
+    manifest = Manifest(version=MANIFEST_VERSION, data_digest="", tokenizer=prepared.tokenizer,
                         tokenizer_backend=TOKENIZER_BACKEND, sources=sources, files=files, mixture=mixture,
-                        totals=totals)
+                        totals=totals, data_config_digest=production_digest, inputs=list(inputs or []))
+    manifest["data_digest"] = digest = manifest_data_digest(dict(manifest), hashes, production_digest)
     write_manifest(data_dir, manifest)
     log.info("wrote %d clean documents (%d tokens) to %s, data digest %s", totals["n_kept"],
              totals["tokens_kept"], data_dir, digest[:12])

@@ -12,6 +12,7 @@ from __future__ import annotations
 import glob
 import gzip
 import json
+import re
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -55,7 +56,19 @@ def source_files(source: SourceConfig, index: int = 0) -> list[tuple[Path, str]]
     Raises DataError when nothing matches.
     """
     pattern = source.path
-    matches = sorted(Path(p) for p in glob.glob(pattern, recursive=True) if Path(p).is_file())
+    # A `**` glob follows symlinked folders, and a symlink loop yields the same file under endless names:
+    # each file is read once, under its first name in sorted order.
+    matches, seen = [], set()
+    for p in sorted(Path(p) for p in glob.glob(pattern, recursive=True)):
+        try:
+            if not p.is_file():
+                continue
+            real = p.resolve()
+        except (OSError, RuntimeError):  # a symlink loop that cannot be resolved
+            continue
+        if real not in seen:
+            seen.add(real)
+            matches.append(p)
     if not matches:
         raise DataError(f"source '{source.name}': path '{pattern}' matched no files",
                         where=f"data.sources[{index}].path",
@@ -146,6 +159,8 @@ def _jsonl_record(raw: bytes, line_no: int, name: str, source: SourceConfig) -> 
         bad = raw[exc.start:exc.end].hex(" ")
         return RawDocument(doc_id, source.name, name, line_no, _safe(text), INVALID_UTF8,
                            f"{where}: invalid UTF-8 byte(s) {bad} at offset {exc.start}")
+    if line_no == 1 and line.startswith("\ufeff"):
+        line = line[1:]  # a byte-order mark belongs to the file, not to its first record
     try:
         obj = json.loads(line)
     except ValueError as exc:
@@ -154,6 +169,9 @@ def _jsonl_record(raw: bytes, line_no: int, name: str, source: SourceConfig) -> 
         at = f" at column {col}" if col else ""
         return RawDocument(default_id, source.name, name, line_no, _safe(line), MALFORMED_JSON,
                            f"{where}: {msg}{at}")
+    except RecursionError:  # nested deeper than the parser's stack: a record we cannot use, not a crash
+        return RawDocument(default_id, source.name, name, line_no, _safe(line[:10_000]), MALFORMED_JSON,
+                           f"{where}: JSON nested too deeply to parse")
     if not isinstance(obj, dict):
         return RawDocument(default_id, source.name, name, line_no, _safe(line), MALFORMED_JSON,
                            f"{where}: a JSON {type(obj).__name__}, not an object")
@@ -216,15 +234,19 @@ def _corrupt(path: Path, source: SourceConfig, index: int, exc: BaseException) -
                      where=str(path), fix=f"{_CORRUPT_FIX} (it matched data.sources[{index}].path)")
 
 
+_ESCAPED = re.compile(r"\[([\[\]*?])\]")
+
+
 def _glob_root(pattern: str) -> Path:
     """The fixed directory prefix of a glob: the parts before the first one with a wildcard."""
     parts = Path(pattern).parts
     fixed: list[str] = []
     for part in parts:
-        if _GLOB_CHARS & set(part):
+        literal = _ESCAPED.sub(r"\1", part)  # glob.escape() writes a literal '[' as '[[]'
+        if _GLOB_CHARS & set(_ESCAPED.sub("", part)):
             return Path(*fixed) if fixed else Path(".")
-        fixed.append(part)
-    return Path(pattern).parent  # no wildcard: a single file
+        fixed.append(literal)
+    return Path(*fixed).parent  # no wildcard: a single file
 
 
 def _relative_name(path: Path, root: Path) -> str:

@@ -86,11 +86,13 @@ class MetricsTail:
         return len(chunks)
 
 
-# Runs before the trainer, in its process: ask the kernel to SIGKILL it when campaign dies, then become it.
+# Runs before the trainer, in its process: ask the kernel to SIGKILL it when campaign dies, then become it. If
+# campaign died before the request was made, nobody would send the signal: prctl(2) says to check getppid().
 _LAUNCHER = ("import ctypes, os, signal, sys\n"
              "try:\n    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG\n"
              "except (AttributeError, OSError):\n    pass\n"
-             "os.execvp(sys.argv[1], sys.argv[1:])")
+             "if os.getppid() != int(sys.argv[1]):\n    os._exit(137)\n"
+             "os.execvp(sys.argv[2], sys.argv[2:])")
 
 
 def missing_executable(command: list[str]) -> str | None:
@@ -206,8 +208,8 @@ def run_start(label: str, command: list[str], env: dict[str, str], metrics_path:
         return result
     with open(log_dir / f"{label}.stdout.log", "wb") as out, open(stderr_path, "wb") as err:
         try:
-            proc = subprocess.Popen([sys.executable, "-c", _LAUNCHER, *command], env=env, stdout=out, stderr=err,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
+            proc = subprocess.Popen([sys.executable, "-c", _LAUNCHER, str(os.getpid()), *command], env=env,
+                                    stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
         except OSError as exc:
             result.launch_error = f"{type(exc).__name__}: {exc}"
             return result

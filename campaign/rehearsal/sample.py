@@ -17,11 +17,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any
 
-import duckdb
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from campaign.errors import CampaignError
 from campaign.tokenizer import Tokenizer
@@ -73,11 +73,26 @@ def select_documents(docs: Sequence[Document], sample_tokens: int) -> list[Docum
     return chosen
 
 
-def read_documents(clean_glob: str, sample_tokens: int) -> list[Document]:
-    """The documents `select_documents` would choose, read from the clean Parquet files (texts of those only)."""
-    query = resources.files("campaign.rehearsal").joinpath("sample_documents.sql").read_text()
-    rows = duckdb.connect().execute(query, [clean_glob, sample_tokens]).fetchall()
-    return [Document(doc_id=r[0], text=r[1], text_sha256=r[2], n_tokens=int(r[3])) for r in rows]
+def documents_from_tables(tables: Sequence[pa.Table], sample_tokens: int) -> list[Document]:
+    """What `select_documents` chooses from clean Arrow tables (doc_id, text, text_sha256, n_tokens), reading
+    the text of the chosen documents only."""
+    keys: list[tuple[str, str, int, int, int]] = []  # (sha256, id, tokens, table, row)
+    for t_index, table in enumerate(tables):
+        ids = pc.cast(table.column("doc_id"), pa.string()).to_pylist()
+        hashes = table.column("text_sha256").to_pylist()
+        counts = table.column("n_tokens").to_pylist()
+        keys += [(h, i, int(n or 0), t_index, row) for row, (h, i, n) in enumerate(zip(hashes, ids, counts,
+                                                                                        strict=True))]
+    keys.sort(key=lambda k: (k[0], k[1]))
+    chosen, total = [], 0
+    for key in keys:
+        if total >= sample_tokens:
+            break
+        chosen.append(key)
+        total += max(key[2], 0)
+    texts = {t_index: tables[t_index].column("text") for t_index in {k[3] for k in chosen}}
+    return [Document(doc_id=i, text=texts[t][row].as_py(), text_sha256=h, n_tokens=n)
+            for h, i, n, t, row in chosen]
 
 
 def is_heldout(n_documents: int, fraction: float) -> list[bool]:

@@ -1,5 +1,9 @@
 -- The workspace catalog. Stages append; a stage's result rows go in with one transaction, keyed so that a
--- rerun with the same inputs (config digest, data digest) adds nothing.
+-- rerun with the same inputs (config digest, data digest) adds nothing; every validate run records its own verdict.
+CREATE TABLE IF NOT EXISTS schema_meta (
+    version INTEGER NOT NULL,
+    migrated_at TIMESTAMPTZ NOT NULL
+);
 CREATE TABLE IF NOT EXISTS runs (
     run_id VARCHAR PRIMARY KEY,
     stage VARCHAR NOT NULL,
@@ -41,7 +45,7 @@ CREATE TABLE IF NOT EXISTS gates (
     data_digest VARCHAR NOT NULL,
     details JSON,
     checked_at TIMESTAMPTZ NOT NULL,
-    PRIMARY KEY (gate, config_digest, data_digest)
+    PRIMARY KEY (run_id, gate)
 );
 CREATE TABLE IF NOT EXISTS commitments (
     commitment_id VARCHAR PRIMARY KEY,
@@ -54,6 +58,8 @@ CREATE TABLE IF NOT EXISTS commitments (
     created_at TIMESTAMPTZ NOT NULL,
     UNIQUE (config_digest, data_digest)
 );
+-- The committed config, inside the trust root (commitments/<id>.json is a copy for people to read).
+ALTER TABLE commitments ADD COLUMN IF NOT EXISTS config_json VARCHAR;
 CREATE TABLE IF NOT EXISTS sim_replicas (
     commitment_id VARCHAR NOT NULL,
     replica INTEGER NOT NULL,
@@ -85,4 +91,13 @@ CREATE TABLE IF NOT EXISTS sim_power (
     t_s DOUBLE NOT NULL,
     power_mw DOUBLE NOT NULL,
     PRIMARY KEY (commitment_id, replica, t_s)
+);
+-- Every execute run and the window it ran (a rerun that reuses a simulated window is recorded too), so analyse
+-- reports the window executed last, not whichever replica happens to be newest.
+CREATE TABLE IF NOT EXISTS executions (
+    run_id VARCHAR PRIMARY KEY,
+    commitment_id VARCHAR NOT NULL,
+    replica INTEGER NOT NULL,
+    reused BOOLEAN NOT NULL,
+    executed_at TIMESTAMPTZ NOT NULL
 );

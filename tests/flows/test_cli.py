@@ -118,3 +118,51 @@ def test_a_bug_is_reported_as_an_internal_error_without_traceback(monkeypatch, c
     err = capsys.readouterr().err
     assert "internal error: ZeroDivisionError: boom" in err and "CAMPAIGN_DEBUG=1" in err
     assert "Traceback" not in err
+
+
+def test_a_bug_inside_a_stage_exits_70_in_one_line_without_a_traceback(tmp_path):
+    from prefect.settings import PREFECT_API_URL
+
+    ws = tmp_path / "w"
+    assert main(["prepare", str(DEMO), "--workspace", str(ws)]) == 0
+    bug = ("import sys, tasks.validate as t\n"
+           "def boom(*a, **k):\n    raise ZeroDivisionError('a bug planted by the test')\n"
+           "t.make_plan = boom\nfrom flows.cli import main\n"
+           f"sys.exit(main(['validate', {str(DEMO)!r}, '--workspace', {str(ws)!r}]))\n")
+    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value()}
+    result = subprocess.run([sys.executable, "-c", bug], check=False, capture_output=True, text=True, env=env, cwd=REPO,
+                            timeout=300)
+    assert result.returncode == 70, result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    assert "ZeroDivisionError" in result.stderr and "CAMPAIGN_DEBUG=1" in result.stderr
+    debug = subprocess.run([sys.executable, "-c", bug], check=False, capture_output=True, text=True, cwd=REPO, timeout=300,
+                           env={**env, "CAMPAIGN_DEBUG": "1"})
+    assert debug.returncode == 70 and "Traceback" in debug.stderr
+
+
+@pytest.mark.parametrize("case", ["lock_wait", "manifest_files_int", "damaged_catalog", "empty_catalog"])
+def test_bad_workspace_state_exits_2_with_the_place_and_the_fix(tmp_path, case):
+    ws = tmp_path / "w"
+    assert main(["prepare", str(DEMO), "--workspace", str(ws)]) == 0
+    env = {}
+    if case == "lock_wait":
+        env["CAMPAIGN_LOCK_WAIT_S"] = "abc"
+    elif case == "manifest_files_int":
+        manifest = json.loads((ws / "data" / "manifest.json").read_text())
+        manifest["files"] = 7
+        (ws / "data" / "manifest.json").write_text(json.dumps(manifest))
+    elif case == "damaged_catalog":
+        catalog = ws / "campaign.duckdb"
+        catalog.write_bytes(catalog.read_bytes()[:5000])
+    else:
+        (ws / "campaign.duckdb").write_bytes(b"")
+    from prefect.settings import PREFECT_API_URL
+
+    result = subprocess.run([sys.executable, "-m", "flows.cli", "validate", str(DEMO), "--workspace", str(ws)],
+                            check=False, capture_output=True, text=True, cwd=REPO, timeout=300,
+                            env={**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), **env})
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr and "fix:" in result.stderr
+    expected = {"lock_wait": "CAMPAIGN_LOCK_WAIT_S", "manifest_files_int": "manifest.json",
+                "damaged_catalog": "campaign.duckdb", "empty_catalog": "campaign.duckdb"}[case]
+    assert expected in result.stderr

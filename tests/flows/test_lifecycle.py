@@ -6,6 +6,7 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 
+from campaign.gates import REQUIRED_GATES
 from flows.cli import main
 
 from .conftest import DEMO, set_args
@@ -25,7 +26,7 @@ def test_run_demo_end_to_end(tmp_path, demo_inputs, capsys):
     stages = {r[0] for r in _catalog(ws, "SELECT stage FROM runs WHERE status = 'completed'")}
     assert {"prepare", "validate", "commit", "execute", "analyse"} <= stages
     gates = _catalog(ws, "SELECT gate, passed FROM gates")
-    assert len(gates) == 6 and all(passed for _, passed in gates)
+    assert len(gates) == len(REQUIRED_GATES) and all(passed for _, passed in gates)
     assert _catalog(ws, "SELECT count(*) FROM commitments")[0][0] == 1
     assert _catalog(ws, "SELECT count(*) FROM sim_events")[0][0] > 0
     report = (ws / "report" / "report.md").read_text()
@@ -47,12 +48,13 @@ def test_run_demo_end_to_end(tmp_path, demo_inputs, capsys):
     assert set(result["goodput_breakdown_gpu_h"]) == {"productive", "lost_rework", "checkpoint", "restart",
                                                       "waiting", "idle"}
 
-    # Running it again adds no duplicate rows: every stage's results are keyed by what produced them.
-    before = {t: _catalog(ws, f"SELECT count(*) FROM {t}")[0][0]
-              for t in ("datasets", "rejections", "gates", "commitments", "sim_events", "sim_power", "sim_replicas")}
+    # Running it again adds no duplicate rows: every stage's results are keyed by what produced them; the one
+    # exception is by design: validate records a fresh verdict (one row per gate) on every run.
+    tables = ("datasets", "rejections", "gates", "commitments", "sim_events", "sim_power", "sim_replicas")
+    before = {t: _catalog(ws, f"SELECT count(*) FROM {t}")[0][0] for t in tables}
     assert main(["run", str(DEMO), "--workspace", str(ws), *set_args(demo_inputs)]) == 0
-    after = {t: _catalog(ws, f"SELECT count(*) FROM {t}")[0][0] for t in before}
-    assert after == before
+    after = {t: _catalog(ws, f"SELECT count(*) FROM {t}")[0][0] for t in tables}
+    assert after == {**before, "gates": before["gates"] + len(REQUIRED_GATES)}
 
 
 def test_failed_gate_stops_the_lifecycle_before_commit(tmp_path, demo_inputs, capsys):

@@ -33,7 +33,8 @@ def test_execute_without_commitment_names_each_missing_gate(tmp_path, demo_input
 
 def test_execute_on_an_empty_workspace_is_refused(tmp_path, demo_inputs, capsys):
     assert main(["execute", str(DEMO), "--workspace", str(tmp_path / "empty"), *set_args(demo_inputs)]) == 3
-    assert "run `campaign prepare`" in capsys.readouterr().err
+    assert "run `campaign prepare CONFIG`" in capsys.readouterr().err
+    assert not (tmp_path / "empty").exists()  # a refusal creates nothing
 
 
 def test_commit_without_validate_is_refused(tmp_path, demo_inputs, capsys):
@@ -93,6 +94,7 @@ def test_a_second_process_on_the_workspace_exits_4_naming_the_holder(tmp_path, d
     import textwrap
 
     ws = tmp_path / "w"
+    assert main(["prepare", str(DEMO), "--workspace", str(ws), *set_args(demo_inputs)]) == 0
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import time
         from pathlib import Path

@@ -24,7 +24,7 @@ CONTENT = {
 }
 KEYS = {
     "datasets": "data_digest, source", "rejections": "data_digest, source, reason",
-    "gates": "gate, config_digest, data_digest", "commitments": "config_digest, data_digest",
+    "gates": "run_id, gate", "commitments": "config_digest, data_digest",
     "sim_replicas": "commitment_id, replica", "sim_events": "commitment_id, replica, event_id",
     "sim_power": "commitment_id, replica, t_s",
 }
@@ -60,7 +60,10 @@ def _snapshot(ws: Path) -> dict[str, list]:
     try:
         snap = {}
         for table, cols in CONTENT.items():
-            snap[table] = con.execute(f"SELECT {cols} FROM {table} ORDER BY ALL").fetchall()
+            # gates: every validate run records a verdict; the newest one for the committed digests is what counts
+            where = ("WHERE run_id = (SELECT run_id FROM gates ORDER BY checked_at DESC LIMIT 1)"
+                     if table == "gates" else "")
+            snap[table] = con.execute(f"SELECT {cols} FROM {table} {where} ORDER BY ALL").fetchall()
             total, distinct = con.execute(
                 f"SELECT count(*), count(DISTINCT ({KEYS[table]})) FROM {table}").fetchone()
             assert total == distinct, f"duplicate rows in {table}"

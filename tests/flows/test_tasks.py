@@ -9,7 +9,7 @@ from campaign.errors import Refused
 from tasks.commit import check_gates
 from tasks.execute import check_commitment
 from tasks.prepare import clean_sources, ensure_demo_inputs
-from tasks.validate import configuration_gates, volume_gates
+from tasks.validate import configuration_gates, load_evidence, volume_gates
 
 from .conftest import DEMO
 
@@ -17,10 +17,11 @@ from .conftest import DEMO
 @pytest.fixture
 def prepared(tmp_path, demo_inputs):
     loaded = load_config(DEMO, demo_inputs)
-    ws = store.Workspace(tmp_path / "w")
+    ws = store.adopt_workspace(store.Workspace(tmp_path / "w"), "demo")
     with disable_run_logger():
-        ensure_demo_inputs.fn(loaded.config.data, loaded.config.seed)
-        record = clean_sources.fn(loaded.config.data, ws)
+        data = loaded.config.data.in_workspace(ws.root)
+        ensure_demo_inputs.fn(data, loaded.config.seed)
+        record = clean_sources.fn(data, ws)
     return loaded, ws, record
 
 
@@ -30,13 +31,13 @@ def test_clean_sources_returns_a_small_record_not_data(prepared):
     assert record.data_digest and (ws.data_dir / "manifest.json").exists()
 
 
-def test_volume_gates_read_the_manifest(prepared):
-    import json
-
+def test_volume_gates_read_the_files(prepared):
     loaded, ws, _ = prepared
-    manifest = json.loads((ws.data_dir / "manifest.json").read_text())
-    volume, mixture = volume_gates.fn(loaded.config, manifest)
+    with disable_run_logger():
+        evidence = load_evidence.fn(loaded.config, ws)
+        volume, mixture = volume_gates.fn(loaded.config, evidence)
     assert volume.passed and mixture.passed and "documents" in volume.summary
+    assert evidence.problems == () and len(evidence.tables("clean")) == 2
 
 
 def test_configuration_gates_pass_for_the_demo_and_fail_on_memory():
@@ -50,6 +51,6 @@ def test_configuration_gates_pass_for_the_demo_and_fail_on_memory():
 def test_check_gates_and_commitment_refuse_before_validate(prepared):
     loaded, ws, _ = prepared
     with pytest.raises(Refused, match="gate 'data_quality' has not been run"):
-        check_gates.fn(ws, loaded.digest)
+        check_gates.fn(ws, loaded)
     with pytest.raises(Refused, match="no commitment for this workspace"):
-        check_commitment.fn(ws, loaded.digest)
+        check_commitment.fn(ws, loaded)

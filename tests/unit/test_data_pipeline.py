@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -16,17 +15,15 @@ from campaign.config import CleaningConfig, DataConfig, SourceConfig
 from campaign.data import (
     CLEAN_SCHEMA,
     REJECTED_SCHEMA,
-    check_document,
-    data_digest,
-    normalise_text,
     pipeline,
     prepare_sources,
     read_manifest,
     text_sha256,
-    verify_clean_files,
     write_prepared,
 )
+from campaign.data.manifest import manifest_data_digest
 from campaign.errors import DataError
+from campaign.evidence import input_identities, read_evidence
 from campaign.files import sha256_file
 
 PROSE = ("The interpreter reads the program text and that text is split into tokens with a lexer. "
@@ -109,11 +106,13 @@ def test_no_files_is_a_data_error(tmp_path: Path) -> None:
 
 def test_write_prepared_files_and_manifest(two_sources: DataConfig, tmp_path: Path) -> None:
     data_dir = tmp_path / "ws" / "data"
-    manifest = write_prepared(prepare_sources(two_sources), data_dir)
+    manifest = _write(two_sources, data_dir)
     assert sorted(p.name for p in (data_dir / "clean").iterdir()) == ["books.parquet", "web.parquet"]
     on_disk = json.loads((data_dir / "manifest.json").read_text())
     assert on_disk == json.loads(json.dumps(manifest)) == read_manifest(data_dir)
-    assert manifest["data_digest"] == data_digest(data_dir / "clean")
+    hashes = {e["path"]: sha256_file(data_dir / e["path"]) for e in manifest["files"]}
+    assert manifest["data_digest"] == manifest_data_digest(manifest, hashes, two_sources.production_digest())
+    assert manifest["data_config_digest"] == two_sources.production_digest()
     assert manifest["tokenizer"] == "gpt2-pretokens"
     web, books = manifest["sources"]
     assert (web["name"], web["weight"], web["clean_file"]) == ("web", 3, "clean/web.parquet")
@@ -126,17 +125,15 @@ def test_write_prepared_files_and_manifest(two_sources: DataConfig, tmp_path: Pa
         assert entry["rows"] == pq.read_metadata(path).num_rows
     assert [m["source"] for m in manifest["mixture"]] == ["web", "books"]
     assert manifest["totals"]["n_input"] == 7 and manifest["totals"]["n_kept"] == 3
-    # the digest is sha256 over sorted "name\tsha256\n" lines
-    lines = "".join(f"{p.name}\t{sha256_file(p)}\n" for p in sorted((data_dir / "clean").glob("*.parquet")))
-    assert manifest["data_digest"] == hashlib.sha256(lines.encode()).hexdigest()
-    assert verify_clean_files(data_dir) == []
+    evidence = read_evidence(data_dir, two_sources)
+    assert evidence is not None and evidence.problems == () and evidence.digest == manifest["data_digest"]
 
 
 def test_empty_rejected_table_is_written_with_schema(tmp_path: Path) -> None:
     _write_jsonl(tmp_path / "web" / "a.jsonl", [PROSE])
     data = DataConfig(sources=(SourceConfig(name="web", path=str(tmp_path / "web" / "*.jsonl"), format="jsonl",
                                             weight=1),))
-    write_prepared(prepare_sources(data), tmp_path / "data")
+    _write(data, tmp_path / "data")
     table = pq.read_table(tmp_path / "data" / "rejected" / "web.parquet")
     assert table.num_rows == 0 and table.schema.names == REJECTED_SCHEMA.names
 
@@ -145,7 +142,7 @@ def test_killed_write_leaves_no_manifest(two_sources: DataConfig, tmp_path: Path
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     data_dir = tmp_path / "data"
     prepared = prepare_sources(two_sources)
-    write_prepared(prepared, data_dir)
+    write_prepared(prepared, data_dir, two_sources.production_digest())
     real = pipeline.atomic_write_parquet
     calls = []
 
@@ -157,9 +154,9 @@ def test_killed_write_leaves_no_manifest(two_sources: DataConfig, tmp_path: Path
 
     monkeypatch.setattr(pipeline, "atomic_write_parquet", dying)
     with pytest.raises(KeyboardInterrupt):
-        write_prepared(prepared, data_dir)
+        write_prepared(prepared, data_dir, two_sources.production_digest())
     assert not (data_dir / "manifest.json").exists()  # the old manifest went first: the run is redone
-    assert verify_clean_files(data_dir) == ["data/manifest.json is missing or unreadable; run `campaign prepare` first"]
+    assert read_evidence(data_dir, two_sources) is None
     assert read_manifest(data_dir) is None
     (data_dir / "manifest.json").write_text("{not json")
     with pytest.raises(DataError, match="unreadable data manifest") as err:
@@ -167,88 +164,37 @@ def test_killed_write_leaves_no_manifest(two_sources: DataConfig, tmp_path: Path
     assert "run `campaign prepare CONFIG` again" in str(err.value)
 
 
-def test_stale_source_files_are_removed(two_sources: DataConfig, tmp_path: Path) -> None:
+def test_cleanup_removes_only_files_campaign_wrote(two_sources: DataConfig, tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
-    (data_dir / "clean").mkdir(parents=True)
-    (data_dir / "clean" / "old.parquet").write_bytes(b"stale")
-    (data_dir / "clean" / ".web.parquet.abc.tmp").write_bytes(b"half")
-    write_prepared(prepare_sources(two_sources), data_dir)
-    assert sorted(p.name for p in (data_dir / "clean").iterdir()) == ["books.parquet", "web.parquet"]
-
-
-def test_verify_reports_changed_missing_and_extra(two_sources: DataConfig, tmp_path: Path) -> None:
-    data_dir = tmp_path / "data"
-    manifest = write_prepared(prepare_sources(two_sources), data_dir)
-    old = {e["path"]: e["sha256"] for e in manifest["files"]}["clean/web.parquet"]
-    web = data_dir / "clean" / "web.parquet"
-    web.write_bytes(web.read_bytes() + b"x")
-    new = sha256_file(web)
-    (data_dir / "clean" / "books.parquet").unlink()
-    (data_dir / "clean" / "extra.parquet").write_bytes(b"x")
-    assert verify_clean_files(data_dir) == [
-        "data/clean/books.parquet is missing (listed in manifest.json); run `campaign prepare` again",
-        f"data/clean/web.parquet changed since prepare (sha256 {old[:8]}… → {new[:8]}…)",
-        "data/clean/extra.parquet is not in manifest.json (added since prepare); remove it or prepare again",
-    ]
+    _write(two_sources, data_dir)
+    (data_dir / "clean" / ".web.parquet.abc.tmp").write_bytes(b"half")      # a killed atomic write of ours
+    (data_dir / "clean" / "my_curated_corpus.parquet").write_bytes(b"mine")  # a user's file
+    one_source = DataConfig(sources=two_sources.sources[:1])
+    _write(one_source, data_dir)   # books is no longer configured: its files (ours) go, the user's file stays
+    assert sorted(p.name for p in (data_dir / "clean").iterdir()) == ["my_curated_corpus.parquet", "web.parquet"]
+    evidence = read_evidence(data_dir, one_source)
+    assert evidence.problems == (("data/clean/my_curated_corpus.parquet is not in manifest.json (campaign did not "
+                                 "write it in this prepare); move it out of the workspace, or run `campaign "
+                                 "prepare` again"),)
 
 
 def test_outputs_are_deterministic(two_sources: DataConfig, tmp_path: Path) -> None:
-    # the same input copied elsewhere: outputs must not depend on where the input or output lives
+    # the same input copied elsewhere: the prepared files do not depend on where the input or output lives; the
+    # digest does, because it names the inputs (their paths are part of the data: section)
     shutil.copytree(tmp_path / "web", tmp_path / "elsewhere" / "web")
     shutil.copytree(tmp_path / "books", tmp_path / "elsewhere" / "books")
-    m1 = write_prepared(prepare_sources(two_sources), tmp_path / "run1" / "data")
-    m2 = write_prepared(prepare_sources(_config(tmp_path / "elsewhere")), tmp_path / "run2" / "data")
-    assert m1["data_digest"] == m2["data_digest"] and m1 == m2
+    m1 = _write(two_sources, tmp_path / "run1" / "data")
+    m1_again = _write(two_sources, tmp_path / "run1b" / "data")
+    m2 = _write(_config(tmp_path / "elsewhere"), tmp_path / "run2" / "data")
+    assert m1 == m1_again
+    assert m1["data_digest"] != m2["data_digest"]
+    skip = ("data_digest", "data_config_digest", "inputs")
+    assert {k: v for k, v in m1.items() if k not in skip} == {k: v for k, v in m2.items() if k not in skip}
     for kind in ("clean", "rejected"):
         for name in ("web", "books"):
             a = (tmp_path / "run1" / "data" / kind / f"{name}.parquet").read_bytes()
             assert a == (tmp_path / "run2" / "data" / kind / f"{name}.parquet").read_bytes()
-    assert (tmp_path / "run1/data/manifest.json").read_bytes() == (tmp_path / "run2/data/manifest.json").read_bytes()
 
 
-# --------------------------------------------------------------------- real text: Debian licence texts
-
-
-@pytest.mark.skipif(not LICENCES.is_dir(), reason="needs /usr/share/common-licenses (Debian base-files)")
-def test_licence_texts_through_the_pipeline(tmp_path: Path) -> None:
-    """Every licence file (GPL -> GPL-3 etc. are symlinks: natural exact duplicates) plus a CRLF copy."""
-    paths = sorted(p for p in LICENCES.iterdir() if p.is_file())
-    texts = [p.read_text(encoding="utf-8", errors="replace") for p in paths]
-    texts.append(texts[0].replace("\n", "  \r\n"))  # a re-encoded copy: same text after normalisation
-    paragraphs = [p for t in texts for p in t.split("\n\n") if p.strip()]
-    _write_jsonl(tmp_path / "licences" / "all.jsonl", texts)
-    _write_jsonl(tmp_path / "paragraphs" / "all.jsonl", paragraphs)
-    data = DataConfig(sources=(
-        SourceConfig(name="licences", path=str(tmp_path / "licences" / "*.jsonl"), format="jsonl", weight=1),
-        SourceConfig(name="paragraphs", path=str(tmp_path / "paragraphs" / "*.jsonl"), format="jsonl", weight=1),
-    ))
-    prepared = prepare_sources(data)
-
-    # expectations computed here, at run time, from the texts themselves
-    seen: set[str] = set()
-    expected: dict[str, list[str | None]] = {}
-    for name, docs in (("licences", texts), ("paragraphs", paragraphs)):
-        reasons = []
-        for text in docs:
-            norm = normalise_text(text)
-            rejection = check_document(norm, data.cleaning)
-            if rejection is None and text_sha256(norm) in seen:
-                reasons.append("exact_duplicate")
-            else:
-                reasons.append(rejection.reason if rejection else None)
-                if rejection is None:
-                    seen.add(text_sha256(norm))
-        expected[name] = reasons
-    symlinks = sum(p.is_symlink() for p in paths)
-    assert expected["licences"].count("exact_duplicate") >= symlinks + 1 >= 1
-    assert expected["licences"].count(None) == len({text_sha256(normalise_text(t)) for t in texts})
-
-    for name in ("licences", "paragraphs"):
-        stats = prepared.stats[name]
-        got = dict(zip(prepared.rejected[name]["line"].to_pylist(), prepared.rejected[name]["reason"].to_pylist()))
-        want = {i + 1: r for i, r in enumerate(expected[name]) if r is not None}
-        assert got == want
-        assert stats["n_input"] == len(expected[name]) == stats["n_kept"] + stats["n_rejected"]
-    # licences quote each other's paragraphs: the shorter ones fail min_words, the repeated ones are duplicates
-    para_reasons = prepared.stats["paragraphs"]["by_reason"]
-    assert para_reasons["gopher_short_doc"] > 0 and para_reasons["exact_duplicate"] > 0
+def _write(data: DataConfig, data_dir: Path) -> dict:
+    return write_prepared(prepare_sources(data), data_dir, data.production_digest(), input_identities(data))

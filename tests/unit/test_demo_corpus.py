@@ -66,8 +66,8 @@ def test_pipeline_catches_every_defect(demo: tuple[dict, DataConfig]) -> None:
 
 def test_demo_prepare_is_deterministic(demo: tuple[dict, DataConfig], tmp_path: Path) -> None:
     _, data = demo
-    first = write_prepared(prepare_sources(data), tmp_path / "one")
-    second = write_prepared(prepare_sources(data), tmp_path / "two")
+    first = write_prepared(prepare_sources(data), tmp_path / "one", data.production_digest())
+    second = write_prepared(prepare_sources(data), tmp_path / "two", data.production_digest())
     assert first["data_digest"] == second["data_digest"]
     for entry in first["files"]:
         assert (tmp_path / "one" / entry["path"]).read_bytes() == (tmp_path / "two" / entry["path"]).read_bytes()

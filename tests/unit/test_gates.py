@@ -2,7 +2,7 @@
 
 from datetime import UTC, datetime
 
-from campaign.gates import REQUIRED_GATES, commit_problems, data_gates, execute_problems
+from campaign.gates import REQUIRED_GATES, commit_problems, data_gates, execute_problems, plan_gates
 from campaign.store import Commitment, GateRecord
 
 T = datetime(2027, 1, 4, tzinfo=UTC)
@@ -21,7 +21,8 @@ def test_commit_names_each_missing_gate():
 
 
 def test_commit_names_a_failed_gate_with_its_detail():
-    assert commit_problems(_passed(failing=("memory",)), "c", "d") == ["gate 'memory' failed: memory detail"]
+    assert commit_problems(_passed(failing=("memory",)), "c", "d") == [
+        "gate 'memory' failed in the latest validate: memory detail"]
     assert commit_problems(_passed(), "c", "d") == []
 
 
@@ -45,16 +46,38 @@ def test_execute_allowed_when_everything_matches():
     assert execute_problems(booked, "c", "d", [], _passed()) == []
 
 
-def _manifest(kept=(100, 100), tokens=(6000, 4000), inputs=(120, 110), weights=(0.6, 0.4)):
-    return {"sources": [
-        {"name": n, "n_kept": k, "n_input": i, "tokens_kept": t, "weight": w}
-        for n, k, t, i, w in zip(("web", "docs"), kept, tokens, inputs, weights, strict=True)]}
+def _figures(kept=(100, 100), tokens=(6000, 4000), inputs=(120, 110), mismatches=(0, 0)):
+    return {n: {"n_kept": k, "n_rejected": i - k, "n_input": i, "n_tokens": t, "n_token_mismatches": m}
+            for n, k, t, i, m in zip(("web", "docs"), kept, tokens, inputs, mismatches, strict=True)}
+
+
+W = {"web": 0.6, "docs": 0.4}
 
 
 def test_data_gates_pass_and_fail_on_thresholds():
-    volume, mixture = data_gates(_manifest(), 150, 5000, 0.5, 0.1)
+    volume, mixture = data_gates(_figures(), W, 150, 5000, 0.5, 0.1)
     assert volume.passed and mixture.passed
-    volume, mixture = data_gates(_manifest(tokens=(9000, 1000)), 150, 5000, 0.5, 0.1)
+    volume, mixture = data_gates(_figures(tokens=(9000, 1000)), W, 150, 5000, 0.5, 0.1)
     assert not mixture.passed and "docs" in mixture.summary
-    volume, _ = data_gates(_manifest(kept=(10, 10)), 150, 5000, 0.5, 0.1)
+    volume, _ = data_gates(_figures(kept=(10, 10)), W, 150, 5000, 0.5, 0.1)
     assert not volume.passed and "min_documents" in volume.summary and "max_rejected_fraction" in volume.summary
+
+
+def test_mixture_is_judged_against_the_weights_given_now():
+    # the data has 60/40 tokens; weights of 95/5 (e.g. from --set) must fail, whatever prepare was told
+    _, mixture = data_gates(_figures(), {"web": 0.95, "docs": 0.05}, 150, 5000, 0.5, 0.25)
+    assert not mixture.passed and mixture.details["weights"] == {"web": 0.95, "docs": 0.05}
+
+
+def test_token_counts_that_the_tokenizer_does_not_give_fail_the_volume_gate():
+    volume, _ = data_gates(_figures(mismatches=(3, 0)), W, 150, 5000, 0.5, 0.1)
+    assert not volume.passed and "3 clean documents carry an n_tokens" in volume.summary
+
+
+def test_nan_fails_every_comparison():
+    nan = float("nan")
+    volume, mixture = data_gates(_figures(), W, 150, nan, 0.5, nan)
+    assert not volume.passed and not mixture.passed
+    gates = plan_gates({"layout": {"tp": 1, "pp": 1, "dp": 1, "cp": 1}, "gpus": 8, "memory_gib_per_gpu": nan,
+                        "expected_days": nan, "expected_ettr": 0.9, "step_time_s": 1.0}, [])
+    assert [g.passed for g in gates] == [True, False, False]

@@ -143,15 +143,13 @@ def test_both_splits_have_sequences(fraction):
     assert s.train.shape[0] >= 1 and s.heldout.shape[0] >= 1
 
 
-def test_reading_the_clean_files_chooses_what_select_documents_chooses(tmp_path):
+def test_the_clean_tables_give_what_select_documents_chooses():
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    from campaign.rehearsal.sample import read_documents
+    from campaign.rehearsal.sample import documents_from_tables
 
-    for part, chunk in enumerate((DOCS[:25], DOCS[25:])):
-        pq.write_table(pa.table({"doc_id": [d.doc_id for d in chunk], "text": [d.text for d in chunk],
-                                 "text_sha256": [d.text_sha256 for d in chunk],
-                                 "n_tokens": [d.n_tokens for d in chunk]}), tmp_path / f"part{part}.parquet")
-    assert read_documents(str(tmp_path / "*.parquet"), 3_000) == select_documents(DOCS, 3_000)
-    assert read_documents(str(tmp_path / "*.parquet"), 10**9) == select_documents(DOCS, 10**9)
+    tables = [pa.table({"doc_id": [d.doc_id for d in chunk], "text": [d.text for d in chunk],
+                        "text_sha256": [d.text_sha256 for d in chunk], "n_tokens": [d.n_tokens for d in chunk]})
+              for chunk in (DOCS[:25], DOCS[25:])]
+    assert documents_from_tables(tables, 3_000) == select_documents(DOCS, 3_000)
+    assert documents_from_tables(tables[::-1], 10**9) == select_documents(DOCS, 10**9)

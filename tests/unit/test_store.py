@@ -24,15 +24,72 @@ def test_schema_has_the_design_tables(tmp_path):
             "sim_replicas"} <= tables
 
 
-def test_gates_are_recorded_once_per_digest_pair(tmp_path):
+def test_every_validate_run_records_its_own_verdict_and_the_newest_counts(tmp_path):
     ws = store.Workspace(tmp_path)
-    rows = [("layout", True, {"summary": "ok"}), ("memory", False, {"summary": "too big"})]
-    assert store.record_gates(ws, "r1", "c1", "d1", rows) == 2
-    assert store.record_gates(ws, "r2", "c1", "d1", rows) == 0   # a rerun adds nothing
-    assert store.record_gates(ws, "r3", "c1", "d2", rows) == 2   # new data, new rows
-    got = store.gates_for(ws, "c1", "d1")
-    assert got["layout"].passed and not got["memory"].passed
+    passing = [("layout", True, {"summary": "ok"}), ("memory", True, {"summary": "fits"})]
+    failing = [("layout", True, {"summary": "ok"}), ("memory", False, {"summary": "too big"})]
+    assert store.record_gates(ws, "r1", "c1", "d1", passing) == 2
+    assert store.record_gates(ws, "r1", "c1", "d1", passing) == 0   # a retry within the same run adds nothing
+    assert store.latest_gates(ws, "c1", "d1")["memory"].passed
+    assert store.record_gates(ws, "r2", "c1", "d1", failing) == 2   # a later validate of the same digests...
+    got = store.latest_gates(ws, "c1", "d1")                        # ...replaces the verdict that counts
+    assert got["layout"].passed and not got["memory"].passed and got["memory"].run_id == "r2"
     assert got["memory"].details["summary"] == "too big"
+    store.record_gates(ws, "r3", "c1", "d1", passing)               # and fixing it counts again
+    assert store.latest_gates(ws, "c1", "d1")["memory"].passed
+    assert store.latest_gates(ws, "c1", "d2") == {}                 # other data: nothing recorded
+
+
+def test_a_version_1_catalog_is_migrated_with_its_gates(tmp_path):
+    import duckdb
+
+    con = duckdb.connect(str(tmp_path / "campaign.duckdb"))
+    con.execute("CREATE TABLE gates (run_id VARCHAR NOT NULL, gate VARCHAR NOT NULL, passed BOOLEAN NOT NULL, "
+                "config_digest VARCHAR NOT NULL, data_digest VARCHAR NOT NULL, details JSON, "
+                "checked_at TIMESTAMPTZ NOT NULL, PRIMARY KEY (gate, config_digest, data_digest))")
+    con.execute("INSERT INTO gates VALUES ('r1', 'layout', true, 'c', 'd', '{}', now())")
+    con.close()
+    ws = store.Workspace(tmp_path)
+    assert store.latest_gates(ws, "c", "d")["layout"].passed
+    store.record_gates(ws, "r2", "c", "d", [("layout", False, {})])  # allowed now: one row per run
+    assert not store.latest_gates(ws, "c", "d")["layout"].passed
+
+
+def test_a_damaged_catalog_is_bad_input_not_a_busy_workspace(tmp_path):
+    from campaign.errors import DataError
+
+    (tmp_path / "campaign.duckdb").write_bytes(b"")
+    with pytest.raises(DataError, match="damaged") as err, store.catalog(store.Workspace(tmp_path)):
+        pass
+    assert "mv " in err.value.fix and err.value.exit_code == 2
+    (tmp_path / "campaign.duckdb").write_bytes(b"DUCK" * 5000)
+    with pytest.raises(DataError, match="damaged"), store.catalog(store.Workspace(tmp_path)):
+        pass
+
+
+def test_a_workspace_is_never_a_folder_campaign_does_not_own(tmp_path):
+    from campaign.errors import ConfigError, Refused
+
+    theirs = tmp_path / "theirs"
+    (theirs / "data" / "clean").mkdir(parents=True)
+    (theirs / "data" / "clean" / "my_curated_corpus.parquet").write_bytes(b"precious")
+    with pytest.raises(ConfigError, match="not a campaign workspace"):
+        store.adopt_workspace(store.Workspace(theirs), "demo")
+    assert sorted(p.name for p in theirs.rglob("*")) == ["clean", "data", "my_curated_corpus.parquet"]
+    new = store.adopt_workspace(store.Workspace(tmp_path / "new"), "demo")
+    assert store.is_workspace(new) and store.adopt_workspace(new, "demo") == new   # adopting again is fine
+    with pytest.raises(Refused, match="no campaign workspace"):
+        store.require_workspace(store.Workspace(tmp_path / "missing"), "campaign execute")
+    assert not (tmp_path / "missing").exists()
+
+
+@pytest.mark.parametrize("value", ["abc", "nan", "-1", "inf"])
+def test_a_bad_lock_wait_is_a_config_error(monkeypatch, value):
+    from campaign.errors import ConfigError
+
+    monkeypatch.setenv("CAMPAIGN_LOCK_WAIT_S", value)
+    with pytest.raises(ConfigError, match="CAMPAIGN_LOCK_WAIT_S"):
+        store.lock_wait_s()
 
 
 def test_commitment_is_booked_once_per_digest_pair(tmp_path):

@@ -1,0 +1,184 @@
+"""Gate evidence: exactly which prepared data a gate judged, read once and hashed as it was read.
+
+A gate result is evidence about exact inputs. The data digest (`campaign.data.manifest.manifest_data_digest`)
+covers everything the data gates read: the manifest (which names the prepare inputs with their sha256 and the
+production digest of the `data:` section that made the data), every clean and rejected Parquet file it lists,
+and the production digest of the current `data:` section. Files are found by the names the manifest lists, never
+by a glob over the workspace path, and each is read into memory once, hashed and parsed from those same bytes, so
+a file swapped while validate runs cannot be judged in place of the one that is recorded. The catalog is the
+trust root: a digest recorded there is compared with one recomputed from the files, never with a file's claim.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from campaign.config import DataConfig
+from campaign.data.manifest import CLEAN_DIR, MANIFEST_NAME, REJECTED_DIR, manifest_data_digest
+from campaign.data.readers import source_files
+from campaign.errors import CampaignError, DataError
+from campaign.files import sha256_file
+
+# A listed file is a plain name inside clean/ or rejected/: no '..', no absolute path, no glob characters.
+_LISTED_PATH = re.compile(r"^(clean|rejected)/[A-Za-z0-9][A-Za-z0-9._-]*\.parquet$")
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One file the manifest lists, as read now."""
+
+    path: str                  # relative to the data folder, e.g. clean/web.parquet
+    kind: str                  # clean or rejected
+    source: str
+    sha256: str | None         # of the bytes read now; None if the file is missing
+    table: pa.Table | None = None
+
+
+@dataclass(frozen=True)
+class DataEvidence:
+    """The prepared data of a workspace as a gate sees it."""
+
+    digest: str
+    manifest: dict[str, Any]
+    files: tuple[DataFile, ...]
+    problems: tuple[str, ...] = field(default_factory=tuple)  # why the data does not stand for this config
+
+    def tables(self, kind: str) -> list[pa.Table]:
+        return [f.table for f in self.files if f.kind == kind and f.table is not None]
+
+
+def read_evidence(data_dir: Path, data: DataConfig, load_tables: bool = False) -> DataEvidence | None:
+    """The prepared data of `data_dir` checked against the config's `data:` section (already placed in its
+    workspace with `DataConfig.in_workspace`), or None when nothing was prepared.
+
+    With `load_tables`, every listed file is parsed from the bytes that were hashed. Raises DataError for a
+    manifest that cannot be used at all; anything else that is off is listed in `problems`.
+    """
+    data_dir = Path(data_dir)
+    manifest_path = data_dir / MANIFEST_NAME
+    try:
+        manifest_bytes = manifest_path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise _bad_manifest(manifest_path, f"cannot be read ({exc})") from None
+    manifest = _parse_manifest(manifest_bytes, manifest_path)
+    problems: list[str] = []
+    files: list[DataFile] = []
+    hashes: dict[str, str] = {}
+    for entry in manifest["files"]:
+        rel = entry["path"]
+        try:
+            raw = (data_dir / rel).read_bytes()
+        except FileNotFoundError:
+            problems.append(f"data/{rel} is missing (listed in {MANIFEST_NAME}); run `campaign prepare` again")
+            hashes[rel] = "missing"
+            files.append(DataFile(rel, entry["kind"], str(entry.get("source", "")), None))
+            continue
+        except OSError as exc:
+            raise DataError(f"cannot read a prepared file ({exc})", where=str(data_dir / rel),
+                            fix="check its permissions, or run `campaign prepare` again") from None
+        sha = hashlib.sha256(raw).hexdigest()
+        hashes[rel] = sha
+        if sha != entry["sha256"]:
+            problems.append(f"data/{rel} changed since prepare (sha256 {entry['sha256'][:8]}… is now {sha[:8]}…); "
+                            "run `campaign prepare` again, or restore the file")
+        table = None
+        if load_tables:
+            try:
+                table = pq.read_table(pa.BufferReader(raw))
+            except (pa.ArrowException, OSError, ValueError) as exc:
+                problems.append(f"data/{rel} is not readable Parquet ({type(exc).__name__}); run `campaign "
+                                "prepare` again")
+        files.append(DataFile(rel, entry["kind"], str(entry.get("source", "")), sha, table))
+    listed = set(hashes)
+    for kind in (CLEAN_DIR, REJECTED_DIR):
+        folder = data_dir / kind
+        if folder.is_dir():
+            for path in sorted(folder.iterdir()):
+                rel = f"{kind}/{path.name}"
+                if path.is_file() and path.suffix == ".parquet" and not path.name.startswith(".") and rel not in listed:
+                    problems.append(f"data/{rel} is not in {MANIFEST_NAME} (campaign did not write it in this "
+                                    "prepare); move it out of the workspace, or run `campaign prepare` again")
+    problems += _input_problems(manifest)
+    production = data.production_digest()
+    if manifest.get("data_config_digest") != production:
+        problems.append("the `data:` section (sources, cleaning or tokenizer) changed since this data was prepared; "
+                        "run `campaign prepare` again")
+    names_now = [s.name for s in data.sources]
+    names_then = [s.get("name") for s in manifest["sources"]]
+    if names_now != names_then:
+        problems.append(f"the prepared sources {names_then} are not the configured sources {names_now}; run "
+                        "`campaign prepare` again")
+    digest = manifest_data_digest(manifest, hashes, production)
+    return DataEvidence(digest=digest, manifest=manifest, files=tuple(files), problems=tuple(problems))
+
+
+def input_identities(data: DataConfig) -> list[dict[str, Any]]:
+    """Path, size and sha256 of every file the sources' globs match (the identities of prepare's inputs)."""
+    out = []
+    for index, source in enumerate(data.sources):
+        for path, _ in source_files(source, index):
+            out.append({"source": source.name, "path": str(path), "bytes": path.stat().st_size,
+                        "sha256": sha256_file(path)})
+    return out
+
+
+def _input_problems(manifest: dict[str, Any]) -> list[str]:
+    problems = []
+    for entry in manifest.get("inputs", []):
+        path = Path(entry["path"])
+        try:
+            sha = sha256_file(path)
+        except FileNotFoundError:
+            problems.append(f"input {path} was read by prepare and is gone; restore it or run `campaign prepare` "
+                            "again")
+            continue
+        except OSError as exc:
+            problems.append(f"input {path} cannot be read ({exc}); fix its permissions or run `campaign prepare`")
+            continue
+        if sha != entry["sha256"]:
+            problems.append(f"input {path} changed since prepare; run `campaign prepare` again")
+    return problems
+
+
+def _parse_manifest(raw: bytes, path: Path) -> dict[str, Any]:
+    """The manifest as JSON, its shape checked field by field (it may have been edited by hand)."""
+    try:
+        obj = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise _bad_manifest(path, f"is not valid JSON ({type(exc).__name__})") from None
+    if not isinstance(obj, dict):
+        raise _bad_manifest(path, "is not a JSON object")
+    for key, kind in (("files", list), ("sources", list), ("tokenizer", str)):
+        if not isinstance(obj.get(key), kind):
+            raise _bad_manifest(path, f"field '{key}' should be a {kind.__name__}, found "
+                                      f"{type(obj.get(key)).__name__}")
+    for i, entry in enumerate(obj["files"]):
+        if not (isinstance(entry, dict) and isinstance(entry.get("path"), str)
+                and isinstance(entry.get("sha256"), str) and entry.get("kind") in (CLEAN_DIR, REJECTED_DIR)):
+            raise _bad_manifest(path, f"files[{i}] needs a path, a sha256 and a kind (clean or rejected)")
+        if not _LISTED_PATH.match(entry["path"]) or not entry["path"].startswith(entry["kind"] + "/"):
+            raise _bad_manifest(path, f"files[{i}].path {entry['path']!r} is not a file inside clean/ or rejected/")
+    for i, entry in enumerate(obj["sources"]):
+        if not (isinstance(entry, dict) and isinstance(entry.get("name"), str)):
+            raise _bad_manifest(path, f"sources[{i}] needs a name")
+    inputs = obj.get("inputs", [])
+    if not isinstance(inputs, list) or not all(
+            isinstance(e, dict) and isinstance(e.get("path"), str) and isinstance(e.get("sha256"), str)
+            for e in inputs):
+        raise _bad_manifest(path, "field 'inputs' should be a list of {path, sha256}")
+    return obj
+
+
+def _bad_manifest(path: Path, what: str) -> CampaignError:
+    return DataError(f"the data manifest {what}", where=str(path),
+                     fix="run `campaign prepare CONFIG` again: it rewrites the manifest from the data")
