@@ -25,11 +25,11 @@ def test_validate_prints_the_rehearsal_row_and_commit_then_books(prepared, demo_
     assert main(["validate", str(DEMO), "--workspace", str(prepared), *set_args(demo_inputs)]) == 0
     row = rehearsal_row(capsys.readouterr().out)
     assert "PASS" in row
-    for evidence in ("loss ", "drop ", "held-out ", "killed at step ", "resumed at ", "bit-identical over",
-                     "tokens/s"):
+    for evidence in ("loss ", "drop ", "held-out ", "killed at step ", "resumed at ", "bit-identical over"):
         assert evidence in row, (evidence, row)
     result = json.loads((prepared / "rehearsal" / "result.json").read_text())
     assert result["details"]["passed"] and result["curves"]["faulted"]["resumed_step"] > 0
+    assert result["timings"]["tokens_per_s"] > 0  # recorded beside the verdict: it varies from run to run
     assert (prepared / "rehearsal" / "loss_curve.png").read_bytes().startswith(b"\x89PNG")
     assert main(["commit", str(DEMO), "--workspace", str(prepared), *set_args(demo_inputs)]) == 0
 
