@@ -17,7 +17,7 @@ from campaign.files import atomic_write_json, sha256_file
 MANIFEST_NAME = "manifest.json"
 CLEAN_DIR = "clean"
 REJECTED_DIR = "rejected"
-MANIFEST_VERSION = 1
+MANIFEST_VERSION = 2
 
 
 class Manifest(TypedDict):
@@ -28,8 +28,13 @@ class Manifest(TypedDict):
     n_rejected, by_reason, tokens_kept, tokens_rejected, tokens_by_reason, chars_in, chars_kept,
     chars_by_reason, bytes_kept), plus share / planned_share / relative_gap of tokens against weights.
     files: one dict per Parquet file: path, kind ("clean" or "rejected"), source, rows, bytes, sha256.
-    mixture: `mixture_report` rows. totals: sums over sources. No paths of inputs and no timestamps, so
-    equal inputs give an identical manifest.
+    mixture: `mixture_report` rows. totals: sums over sources.
+    inputs: one dict per input file read: absolute path, source, bytes, sha256 of the raw bytes (hashed while
+    reading). tokenizer: the tokenizer's name with its library version; tokens_estimated says whether the
+    counts come from an estimate; rejected_tokens says how rejected documents' tokens were obtained.
+    removals: per source and reason in pipeline order (step, reason, docs, chars, tokens, tokens_exact).
+    Each source also lists its shards with n_input = n_kept + n_rejected. No timestamps, so equal inputs
+    in the same place give an identical manifest.
     """
 
     version: int
