@@ -1,15 +1,45 @@
-"""The prepare stage: assemble and clean the sources into Parquet with every rejected document kept."""
+"""The prepare stage: assemble and clean the sources into Parquet with every rejected document kept.
+
+The shard work runs in a subflow on the task runner `runtime` asks for: threads, or Dask through
+prefect-dask (a LocalCluster, or the scheduler at `runtime.dask_address`).
+"""
 
 import json
 import sys
 from pathlib import Path
 
-from prefect import flow
+from prefect import flow, unmapped
 
+from campaign.config import DataConfig, RuntimeConfig
 from campaign.errors import CampaignError
 from flows.common import StageParams, failed, stage_run
+from flows.runners import task_runner_for
 from tasks.config import load_campaign
-from tasks.prepare import clean_sources, ensure_demo_inputs, record_dataset
+from tasks.prepare import (
+    PrepareRecord,
+    clean_shard,
+    dedup_task,
+    ensure_demo_inputs,
+    finalise_task,
+    plan_shards_task,
+    record_dataset,
+    write_manifest_task,
+)
+
+
+@flow(name="prepare-shards")
+def prepare_shards(data: DataConfig, ws) -> PrepareRecord:
+    """Plan, clean every shard (mapped), dedup, finalise every source (mapped), write the manifest."""
+    shards = plan_shards_task(data, ws.data_dir)
+    summaries = [f.result() for f in clean_shard.map(shards, unmapped(data), unmapped(ws.data_dir))]
+    stats = dedup_task(summaries, data, ws.data_dir)
+    names = [s.name for s in data.sources]
+    results = [f.result() for f in finalise_task.map(names, unmapped(summaries), unmapped(ws.data_dir))]
+    return write_manifest_task(data, ws, summaries, results, stats)
+
+
+def run_prepare_shards(data: DataConfig, ws, runtime: RuntimeConfig) -> PrepareRecord:
+    return prepare_shards.with_options(task_runner=task_runner_for(runtime))(data, ws)
 
 
 @flow(name="prepare", log_prints=False)
@@ -18,7 +48,7 @@ def prepare(params: StageParams = StageParams()):
         loaded, ws = load_campaign(params.config, params.overrides, params.workspace)
         with stage_run(ws, "prepare", loaded.digest) as run_id:
             ensure_demo_inputs(loaded.config.data, loaded.config.seed)
-            record = clean_sources(loaded.config.data, ws)
+            record = run_prepare_shards(loaded.config.data, ws, loaded.config.runtime)
             manifest = json.loads(Path(record.manifest_path).read_text())
             record_dataset(ws, run_id, manifest)
             return record

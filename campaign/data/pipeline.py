@@ -147,7 +147,8 @@ def dedup_pass(summaries: Sequence[ShardSummary], data: DataConfig, work_dir: Pa
     near_clusters = largest = candidates = 0
     if n and cleaning.near_dedup.enabled:
         has = np.concatenate([t.column("has_sig").to_numpy(zero_copy_only=False) for t in tables])
-        bands = np.concatenate([t.column("bands").combine_chunks().flatten().to_numpy().reshape(t.num_rows, -1)
+        width = cleaning.near_dedup.bands
+        bands = np.concatenate([t.column("bands").combine_chunks().flatten().to_numpy().reshape(t.num_rows, width)
                                 for t in tables])
         eligible = has & (reason == 0)
         candidates = int(eligible.sum())
@@ -186,6 +187,54 @@ class SourceResult:
     n_kept: int
 
 
+ROW_GROUP_ROWS = 2048
+ROW_GROUP_TEXT_BYTES = 32 * 2**20
+
+
+class RowGroupWriter:
+    """A Parquet writer whose row groups depend only on the sequence of rows written, never on how the
+    rows arrive (so the file is byte-identical however the input was sharded or batched). A row group
+    closes at `ROW_GROUP_ROWS` rows or once its text reaches `ROW_GROUP_TEXT_BYTES`, bounding memory."""
+
+    def __init__(self, path: Path, schema: pa.Schema) -> None:
+        self._writer = pq.ParquetWriter(path, schema, compression="zstd")
+        self._schema = schema
+        self._pending: list[pa.Table] = []
+        self._rows = 0
+        self._bytes = 0
+
+    def write(self, table: pa.Table) -> None:
+        if not table.num_rows:
+            return
+        sizes = pc.binary_length(table.column("text")).to_numpy(zero_copy_only=False)
+        start = 0
+        for i, size in enumerate(sizes.tolist()):
+            self._rows += 1
+            self._bytes += size
+            if self._rows >= ROW_GROUP_ROWS or self._bytes >= ROW_GROUP_TEXT_BYTES:
+                self._pending.append(table.slice(start, i + 1 - start))
+                self._flush()
+                start = i + 1
+        if start < table.num_rows:
+            self._pending.append(table.slice(start))
+
+    def _flush(self) -> None:
+        if self._pending:
+            group = pa.concat_tables(self._pending).combine_chunks()
+            self._writer.write_table(group, row_group_size=group.num_rows)
+        self._pending, self._rows, self._bytes = [], 0, 0
+
+    def close(self) -> None:
+        self._flush()
+        self._writer.close()
+
+    def __enter__(self) -> RowGroupWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def finalise_source(source_name: str, summaries: Sequence[ShardSummary], data_dir: Path) -> SourceResult:
     """Write clean/<source>.parquet and rejected/<source>.parquet from the source's shard parts."""
     data_dir = Path(data_dir)
@@ -207,12 +256,11 @@ def finalise_source(source_name: str, summaries: Sequence[ShardSummary], data_di
     dedup_chars: Counter[str] = Counter()
     dedup_tokens: Counter[str] = Counter()
     tokens_kept = chars_kept = bytes_kept = n_kept = 0
-    with pq.ParquetWriter(clean_tmp, CLEAN_SCHEMA, compression="zstd") as clean_w, \
-            pq.ParquetWriter(rejected_tmp, REJECTED_SCHEMA, compression="zstd") as rejected_w:
+    with RowGroupWriter(clean_tmp, CLEAN_SCHEMA) as clean_w, RowGroupWriter(rejected_tmp, REJECTED_SCHEMA) as rejected_w:
         for s in mine:
             folder = work_dir / "shards" / s.key
             for batch in pq.ParquetFile(folder / REJECTED).iter_batches(batch_size=4096):
-                rejected_w.write_table(pa.Table.from_batches([batch], REJECTED_SCHEMA))
+                rejected_w.write(pa.Table.from_batches([batch], REJECTED_SCHEMA))
             gone = removals.get(s.index, {})
             counts: Counter[str] = Counter()
             offset = 0
@@ -223,7 +271,7 @@ def finalise_source(source_name: str, summaries: Sequence[ShardSummary], data_di
                 drop = np.array([r in gone for r in rows.tolist()], dtype=bool)
                 keep_table = table.filter(pa.array(~drop)) if drop.any() else table
                 if keep_table.num_rows:
-                    clean_w.write_table(keep_table)
+                    clean_w.write(keep_table)
                     n_kept += keep_table.num_rows
                     tokens_kept += int(pc.sum(keep_table.column("n_tokens")).as_py() or 0)
                     bytes_kept += int(pc.sum(keep_table.column("n_bytes")).as_py() or 0)
@@ -242,7 +290,7 @@ def finalise_source(source_name: str, summaries: Sequence[ShardSummary], data_di
                                             ("file", rec["file"]), ("line", rec["line"]), ("reason", why),
                                             ("detail", detail), ("text", rec["text"])):
                             out[name].append(value)
-                    rejected_w.write_table(pa.table(out, schema=REJECTED_SCHEMA))
+                    rejected_w.write(pa.table(out, schema=REJECTED_SCHEMA))
             dedup_counts[s.key] = dict(counts)
     files = []
     for kind, tmp, final in ((CLEAN_DIR, clean_tmp, clean_path), (REJECTED_DIR, rejected_tmp, rejected_path)):

@@ -64,8 +64,8 @@ REJECTED_SCHEMA = pa.schema([
     ("line", pa.int64()),
     ("reason", pa.string()),
     ("detail", pa.string()),
-    ("text", pa.string()),          # as read (not normalised); "" when there was none
-])
+    ("text", pa.string()),          # as read for reader and rule rejections ("" when there was none);
+])                                  # normalised for duplicates (what was compared)
 
 
 def sig_schema(bands: int) -> pa.Schema:
