@@ -1,9 +1,12 @@
 """Document quality rules: Gopher repetition, Gopher quality, C4 and FineWeb, each group switchable.
 
-`apply_filters(text, cleaning)` runs the enabled groups in FineWeb's order (size cap, Gopher repetition,
-Gopher quality, C4, FineWeb; shared/reference/data-prep.md §1.1) and returns the first failing rule's
-`Rejection`, or the text to keep (C4's line rules edit it). Reason codes are named like datatrove's
-`stats.json` counters (with a "c4_"/"fineweb_" prefix) so counts can be compared rule by rule.
+`apply_filters(text, cleaning)` runs the enabled groups in order (size cap, Gopher quality, Gopher
+repetition, C4, FineWeb) and returns the first failing rule's
+`Rejection`, or the text to keep (C4's line rules edit it). Quality before repetition is MassiveWeb's
+order (Rae et al. 2021, App. A: quality filtering, then repetition removal); FineWeb's pipeline runs the
+repetition filter first. The order decides only which reason a document failing both is counted under,
+never whether it is kept. Reason codes are named like datatrove's `stats.json` counters (with a
+"c4_"/"fineweb_" prefix) so counts can be compared rule by rule.
 
 How things are counted (texts are already normalised: LF line ends, no control characters):
 * words: `str.split()` pieces (whitespace-delimited, punctuation attached), as Dolma's Gopher tagger does.
@@ -109,15 +112,15 @@ def filter_reasons(cleaning: CleaningConfig | None = None) -> tuple[str, ...]:
     """Every filter reason in pipeline order (all of them when `cleaning` is None, else the enabled ones)."""
     rep = cleaning.gopher_repetition if cleaning else GopherRepetitionConfig()
     reasons = [TOO_LARGE]
+    if cleaning is None or cleaning.gopher_quality:
+        reasons += [GOPHER_SHORT_DOC, GOPHER_LONG_DOC, GOPHER_BELOW_AVG_THRESHOLD, GOPHER_ABOVE_AVG_THRESHOLD,
+                    GOPHER_TOO_MANY_HASHES, GOPHER_TOO_MANY_ELLIPSIS, GOPHER_TOO_MANY_BULLETS,
+                    GOPHER_TOO_MANY_END_ELLIPSIS, GOPHER_BELOW_ALPHA_THRESHOLD, GOPHER_ENOUGH_STOP_WORDS]
     if cleaning is None or rep.enabled:
         reasons += [DUP_PARA_FRAC, DUP_PARA_CHAR_FRAC, DUP_LINE_FRAC, DUP_LINE_CHAR_FRAC]
         top = [n for n, _ in rep.top_ngram_char_fractions] if cleaning else [2, 3, 4]
         dup = [n for n, _ in rep.duplicate_ngram_char_fractions] if cleaning else list(range(5, 11))
         reasons += [TOP_NGRAM.format(n=n) for n in top] + [DUPLICATED_NGRAMS.format(n=n) for n in dup]
-    if cleaning is None or cleaning.gopher_quality:
-        reasons += [GOPHER_SHORT_DOC, GOPHER_LONG_DOC, GOPHER_BELOW_AVG_THRESHOLD, GOPHER_ABOVE_AVG_THRESHOLD,
-                    GOPHER_TOO_MANY_HASHES, GOPHER_TOO_MANY_ELLIPSIS, GOPHER_TOO_MANY_BULLETS,
-                    GOPHER_TOO_MANY_END_ELLIPSIS, GOPHER_BELOW_ALPHA_THRESHOLD, GOPHER_ENOUGH_STOP_WORDS]
     if cleaning is None or cleaning.c4.enabled:
         reasons += [C4_LOREM_IPSUM, C4_CURLY_BRACKET, C4_TOO_FEW_SENTENCES]
     if cleaning is None or cleaning.fineweb.enabled:
@@ -417,9 +420,9 @@ class _Group:
 
 
 _GROUPS = (
+    _Group("gopher_quality", lambda c: c.gopher_quality, check=check_quality),
     _Group("gopher_repetition", lambda c: c.gopher_repetition.enabled,
            check=lambda s, c: check_repetition(s, c.gopher_repetition)),
-    _Group("gopher_quality", lambda c: c.gopher_quality, check=check_quality),
     _Group("c4", lambda c: c.c4.enabled, edit=lambda t, c: apply_c4(t, c.c4)),
     _Group("fineweb", lambda c: c.fineweb.enabled, check=lambda s, c: check_fineweb(s, c.fineweb)),
 )

@@ -192,7 +192,7 @@ def test_each_group_can_be_switched_off() -> None:
     spam = PARA + " " + " ".join(["buy now"] * 40)
     assert _reason(spam, CleaningConfig(gopher_repetition=NO_REP)) is None
     assert _reason("too short", CleaningConfig(gopher_quality=False)) is None
-    assert F.filter_reasons(CleaningConfig())[:2] == (F.TOO_LARGE, F.DUP_PARA_FRAC)
+    assert F.filter_reasons(CleaningConfig())[:2] == (F.TOO_LARGE, F.GOPHER_SHORT_DOC)
     assert F.C4_LOREM_IPSUM not in F.filter_reasons(CleaningConfig()) and F.C4_LOREM_IPSUM in F.filter_reasons(ALL)
 
 
