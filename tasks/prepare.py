@@ -20,6 +20,7 @@ from campaign.data.pipeline import (
     finalise_source,
     finish_run,
     plan_run,
+    prepare_data,
     start_run,
     work_dir_of,
     write_run_manifest,
@@ -84,6 +85,17 @@ def write_manifest_task(data: DataConfig, ws: store.Workspace, summaries: list[S
                         results: list[SourceResult], stats: DedupStats) -> PrepareRecord:
     manifest = write_run_manifest(data, ws.data_dir, summaries, results, stats)
     finish_run(ws.data_dir)
+    return _publish(manifest, ws)
+
+
+@task(name="clean-sources", cache_policy=None)
+def clean_sources(data: DataConfig, ws: store.Workspace) -> PrepareRecord:
+    """The whole prepare in this one task, shards one after another (no task runner needed)."""
+    return _publish(prepare_data(data, ws.data_dir), ws)
+
+
+def _publish(manifest: dict, ws: store.Workspace) -> PrepareRecord:
+    """The small record the flow passes on, the sources and removals table artifacts, one log line."""
     record = PrepareRecord(
         data_digest=manifest["data_digest"],
         n_input=manifest["totals"]["n_input"],

@@ -18,6 +18,7 @@ and reports every problem of the run in one DataError, each with its fix, instea
 from __future__ import annotations
 
 import fnmatch
+import itertools
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -254,7 +255,7 @@ def plan_shards(data: DataConfig) -> list[Shard]:
             else:
                 n = -(-size // data.shard_bytes)
                 bounds = [size * i // n for i in range(n + 1)]
-                ranges = list(zip(bounds[:-1], bounds[1:], strict=True))
+                ranges = list(itertools.pairwise(bounds))
             for part, (start, stop) in enumerate(ranges):
                 shards.append(Shard(index=len(shards), source_index=s_index, source=source.name,
                                     path=str(path.absolute()), name=name, file_index=f_index, part=part,

@@ -28,7 +28,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 import pyarrow as pa
@@ -228,7 +228,7 @@ class RowGroupWriter:
         self._flush()
         self._writer.close()
 
-    def __enter__(self) -> RowGroupWriter:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -439,6 +439,23 @@ def read_json(path: Path) -> Any:
     return json.loads(Path(path).read_text())
 
 
-__all__ = ["EXACT_DUPLICATE", "NEAR_DUPLICATE", "REASONS", "CLEAN_SCHEMA", "REJECTED_SCHEMA", "DedupStats",
-           "SourceResult", "check_problems", "dedup_pass", "finalise_source", "plan_run", "prepare_data",
-           "removal_table", "shard_dir", "step_of", "write_run_manifest", "start_run", "finish_run"]
+__all__ = [
+    "CLEAN_SCHEMA",
+    "EXACT_DUPLICATE",
+    "NEAR_DUPLICATE",
+    "REASONS",
+    "REJECTED_SCHEMA",
+    "DedupStats",
+    "SourceResult",
+    "check_problems",
+    "dedup_pass",
+    "finalise_source",
+    "finish_run",
+    "plan_run",
+    "prepare_data",
+    "removal_table",
+    "shard_dir",
+    "start_run",
+    "step_of",
+    "write_run_manifest",
+]

@@ -51,7 +51,7 @@ KEPT_RAW_CHARS = 10_000  # of an unparseable record, the rejected table keeps th
 _CORRUPT_FIX = "re-copy it or remove it"
 _BLOCK = 1 << 20
 
-__all__ = ["READER_REASONS", "RawDocument", "FileDigest", "read_shard", "read_source", "source_files"]
+__all__ = ["READER_REASONS", "FileDigest", "RawDocument", "read_shard", "read_source", "source_files"]
 
 
 @dataclass(frozen=True, slots=True)

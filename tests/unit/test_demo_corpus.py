@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 import pyarrow.parquet as pq
+import pytest
 
 from campaign.config import CleaningConfig, DataConfig, GopherRepetitionConfig, NearDedupConfig
 from campaign.data import REASONS, prepare_data, write_demo_corpus
