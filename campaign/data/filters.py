@@ -19,7 +19,8 @@ How things are counted (texts are already normalised: LF line ends, no control c
   of all lines; alpha words = words with at least one alphabetic character (`str.isalpha`).
   The stop-word rule is the paper's: the document must contain at least `min_stop_words` *different*
   words of {the, be, to, of, and, that, have, with} (Rae et al. 2021, App. A: "do not contain at least two
-  of the following English words"), matched case-insensitively after stripping surrounding punctuation.
+  of the following English words"), matched case-insensitively where not part of a longer word (so
+  "The", "(of)" and "to." count, and so does "to" in "up-to-date").
   datatrove 0.10.1 counts occurrences instead, so "the the" passes there and fails here.
 * Gopher repetition (Rae et al. 2021, Table A1): duplicate line/paragraph fraction = elements equal to an
   earlier element, of all elements; their character fraction = characters of those repeats, of all
@@ -97,7 +98,8 @@ _CITATION = re.compile(r"\[\d*]|\[edit]|\[citation needed]")
 _SENTENCE_END = re.compile(r"[.!?]+(?:\s|$)")
 # Terminal punctuation for FineWeb's line rule: Latin, CJK and other scripts' full stops, closing quotes.
 TERMINAL_PUNCTUATION = tuple(".!?;:\"'”’»)]…。！？｡︒﹒．।॥։؟۔܀܁܂።፧፨᙮᠃᠉⁇⁈⁉‼‽")
-_PUNCT_STRIP = "".join(sorted(set("\"'()[]{}<>.,;:!?-–—…«»“”‘’*_`")))
+_STOP_WORD = re.compile(r"(?<![\w])(?:" + "|".join(sorted(STOP_WORDS)) + r")(?![\w])", re.IGNORECASE)
+_NO_LETTER_WORD = re.compile(r"(?<!\S)(?:[^\w\s]|[\d_])+(?!\S)")
 _PARAGRAPHS = re.compile(r"\n{2,}")
 
 
@@ -163,20 +165,19 @@ class TextStats:
 
     @cached_property
     def n_alpha_words(self) -> int:
-        # a letter is a character with str.isalpha(), as in datatrove; the isalpha() shortcut covers most words
-        return sum(1 for w in self.words if w.isalpha() or any(map(str.isalpha, w)))
+        """Words with at least one letter (a character of Unicode category L*, as `str.isalpha`): all words
+        minus the whitespace-delimited runs made only of digits, "_" and punctuation (one regex pass)."""
+        return self.n_words - len(_NO_LETTER_WORD.findall(self.text))
 
-    @cached_property
-    def stop_words_present(self) -> frozenset[str]:
-        """The distinct Gopher stop words in the text (case-insensitive, surrounding punctuation stripped)."""
-        found = set()
-        for w in self.text.lower().split():
-            if w in STOP_WORDS:
-                found.add(w)
-            elif len(w) > 2:
-                stripped = w.strip(_PUNCT_STRIP)
-                if stripped in STOP_WORDS:
-                    found.add(stripped)
+    def stop_words_present(self, enough: int = 8) -> frozenset[str]:
+        """The distinct Gopher stop words in the text, found up to `enough` of them: a stop word counts when
+        it is bounded by whitespace, punctuation or the text's ends ("The", "(of)", "to." count; "other",
+        "tothe" do not), case-insensitively."""
+        found: set[str] = set()
+        for match in _STOP_WORD.finditer(self.text):
+            found.add(match.group(0).lower())
+            if len(found) >= enough:
+                break
         return frozenset(found)
 
     @cached_property
@@ -320,7 +321,7 @@ def check_quality(stats: TextStats, cfg: CleaningConfig) -> Rejection | None:
         return Rejection(GOPHER_BELOW_ALPHA_THRESHOLD,
                          f"words with a letter {fraction:.3f} < {cfg.min_alpha_word_fraction:g}")
     if cfg.min_stop_words:
-        found = stats.stop_words_present
+        found = stats.stop_words_present(cfg.min_stop_words)
         if len(found) < cfg.min_stop_words:
             shown = ", ".join(sorted(found)) or "none"
             return Rejection(GOPHER_ENOUGH_STOP_WORDS, f"{len(found)} different stop words ({shown}) < "
