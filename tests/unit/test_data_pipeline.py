@@ -344,3 +344,19 @@ def test_licence_texts_through_the_pipeline(tmp_path: Path) -> None:
     # licences quote each other's paragraphs: the shorter ones fail min_words, the repeated ones are duplicates
     para_reasons = run.stats["paragraphs"]["by_reason"]
     assert para_reasons["gopher_short_doc"] > 0 and para_reasons["exact_duplicate"] > 0
+
+
+def test_removal_table_in_the_catalog(two_sources: DataConfig, tmp_path: Path) -> None:
+    from campaign import store
+
+    ws = store.Workspace(tmp_path / "ws")
+    manifest = prepare_data(two_sources, ws.data_dir)
+    store.record_dataset(ws, "run-1", manifest)
+    store.record_dataset(ws, "run-2", manifest)  # the same digest again adds nothing
+    with store.catalog(ws, read_only=True) as con:
+        rows = con.execute("SELECT source, position, step, reason, n_documents, n_chars, n_tokens, tokens_exact "
+                           "FROM removals ORDER BY position").fetchall()
+    assert [(r[0], r[2], r[3], r[4]) for r in rows] == [
+        (r["source"], r["step"], r["reason"], r["docs"]) for r in manifest["removals"]]
+    assert [r[1] for r in rows] == list(range(len(rows)))
+    assert all(r[5] > 0 for r in rows) and [r[7] for r in rows] == [False, False, True, True]
