@@ -5,7 +5,9 @@ prefect-dask (a LocalCluster, or the scheduler at `runtime.dask_address`).
 """
 
 import json
+import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 from prefect import flow, unmapped
@@ -39,7 +41,28 @@ def prepare_shards(data: DataConfig, ws) -> PrepareRecord:
 
 
 def run_prepare_shards(data: DataConfig, ws, runtime: RuntimeConfig) -> PrepareRecord:
-    return prepare_shards.with_options(task_runner=task_runner_for(runtime))(data, ws)
+    runner = task_runner_for(runtime)
+    if runtime.task_runner != "dask":
+        return prepare_shards.with_options(task_runner=runner)(data, ws)
+    with _workers_use_this_api():
+        return prepare_shards.with_options(task_runner=runner)(data, ws)
+
+
+@contextmanager
+def _workers_use_this_api():
+    """Dask worker processes inherit the environment, not Prefect's settings: without PREFECT_API_URL each
+    would start a temporary API server of its own (and time out doing so). Export this process's API URL
+    (the temporary server's, when the CLI started one) while the LocalCluster runs."""
+    if os.environ.get("PREFECT_API_URL"):
+        yield
+        return
+    from prefect.client.orchestration import get_client
+
+    os.environ["PREFECT_API_URL"] = str(get_client(sync_client=True).api_url)
+    try:
+        yield
+    finally:
+        os.environ.pop("PREFECT_API_URL", None)
 
 
 @flow(name="prepare", log_prints=False)
