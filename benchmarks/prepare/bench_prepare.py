@@ -26,7 +26,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from pathlib import Path
 
 import psutil
@@ -37,21 +37,33 @@ DATATROVE_PY = Path(os.environ.get("DATATROVE_PY", "/work/peers/datatrove-venv/b
 
 
 def _measure(cmd: list[str], env: dict | None = None) -> dict:
+    """Wall time, CPU seconds and peak RSS of a command's whole process tree.
+
+    CPU: the last user+system time seen for every process of the tree (sampled every 0.1 s, so a process
+    that lives less than a sample is missed), or getrusage(RUSAGE_CHILDREN) when that is larger (it only
+    covers descendants that were waited for, e.g. not pool workers that are terminated)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=REPO, text=True)
     peak = [0]
-    busy = [0.0]
+    cpu_by_pid: dict[int, float] = {}
 
     def sample() -> None:
         root = psutil.Process(proc.pid)
         while proc.poll() is None:
             try:
                 tree = [root, *root.children(recursive=True)]
-                rss = sum(p.memory_info().rss for p in tree if p.is_running())
-                peak[0] = max(peak[0], rss)
             except psutil.Error:
-                pass
+                break
+            rss = 0
+            for p in tree:
+                try:
+                    rss += p.memory_info().rss
+                    t = p.cpu_times()
+                    cpu_by_pid[p.pid] = t.user + t.system
+                except psutil.Error:
+                    pass
+            peak[0] = max(peak[0], rss)
             time.sleep(0.1)
 
     thread = threading.Thread(target=sample, daemon=True)
@@ -60,12 +72,13 @@ def _measure(cmd: list[str], env: dict | None = None) -> dict:
     thread.join()
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    busy[0] = cpu / wall
+    rusage_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    cpu = max(sum(cpu_by_pid.values()), rusage_cpu)
     if proc.returncode != 0:
         print(out[-4000:])
         raise SystemExit(f"command failed ({proc.returncode}): {' '.join(cmd)}")
-    return {"wall_s": wall, "cpu_s": cpu, "peak_rss_mb": peak[0] / 2**20, "cores_busy": busy[0], "log": out}
+    return {"wall_s": wall, "cpu_s": cpu, "peak_rss_mb": peak[0] / 2**20, "cores_busy": cpu / wall,
+            "processes": len(cpu_by_pid), "log": out}
 
 
 def campaign_cmd(corpus: Path, ws: Path, workers: int, tokenizer: str, runner: str) -> list[str]:
@@ -132,8 +145,12 @@ def main() -> None:
     args = ap.parse_args()
     corpus = args.corpus.resolve()
     mb = sum(p.stat().st_size for p in corpus.glob("*.jsonl")) / 1e6
-    n_docs = sum(1 for p in corpus.glob("*.jsonl") for _ in open(p, "rb"))
-    env = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_LOGGING_LEVEL": "WARNING"}
+    n_docs = 0
+    for path in corpus.glob("*.jsonl"):
+        with open(path, "rb") as handle:
+            n_docs += sum(1 for _ in handle)
+    env = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_LOGGING_LEVEL": "WARNING",
+           "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120"}  # the machine is shared and busy
     results: dict[str, list[dict]] = defaultdict(list)
     for run in range(args.runs):
         shutil.rmtree(args.scratch, ignore_errors=True)
