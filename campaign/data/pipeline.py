@@ -62,8 +62,9 @@ from campaign.data.shards import (
     shard_dir,
 )
 from campaign.data.tokens import TOKENIZER_BACKEND
+from campaign.errors import DataError
 from campaign.files import sha256_file
-from campaign.tokenizer import is_estimate, load_tokenizer
+from campaign.tokenizer import check_spec, is_estimate, load_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -100,9 +101,9 @@ def work_dir_of(data_dir: Path) -> Path:
 
 
 def plan_run(data: DataConfig) -> list[Shard]:
-    """Every shard of the run; raises one DataError naming every unusable input. Loads the tokenizer once
-    so a bad `data.tokenizer` fails before any work."""
-    load_tokenizer(data.tokenizer)
+    """Every shard of the run; raises one DataError naming every unusable input. Checks `data.tokenizer`
+    first, so a bad one fails before any work (without building a vocabulary here: the workers do)."""
+    check_spec(data.tokenizer)
     return plan_shards(data)
 
 
@@ -312,7 +313,11 @@ def write_run_manifest(data: DataConfig, data_dir: Path, summaries: Sequence[Sha
                        results: Sequence[SourceResult], dedup: DedupStats) -> Manifest:
     """Assemble per-source stats and the removal table, check conservation, write manifest.json last."""
     data_dir = Path(data_dir)
-    tokenizer = load_tokenizer(data.tokenizer)
+    names = sorted({s.tokenizer for s in summaries if s.tokenizer})
+    if len(names) > 1:  # workers with different library versions: the counts are not comparable
+        raise DataError(f"shards were counted with different tokenizers: {', '.join(names)}",
+                        fix="install the same bpe-openai / tokenizers version on every worker, then prepare again")
+    tokenizer_name = names[0] if names else load_tokenizer(data.tokenizer).name
     by_source = {r.name: r for r in results}
     wanted = {f"{s.name}.parquet" for s in data.sources}
     for kind in (CLEAN_DIR, REJECTED_DIR):  # files of sources no longer configured, temp files of killed writes
@@ -360,7 +365,7 @@ def write_run_manifest(data: DataConfig, data_dir: Path, summaries: Sequence[Sha
             "chars_in": chars_in, "chars_kept": result.chars_kept,
             "chars_edited": sum(s.chars_edited for s in mine),
             "chars_by_reason": {r: int(chars_by_reason[r]) for r in ordered},
-            "bytes_kept": result.bytes_kept, "tokenizer": tokenizer.name, "shards": shards,
+            "bytes_kept": result.bytes_kept, "tokenizer": tokenizer_name, "shards": shards,
         }
         entries = {f["kind"]: f for f in result.files}
         files += result.files
@@ -383,7 +388,7 @@ def write_run_manifest(data: DataConfig, data_dir: Path, summaries: Sequence[Sha
                      for s in summaries if s.file_sha256), key=lambda e: (e["source"], e["path"]))
     digest = data_digest(data_dir / CLEAN_DIR)
     manifest: Manifest = {  # type: ignore[typeddict-unknown-key]
-        "version": MANIFEST_VERSION, "data_digest": digest, "tokenizer": tokenizer.name,
+        "version": MANIFEST_VERSION, "data_digest": digest, "tokenizer": tokenizer_name,
         "tokenizer_spec": data.tokenizer, "tokenizer_backend": TOKENIZER_BACKEND,
         "tokens_estimated": is_estimate(data.tokenizer),
         "rejected_tokens": "estimated for documents rejected by a reader or rule (their characters x the "

@@ -39,7 +39,7 @@ from campaign.errors import DataError
 from campaign.files import atomic_write_json
 from campaign.tokenizer import load_tokenizer
 
-PIPELINE_VERSION = 2  # bump when a change alters what a shard writes for the same input and config
+PIPELINE_VERSION = 3  # bump when a change alters what a shard writes for the same input and config
 MARKER = "done.json"
 KEPT = "kept.parquet"
 REJECTED = "rejected.parquet"
@@ -99,6 +99,7 @@ class ShardSummary:
     file_bytes: int | None = None  # raw bytes of the whole file, when this shard hashed it
     file_sha256: str | None = None
     problem: dict[str, str] | None = None  # a whole-file failure: where, message, fix
+    tokenizer: str = ""  # the tokenizer's name with its library version, as the worker loaded it
     reused: bool = False
 
     def to_dict(self) -> dict[str, Any]:
@@ -170,6 +171,7 @@ def _process(shard: Shard, data: DataConfig, out: Path, summary: ShardSummary) -
     cleaning = data.cleaning
     near = cleaning.near_dedup
     tokenizer = load_tokenizer(data.tokenizer)
+    summary.tokenizer = tokenizer.name
     digest = FileDigest()
     by_reason: Counter[str] = Counter()
     chars_by_reason: Counter[str] = Counter()
