@@ -37,7 +37,9 @@ How things are counted (texts are already normalised: LF line ends, no control c
   the line has "lorem ipsum", drop a line with "javascript", remove the page if the line has "{", drop a
   line with a policy phrase. Sentences = terminal marks (. ! ?) followed by a space or the line end, in
   the kept lines (datatrove uses a sentence splitter); fewer than `min_sentences` removes the page.
-  Kept lines are joined with "\\n"; the characters dropped are reported as edits of kept documents.
+  Kept lines are joined with "\\n"; the characters dropped are reported as edits of kept documents. A
+  document whose edited text falls below Gopher's `min_words` is removed as gopher_short_doc (the clean
+  data must meet the length bounds the data-quality gate checks).
 * FineWeb (Penedo et al. 2024, §3): over non-empty lines, remove if the fraction ending in terminal
   punctuation (`TERMINAL_PUNCTUATION`) is at most 0.12, if the fraction of lines of 30 characters or fewer
   is at least 0.67, or if characters in repeated lines are at least 0.1 of the characters (newlines not
@@ -405,6 +407,11 @@ def apply_filters(text: str, cleaning: CleaningConfig) -> FilterResult:
                 return FilterResult(text, rejection, stats, 0)
             if new_text != stats.text:
                 stats = TextStats(new_text)
+                # the kept text must still meet Gopher's length bounds (data_checks asserts them on clean data)
+                if cleaning.gopher_quality and stats.n_words < cleaning.min_words:
+                    return FilterResult(text, Rejection(GOPHER_SHORT_DOC, f"{stats.n_words} words after C4 line "
+                                                                          f"edits < min_words {cleaning.min_words}"),
+                                        stats, 0)
             continue
         rejection = group.check(stats, cleaning)
         if rejection is not None:

@@ -39,7 +39,7 @@ from campaign.errors import DataError
 from campaign.files import atomic_write_json
 from campaign.tokenizer import load_tokenizer
 
-PIPELINE_VERSION = 3  # bump when a change alters what a shard writes for the same input and config
+PIPELINE_VERSION = 4  # bump when a change alters what a shard writes for the same input and config
 MARKER = "done.json"
 KEPT = "kept.parquet"
 REJECTED = "rejected.parquet"

@@ -246,3 +246,12 @@ def test_mixture_report() -> None:
     assert rows[1]["relative_gap"] == -0.5
     empty = mixture_report({}, {"web": 2.0})
     assert empty == [{"source": "web", "tokens": 0.0, "share": 0.0, "planned_share": 1.0, "relative_gap": -1.0}]
+
+
+def test_c4_edits_that_leave_too_few_words_remove_the_document() -> None:
+    c4 = CleaningConfig(min_words=13, gopher_repetition=NO_REP, c4=C4Config(enabled=True, min_sentences=1))
+    text = ("The cat and the dog sat on the mat all day long.\n"
+            "Please enable javascript to see the rest of this page and that is all.")
+    assert F.check_document(text, c4.model_copy(update={"c4": C4Config(enabled=False)})) is None  # 26 words
+    rejection = F.check_document(text, c4)
+    assert rejection.reason == F.GOPHER_SHORT_DOC and "after C4 line edits" in rejection.detail
