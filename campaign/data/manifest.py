@@ -1,6 +1,6 @@
 """The data manifest: which clean files a prepare run wrote, their hashes, and the data digest.
 
-`manifest.json` is written last by `write_prepared`, so its presence marks a finished prepare. The data
+`manifest.json` is written last by `write_run_manifest`, so its presence marks a finished prepare. The data
 digest identifies the clean data: sha256 over the sorted (file name, file sha256) pairs of clean/*.parquet.
 """
 

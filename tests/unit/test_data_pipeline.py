@@ -1,4 +1,4 @@
-"""prepare_sources / write_prepared: invariants, cross-source dedup, atomic outputs, manifest and digest."""
+"""prepare_data: invariants, cross-source dedup, resume after a kill, sharding invariance, manifest and digest."""
 
 from __future__ import annotations
 
