@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from campaign.config import load_config
-from campaign.data import prepare_sources, write_demo_corpus
+from campaign.data import prepare_data, write_demo_corpus
 from campaign.plan import make_plan, search_layouts
 from campaign.sim import simulate
 from campaign.window import window_inputs
@@ -49,9 +49,10 @@ def main() -> None:
         write_demo_corpus(Path(tmp), seed=7)
         demo = load_config(REPO / "configs/campaigns/demo.yaml", [
             f"data.sources.0.path={tmp}/web/*.jsonl", f"data.sources.1.path={tmp}/docs/*.parquet"]).config
-        t, prepared = _median_s(lambda: prepare_sources(demo.data), repeats)
-        chars = sum(s["chars_in"] for s in prepared.stats.values())
-        print(f"prepare_sources demo corpus: {t:.3f} s median of {repeats} ({chars / t / 1e6:.2f} M chars/s)")
+        t, manifest = _median_s(lambda: prepare_data(demo.data, Path(tmp) / "out"), repeats)
+        chars = manifest["totals"]["chars_in"]
+        print(f"prepare_data demo corpus: {t:.3f} s median of {repeats} ({chars / t / 1e6:.2f} M chars/s, "
+              f"{manifest['tokenizer']})")
 
 
 if __name__ == "__main__":

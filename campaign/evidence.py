@@ -22,8 +22,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from campaign.config import DataConfig
+from campaign.data.inputs import source_files
 from campaign.data.manifest import CLEAN_DIR, MANIFEST_NAME, REJECTED_DIR, manifest_data_digest
-from campaign.data.readers import source_files
 from campaign.errors import CampaignError, DataError
 from campaign.files import sha256_file
 

@@ -12,8 +12,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from campaign.data.tokens import count_tokens_many
+import numpy as np
+
 from campaign.evidence import DataEvidence
+from campaign.tokenizer import load_tokenizer
 
 # Order is the order the validate table prints.
 REQUIRED_GATES: tuple[str, ...] = (
@@ -56,7 +58,7 @@ def data_figures(evidence: DataEvidence, tokenizer: str) -> dict[str, dict[str, 
         names = _column(f.table, "source", default=f.source)
         if f.kind == "clean":
             texts = [t or "" for t in _column(f.table, "text", default="")]
-            counted = count_tokens_many(texts, tokenizer)
+            counted = np.asarray(load_tokenizer(tokenizer).count_many(texts), dtype=np.int64)
             column = _column(f.table, "n_tokens", default=None)
             for i, (source, n) in enumerate(zip(names, counted.tolist(), strict=True)):
                 row = fig(str(source))

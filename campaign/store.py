@@ -307,6 +307,10 @@ def record_dataset(ws: Workspace, run_id: str, manifest: dict[str, Any]) -> int:
             for reason, count in sorted(source["by_reason"].items()):
                 con.execute("INSERT INTO rejections VALUES (?, ?, ?, ?)", [digest, source["name"], reason, count])
             rows += 1
+        for position, row in enumerate(manifest.get("removals", [])):  # per source and reason, pipeline order
+            con.execute("INSERT INTO removals VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        [digest, row["source"], position, row["step"], row["reason"], row["docs"], row["chars"],
+                         row["tokens"], row["tokens_exact"]])
         return rows
 
 

@@ -267,6 +267,14 @@ class Gpt2PretokenEstimate:
         raise self._refuse()
 
 
+def check_spec(spec: str) -> None:
+    """Raise the ConfigError `load_tokenizer` would for a bad spec, without building a BPE vocabulary
+    (a tokenizer.json is loaded: that is quick and the only way to know it is usable)."""
+    if spec in BUILTIN_SPECS:
+        return
+    load_tokenizer(spec)
+
+
 def is_estimate(spec: str) -> bool:
     """True when `spec` names a counting estimate rather than a real vocabulary."""
     return spec in ESTIMATES

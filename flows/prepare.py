@@ -1,15 +1,68 @@
-"""The prepare stage: assemble and clean the sources into Parquet with every rejected document kept."""
+"""The prepare stage: assemble and clean the sources into Parquet with every rejected document kept.
+
+The shard work runs in a subflow on the task runner `runtime` asks for: threads, or Dask through
+prefect-dask (a LocalCluster, or the scheduler at `runtime.dask_address`).
+"""
 
 import json
+import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
-from prefect import flow
+from prefect import flow, unmapped
 
+from campaign.config import DataConfig, RuntimeConfig
 from campaign.errors import CampaignError
 from flows.common import StageParams, failed, stage_run
+from flows.runners import task_runner_for
 from tasks.config import load_campaign
-from tasks.prepare import clean_sources, ensure_demo_inputs, record_dataset
+from tasks.prepare import (
+    PrepareRecord,
+    clean_shard,
+    dedup_task,
+    ensure_demo_inputs,
+    finalise_task,
+    plan_shards_task,
+    record_dataset,
+    write_manifest_task,
+)
+
+
+@flow(name="prepare-shards")
+def prepare_shards(data: DataConfig, ws) -> PrepareRecord:
+    """Plan, clean every shard (mapped), dedup, finalise every source (mapped), write the manifest."""
+    shards = plan_shards_task(data, ws.data_dir)
+    summaries = [f.result() for f in clean_shard.map(shards, unmapped(data), unmapped(ws.data_dir))]
+    stats = dedup_task(summaries, data, ws.data_dir)
+    names = [s.name for s in data.sources]
+    results = [f.result() for f in finalise_task.map(names, unmapped(summaries), unmapped(ws.data_dir))]
+    return write_manifest_task(data, ws, summaries, results, stats)
+
+
+def run_prepare_shards(data: DataConfig, ws, runtime: RuntimeConfig) -> PrepareRecord:
+    runner = task_runner_for(runtime)
+    if runtime.task_runner != "dask":
+        return prepare_shards.with_options(task_runner=runner)(data, ws)
+    with _workers_use_this_api():
+        return prepare_shards.with_options(task_runner=runner)(data, ws)
+
+
+@contextmanager
+def _workers_use_this_api():
+    """Dask worker processes inherit the environment, not Prefect's settings: without PREFECT_API_URL each
+    would start a temporary API server of its own (and time out doing so). Export this process's API URL
+    (the temporary server's, when the CLI started one) while the LocalCluster runs."""
+    if os.environ.get("PREFECT_API_URL"):
+        yield
+        return
+    from prefect.client.orchestration import get_client
+
+    os.environ["PREFECT_API_URL"] = str(get_client(sync_client=True).api_url)
+    try:
+        yield
+    finally:
+        os.environ.pop("PREFECT_API_URL", None)
 
 
 @flow(name="prepare", log_prints=False)
@@ -17,9 +70,9 @@ def prepare(params: StageParams = StageParams()):
     try:
         loaded, ws = load_campaign(params.config, params.overrides, params.workspace)
         with stage_run(ws, "prepare", loaded.digest) as run_id:
-            data = loaded.config.data.in_workspace(ws.root)
+            data = loaded.config.data.in_workspace(ws.root)  # `{workspace}/...` paths: this workspace's own
             ensure_demo_inputs(data, loaded.config.seed)
-            record = clean_sources(data, ws)
+            record = run_prepare_shards(data, ws, loaded.config.runtime)
             manifest = json.loads(Path(record.manifest_path).read_text())
             record_dataset(ws, run_id, manifest)
             return record

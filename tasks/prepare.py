@@ -1,4 +1,4 @@
-"""Prepare: clean every source, write clean and rejected Parquet and the manifest, record the dataset."""
+"""Prepare: plan shards, clean each shard (mapped), dedup globally, write one file per source and the manifest."""
 
 from __future__ import annotations
 
@@ -10,8 +10,22 @@ from prefect.artifacts import create_table_artifact
 
 from campaign import store
 from campaign.config import DataConfig
-from campaign.data import prepare_sources, write_demo_corpus, write_prepared
-from campaign.evidence import input_identities
+from campaign.data import write_demo_corpus
+from campaign.data.inputs import Shard
+from campaign.data.pipeline import (
+    DedupStats,
+    SourceResult,
+    check_problems,
+    dedup_pass,
+    finalise_source,
+    finish_run,
+    plan_run,
+    prepare_data,
+    start_run,
+    work_dir_of,
+    write_run_manifest,
+)
+from campaign.data.shards import ShardSummary, run_shard
 
 
 @dataclass(frozen=True)
@@ -34,13 +48,54 @@ def ensure_demo_inputs(data: DataConfig, seed: int) -> int:
     return len(counts)
 
 
+@task(name="plan-shards", cache_policy=None)
+def plan_shards_task(data: DataConfig, data_dir: Path) -> list[Shard]:
+    start_run(data_dir)
+    shards = plan_run(data)
+    get_run_logger().info("%d shards from %d files", len(shards), len({s.path for s in shards}))
+    return shards
+
+
+@task(name="clean-shard", cache_policy=None, task_run_name="clean-shard-{shard.key}")
+def clean_shard(shard: Shard, data: DataConfig, data_dir: Path) -> ShardSummary:
+    summary = run_shard(shard, data, work_dir_of(data_dir))
+    if summary.problem:
+        get_run_logger().warning("%s: %s", summary.problem["where"], summary.problem["message"])
+    elif summary.reused:
+        get_run_logger().info("shard %s already finished; reused", shard.key)
+    return summary
+
+
+@task(name="dedup", cache_policy=None)
+def dedup_task(summaries: list[ShardSummary], data: DataConfig, data_dir: Path) -> DedupStats:
+    check_problems(summaries)
+    stats = dedup_pass(summaries, data, work_dir_of(data_dir))
+    get_run_logger().info("dedup: %d exact duplicates, %d near duplicates in %d clusters (largest %d)",
+                          stats.exact_removed, stats.near_removed, stats.near_clusters, stats.largest_cluster)
+    return stats
+
+
+@task(name="finalise-source", cache_policy=None, task_run_name="finalise-{name}")
+def finalise_task(name: str, summaries: list[ShardSummary], data_dir: Path) -> SourceResult:
+    return finalise_source(name, summaries, data_dir)
+
+
+@task(name="write-manifest", cache_policy=None)
+def write_manifest_task(data: DataConfig, ws: store.Workspace, summaries: list[ShardSummary],
+                        results: list[SourceResult], stats: DedupStats) -> PrepareRecord:
+    manifest = write_run_manifest(data, ws.data_dir, summaries, results, stats)
+    finish_run(ws.data_dir)
+    return _publish(manifest, ws)
+
+
 @task(name="clean-sources", cache_policy=None)
 def clean_sources(data: DataConfig, ws: store.Workspace) -> PrepareRecord:
-    """`data` is the config's section placed in the workspace (`DataConfig.in_workspace`)."""
-    inputs = input_identities(data)  # the inputs' identities go into the manifest and so into the data digest
-    prepared = prepare_sources(data)
-    manifest = write_prepared(prepared, ws.data_dir, data.production_digest(), inputs)
-    stats = manifest["sources"]
+    """The whole prepare in this one task, shards one after another (no task runner needed)."""
+    return _publish(prepare_data(data, ws.data_dir), ws)
+
+
+def _publish(manifest: dict, ws: store.Workspace) -> PrepareRecord:
+    """The small record the flow passes on, the sources and removals table artifacts, one log line."""
     record = PrepareRecord(
         data_digest=manifest["data_digest"],
         n_input=manifest["totals"]["n_input"],
@@ -52,9 +107,15 @@ def clean_sources(data: DataConfig, ws: store.Workspace) -> PrepareRecord:
     create_table_artifact(key="prepare-sources", description=f"data digest {record.data_digest[:12]}", table=[
         {"source": s["name"], "input": s["n_input"], "kept": s["n_kept"], "rejected": s["n_rejected"],
          "tokens": s["tokens_kept"], "top_reasons": ", ".join(f"{r} {n}" for r, n in sorted(
-             s["by_reason"].items(), key=lambda kv: -kv[1])[:4])} for s in stats])
-    get_run_logger().info("prepared %s documents in, %s kept, %s rejected, %s tokens; data digest %s",
-                          record.n_input, record.n_kept, record.n_rejected, record.n_tokens, record.data_digest[:12])
+             s["by_reason"].items(), key=lambda kv: -kv[1])[:4])} for s in manifest["sources"]])
+    create_table_artifact(
+        key="prepare-removals",
+        description=f"removed per source and reason in pipeline order ({manifest['tokenizer']}; "
+                    "tokens estimated where tokens_exact is false)",
+        table=manifest["removals"] or [{"source": "", "step": "", "reason": "nothing removed", "docs": 0}])
+    get_run_logger().info("prepared %s documents in, %s kept, %s rejected, %s tokens (%s); data digest %s",
+                          record.n_input, record.n_kept, record.n_rejected, record.n_tokens, manifest["tokenizer"],
+                          record.data_digest[:12])
     return record
 
 

@@ -1,6 +1,6 @@
 """The data manifest: which files a prepare run wrote, their hashes, its inputs, and the data digest.
 
-`manifest.json` is written last by `write_prepared`, so its presence marks a finished prepare. The data digest
+`manifest.json` is written last by `write_run_manifest`, so its presence marks a finished prepare. The data digest
 (`manifest_data_digest`) covers everything a data gate reads: the manifest itself (its inputs with their sha256,
 the production digest of the `data:` section, the per-source figures), every clean and rejected file it lists,
 and the `data:` section of the config that judges it. `.written.json` lists every file campaign ever wrote in the
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from campaign.errors import DataError
-from campaign.files import atomic_write_json, sha256_file
+from campaign.files import atomic_write_json
 
 MANIFEST_NAME = "manifest.json"
 CLEAN_DIR = "clean"
@@ -31,8 +31,13 @@ class Manifest(TypedDict):
     n_rejected, by_reason, tokens_kept, tokens_rejected, tokens_by_reason, chars_in, chars_kept,
     chars_by_reason, bytes_kept), plus share / planned_share / relative_gap of tokens against weights.
     files: one dict per Parquet file: path, kind ("clean" or "rejected"), source, rows, bytes, sha256.
-    mixture: `mixture_report` rows. totals: sums over sources. No paths of inputs and no timestamps, so
-    equal inputs give an identical manifest.
+    mixture: `mixture_report` rows. totals: sums over sources.
+    inputs: one dict per input file read: absolute path, source, bytes, sha256 of the raw bytes (hashed while
+    reading). tokenizer: the tokenizer's name with its library version; tokens_estimated says whether the
+    counts come from an estimate; rejected_tokens says how rejected documents' tokens were obtained.
+    removals: per source and reason in pipeline order (step, reason, docs, chars, tokens, tokens_exact).
+    Each source also lists its shards with n_input = n_kept + n_rejected. No timestamps, so equal inputs
+    in the same place give an identical manifest.
     """
 
     version: int
@@ -47,19 +52,6 @@ class Manifest(TypedDict):
     inputs: list[dict[str, Any]]     # each input file read: path, bytes, sha256
 
 
-def clean_file_hashes(clean_dir: Path) -> dict[str, str]:
-    """{file name: sha256} of every clean/*.parquet file, read once so digest and verification can share it."""
-    return {p.name: sha256_file(p) for p in sorted(Path(clean_dir).glob("*.parquet"), key=lambda p: p.name)}
-
-
-def digest_of_hashes(hashes: dict[str, str]) -> str:
-    """sha256 over the sorted "name<TAB>sha256<LF>" lines."""
-    digest = hashlib.sha256()
-    for name in sorted(hashes):
-        digest.update(f"{name}\t{hashes[name]}\n".encode())
-    return digest.hexdigest()
-
-
 WRITTEN_LEDGER = ".written.json"
 
 
@@ -67,6 +59,10 @@ def manifest_data_digest(manifest: dict[str, Any], file_hashes: dict[str, str], 
     """The data digest: sha256 over the canonical manifest (without its own `data_digest`), the sha256 of every
     file it lists as read now ({relative path: sha256}) and the production digest of the judging `data:` section."""
     body = {k: v for k, v in manifest.items() if k != "data_digest"}
+    # Run history is not data: whether a shard was reused by a resumed prepare must not change the digest.
+    body["sources"] = [{**src, "shards": [{k: v for k, v in shard.items() if k != "reused"}
+                                          for shard in src.get("shards", [])]} if isinstance(src, dict) else src
+                       for src in manifest.get("sources", [])]
     digest = hashlib.sha256()
     digest.update(b"campaign-data-digest/2\n")
     digest.update(json.dumps(body, sort_keys=True, separators=(",", ":"), default=str).encode())
@@ -94,11 +90,6 @@ def record_written(data_dir: Path, rel_paths: list[str]) -> None:
     atomic_write_json(Path(data_dir) / WRITTEN_LEDGER, sorted(known | set(rel_paths)))
 
 
-def data_digest(clean_dir: Path) -> str:
-    """sha256 over the sorted "name<TAB>sha256<LF>" lines of every clean/*.parquet file."""
-    return digest_of_hashes(clean_file_hashes(clean_dir))
-
-
 def write_manifest(data_dir: Path, manifest: Manifest) -> Path:
     return atomic_write_json(Path(data_dir) / MANIFEST_NAME, manifest)
 
@@ -122,31 +113,3 @@ def read_manifest(data_dir: Path) -> Manifest | None:
     return obj  # type: ignore[return-value]
 
 
-def verify_clean_files(data_dir: Path, hashes: dict[str, str] | None = None) -> list[str]:
-    """Messages for each clean file that changed, vanished or appeared since prepare (empty if all match).
-
-    `hashes` ({file name: sha256}, from `clean_file_hashes`) saves hashing the files a second time."""
-    data_dir = Path(data_dir)
-    label = data_dir.name
-    try:
-        manifest = read_manifest(data_dir)
-    except DataError:
-        manifest = None
-    if manifest is None:
-        return [f"{label}/{MANIFEST_NAME} is missing or unreadable; run `campaign prepare` first"]
-    listed = {entry["path"]: entry for entry in manifest["files"] if entry.get("kind") == CLEAN_DIR}
-    present = {f"{CLEAN_DIR}/{p.name}": p for p in sorted((data_dir / CLEAN_DIR).glob("*.parquet"))}
-    if hashes is None:
-        hashes = clean_file_hashes(data_dir / CLEAN_DIR)
-    messages = []
-    for rel, entry in sorted(listed.items()):
-        path = present.get(rel)
-        if path is None:
-            messages.append(f"{label}/{rel} is missing (listed in {MANIFEST_NAME}); run `campaign prepare` again")
-            continue
-        actual = hashes.get(path.name) or sha256_file(path)
-        if actual != entry["sha256"]:
-            messages.append(f"{label}/{rel} changed since prepare (sha256 {entry['sha256'][:8]}… → {actual[:8]}…)")
-    for rel in sorted(set(present) - set(listed)):
-        messages.append(f"{label}/{rel} is not in {MANIFEST_NAME} (added since prepare); remove it or prepare again")
-    return messages

@@ -1,7 +1,8 @@
 """Text normalisation applied before filtering, hashing and counting.
 
 `normalise_text` is idempotent (normalising twice changes nothing), so exact dedup on its output treats
-texts that differ only in Unicode composition, trailing spaces, line endings or blank-line runs as equal.
+texts that differ only in Unicode composition, control characters, trailing spaces, line endings or
+blank-line runs as equal.
 """
 
 from __future__ import annotations
@@ -10,21 +11,29 @@ import re
 import unicodedata
 
 _BLANK_RUN = re.compile(r"\n{4,}")  # four newlines = three or more blank lines in a row
-# C0 control characters (NUL included) except tab, line feed and carriage return, DEL, and C1 controls.
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+# Line breaks other than LF: CRLF, lone CR, vertical tab, form feed, NEL, line/paragraph separators.
+_LINE_BREAKS = re.compile("\r\n|[\r\x0b\x0c\x85\u2028\u2029]")
+# C0 controls except tab and LF, DEL, C1 controls, and lone surrogates (never valid in UTF-8).
+_CONTROL = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f\ud800-\udfff]")
+_MAYBE_DIRTY = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
 
 def normalise_text(text: str) -> str:
     """Normalise one document's text.
 
-    0. Control characters (NUL and the rest of C0 but tab and line breaks, DEL, C1) removed: they carry no text.
-    1. Unicode NFC (composed form), so "e" + U+0301 and "é" hash alike.
-    2. Trailing whitespace removed from every line; this also turns CRLF line endings into LF.
-    3. Runs of more than two blank lines collapsed to two (paragraph breaks survive, padding does not).
-    4. Leading and trailing whitespace of the whole document stripped.
+    1. Line breaks unified to LF: CRLF, a lone CR, vertical tab, form feed, NEL, U+2028 and U+2029 (what
+       `str.splitlines` treats as line ends) each become one "\\n".
+    2. Control characters removed: NUL and the other C0 controls except tab and LF, DEL, the C1 controls
+       (U+0080-U+009F) and lone surrogates. They carry no text and break tools downstream.
+    3. Unicode NFC (composed form), so "e" + U+0301 and "é" hash alike.
+    4. Trailing whitespace removed from every line.
+    5. Runs of more than two blank lines collapsed to two (paragraph breaks survive, padding does not).
+    6. Leading and trailing whitespace of the whole document stripped.
     """
-    text = _CONTROL.sub("", text)
-    if not unicodedata.is_normalized("NFC", text):
+    if _MAYBE_DIRTY.search(text):
+        text = _LINE_BREAKS.sub("\n", text)
+        text = _CONTROL.sub("", text)
+    if not text.isascii() and not unicodedata.is_normalized("NFC", text):
         text = unicodedata.normalize("NFC", text)
     text = "\n".join(line.rstrip() for line in text.split("\n"))
     text = _BLANK_RUN.sub("\n\n\n", text)

@@ -1,25 +1,44 @@
-"""Prepare training data: read, normalise, filter, deduplicate and count every source; write it atomically.
+"""Prepare training data at any size: shards in parallel, then global dedup passes, then one file per source.
 
-`prepare_sources` is pure (config in, Arrow tables and stats out). Every input record ends up in exactly
-one of `clean` or `rejected` (with a reason code), so per source n_input = n_kept + n_rejected.
-`write_prepared` writes clean/ and rejected/ Parquet files, then manifest.json last. Equal input gives
-byte-identical files and the same data digest.
+Stages (each a plain function; `tasks/prepare.py` runs the same ones as Prefect tasks, the shard stage
+mapped over shards on threads or Dask):
+1. `plan_run`: find the inputs and cut them into shards; every unreadable input is reported at once.
+2. `run_shard` (campaign.data.shards) per shard: read, normalise, filter, count tokens, sign; parts + marker.
+   A shard that hits a file-level failure returns it; `check_problems` then reports all of them together.
+3. `dedup_pass`: exact dedup on the 128-bit prefix of each kept text's sha256 across all shards and sources
+   (first occurrence kept, in run order: sources in config order, files sorted, lines in order), then
+   MinHash LSH near-dedup on what is left (campaign.data.minhash). Reads only the small `sig` parts.
+4. `finalise_source` per source: stream the source's shard parts into clean/<source>.parquet and
+   rejected/<source>.parquet (zstd, one row group per batch), dropping what dedup removed into rejected
+   with the kept document's id.
+5. `write_run_manifest`: manifest.json last (its presence marks a finished prepare), with the inputs
+   read (path, bytes, sha256), per-source and per-shard counts, and the removal table.
+
+Conservation: for every shard and every source, input documents = kept + rejected (asserted; a failure
+is a bug). Memory is bounded by the batch size in stages 2 and 4; stage 3 holds about 150 bytes per kept
+document (hash, 14 band keys, id), e.g. 1.5 GB for 10 M documents.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-from collections import Counter
+import shutil
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
-from campaign.config import CleaningConfig, DataConfig, SourceConfig
-from campaign.data.dedup import EXACT_DUPLICATE, ExactDeduplicator, text_sha256
-from campaign.data.filters import FILTER_REASONS, TextStats, check_document
+from campaign.config import DataConfig
+from campaign.data.dedup import EXACT_DUPLICATE
+from campaign.data.filters import filter_reasons
+from campaign.data.inputs import InputProblem, Shard, plan_shards, problems_error
 from campaign.data.manifest import (
     CLEAN_DIR,
     MANIFEST_NAME,
@@ -31,196 +50,433 @@ from campaign.data.manifest import (
     write_manifest,
     written_files,
 )
+from campaign.data.minhash import clusters
 from campaign.data.mixture import mixture_report
-from campaign.data.normalise import normalise_text
-from campaign.data.readers import READER_REASONS, read_source
-from campaign.data.tokens import TOKENIZER_BACKEND, count_tokens_many
-from campaign.files import atomic_write_parquet, sha256_file
+from campaign.data.readers import READER_REASONS
+from campaign.data.shards import (
+    CLEAN_SCHEMA,
+    KEPT,
+    REJECTED,
+    REJECTED_SCHEMA,
+    SIG,
+    ShardSummary,
+    run_shard,
+    shard_dir,
+)
+from campaign.data.tokens import TOKENIZER_BACKEND
+from campaign.errors import DataError
+from campaign.files import sha256_file
+from campaign.tokenizer import check_spec, is_estimate, load_tokenizer
 
 log = logging.getLogger(__name__)
 
+NEAR_DUPLICATE = "near_duplicate"
+WORK_DIR = "_work"
+DEDUP_FILE = "dedup.parquet"
 # Every reason a document can be rejected for, in the order the pipeline applies them.
-REASONS: tuple[str, ...] = READER_REASONS + FILTER_REASONS + (EXACT_DUPLICATE,)
+REASONS: tuple[str, ...] = READER_REASONS + filter_reasons() + (EXACT_DUPLICATE, NEAR_DUPLICATE)
 
-CLEAN_SCHEMA = pa.schema([
-    ("doc_id", pa.string()),
-    ("source", pa.string()),
-    ("text", pa.string()),          # normalised text
-    ("n_words", pa.int64()),        # str.split() words
-    ("n_tokens", pa.int64()),       # under DataConfig.tokenizer
-    ("n_bytes", pa.int64()),        # UTF-8 bytes of text
-    ("text_sha256", pa.string()),
-    ("file", pa.string()),          # relative to the source glob's fixed prefix
-    ("line", pa.int64()),           # 1-based line (JSONL) or row (Parquet)
-])
+REMOVAL_STEPS = {**{r: "read" for r in READER_REASONS}, EXACT_DUPLICATE: "exact_dedup",
+                 NEAR_DUPLICATE: "near_dedup"}
 
-REJECTED_SCHEMA = pa.schema([
-    ("doc_id", pa.string()),
-    ("source", pa.string()),
-    ("file", pa.string()),
-    ("line", pa.int64()),
-    ("reason", pa.string()),
-    ("detail", pa.string()),
-    ("text", pa.string()),          # as read (not normalised); "" when there was none
-])
+
+def step_of(reason: str) -> str:
+    """The pipeline step a reason belongs to (read, size, gopher_repetition, gopher_quality, c4, fineweb...)."""
+    if reason in REMOVAL_STEPS:
+        return REMOVAL_STEPS[reason]
+    if reason == "too_large":
+        return "size"
+    if reason.startswith("gopher_"):
+        return "gopher_quality"
+    if reason.startswith("c4_"):
+        return "c4"
+    if reason.startswith("fineweb_"):
+        return "fineweb"
+    return "gopher_repetition"
+
+
+def work_dir_of(data_dir: Path) -> Path:
+    return Path(data_dir) / WORK_DIR
+
+
+# ------------------------------------------------------------------------------------------------ stages
+
+
+def plan_run(data: DataConfig) -> list[Shard]:
+    """Every shard of the run; raises one DataError naming every unusable input. Checks `data.tokenizer`
+    first, so a bad one fails before any work (without building a vocabulary here: the workers do)."""
+    check_spec(data.tokenizer)
+    return plan_shards(data)
+
+
+def check_problems(summaries: Sequence[ShardSummary]) -> None:
+    """Raise one DataError listing every file that failed part-way through its shard."""
+    problems = [InputProblem(**s.problem) for s in summaries if s.problem]
+    if problems:
+        unique = list({(p.where, p.message): p for p in problems}.values())
+        raise problems_error(unique)
 
 
 @dataclass(frozen=True)
-class PreparedData:
-    """Per-source clean and rejected tables and stats, in config order."""
-
-    clean: dict[str, pa.Table]
-    rejected: dict[str, pa.Table]
-    stats: dict[str, dict[str, Any]]
-    tokenizer: str
-    weights: dict[str, float]
-
-    def token_counts(self) -> dict[str, int]:
-        return {name: int(s["tokens_kept"]) for name, s in self.stats.items()}
-
-    def mixture(self) -> list[dict]:
-        return mixture_report({k: float(v) for k, v in self.token_counts().items()}, self.weights)
+class DedupStats:
+    exact_removed: int
+    near_removed: int
+    near_clusters: int  # clusters with more than one member
+    largest_cluster: int
+    candidates: int  # documents that entered near-dedup
 
 
-def prepare_sources(data: DataConfig) -> PreparedData:
-    """Read and clean every source in config order, with exact dedup across all of them.
-
-    Raises DataError for a source whose glob matches nothing or a file that cannot be read as a whole.
-    """
-    dedup = ExactDeduplicator()
-    clean: dict[str, pa.Table] = {}
-    rejected: dict[str, pa.Table] = {}
-    stats: dict[str, dict[str, Any]] = {}
-    for index, source in enumerate(data.sources):
-        clean[source.name], rejected[source.name], stats[source.name] = prepare_source(
-            source, data.cleaning, data.tokenizer, dedup, index=index)
-        s = stats[source.name]
-        log.info("prepared source %s: %d in, %d kept, %d rejected %s, %d %s tokens kept", source.name,
-                 s["n_input"], s["n_kept"], s["n_rejected"], s["by_reason"], s["tokens_kept"], data.tokenizer)
-    return PreparedData(clean=clean, rejected=rejected, stats=stats, tokenizer=data.tokenizer,
-                        weights={s.name: s.weight for s in data.sources})
-
-
-def prepare_source(source: SourceConfig, cleaning: CleaningConfig, tokenizer: str,
-                   dedup: ExactDeduplicator | None = None, *, index: int = 0
-                   ) -> tuple[pa.Table, pa.Table, dict[str, Any]]:
-    """One source: (clean table, rejected table, stats). Pass a shared `dedup` to dedup across sources."""
-    dedup = dedup if dedup is not None else ExactDeduplicator()
-    kept: dict[str, list] = {name: [] for name in CLEAN_SCHEMA.names if name != "n_tokens"}
-    rej: dict[str, list] = {name: [] for name in REJECTED_SCHEMA.names}
-    n_input = chars_in = 0
-    for doc in read_source(source, index):
-        n_input += 1
-        chars_in += len(doc.text)
-        reason, detail, text = doc.reason, doc.detail, doc.text
-        if reason is None:
-            text = normalise_text(doc.text)
-            text_stats = TextStats(text)
-            rejection = check_document(text, cleaning, text_stats)
-            sha = text_sha256(text)
-            if rejection is None and cleaning.exact_dedup:
-                rejection = dedup.check(sha, doc.doc_id)
-            if rejection is None:
-                for name, value in (("doc_id", doc.doc_id), ("source", doc.source), ("text", text),
-                                    ("n_words", text_stats.n_words), ("n_bytes", text_stats.n_bytes),
-                                    ("text_sha256", sha), ("file", doc.file), ("line", doc.line)):
-                    kept[name].append(value)
-                continue
-            reason, detail, text = rejection.reason, rejection.detail, doc.text
-        for name, value in (("doc_id", doc.doc_id), ("source", doc.source), ("file", doc.file),
-                            ("line", doc.line), ("reason", reason), ("detail", detail), ("text", text)):
-            rej[name].append(value)
-
-    kept_tokens = count_tokens_many(kept["text"], tokenizer)
-    rejected_tokens = count_tokens_many(rej["text"], tokenizer)
-    clean_table = pa.table({**kept, "n_tokens": kept_tokens}, schema=CLEAN_SCHEMA)
-    rejected_table = pa.table(rej, schema=REJECTED_SCHEMA)
-
-    by_reason = Counter(rej["reason"])
-    tokens_by_reason: Counter[str] = Counter()
-    chars_by_reason: Counter[str] = Counter()
-    for reason, text, n_tokens in zip(rej["reason"], rej["text"], rejected_tokens.tolist(), strict=True):
-        tokens_by_reason[reason] += n_tokens
-        chars_by_reason[reason] += len(text)
-    order = {reason: i for i, reason in enumerate(REASONS)}
-
-    def ordered(counter: Counter[str]) -> dict[str, int]:
-        return {r: int(counter[r]) for r in sorted(counter, key=lambda r: (order.get(r, len(order)), r))}
-
-    stats = {
-        "n_input": n_input,
-        "n_kept": clean_table.num_rows,
-        "n_rejected": rejected_table.num_rows,
-        "by_reason": ordered(by_reason),
-        "tokens_kept": int(np.sum(kept_tokens)),
-        "tokens_rejected": int(np.sum(rejected_tokens)),
-        "tokens_by_reason": ordered(tokens_by_reason),
-        "chars_in": chars_in,
-        "chars_kept": int(sum(map(len, kept["text"]))),
-        "chars_by_reason": ordered(chars_by_reason),
-        "bytes_kept": int(sum(kept["n_bytes"])),
-        "tokenizer": tokenizer,
-    }
-    if stats["n_input"] != stats["n_kept"] + stats["n_rejected"]:  # a bug, not bad input
-        raise AssertionError(f"source {source.name}: {n_input} in != {stats['n_kept']} kept + {stats['n_rejected']} rejected")
-    return clean_table, rejected_table, stats
+def dedup_pass(summaries: Sequence[ShardSummary], data: DataConfig, work_dir: Path) -> DedupStats:
+    """Global exact then near dedup over all shards; writes work_dir/dedup.parquet (shard, row, reason, kept)."""
+    summaries = sorted(summaries, key=lambda s: s.index)
+    cleaning = data.cleaning
+    tables = [pq.read_table(Path(work_dir) / "shards" / s.key / SIG) for s in summaries]
+    shard_of = np.concatenate([np.full(t.num_rows, s.index, dtype=np.int64) for s, t in zip(summaries, tables,
+                                                                                          strict=True)] or
+                              [np.zeros(0, dtype=np.int64)])
+    local = np.concatenate([np.arange(t.num_rows, dtype=np.int64) for t in tables] or [np.zeros(0, np.int64)])
+    n = len(shard_of)
+    doc_ids = pa.chunked_array([t.column("doc_id") for t in tables], pa.string()) if tables else None
+    keep_as = np.arange(n, dtype=np.int64)
+    reason = np.zeros(n, dtype=np.int8)  # 0 kept, 1 exact, 2 near
+    if n and cleaning.exact_dedup:
+        hi = np.concatenate([t.column("key_hi").to_numpy() for t in tables])
+        lo = np.concatenate([t.column("key_lo").to_numpy() for t in tables])
+        keys = np.empty(n, dtype=[("hi", "<u8"), ("lo", "<u8")])
+        keys["hi"], keys["lo"] = hi, lo
+        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        keep_as = first[inverse.reshape(-1)].astype(np.int64)
+        reason[keep_as != np.arange(n)] = 1
+    near_clusters = largest = candidates = 0
+    if n and cleaning.near_dedup.enabled:
+        has = np.concatenate([t.column("has_sig").to_numpy(zero_copy_only=False) for t in tables])
+        width = cleaning.near_dedup.bands
+        bands = np.concatenate([t.column("bands").combine_chunks().flatten().to_numpy().reshape(t.num_rows, width)
+                                for t in tables])
+        eligible = has & (reason == 0)
+        candidates = int(eligible.sum())
+        roots = clusters(bands, eligible)
+        near = eligible & (roots != np.arange(n))
+        reason[near] = 2
+        keep_as[near] = roots[near]
+        if near.any():
+            sizes = Counter(roots[eligible].tolist())
+            multi = [c for c in sizes.values() if c > 1]
+            near_clusters, largest = len(multi), max(multi)
+    removed = np.flatnonzero(reason)
+    kept_ids = doc_ids.take(pa.array(keep_as[removed])) if len(removed) else pa.array([], pa.string())
+    pq.write_table(pa.table({
+        "shard": pa.array(shard_of[removed], pa.int64()),
+        "row": pa.array(local[removed], pa.int64()),
+        "reason": pa.array(np.where(reason[removed] == 1, EXACT_DUPLICATE, NEAR_DUPLICATE).tolist(), pa.string()),
+        "kept_doc_id": kept_ids,
+    }), Path(work_dir) / DEDUP_FILE, compression="zstd")
+    return DedupStats(exact_removed=int((reason == 1).sum()), near_removed=int((reason == 2).sum()),
+                      near_clusters=near_clusters, largest_cluster=largest, candidates=candidates)
 
 
-def write_prepared(prepared: PreparedData, data_dir: Path, production_digest: str,
-                   inputs: list[dict[str, Any]] | None = None) -> Manifest:
-    """Write data_dir/clean/<source>.parquet and rejected/<source>.parquet, then manifest.json last.
+@dataclass
+class SourceResult:
+    """What finalising one source produced: file entries and dedup removals by shard."""
 
-    An existing manifest is removed first, so a run killed part-way leaves no manifest and is redone.
-    Parquet files that campaign wrote earlier for sources no longer configured (and temp files of killed
-    writes) are removed, so the data digest covers exactly this run's sources; a file campaign did not write
-    is never removed (the evidence check names it instead). `production_digest` is `DataConfig.production_digest()`
-    and `inputs` the identities of the files read (`input_identities`); both go into the manifest and the digest.
-    """
+    name: str
+    files: list[dict[str, Any]]
+    dedup: dict[str, dict[str, int]]  # shard key -> {reason: docs}
+    dedup_chars: dict[str, int]
+    dedup_tokens: dict[str, int]
+    tokens_kept: int
+    chars_kept: int
+    bytes_kept: int
+    n_kept: int
+
+
+ROW_GROUP_ROWS = 2048
+ROW_GROUP_TEXT_BYTES = 32 * 2**20
+
+
+class RowGroupWriter:
+    """A Parquet writer whose row groups depend only on the sequence of rows written, never on how the
+    rows arrive (so the file is byte-identical however the input was sharded or batched). A row group
+    closes at `ROW_GROUP_ROWS` rows or once its text reaches `ROW_GROUP_TEXT_BYTES`, bounding memory."""
+
+    def __init__(self, path: Path, schema: pa.Schema) -> None:
+        self._writer = pq.ParquetWriter(path, schema, compression="zstd")
+        self._schema = schema
+        self._pending: list[pa.Table] = []
+        self._rows = 0
+        self._bytes = 0
+
+    def write(self, table: pa.Table) -> None:
+        if not table.num_rows:
+            return
+        sizes = pc.binary_length(table.column("text")).to_numpy(zero_copy_only=False)
+        start = 0
+        for i, size in enumerate(sizes.tolist()):
+            self._rows += 1
+            self._bytes += size
+            if self._rows >= ROW_GROUP_ROWS or self._bytes >= ROW_GROUP_TEXT_BYTES:
+                self._pending.append(table.slice(start, i + 1 - start))
+                self._flush()
+                start = i + 1
+        if start < table.num_rows:
+            self._pending.append(table.slice(start))
+
+    def _flush(self) -> None:
+        if self._pending:
+            group = pa.concat_tables(self._pending).combine_chunks()
+            self._writer.write_table(group, row_group_size=group.num_rows)
+        self._pending, self._rows, self._bytes = [], 0, 0
+
+    def close(self) -> None:
+        self._flush()
+        self._writer.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def finalise_source(source_name: str, summaries: Sequence[ShardSummary], data_dir: Path) -> SourceResult:
+    """Write clean/<source>.parquet and rejected/<source>.parquet from the source's shard parts."""
     data_dir = Path(data_dir)
-    data_dir.mkdir(parents=True, exist_ok=True)
-    (data_dir / MANIFEST_NAME).unlink(missing_ok=True)
+    work_dir = work_dir_of(data_dir)
+    mine = sorted((s for s in summaries if s.source == source_name), key=lambda s: s.index)
+    dedup = pq.read_table(work_dir / DEDUP_FILE)
+    shard_col = dedup.column("shard").to_numpy()
+    removals: dict[int, dict[int, tuple[str, str]]] = defaultdict(dict)
+    wanted = {s.index for s in mine}
+    for row in dedup.filter(pa.array(np.isin(shard_col, list(wanted)))).to_pylist():
+        removals[row["shard"]][row["row"]] = (row["reason"], row["kept_doc_id"])
+    clean_path = data_dir / CLEAN_DIR / f"{source_name}.parquet"
+    rejected_path = data_dir / REJECTED_DIR / f"{source_name}.parquet"
+    record_written(data_dir, [f"{CLEAN_DIR}/{clean_path.name}", f"{REJECTED_DIR}/{rejected_path.name}"])
+    clean_tmp = clean_path.with_name(f".{clean_path.name}.tmp")
+    rejected_tmp = rejected_path.with_name(f".{rejected_path.name}.tmp")
+    for p in (clean_tmp, rejected_tmp):
+        p.parent.mkdir(parents=True, exist_ok=True)
+    dedup_counts: dict[str, dict[str, int]] = {}
+    dedup_chars: Counter[str] = Counter()
+    dedup_tokens: Counter[str] = Counter()
+    tokens_kept = chars_kept = bytes_kept = n_kept = 0
+    with RowGroupWriter(clean_tmp, CLEAN_SCHEMA) as clean_w, RowGroupWriter(rejected_tmp, REJECTED_SCHEMA) as rejected_w:
+        for s in mine:
+            folder = work_dir / "shards" / s.key
+            for batch in pq.ParquetFile(folder / REJECTED).iter_batches(batch_size=4096):
+                rejected_w.write(pa.Table.from_batches([batch], REJECTED_SCHEMA))
+            gone = removals.get(s.index, {})
+            counts: Counter[str] = Counter()
+            offset = 0
+            for batch in pq.ParquetFile(folder / KEPT).iter_batches(batch_size=4096):
+                table = pa.Table.from_batches([batch], CLEAN_SCHEMA)
+                rows = np.arange(offset, offset + table.num_rows)
+                offset += table.num_rows
+                drop = np.array([r in gone for r in rows.tolist()], dtype=bool)
+                keep_table = table.filter(pa.array(~drop)) if drop.any() else table
+                if keep_table.num_rows:
+                    clean_w.write(keep_table)
+                    n_kept += keep_table.num_rows
+                    tokens_kept += int(pc.sum(keep_table.column("n_tokens")).as_py() or 0)
+                    bytes_kept += int(pc.sum(keep_table.column("n_bytes")).as_py() or 0)
+                    chars_kept += int(pc.sum(pc.utf8_length(keep_table.column("text"))).as_py() or 0)
+                if drop.any():
+                    dropped = table.filter(pa.array(drop)).to_pylist()
+                    out = {name: [] for name in REJECTED_SCHEMA.names}
+                    for rec, r in zip(dropped, rows[drop].tolist(), strict=True):
+                        why, kept_id = gone[r]
+                        counts[why] += 1
+                        dedup_chars[why] += len(rec["text"])
+                        dedup_tokens[why] += rec["n_tokens"]
+                        detail = (f"same text as kept doc {kept_id}" if why == EXACT_DUPLICATE
+                                  else f"near-duplicate of kept doc {kept_id}")
+                        for name, value in (("doc_id", rec["doc_id"]), ("source", rec["source"]),
+                                            ("file", rec["file"]), ("line", rec["line"]), ("reason", why),
+                                            ("detail", detail), ("text", rec["text"])):
+                            out[name].append(value)
+                    rejected_w.write(pa.table(out, schema=REJECTED_SCHEMA))
+            dedup_counts[s.key] = dict(counts)
+    files = []
+    for kind, tmp, final in ((CLEAN_DIR, clean_tmp, clean_path), (REJECTED_DIR, rejected_tmp, rejected_path)):
+        tmp.replace(final)
+        files.append({"path": f"{kind}/{final.name}", "kind": kind, "source": source_name,
+                      "rows": pq.ParquetFile(final).metadata.num_rows, "bytes": final.stat().st_size,
+                      "sha256": sha256_file(final)})
+    return SourceResult(name=source_name, files=files, dedup=dedup_counts, dedup_chars=dict(dedup_chars),
+                        dedup_tokens=dict(dedup_tokens), tokens_kept=tokens_kept, chars_kept=chars_kept,
+                        bytes_kept=bytes_kept, n_kept=n_kept)
+
+
+def _ordered(counter: dict[str, int]) -> dict[str, int]:
+    order = {reason: i for i, reason in enumerate(REASONS)}
+    return {r: int(counter[r]) for r in sorted(counter, key=lambda r: (order.get(r, len(order)), r)) if counter[r]}
+
+
+def write_run_manifest(data: DataConfig, data_dir: Path, summaries: Sequence[ShardSummary],
+                       results: Sequence[SourceResult], dedup: DedupStats) -> Manifest:
+    """Assemble per-source stats and the removal table, check conservation, write manifest.json last."""
+    data_dir = Path(data_dir)
+    names = sorted({s.tokenizer for s in summaries if s.tokenizer})
+    if len(names) > 1:  # workers with different library versions: the counts are not comparable
+        raise DataError(f"shards were counted with different tokenizers: {', '.join(names)}",
+                        fix="install the same bpe-openai / tokenizers version on every worker, then prepare again")
+    tokenizer_name = names[0] if names else load_tokenizer(data.tokenizer).name
+    by_source = {r.name: r for r in results}
+    wanted = {f"{s.name}.parquet" for s in data.sources}
     owned = written_files(data_dir)
-    files: list[dict[str, Any]] = []
-    hashes: dict[str, str] = {}
-    for kind, tables in ((CLEAN_DIR, prepared.clean), (REJECTED_DIR, prepared.rejected)):
-        folder = data_dir / kind
-        folder.mkdir(parents=True, exist_ok=True)
-        wanted = {f"{name}.parquet" for name in tables}
-        for stale in sorted(folder.iterdir()):
+    for kind in (CLEAN_DIR, REJECTED_DIR):  # files of sources no longer configured, temp files of killed writes
+        for stale in sorted((data_dir / kind).iterdir()):
             name = stale.name
-            if name.startswith(".") and name.endswith(".tmp"):  # a killed atomic write: ".<file>.<random>.tmp"
-                name = name[1:].rsplit(".", 2)[0]
-                ours = f"{kind}/{name}" in owned or name in wanted
+            if name.startswith(".") and name.endswith(".tmp"):  # a killed write: ".<file>[.<random>].tmp"
+                target = name[1:].split(".parquet", 1)[0] + ".parquet"
+                ours = f"{kind}/{target}" in owned or target in wanted
             else:
+                # campaign removes only what it wrote (data/.written.json); anything else stays, and the gates
+                # name it as a file that is not in the manifest
                 ours = f"{kind}/{name}" in owned and name not in wanted
             if stale.is_file() and ours:
                 log.info("removing stale %s", stale)
                 stale.unlink()
-        record_written(data_dir, [f"{kind}/{name}" for name in sorted(wanted)])
-        for name, table in tables.items():
-            path = atomic_write_parquet(folder / f"{name}.parquet", table)
-            sha = sha256_file(path)
-            hashes[f"{kind}/{path.name}"] = sha
-            files.append({"path": f"{kind}/{path.name}", "kind": kind, "source": name, "rows": table.num_rows,
-                          "bytes": path.stat().st_size, "sha256": sha})
-    by_path = {entry["path"]: entry for entry in files}
-    mixture = prepared.mixture()
-    sources = []
-    for row, (name, stats) in zip(mixture, prepared.stats.items(), strict=True):
-        clean_file, rejected_file = f"{CLEAN_DIR}/{name}.parquet", f"{REJECTED_DIR}/{name}.parquet"
-        sources.append({"name": name, "weight": prepared.weights[name],
-                        "clean_file": clean_file, "clean_sha256": by_path[clean_file]["sha256"],
-                        "rejected_file": rejected_file, "rejected_sha256": by_path[rejected_file]["sha256"],
-                        **stats, "share": row["share"], "planned_share": row["planned_share"],
-                        "relative_gap": row["relative_gap"]})
+    sources, files, removals = [], [], []
+    for source in data.sources:
+        result = by_source[source.name]
+        mine = sorted((s for s in summaries if s.source == source.name), key=lambda s: s.index)
+        by_reason: Counter[str] = Counter()
+        chars_by_reason: Counter[str] = Counter()
+        for s in mine:
+            by_reason.update(s.by_reason)
+            chars_by_reason.update(s.chars_by_reason)
+        for s_key in result.dedup:
+            by_reason.update(result.dedup[s_key])
+        chars_by_reason.update(result.dedup_chars)
+        n_input = sum(s.n_input for s in mine)
+        chars_in = sum(s.chars_in for s in mine)
+        # Rejected documents are not tokenized: estimated from this source's kept tokens per character;
+        # dedup removals passed every rule and carry an exact count.
+        per_char = (sum(s.tokens_kept for s in mine) / sum(s.chars_kept for s in mine)
+                    if sum(s.chars_kept for s in mine) else 0.25)
+        tokens_by_reason = {r: (int(result.dedup_tokens.get(r, 0)) if r in (EXACT_DUPLICATE, NEAR_DUPLICATE)
+                                else round(chars_by_reason[r] * per_char)) for r in by_reason}
+        shards = []
+        for s in mine:
+            dedup_removed = sum(result.dedup.get(s.key, {}).values())
+            rejected = sum(s.by_reason.values()) + dedup_removed
+            kept = s.n_kept - dedup_removed
+            if s.n_input != kept + rejected:  # a bug, not bad input
+                raise AssertionError(f"shard {s.key}: {s.n_input} in != {kept} kept + {rejected} rejected")
+            shards.append({"key": s.key, "file": s.name, "part": s.part, "n_input": s.n_input, "n_kept": kept,
+                           "n_rejected": rejected, "reused": s.reused})
+        n_rejected = sum(by_reason.values())
+        if n_input != result.n_kept + n_rejected:
+            raise AssertionError(f"source {source.name}: {n_input} in != {result.n_kept} kept + {n_rejected} rejected")
+        ordered = _ordered(by_reason)
+        stats = {
+            "n_input": n_input, "n_kept": result.n_kept, "n_rejected": n_rejected, "by_reason": ordered,
+            "tokens_kept": result.tokens_kept, "tokens_rejected": int(sum(tokens_by_reason.values())),
+            "tokens_by_reason": {r: int(tokens_by_reason[r]) for r in ordered},
+            "chars_in": chars_in, "chars_kept": result.chars_kept,
+            "chars_edited": sum(s.chars_edited for s in mine),
+            "chars_by_reason": {r: int(chars_by_reason[r]) for r in ordered},
+            "bytes_kept": result.bytes_kept, "tokenizer": tokenizer_name, "shards": shards,
+        }
+        entries = {f["kind"]: f for f in result.files}
+        files += result.files
+        sources.append({"name": source.name, "weight": source.weight,
+                        "clean_file": entries[CLEAN_DIR]["path"], "clean_sha256": entries[CLEAN_DIR]["sha256"],
+                        "rejected_file": entries[REJECTED_DIR]["path"],
+                        "rejected_sha256": entries[REJECTED_DIR]["sha256"], **stats})
+        for r in ordered:
+            removals.append({"source": source.name, "step": step_of(r), "reason": r, "docs": ordered[r],
+                             "chars": stats["chars_by_reason"][r], "tokens": stats["tokens_by_reason"][r],
+                             "tokens_exact": r in (EXACT_DUPLICATE, NEAR_DUPLICATE)})
+    mixture = mixture_report({s["name"]: float(s["tokens_kept"]) for s in sources},
+                             {s.name: s.weight for s in data.sources})
+    for row, src in zip(mixture, sources, strict=True):
+        src.update(share=row["share"], planned_share=row["planned_share"], relative_gap=row["relative_gap"])
     totals = {key: int(sum(s[key] for s in sources))
               for key in ("n_input", "n_kept", "n_rejected", "tokens_kept", "tokens_rejected", "chars_in",
                           "chars_kept")}
-    manifest = Manifest(version=MANIFEST_VERSION, data_digest="", tokenizer=prepared.tokenizer,
-                        tokenizer_backend=TOKENIZER_BACKEND, sources=sources, files=files, mixture=mixture,
-                        totals=totals, data_config_digest=production_digest, inputs=list(inputs or []))
-    manifest["data_digest"] = digest = manifest_data_digest(dict(manifest), hashes, production_digest)
+    inputs = sorted(({"path": s.path, "source": s.source, "bytes": s.file_bytes, "sha256": s.file_sha256}
+                     for s in summaries if s.file_sha256), key=lambda e: (e["source"], e["path"]))
+    production = data.production_digest()
+    manifest: Manifest = {  # type: ignore[typeddict-unknown-key]
+        "version": MANIFEST_VERSION, "data_digest": "", "data_config_digest": production,
+        "tokenizer": tokenizer_name,
+        "tokenizer_spec": data.tokenizer, "tokenizer_backend": TOKENIZER_BACKEND,
+        "tokens_estimated": is_estimate(data.tokenizer),
+        "rejected_tokens": "estimated for documents rejected by a reader or rule (their characters x the "
+                           "source's kept tokens per character); exact for exact and near duplicates",
+        "inputs": inputs, "sources": sources, "files": files, "mixture": mixture, "totals": totals,
+        "removals": removals,
+        "near_dedup": {**data.cleaning.near_dedup.model_dump(mode="json"), "candidates": dedup.candidates,
+                       "removed": dedup.near_removed, "clusters": dedup.near_clusters,
+                       "largest_cluster": dedup.largest_cluster, "library": "rensa RMinHash"},
+        "shards": len(summaries),
+    }
+    # The data digest covers the manifest, every file it lists and the data: section (campaign/evidence.py).
+    manifest["data_digest"] = digest = manifest_data_digest(dict(manifest), {f["path"]: f["sha256"] for f in files},
+                                                            production)
     write_manifest(data_dir, manifest)
     log.info("wrote %d clean documents (%d tokens) to %s, data digest %s", totals["n_kept"],
              totals["tokens_kept"], data_dir, digest[:12])
     return manifest
+
+
+def start_run(data_dir: Path) -> None:
+    """Remove the manifest first, so a run killed part-way leaves no manifest and is redone."""
+    (Path(data_dir) / MANIFEST_NAME).unlink(missing_ok=True)
+
+
+def finish_run(data_dir: Path) -> None:
+    """Remove the shard work folder after a finished run (its parts are now in clean/ and rejected/)."""
+    shutil.rmtree(work_dir_of(data_dir), ignore_errors=True)
+
+
+MapFn = Callable[[Callable[[Shard], ShardSummary], Iterable[Shard]], Iterable[ShardSummary]]
+
+
+def prepare_data(data: DataConfig, data_dir: Path, *, map_shards: MapFn = map, keep_work: bool = False) -> Manifest:
+    """All stages in one process (tests, benchmarks): plan, shards, dedup, finalise, manifest."""
+    data_dir = Path(data_dir)
+    start_run(data_dir)
+    shards = plan_run(data)
+    work_dir = work_dir_of(data_dir)
+    summaries = list(map_shards(lambda shard: run_shard(shard, data, work_dir), shards))
+    check_problems(summaries)
+    stats = dedup_pass(summaries, data, work_dir)
+    results = [finalise_source(s.name, summaries, data_dir) for s in data.sources]
+    manifest = write_run_manifest(data, data_dir, summaries, results, stats)
+    if not keep_work:
+        finish_run(data_dir)
+    return manifest
+
+
+def removal_table(manifest: dict) -> list[dict[str, Any]]:
+    """The removal rows of a manifest (source, step, reason, docs, chars, tokens) in pipeline order."""
+    return list(manifest.get("removals", []))
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(Path(path).read_text())
+
+
+__all__ = [
+    "CLEAN_SCHEMA",
+    "EXACT_DUPLICATE",
+    "NEAR_DUPLICATE",
+    "REASONS",
+    "REJECTED_SCHEMA",
+    "DedupStats",
+    "SourceResult",
+    "check_problems",
+    "dedup_pass",
+    "finalise_source",
+    "finish_run",
+    "plan_run",
+    "prepare_data",
+    "removal_table",
+    "shard_dir",
+    "start_run",
+    "step_of",
+    "write_run_manifest",
+]

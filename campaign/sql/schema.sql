@@ -37,6 +37,20 @@ CREATE TABLE IF NOT EXISTS rejections (
     n_documents BIGINT NOT NULL,
     PRIMARY KEY (data_digest, source, reason)
 );
+-- Prepare's removal table: documents, characters and tokens removed per source and reason, in pipeline
+-- order (position); tokens_exact is false where tokens were estimated (documents not tokenized).
+CREATE TABLE IF NOT EXISTS removals (
+    data_digest VARCHAR NOT NULL,
+    source VARCHAR NOT NULL,
+    position INTEGER NOT NULL,
+    step VARCHAR NOT NULL,
+    reason VARCHAR NOT NULL,
+    n_documents BIGINT NOT NULL,
+    n_chars BIGINT NOT NULL,
+    n_tokens BIGINT NOT NULL,
+    tokens_exact BOOLEAN NOT NULL,
+    PRIMARY KEY (data_digest, source, reason)
+);
 CREATE TABLE IF NOT EXISTS gates (
     run_id VARCHAR NOT NULL,
     gate VARCHAR NOT NULL,

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
-from campaign.config import DataConfig
-from campaign.data import REASONS, prepare_sources, write_demo_corpus, write_prepared
+from campaign.config import CleaningConfig, DataConfig, GopherRepetitionConfig, NearDedupConfig
+from campaign.data import REASONS, prepare_data, write_demo_corpus
 from campaign.data import filters as F
 from campaign.data import readers as R
 from campaign.data.demo_corpus import N_MIRRORS
@@ -16,7 +17,21 @@ from campaign.data.demo_corpus import N_MIRRORS
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, DataConfig]:
     info = write_demo_corpus(tmp_path_factory.mktemp("demo") / "corpus")
-    return info, DataConfig(sources=info["sources"])
+    # the rules the demo's expectations are written for: Gopher quality, the duplicate-line rule, exact dedup
+    rules = CleaningConfig(max_bullet_lines_fraction=1, max_ellipsis_lines_fraction=1,
+                           near_dedup=NearDedupConfig(enabled=False),
+                           gopher_repetition=GopherRepetitionConfig(
+                               max_duplicate_paragraph_fraction=1, max_duplicate_paragraph_char_fraction=1,
+                               max_duplicate_line_char_fraction=1, top_ngram_char_fractions=(),
+                               duplicate_ngram_char_fractions=()))
+    return info, DataConfig(sources=info["sources"], cleaning=rules)
+
+
+class _Prepared:
+    def __init__(self, data: DataConfig, out: Path) -> None:
+        manifest = prepare_data(data, out)
+        self.stats = {s["name"]: s for s in manifest["sources"]}
+        self.rejected = {n: pq.read_table(out / "rejected" / f"{n}.parquet") for n in self.stats}
 
 
 def test_files_and_idempotence(tmp_path: Path) -> None:
@@ -43,12 +58,12 @@ def test_every_defect_kind_is_injected(demo: tuple[dict, DataConfig]) -> None:
     assert info["expected"]["docs"]["by_reason"]["exact_duplicate"] >= 10  # cross-source copies of web pages
 
 
-def test_pipeline_catches_every_defect(demo: tuple[dict, DataConfig]) -> None:
+def test_pipeline_catches_every_defect(demo: tuple[dict, DataConfig], tmp_path: Path) -> None:
     info, data = demo
-    prepared = prepare_sources(data)
+    prepared = _Prepared(data, tmp_path / "data")
     got = {}
     for table in prepared.rejected.values():
-        got.update(zip(table["doc_id"].to_pylist(), table["reason"].to_pylist()))
+        got.update(zip(table["doc_id"].to_pylist(), table["reason"].to_pylist(), strict=True))
     assert got == info["rejections"]  # every injected defect, with its reason, and nothing else
     for name, expected in info["expected"].items():
         stats = prepared.stats[name]
@@ -66,8 +81,8 @@ def test_pipeline_catches_every_defect(demo: tuple[dict, DataConfig]) -> None:
 
 def test_demo_prepare_is_deterministic(demo: tuple[dict, DataConfig], tmp_path: Path) -> None:
     _, data = demo
-    first = write_prepared(prepare_sources(data), tmp_path / "one", data.production_digest())
-    second = write_prepared(prepare_sources(data), tmp_path / "two", data.production_digest())
+    first = prepare_data(data, tmp_path / "one")
+    second = prepare_data(data, tmp_path / "two")
     assert first["data_digest"] == second["data_digest"]
     for entry in first["files"]:
         assert (tmp_path / "one" / entry["path"]).read_bytes() == (tmp_path / "two" / entry["path"]).read_bytes()

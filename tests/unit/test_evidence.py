@@ -8,13 +8,18 @@ from pathlib import Path
 import pytest
 
 from campaign.config import DataConfig, SourceConfig
-from campaign.data import prepare_sources, write_prepared
+from campaign.data import prepare_data
 from campaign.errors import DataError
-from campaign.evidence import input_identities, read_evidence
+from campaign.evidence import read_evidence
 from campaign.gates import data_figures, data_gates
 
-PROSE = ("The committee met on Tuesday to review the plans for the new library, and it agreed that the "
-         "reading room should face the garden so that the light would be good for most of the day. ") * 4
+
+def _document(i: int) -> str:
+    """Real prose (Python's own documentation, shipped with Python): distinct paragraphs per document."""
+    from campaign.data.demo_corpus import _prose_paragraphs
+
+    paragraphs, _ = _prose_paragraphs()
+    return "\n\n".join(paragraphs[(i * 3 + k) % len(paragraphs)] for k in range(3))
 
 
 @pytest.fixture()
@@ -22,12 +27,12 @@ def prepared(tmp_path: Path) -> tuple[DataConfig, Path]:
     for name, n in (("web", 6), ("books", 4)):
         folder = tmp_path / "in" / name
         folder.mkdir(parents=True)
-        (folder / "a.jsonl").write_text("".join(json.dumps({"text": f"{name} {i}. {PROSE}"}) + "\n"
-                                                for i in range(n)))
+        offset = 0 if name == "web" else 50
+        (folder / "a.jsonl").write_text("".join(json.dumps({"text": _document(offset + i)}) + "\n" for i in range(n)))
     data = DataConfig(sources=tuple(SourceConfig(name=n, path=str(tmp_path / "in" / n / "*.jsonl"), format="jsonl",
                                                  weight=w) for n, w in (("web", 0.6), ("books", 0.4))))
     data_dir = tmp_path / "ws" / "data"
-    write_prepared(prepare_sources(data), data_dir, data.production_digest(), input_identities(data))
+    prepare_data(data, data_dir)
     return data, data_dir
 
 

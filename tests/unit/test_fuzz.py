@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 import yaml
 from hypothesis import HealthCheck, example, given, settings
@@ -20,7 +21,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from campaign.config import CampaignConfig, DataConfig, SourceConfig, load_config
-from campaign.data import prepare_sources
+from campaign.data import prepare_data
 from campaign.errors import ConfigError, DataError
 from campaign.plan import make_plan
 from campaign.sim import simulate
@@ -134,25 +135,27 @@ def test_a_mutated_corpus_keeps_every_record(tmp_path_factory, records):
     (folder / "part.jsonl").write_bytes(b"\n".join(r.replace(b"\n", b" ") for r in records) + b"\n")
     data = DataConfig(sources=(SourceConfig(name="web", path=str(folder / "*.jsonl"), format="jsonl", weight=1),))
     try:
-        prepared = prepare_sources(data)
+        manifest = prepare_data(data, folder / "data")
     except DataError:
         return
-    stats = prepared.stats["web"]
+    stats = manifest["sources"][0]
     assert stats["n_input"] == stats["n_kept"] + stats["n_rejected"]
-    assert all(prepared.rejected["web"].column("reason").to_pylist())
-    for text in prepared.clean["web"].column("text").to_pylist():
+    assert all(pq.read_table(folder / "data" / "rejected" / "web.parquet").column("reason").to_pylist())
+    for text in pq.read_table(folder / "data" / "clean" / "web.parquet").column("text").to_pylist():
         assert "\x00" not in text and not text.startswith("\ufeff")
 
 
 def test_a_byte_order_mark_and_a_symlink_loop_are_handled(tmp_path: Path):
     (tmp_path / "in" / "a").mkdir(parents=True)
-    prose = " ".join(["the quick brown fox jumps over the lazy dog and then it rests with the cat"] * 8)
+    from campaign.data.demo_corpus import _prose_paragraphs
+
+    prose = "\n\n".join(_prose_paragraphs()[0][:3])  # real prose that passes the quality and repetition rules
     (tmp_path / "in" / "a" / "part.jsonl").write_bytes(b"\xef\xbb\xbf" + json.dumps({"text": prose}).encode() + b"\n")
     (tmp_path / "in" / "a" / "loop").symlink_to(tmp_path / "in")
     data = DataConfig(sources=(SourceConfig(name="web", path=str(tmp_path / "in" / "**" / "*.jsonl"),
                                             format="jsonl", weight=1),))
-    prepared = prepare_sources(data)
-    assert prepared.stats["web"]["n_input"] == 1 and prepared.stats["web"]["n_kept"] == 1
+    stats = prepare_data(data, tmp_path / "data")["sources"][0]
+    assert stats["n_input"] == 1 and stats["n_kept"] == 1
 
 
 @pytest.mark.parametrize("value", [".nan", ".inf", "1e400", "-1", "abc"])

@@ -22,10 +22,13 @@ def test_the_plot_is_a_png():
 def test_the_report_carries_the_rehearsal(tmp_path):
     result = {"commitment_id": "c1", "window": {"start": "a", "end": "b", "hours": 48.0}, "config_digest": "x" * 64,
               "data_digest": "y" * 64, "seed": 1, "ettr": 0.9, "ettr_definition": "d", "tokens_trained": 1.0,
+              "window_utilisation": 0.5, "window_utilisation_definition": "u", "completion_days": None,
+              "planned_job_mtbf_h": None,
               "tokens_target": 2.0, "completed": False, "interruptions": {"unexpected": 1, "planned": 0,
                                                                           "by_category": {"gpu": 1}},
-              "observed_job_mtbf_h": None, "checkpoint_interval_s": {"used": 100.0},
-              "goodput_breakdown_gpu_h": {"productive": 1.0, "idle": 1.0},
+              "observed_job_mtbf_h": None, "checkpoint_interval_s": {"used": 100.0, "optimal": 120.0},
+              "goodput_breakdown_gpu_h": {"productive": 1.0, "lost_rework": 0.0, "checkpoint": 0.0, "restart": 0.0,
+                                          "waiting": 0.0, "idle_spares": 0.5, "idle_released": 0.5, "idle": 1.0},
               "power_mw": {"peak": 1.0, "mean": 1.0, "min": 1.0, "max_ramp_mw_per_s": 0.1}, "energy_mwh": 1.0,
               "cost_usd": {"compute": 1.0}}
     frame = pd.DataFrame({"day": [0.0, 1.0], "power_mw": [1.0, 1.0], "tokens_trained": [0.0, 1.0]})

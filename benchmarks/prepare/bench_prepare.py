@@ -1,0 +1,188 @@
+"""`campaign prepare` through the CLI side by side with datatrove 0.10.1: throughput per core, peak RSS,
+keep/drop agreement per rule. Run by hand (never in the test suite):
+
+    .venv/bin/python benchmarks/prepare/make_corpus.py /tmp/corpus --mb 1024 --file-mb 64
+    .venv/bin/python benchmarks/prepare/bench_prepare.py /tmp/corpus --runs 3 --workers 2 [--skip-datatrove]
+
+Both sides run the same rules (Gopher quality, Gopher repetition, C4 with filter_no_terminal_punct=False,
+FineWeb with char_duplicates_ratio 0.1) and exact dedup; campaign also runs MinHash near-dedup (14 x 8,
+word 5-grams) and counts tokens with cl100k_base (bpe-openai) unless --tokenizer says otherwise.
+Runs alternate (campaign, datatrove, campaign, ...); the table gives medians. CPU seconds are the
+user+system time of the whole process tree (Dask workers and datatrove's worker processes included),
+from getrusage(RUSAGE_CHILDREN); peak RSS is the largest sum of the tree's resident memory, sampled
+every 0.1 s with psutil.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import psutil
+import pyarrow.parquet as pq
+
+REPO = Path(__file__).resolve().parents[2]
+DATATROVE_PY = Path(os.environ.get("DATATROVE_PY", "/work/peers/datatrove-venv/bin/python"))
+
+
+def _measure(cmd: list[str], env: dict | None = None) -> dict:
+    """Wall time, CPU seconds and peak RSS of a command's whole process tree.
+
+    CPU: the last user+system time seen for every process of the tree (sampled every 0.1 s, so a process
+    that lives less than a sample is missed), or getrusage(RUSAGE_CHILDREN) when that is larger (it only
+    covers descendants that were waited for, e.g. not pool workers that are terminated)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=REPO, text=True)
+    peak = [0]
+    cpu_by_pid: dict[int, float] = {}
+
+    def sample() -> None:
+        root = psutil.Process(proc.pid)
+        while proc.poll() is None:
+            try:
+                tree = [root, *root.children(recursive=True)]
+            except psutil.Error:
+                break
+            rss = 0
+            for p in tree:
+                try:
+                    rss += p.memory_info().rss
+                    t = p.cpu_times()
+                    cpu_by_pid[p.pid] = t.user + t.system
+                except psutil.Error:
+                    pass
+            peak[0] = max(peak[0], rss)
+            time.sleep(0.1)
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    out, _ = proc.communicate()
+    thread.join()
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    rusage_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    cpu = max(sum(cpu_by_pid.values()), rusage_cpu)
+    if proc.returncode != 0:
+        print(out[-4000:])
+        raise SystemExit(f"command failed ({proc.returncode}): {' '.join(cmd)}")
+    return {"wall_s": wall, "cpu_s": cpu, "peak_rss_mb": peak[0] / 2**20, "cores_busy": cpu / wall,
+            "processes": len(cpu_by_pid), "log": out}
+
+
+def campaign_cmd(corpus: Path, ws: Path, workers: int, tokenizer: str, runner: str) -> list[str]:
+    source = json.dumps([{"name": "web", "path": f"{corpus}/*.jsonl", "format": "jsonl", "id_field": "id",
+                          "weight": 1}])
+    sets = [f"data.sources={source}", "data.demo_corpus_dir=null", f"data.tokenizer={tokenizer}",
+            "data.cleaning.c4.enabled=true", "data.cleaning.fineweb.enabled=true",
+            f"runtime.task_runner={runner}", f"runtime.max_workers={workers}"]
+    return [str(REPO / ".venv" / "bin" / "campaign"), "prepare", str(REPO / "configs/campaigns/demo.yaml"),
+            "--workspace", str(ws), *[a for s in sets for a in ("--set", s)]]
+
+
+def datatrove_cmd(corpus: Path, out: Path, workers: int) -> list[str]:
+    return [str(DATATROVE_PY), str(REPO / "benchmarks/prepare/datatrove_pipeline.py"), str(corpus), str(out),
+            "--workers", str(workers)]
+
+
+STEP_OF_DT = {"gopher_quality": "gopher_quality", "gopher_repetition": "gopher_repetition", "c4": "c4",
+              "fineweb": "fineweb", "exact_dedup": "exact_dedup"}
+
+
+def _ours(ws: Path) -> dict[str, str]:
+    from campaign.data.pipeline import step_of
+
+    table = pq.read_table(ws / "data" / "rejected" / "web.parquet", columns=["doc_id", "reason"])
+    return {d: step_of(r) for d, r in zip(table["doc_id"].to_pylist(), table["reason"].to_pylist(), strict=True)}
+
+
+def _theirs(out: Path) -> dict[str, str]:
+    dropped = {}
+    for step_dir in sorted((out / "removed").iterdir()):
+        for f in step_dir.glob("*.jsonl*"):
+            with gzip.open(f, "rt") if f.suffix == ".gz" else open(f) as handle:
+                for line in handle:
+                    dropped[json.loads(line)["id"]] = STEP_OF_DT[step_dir.name]
+    return dropped
+
+
+def agreement(ws: Path, out: Path, n_docs: int) -> list[dict]:
+    ours, theirs = _ours(ws), _theirs(out)
+    rows = []
+    for step in ("read", "gopher_quality", "gopher_repetition", "c4", "fineweb", "exact_dedup", "near_dedup"):
+        a = {d for d, s in ours.items() if s == step}
+        b = {d for d, s in theirs.items() if s == step}
+        rows.append({"step": step, "campaign_dropped": len(a), "datatrove_dropped": len(b),
+                     "both_this_step": len(a & b), "datatrove_only_kept_by_campaign": len(b - set(ours)),
+                     "campaign_only_kept_by_datatrove": len(a - set(theirs))})
+    both_drop = len(set(ours) & set(theirs))
+    both_keep = n_docs - len(set(ours) | set(theirs))
+    rows.append({"step": "overall keep/drop", "campaign_dropped": len(ours), "datatrove_dropped": len(theirs),
+                 "both_this_step": both_drop, "agreement": (both_drop + both_keep) / n_docs})
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("corpus", type=Path)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--tokenizer", default="cl100k_base")
+    ap.add_argument("--runner", default="dask", choices=["dask", "threads"])
+    ap.add_argument("--skip-datatrove", action="store_true")
+    ap.add_argument("--scratch", type=Path, default=Path("/tmp/bench-prepare"))
+    args = ap.parse_args()
+    corpus = args.corpus.resolve()
+    mb = sum(p.stat().st_size for p in corpus.glob("*.jsonl")) / 1e6
+    n_docs = 0
+    for path in corpus.glob("*.jsonl"):
+        with open(path, "rb") as handle:
+            n_docs += sum(1 for _ in handle)
+    env = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_LOGGING_LEVEL": "WARNING",
+           "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120"}  # the machine is shared and busy
+    results: dict[str, list[dict]] = defaultdict(list)
+    for run in range(args.runs):
+        shutil.rmtree(args.scratch, ignore_errors=True)
+        args.scratch.mkdir(parents=True)
+        ws, out = args.scratch / "ws", args.scratch / "dt"
+        order = ["campaign", "datatrove"] if run % 2 == 0 else ["datatrove", "campaign"]
+        for side in order:
+            if side == "datatrove" and args.skip_datatrove:
+                continue
+            cmd = (campaign_cmd(corpus, ws, args.workers, args.tokenizer, args.runner) if side == "campaign"
+                   else datatrove_cmd(corpus, out, args.workers))
+            r = _measure(cmd, env)
+            r["mb_per_cpu_s"] = mb / r["cpu_s"]
+            results[side].append(r)
+            print(f"run {run} {side}: wall {r['wall_s']:.1f} s, cpu {r['cpu_s']:.1f} s, {r['mb_per_cpu_s']:.2f} MB/cpu-s, "
+                  f"peak {r['peak_rss_mb']:.0f} MB, {r['cores_busy']:.2f} cores busy", flush=True)
+        if run == args.runs - 1 and not args.skip_datatrove:
+            rows = agreement(ws, out, n_docs)
+    summary = {side: {k: statistics.median(r[k] for r in rs) for k in ("wall_s", "cpu_s", "mb_per_cpu_s",
+                                                                          "peak_rss_mb", "cores_busy")}
+               for side, rs in results.items()}
+    manifest = json.loads((args.scratch / "ws" / "data" / "manifest.json").read_text())
+    print(json.dumps({"corpus_mb": mb, "documents": n_docs, "runs": args.runs, "medians": summary,
+                      "campaign_totals": manifest["totals"], "near_dedup": manifest["near_dedup"],
+                      "removals": manifest["removals"]}, indent=1))
+    if "datatrove" in summary:
+        ratio = summary["campaign"]["mb_per_cpu_s"] / summary["datatrove"]["mb_per_cpu_s"]
+        print(f"\nthroughput per core: campaign / datatrove = {ratio:.1f}x")
+        print("\nkeep/drop agreement (last run):")
+        for row in rows:
+            print("  " + json.dumps(row))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

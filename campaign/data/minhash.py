@@ -1,0 +1,126 @@
+"""MinHash signatures over word n-grams, LSH banding, and transitive near-duplicate clusters.
+
+Shingles: the text is lowercased and split on whitespace; every run of `ngram` consecutive words is one
+shingle (a text with fewer words is one shingle of all its words; a text with none has no signature and
+is never a near-duplicate). Words are hashed to 64 bits by rensa (`RMinHash.hash_token_sets`) and a
+shingle's hash is a multiply-xor chain of its words' hashes (NumPy, vectorised per document).
+
+Signatures: rensa's `RMinHash` (a Rust MinHash over `bands x rows` seeded permutations, 32-bit values),
+computed for a whole batch at once with `digest_matrix_from_flat_token_hashes`. Library choice, measured
+here on 12.2 MB of licence and copyright texts (317 documents, one core, 112 hashes):
+rensa's batch matrix 955 MB/s on pre-hashed shingles; a vectorised NumPy multiply-shift MinHash 15 MB/s;
+rensa fed shingle strings 21 MB/s; datasketch (pure Python permutations) is slower still by its own
+benchmarks. The end-to-end cost is dominated by splitting and hashing words (~25 MB/s in total).
+
+Banding: the signature is cut into `bands` bands of `rows` values; each band is folded into one 64-bit
+bucket key. Two documents sharing a bucket key in any band are candidates, with probability
+1 - (1 - s^rows)^bands for Jaccard similarity s (14 x 8: 0.56 at s=0.7, 0.92 at 0.8, 0.99 at 0.85).
+Candidates are joined transitively (connected components). Keep rule: in each cluster the document that
+comes first in the run's order (sources in config order, files sorted, lines in order) is kept, the same
+rule as exact dedup; every other member is removed naming the kept one. FineWeb keeps a random member; a
+fixed rule makes the output independent of scheduling.
+
+Source: Broder 1997 (MinHash); Leskovec, Rajaraman & Ullman, Mining of Massive Datasets ch. 3 (banding);
+Penedo et al. 2024 (FineWeb) §3 (5-grams, 14 x 8); rensa (github.com/beowolx/rensa).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import rensa
+
+_MULT = np.uint64(0x9E3779B97F4A7C15)
+_BAND_MULT = np.uint64(0xBF58476D1CE4E5B9)
+
+
+def shingle_hashes(word_hashes: Sequence[int], ngram: int) -> np.ndarray:
+    """64-bit hashes of the word n-grams of one document (unique values, sorted)."""
+    h = np.asarray(word_hashes, dtype=np.uint64)
+    if len(h) == 0:
+        return h
+    if len(h) <= ngram:
+        acc = h[:1].copy()
+        for i in range(1, len(h)):
+            acc = acc * _MULT ^ h[i:i + 1]
+        return acc
+    m = len(h) - ngram + 1
+    acc = h[:m].copy()
+    for i in range(1, ngram):
+        acc = acc * _MULT ^ h[i:i + m]
+    return np.unique(acc)
+
+
+def signatures(texts: Sequence[str], *, ngram: int, num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(signature matrix uint32 [len(texts), num_perm], has_signature bool [len(texts)])."""
+    n = len(texts)
+    if n == 0:
+        return np.zeros((0, num_perm), dtype=np.uint32), np.zeros(0, dtype=bool)
+    word_hashes = rensa.RMinHash.hash_token_sets([t.lower().split() for t in texts])
+    shingles = [shingle_hashes(h, ngram) for h in word_hashes]
+    lengths = np.fromiter((len(s) for s in shingles), dtype=np.int64, count=n)
+    has = lengths > 0
+    flat = np.concatenate(shingles) if lengths.sum() else np.zeros(0, dtype=np.uint64)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.uint64)
+    matrix = rensa.RMinHash.digest_matrix_from_flat_token_hashes(flat, offsets, num_perm, seed)
+    sig = np.asarray(matrix.to_rows(), dtype=np.uint32).reshape(n, num_perm)
+    return sig, has
+
+
+def band_keys(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
+    """Fold each band of `rows` signature values into one uint64 bucket key: [n, bands]."""
+    n = sig.shape[0]
+    cube = sig[:, : bands * rows].reshape(n, bands, rows).astype(np.uint64)
+    acc = np.zeros((n, bands), dtype=np.uint64)
+    for j in range(rows):
+        acc = (acc ^ cube[:, :, j]) * _BAND_MULT
+    return acc
+
+
+def clusters(keys: np.ndarray, eligible: np.ndarray) -> np.ndarray:
+    """Cluster root (the smallest member index) of every row: rows sharing a bucket key in any band are
+    joined, transitively. `keys` is [n, bands] uint64; rows not `eligible` are their own cluster."""
+    n = keys.shape[0]
+    parent = np.arange(n, dtype=np.int64)
+    idx = np.flatnonzero(eligible)
+    if len(idx) < 2:
+        return parent
+    src: list[np.ndarray] = []
+    dst: list[np.ndarray] = []
+    for b in range(keys.shape[1]):
+        col = keys[idx, b]
+        order = np.argsort(col, kind="stable")
+        sorted_keys = col[order]
+        rows_sorted = idx[order]
+        starts = np.r_[True, sorted_keys[1:] != sorted_keys[:-1]]
+        group_first = rows_sorted[np.maximum.accumulate(np.where(starts, np.arange(len(order)), 0))]
+        linked = ~starts
+        if linked.any():
+            src.append(rows_sorted[linked])
+            dst.append(group_first[linked])
+    if not src:
+        return parent
+    a = np.concatenate(src)
+    b = np.concatenate(dst)
+    # Connected components by min-label propagation with pointer jumping; converges in O(log n) rounds.
+    label = parent
+    while True:
+        low = np.minimum(label[a], label[b])
+        new = label.copy()
+        np.minimum.at(new, a, low)
+        np.minimum.at(new, b, low)
+        new = new[new]
+        while True:
+            jumped = new[new]
+            if np.array_equal(jumped, new):
+                break
+            new = jumped
+        if np.array_equal(new, label):
+            return label
+        label = new
+
+
+def estimated_jaccard(sig_a: np.ndarray, sig_b: np.ndarray) -> float:
+    """Fraction of equal signature values: an unbiased estimate of the Jaccard similarity."""
+    return float(np.mean(sig_a == sig_b))

@@ -1,0 +1,250 @@
+"""Process one shard: read in bounded batches, normalise, filter, count tokens, sign; write parts and a marker.
+
+A shard writes into its own folder of the run's work directory:
+- `kept.parquet`: documents that passed every rule (CLEAN_SCHEMA), one row group per batch, zstd;
+- `rejected.parquet`: documents a reader or rule rejected (REJECTED_SCHEMA), zstd;
+- `sig.parquet`: per kept row, what the global dedup passes need (doc id, 128-bit text hash, LSH keys);
+- `done.json`, written last: the completion marker, holding the shard's counts and a fingerprint of
+  everything its output depends on (the `data:` config, the shard's place in its file, the file's size and
+  modification time, `PIPELINE_VERSION`). A shard whose marker matches is not run again, so a killed
+  prepare redoes only unfinished shards; the parts are deterministic, so the end result is byte-identical.
+
+Memory is bounded by `data.batch_docs` documents (plus the Parquet writers' row-group buffers), not by the
+size of the shard or corpus. Tokens are counted exactly for every document that passed the rules (so also
+for those dedup removes later); rejected documents are not tokenized (the manifest estimates them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from campaign.config import DataConfig
+from campaign.data.filters import apply_filters
+from campaign.data.inputs import Shard
+from campaign.data.minhash import band_keys, signatures
+from campaign.data.normalise import normalise_text
+from campaign.data.readers import FileDigest, RawDocument, read_shard
+from campaign.errors import DataError
+from campaign.files import atomic_write_json
+from campaign.tokenizer import load_tokenizer
+
+PIPELINE_VERSION = 4  # bump when a change alters what a shard writes for the same input and config
+MARKER = "done.json"
+KEPT = "kept.parquet"
+REJECTED = "rejected.parquet"
+SIG = "sig.parquet"
+
+CLEAN_SCHEMA = pa.schema([
+    ("doc_id", pa.string()),
+    ("source", pa.string()),
+    ("text", pa.string()),          # normalised text (after C4 line edits when C4 is on)
+    ("n_words", pa.int64()),        # str.split() words
+    ("n_tokens", pa.int64()),       # under DataConfig.tokenizer
+    ("n_bytes", pa.int64()),        # UTF-8 bytes of text
+    ("text_sha256", pa.string()),
+    ("file", pa.string()),          # relative to the source glob's fixed prefix
+    ("line", pa.int64()),           # 1-based line (JSONL) or row (Parquet)
+])
+
+REJECTED_SCHEMA = pa.schema([
+    ("doc_id", pa.string()),
+    ("source", pa.string()),
+    ("file", pa.string()),
+    ("line", pa.int64()),
+    ("reason", pa.string()),
+    ("detail", pa.string()),
+    ("text", pa.string()),          # as read for reader and rule rejections ("" when there was none);
+])                                  # normalised for duplicates (what was compared)
+
+
+def sig_schema(bands: int) -> pa.Schema:
+    return pa.schema([
+        ("doc_id", pa.string()),
+        ("key_hi", pa.uint64()),    # first 16 bytes of the text's sha256: the exact-dedup key
+        ("key_lo", pa.uint64()),
+        ("has_sig", pa.bool_()),
+        ("bands", pa.list_(pa.uint64(), bands)),
+    ])
+
+
+@dataclass
+class ShardSummary:
+    """What a finished shard reports (also stored in its marker)."""
+
+    key: str
+    index: int
+    source: str
+    path: str
+    name: str
+    part: int
+    n_input: int = 0
+    n_kept: int = 0
+    chars_in: int = 0
+    chars_kept: int = 0
+    chars_edited: int = 0
+    tokens_kept: int = 0
+    by_reason: dict[str, int] = field(default_factory=dict)
+    chars_by_reason: dict[str, int] = field(default_factory=dict)
+    file_bytes: int | None = None  # raw bytes of the whole file, when this shard hashed it
+    file_sha256: str | None = None
+    problem: dict[str, str] | None = None  # a whole-file failure: where, message, fix
+    tokenizer: str = ""  # the tokenizer's name with its library version, as the worker loaded it
+    reused: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "reused"}
+
+
+def shard_fingerprint(shard: Shard, data: DataConfig) -> str:
+    """What a shard's output depends on: the data config (minus the demo folder), the shard, the file's stat."""
+    try:
+        st = os.stat(shard.path)
+        stat = [st.st_size, st.st_mtime_ns]
+    except OSError:
+        stat = None
+    cfg = data.model_dump(mode="json", exclude={"demo_corpus_dir"})
+    blob = json.dumps({"v": PIPELINE_VERSION, "data": cfg, "shard": shard.to_dict(), "stat": stat}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def shard_dir(work_dir: Path, shard: Shard) -> Path:
+    return Path(work_dir) / "shards" / shard.key
+
+
+def finished_summary(shard: Shard, data: DataConfig, work_dir: Path) -> ShardSummary | None:
+    """The summary of a shard finished earlier with the same fingerprint, or None."""
+    folder = shard_dir(work_dir, shard)
+    try:
+        marker = json.loads((folder / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    if marker.get("fingerprint") != shard_fingerprint(shard, data):
+        return None
+    if not all((folder / name).is_file() for name in (KEPT, REJECTED, SIG)):
+        return None
+    summary = ShardSummary(**marker["summary"])
+    summary.reused = True
+    return summary
+
+
+def run_shard(shard: Shard, data: DataConfig, work_dir: Path) -> ShardSummary:
+    """Process one shard (or reuse its finished output). A whole-file failure is returned as `problem`."""
+    done = finished_summary(shard, data, work_dir)
+    if done is not None:
+        return done
+    folder = shard_dir(work_dir, shard)
+    if folder.exists():
+        shutil.rmtree(folder)
+    tmp = folder.with_name(folder.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    summary = ShardSummary(key=shard.key, index=shard.index, source=shard.source, path=shard.path,
+                           name=shard.name, part=shard.part)
+    try:
+        _process(shard, data, tmp, summary)
+    except DataError as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        summary.problem = {"where": err.where or shard.path, "message": err.message, "fix": err.fix or ""}
+        return summary
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    atomic_write_json(tmp / MARKER, {"fingerprint": shard_fingerprint(shard, data), "summary": summary.to_dict()})
+    os.replace(tmp, folder)
+    return summary
+
+
+def _process(shard: Shard, data: DataConfig, out: Path, summary: ShardSummary) -> None:
+    source = data.sources[shard.source_index]
+    cleaning = data.cleaning
+    near = cleaning.near_dedup
+    tokenizer = load_tokenizer(data.tokenizer)
+    summary.tokenizer = tokenizer.name
+    digest = FileDigest()
+    by_reason: Counter[str] = Counter()
+    chars_by_reason: Counter[str] = Counter()
+    writers = {
+        KEPT: pq.ParquetWriter(out / KEPT, CLEAN_SCHEMA, compression="zstd"),
+        REJECTED: pq.ParquetWriter(out / REJECTED, REJECTED_SCHEMA, compression="zstd"),
+        SIG: pq.ParquetWriter(out / SIG, sig_schema(near.bands), compression="zstd"),
+    }
+    try:
+        batch: list[RawDocument] = []
+        records = read_shard(shard, source, shard.source_index, max_record_bytes=cleaning.max_record_bytes,
+                             digest=digest)
+        for doc in records:
+            batch.append(doc)
+            if len(batch) >= data.batch_docs:
+                _batch(batch, data, tokenizer, writers, summary, by_reason, chars_by_reason)
+                batch = []
+        if batch:
+            _batch(batch, data, tokenizer, writers, summary, by_reason, chars_by_reason)
+    finally:
+        for writer in writers.values():
+            writer.close()
+    summary.by_reason = dict(sorted(by_reason.items()))
+    summary.chars_by_reason = dict(sorted(chars_by_reason.items()))
+    if digest.sha256 is not None:
+        summary.file_bytes, summary.file_sha256 = digest.bytes, digest.sha256
+
+
+def _batch(batch: list[RawDocument], data: DataConfig, tokenizer, writers: dict[str, pq.ParquetWriter],
+           summary: ShardSummary, by_reason: Counter[str], chars_by_reason: Counter[str]) -> None:
+    cleaning = data.cleaning
+    kept: dict[str, list] = {name: [] for name in CLEAN_SCHEMA.names if name != "n_tokens"}
+    rej: dict[str, list] = {name: [] for name in REJECTED_SCHEMA.names}
+    for doc in batch:
+        summary.n_input += 1
+        summary.chars_in += len(doc.text)
+        reason, detail = doc.reason, doc.detail
+        if reason is None:
+            result = apply_filters(normalise_text(doc.text), cleaning)
+            if result.rejection is None:
+                text = result.text
+                summary.chars_edited += result.chars_edited
+                for name, value in (("doc_id", doc.doc_id), ("source", doc.source), ("text", text),
+                                    ("n_words", result.stats.n_words), ("n_bytes", result.stats.n_bytes),
+                                    ("text_sha256", hashlib.sha256(text.encode("utf-8")).hexdigest()),
+                                    ("file", doc.file), ("line", doc.line)):
+                    kept[name].append(value)
+                continue
+            reason, detail = result.rejection
+        by_reason[reason] += 1
+        chars_by_reason[reason] += len(doc.text)
+        for name, value in (("doc_id", doc.doc_id), ("source", doc.source), ("file", doc.file),
+                            ("line", doc.line), ("reason", reason), ("detail", detail), ("text", doc.text)):
+            rej[name].append(value)
+    if rej["doc_id"]:
+        writers[REJECTED].write_table(pa.table(rej, schema=REJECTED_SCHEMA))
+    texts = kept["text"]
+    if not texts:
+        return
+    n_tokens = np.asarray(tokenizer.count_many(texts), dtype=np.int64)
+    writers[KEPT].write_table(pa.table({**kept, "n_tokens": n_tokens}, schema=CLEAN_SCHEMA))
+    summary.n_kept += len(texts)
+    summary.chars_kept += sum(map(len, texts))
+    summary.tokens_kept += int(n_tokens.sum())
+    keys = np.array([bytes.fromhex(h[:32]) for h in kept["text_sha256"]], dtype="S16").view(">u8").reshape(-1, 2)
+    near = cleaning.near_dedup
+    if near.enabled:
+        sig, has = signatures(texts, ngram=near.ngram, num_perm=near.bands * near.rows, seed=near.seed)
+        bands = band_keys(sig, near.bands, near.rows)
+    else:
+        has = np.zeros(len(texts), dtype=bool)
+        bands = np.zeros((len(texts), near.bands), dtype=np.uint64)
+    band_col = pa.FixedSizeListArray.from_arrays(pa.array(bands.reshape(-1), pa.uint64()), near.bands)
+    writers[SIG].write_table(pa.table({
+        "doc_id": kept["doc_id"], "key_hi": keys[:, 0].astype(np.uint64), "key_lo": keys[:, 1].astype(np.uint64),
+        "has_sig": has, "bands": band_col}, schema=sig_schema(near.bands)))

@@ -1,0 +1,40 @@
+"""The prepare flow on both task runners: threads and Dask (prefect-dask LocalCluster) give identical outputs."""
+
+import json
+
+import pytest
+
+from flows.cli import main
+
+from .conftest import DEMO, set_args
+
+pytest.importorskip("prefect_dask")
+
+
+def _prepare(ws, demo_inputs, runner: str, *extra: str) -> dict:
+    # small shards so the demo corpus is cut into several mapped shard tasks; near dedup and C4/FineWeb on
+    overrides = [*demo_inputs, *extra, f"runtime.task_runner={runner}", "runtime.max_workers=2", "data.shard_bytes=262144",
+                 "data.cleaning.c4.enabled=true", "data.cleaning.fineweb.enabled=true"]
+    assert main(["prepare", str(DEMO), "--workspace", str(ws), *set_args(overrides)]) == 0
+    return json.loads((ws / "data" / "manifest.json").read_text())
+
+
+def test_dask_and_threads_give_identical_outputs(tmp_path, demo_inputs):
+    threads = _prepare(tmp_path / "threads", demo_inputs, "threads")
+    dask = _prepare(tmp_path / "dask", demo_inputs, "dask")
+    assert threads["shards"] > 3
+    assert dask == threads  # the whole manifest: counts, removals, inputs, file hashes and the data digest
+    for entry in threads["files"]:
+        a = (tmp_path / "threads" / "data" / entry["path"]).read_bytes()
+        assert a == (tmp_path / "dask" / "data" / entry["path"]).read_bytes()
+    steps = {r["step"] for r in threads["removals"]}
+    assert {"read", "gopher_quality", "exact_dedup", "near_dedup"} <= steps
+
+
+def test_an_existing_dask_cluster_by_address(tmp_path, demo_inputs):
+    from distributed import LocalCluster
+
+    threads = _prepare(tmp_path / "threads", demo_inputs, "threads")
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        dask = _prepare(tmp_path / "dask", demo_inputs, "dask", f"runtime.dask_address={cluster.scheduler_address}")
+    assert dask == threads
