@@ -642,6 +642,11 @@ class CampaignConfig(Frozen):
                 "check the units (per_gpu_year, per_1k_node_days) or shorten the window"
             )
         interval = self.plan.checkpoint.interval_s
+        if interval != "auto" and not interval < window_h * 3600.0:
+            raise ValueError(
+                f"@plan.checkpoint.interval_s: {interval:g} s is not shorter than the {self.window.days:g}-day window: "
+                "no checkpoint could ever commit; use a shorter interval, 'auto', or a longer window.days"
+            )
         if interval != "auto" and not window_h * 3600.0 / interval <= MAX_WINDOW_CHECKPOINTS:
             raise ValueError(
                 f"@plan.checkpoint.interval_s: {interval:g} s gives more than {MAX_WINDOW_CHECKPOINTS:,} checkpoints "

@@ -5,3 +5,19 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "configs" / "campaigns" / "demo.yaml"
 LLAMA = REPO / "configs" / "campaigns" / "llama3-405b.yaml"
+
+
+# Flow tests that are not about the rehearsal run its gate with a fast third-party trainer that follows the same
+# contract (a NumPy bigram model, tests/unit/rehearsal_numpy_trainer.py): the gate still trains for real, kills the
+# trainer and checks the restore, in seconds instead of a minute of JAX. The JAX reference trainer is tested by
+# tests/unit/test_rehearsal_reference_trainer.py, tests/flows/test_rehearsal.py and `make run`.
+def fast_rehearsal() -> list[str]:
+    import sys
+
+    trainer = REPO / "tests" / "unit" / "rehearsal_numpy_trainer.py"
+    return [f"rehearsal.command=[{sys.executable}, {trainer}]", "rehearsal.steps=40", "rehearsal.checkpoint_every=10",
+            "rehearsal.eval_every=10", "rehearsal.warmup_steps=0", "rehearsal.learning_rate=50",
+            "rehearsal.min_loss_drop=0.3"]
+
+
+FAST_REHEARSAL = fast_rehearsal()

@@ -15,6 +15,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
+from tests.paths import FAST_REHEARSAL
+
 pytestmark = pytest.mark.e2e
 
 
@@ -105,7 +107,7 @@ def test_deploy_worker_and_run_the_demo_to_completion(server, tmp_path):
     demo = tmp_path / "demo_inputs"
     params = {"config": str(REPO / "configs/campaigns/demo.yaml"), "workspace": str(ws), "overrides": [
         f"data.demo_corpus_dir={demo}", f"data.sources.0.path={demo}/web/*.jsonl",
-        f"data.sources.1.path={demo}/docs/*.parquet"]}
+        f"data.sources.1.path={demo}/docs/*.parquet", *FAST_REHEARSAL]}
     try:
         state = _python(env, f"""
             from prefect.deployments import run_deployment

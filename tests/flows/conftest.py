@@ -3,7 +3,7 @@
 
 import pytest
 
-from tests.paths import DEMO, REPO  # noqa: F401 - re-exported to the flow tests
+from tests.paths import DEMO, FAST_REHEARSAL, REPO  # noqa: F401 - re-exported to the flow tests
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -17,12 +17,18 @@ def prefect_harness():
 
 
 @pytest.fixture(scope="session")
-def demo_inputs(tmp_path_factory) -> list[str]:
+def demo_inputs_jax(tmp_path_factory) -> list[str]:
     """Overrides that point the demo config at a private copy of the generated demo corpus."""
     root = tmp_path_factory.mktemp("demo_inputs")
     return [f"data.demo_corpus_dir={root}",
             f"data.sources.0.path={root}/web/*.jsonl",
             f"data.sources.1.path={root}/docs/*.parquet"]
+
+
+@pytest.fixture(scope="session")
+def demo_inputs(demo_inputs_jax) -> list[str]:
+    """The same, with the rehearsal gate on the fast contract-following trainer (tests/paths.py)."""
+    return [*demo_inputs_jax, *FAST_REHEARSAL]
 
 
 @pytest.fixture(autouse=True)

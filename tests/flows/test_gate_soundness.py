@@ -16,7 +16,7 @@ import pytest
 
 from flows.cli import main
 
-from .conftest import DEMO, set_args
+from .conftest import DEMO, FAST_REHEARSAL, set_args
 
 
 def _run(stage: str, ws: Path, sets: list[str]) -> int:
@@ -26,7 +26,7 @@ def _run(stage: str, ws: Path, sets: list[str]) -> int:
 def _inputs(root: Path) -> list[str]:
     """Overrides that point the demo at its own copy of the demo corpus under `root`."""
     return [f"data.demo_corpus_dir={root}", f"data.sources.0.path={root}/web/*.jsonl",
-            f"data.sources.1.path={root}/docs/*.parquet"]
+            f"data.sources.1.path={root}/docs/*.parquet", *FAST_REHEARSAL]
 
 
 @pytest.fixture()
@@ -85,16 +85,16 @@ def test_glob_characters_in_the_workspace_path_judge_only_that_workspace(tmp_pat
     """`W/ws[1]` next to `W/ws1`: each judged on its own files, never its sibling's."""
     good, bad = tmp_path / "W" / "ws1", tmp_path / "W" / "ws[1]"
     for ws in (good, bad):
-        assert main(["prepare", str(DEMO), "--workspace", str(ws)]) == 0
+        assert main(["prepare", str(DEMO), "--workspace", str(ws), *set_args(FAST_REHEARSAL)]) == 0
     manifest = json.loads((bad / "data" / "manifest.json").read_text())
     assert manifest["inputs"] and all(e["path"].startswith(str(bad / "inputs")) for e in manifest["inputs"])
-    assert main(["validate", str(DEMO), "--workspace", str(good)]) == 0
+    assert main(["validate", str(DEMO), "--workspace", str(good), *set_args(FAST_REHEARSAL)]) == 0
     (bad / "data" / "clean" / "web.parquet").unlink()  # the bracketed workspace's data is now broken
     capsys.readouterr()
-    assert main(["validate", str(DEMO), "--workspace", str(bad)]) == 1
+    assert main(["validate", str(DEMO), "--workspace", str(bad), *set_args(FAST_REHEARSAL)]) == 1
     assert "data/clean/web.parquet is missing" in capsys.readouterr().out
-    assert main(["commit", str(DEMO), "--workspace", str(bad)]) == 3
-    assert main(["commit", str(DEMO), "--workspace", str(good)]) == 0
+    assert main(["commit", str(DEMO), "--workspace", str(bad), *set_args(FAST_REHEARSAL)]) == 3
+    assert main(["commit", str(DEMO), "--workspace", str(good), *set_args(FAST_REHEARSAL)]) == 0
     assert "Traceback" not in capsys.readouterr().err
 
 

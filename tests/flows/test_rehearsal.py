@@ -10,9 +10,9 @@ from .conftest import DEMO, set_args
 
 
 @pytest.fixture(scope="module")
-def prepared(tmp_path_factory, demo_inputs):
+def prepared(tmp_path_factory, demo_inputs_jax):
     ws = tmp_path_factory.mktemp("rehearsal")
-    assert main(["prepare", str(DEMO), "--workspace", str(ws), *set_args(demo_inputs)]) == 0
+    assert main(["prepare", str(DEMO), "--workspace", str(ws), *set_args(demo_inputs_jax)]) == 0
     return ws
 
 
@@ -20,9 +20,9 @@ def rehearsal_row(out: str) -> str:
     return next(line for line in out.splitlines() if line.startswith("rehearsal "))
 
 
-def test_validate_prints_the_rehearsal_row_and_commit_then_books(prepared, demo_inputs, capsys):
+def test_validate_prints_the_rehearsal_row_and_commit_then_books(prepared, demo_inputs_jax, capsys):
     capsys.readouterr()
-    assert main(["validate", str(DEMO), "--workspace", str(prepared), *set_args(demo_inputs)]) == 0
+    assert main(["validate", str(DEMO), "--workspace", str(prepared), *set_args(demo_inputs_jax)]) == 0
     row = rehearsal_row(capsys.readouterr().out)
     assert "PASS" in row
     for evidence in ("loss ", "drop ", "held-out ", "killed at step ", "resumed at ", "bit-identical over"):
@@ -31,11 +31,11 @@ def test_validate_prints_the_rehearsal_row_and_commit_then_books(prepared, demo_
     assert result["details"]["passed"] and result["curves"]["faulted"]["resumed_step"] > 0
     assert result["timings"]["tokens_per_s"] > 0  # recorded beside the verdict: it varies from run to run
     assert (prepared / "rehearsal" / "loss_curve.png").read_bytes().startswith(b"\x89PNG")
-    assert main(["commit", str(DEMO), "--workspace", str(prepared), *set_args(demo_inputs)]) == 0
+    assert main(["commit", str(DEMO), "--workspace", str(prepared), *set_args(demo_inputs_jax)]) == 0
 
 
-def test_a_divergent_learning_rate_fails_the_gate_and_commit_refuses(prepared, demo_inputs, capsys):
-    sets = set_args([*demo_inputs, "rehearsal.learning_rate=1000"])
+def test_a_divergent_learning_rate_fails_the_gate_and_commit_refuses(prepared, demo_inputs_jax, capsys):
+    sets = set_args([*demo_inputs_jax, "rehearsal.learning_rate=1000"])
     capsys.readouterr()
     assert main(["validate", str(DEMO), "--workspace", str(prepared), *sets]) == 1
     captured = capsys.readouterr()
@@ -50,11 +50,11 @@ def test_a_divergent_learning_rate_fails_the_gate_and_commit_refuses(prepared, d
     ("data.tokenizer=gpt2-pretokens", "cannot encode"),
     ("rehearsal.command=[/no/such/trainer, --small]", "cannot start the trainer `/no/such/trainer --small`"),
 ])
-def test_unusable_tokenizer_or_command_fails_the_gate_not_the_program(prepared, demo_inputs, capsys, override,
+def test_unusable_tokenizer_or_command_fails_the_gate_not_the_program(prepared, demo_inputs_jax, capsys, override,
                                                                         reason):
     capsys.readouterr()
     assert main(["validate", str(DEMO), "--workspace", str(prepared),
-                 *set_args([*demo_inputs, override])]) == 1
+                 *set_args([*demo_inputs_jax, override])]) == 1
     captured = capsys.readouterr()
     row = rehearsal_row(captured.out)
     assert "FAIL" in row and reason in row and "fix:" in row, row
