@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from campaign.config import load_config
 from campaign.rehearsal.gate import run_rehearsal
-from campaign.rehearsal.sample import documents_from_tables
+from campaign.rehearsal.sample import Document, documents_from_tables, select_documents
 from campaign.tokenizer import load_tokenizer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -29,11 +29,17 @@ def main() -> None:
     parser.add_argument("--workspace", default=str(REPO / "workspace" / "demo"))
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--set", action="append", default=[], dest="overrides")
+    parser.add_argument("--tokenizer", help="tokenizer spec instead of the config's data.tokenizer (cl100k_base)")
     args = parser.parse_args()
     config = load_config(REPO / "configs/campaigns/demo.yaml", args.overrides).config
     tables = [pq.read_table(p) for p in sorted((Path(args.workspace) / "data" / "clean").glob("*.parquet"))]
+    tokenizer = load_tokenizer(args.tokenizer or config.data.tokenizer)
     docs = documents_from_tables(tables, config.rehearsal.sample_tokens)
-    tokenizer = load_tokenizer(config.data.tokenizer)
+    if args.tokenizer:  # select by this tokenizer's counts, as prepare would have counted them with it
+        everything = documents_from_tables(tables, 2**62)
+        counts = tokenizer.count_many([d.text for d in everything])
+        docs = select_documents([Document(d.doc_id, d.text, d.text_sha256, n)
+                                 for d, n in zip(everything, counts, strict=True)], config.rehearsal.sample_tokens)
     walls, cpus = [], []
     for repeat in range(args.repeats):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
