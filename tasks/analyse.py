@@ -27,7 +27,7 @@ def artifact_key(campaign: str, what: str) -> str:
 @task(name="analyse-window", cache_policy=None)
 def analyse(ws: store.Workspace) -> dict:
     with store.catalog(ws, read_only=True) as con:
-        result = analyse_window(con, str(ws.catalog_path))
+        result = analyse_window(con, str(ws.catalog_path), ws.data_dir)
         events = con.execute("SELECT * FROM window_events ORDER BY event_id").df()
         power = series(con, "power_series", result["commitment_id"], result["replica"])
         config_json, summary_json = con.execute("SELECT config_json, summary FROM executed_window").fetchone()
@@ -40,7 +40,7 @@ def analyse(ws: store.Workspace) -> dict:
     create_markdown_artifact(key=artifact_key(campaign, "campaign-report"), markdown=markdown,
                              description=f"Window report of {campaign} ({result['commitment_id']})")
     create_table_artifact(key=artifact_key(campaign, "goodput"), description="GPU-hours by goodput bucket",
-                          table=[{"bucket": label, "gpu_h": round(result["goodput_breakdown_gpu_h"][k], 1),
+                          table=[{"bucket": label, "gpu_h": round(result["goodput_detail_gpu_h"][k], 1),
                                   "counts_as": kind} for k, label, kind in BUCKETS])
     create_table_artifact(key=artifact_key(campaign, "failures"), description="Failures observed against expected",
                           table=[{k: row[k] for k in ("category", "observed", "expected", "interval_lo",

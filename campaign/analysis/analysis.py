@@ -67,8 +67,10 @@ def check_catalog(con: duckdb.DuckDBPyConnection, where: str) -> None:
                         fix="run `campaign execute CONFIG --workspace DIR` (or `campaign run CONFIG`) first")
 
 
-def analyse_window(con: duckdb.DuckDBPyConnection, where: str = "campaign.duckdb") -> dict[str, Any]:
-    """Analyse the window the newest execute run executed."""
+def analyse_window(con: duckdb.DuckDBPyConnection, where: str = "campaign.duckdb",
+                   data_dir: Path | None = None) -> dict[str, Any]:
+    """Analyse the window the newest execute run executed (`data_dir`: the workspace's data folder, for the tokens
+    of rejected documents)."""
     check_catalog(con, where)
     create_views(con)
     row = first_row(con, "SELECT commitment_id, replica, seed, summary, window_start, window_end, config_digest, "
@@ -87,7 +89,7 @@ def analyse_window(con: duckdb.DuckDBPyConnection, where: str = "campaign.duckdb
         "window": {"start": str(start), "end": str(end), "hours": summary["window_s"] / 3600.0},
         "config_digest": config_digest,
         "data_digest": data_digest,
-        "data": data_section(con, config),
+        "data": data_section(con, config, data_dir),
         "gates": gates_section(con),
     })
     result["recommendations"] = recommendations(result)
@@ -132,7 +134,10 @@ def window_figures(summary: dict[str, Any], events: pd.DataFrame, config: dict[s
         "job_wall_h": wall_h,
         "planned": {"expected_ettr": plan.get("expected_ettr"), "expected_days": plan.get("expected_days"),
                     "job_mtbf_h": plan.get("job_mtbf_h"), "tokens_per_s": plan.get("tokens_per_s")},
-        "goodput_breakdown_gpu_h": buckets,
+        # The contract's six buckets (idle = spares standing by + released early), summing to the window's GPU-hours;
+        # the detail splits idle, and also sums to the window's GPU-hours.
+        "goodput_breakdown_gpu_h": {k: buckets[k] for k in goodput.CONTRACT_KEYS},
+        "goodput_detail_gpu_h": {k: buckets[k] for k in goodput.BUCKET_KEYS},
         "window_gpu_h": total_gpu_h,
         "interruptions": {"unexpected": n_unexpected, "planned": n_planned,
                           "by_category": {str(k): int(v) for k, v in by_category.items()}},
@@ -249,7 +254,8 @@ def _spans_s(events: pd.DataFrame, start: str, end: str) -> float:
     return total
 
 
-def data_section(con: duckdb.DuckDBPyConnection, config: dict[str, Any] | None = None) -> dict[str, Any]:
+def data_section(con: duckdb.DuckDBPyConnection, config: dict[str, Any] | None = None,
+                 data_dir: Path | None = None) -> dict[str, Any]:
     """Kept documents and tokens per source with the achieved token share against the planned one (the committed
     config's source weights, normalised), and rejected documents by reason."""
     mixture = con.execute("SELECT source, n_input, n_documents, n_rejected, n_tokens, token_share "
@@ -259,7 +265,24 @@ def data_section(con: duckdb.DuckDBPyConnection, config: dict[str, Any] | None =
     mixture["planned_share"] = [weights[s] / total if total and s in weights else None for s in mixture["source"]]
     rejections = con.execute("SELECT reason, CAST(sum(n_documents) AS BIGINT) AS n_documents FROM rejections_by_reason "
                              "GROUP BY reason ORDER BY n_documents DESC, reason").df()
+    tokens = rejected_tokens_by_reason(data_dir, (config or {}).get("data", {}).get("tokenizer"))
+    rejections["n_tokens"] = [tokens.get(r) for r in rejections["reason"]] if tokens else None
     return {"mixture": mixture.to_dict("records"), "rejections": rejections.to_dict("records")}
+
+
+def rejected_tokens_by_reason(data_dir: Path | None, tokenizer: str | None) -> dict[str, int]:
+    """Tokens of the rejected documents per reason, counted with the campaign's tokenizer ({} if not available)."""
+    files = sorted((data_dir / "rejected").glob("*.parquet")) if data_dir is not None else []
+    if not files or not tokenizer:
+        return {}
+    from campaign.data.tokens import count_tokens_many
+
+    frame = duckdb.sql("SELECT reason, coalesce(text, '') AS text FROM read_parquet($files)",
+                       params={"files": [str(f) for f in files]}).df()
+    if frame.empty:
+        return {}
+    frame["n_tokens"] = count_tokens_many(frame["text"].tolist(), tokenizer)
+    return {str(k): int(v) for k, v in frame.groupby("reason")["n_tokens"].sum().items()}
 
 
 def gates_section(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
@@ -293,7 +316,7 @@ def recommendations(r: dict[str, Any]) -> list[dict[str, str]]:
                               f"against ${sp['cost_of_more_usd'] or 0:,.0f} for the extra spares over the window"})
     else:
         out.append({"topic": "spares", "advice": "spares never ran out",
-                    "figure": f"{r['spare_gpus']:,} spare GPUs idle for {r['goodput_breakdown_gpu_h']['idle_spares']:,.0f}"
+                    "figure": f"{r['spare_gpus']:,} spare GPUs idle for {r['goodput_detail_gpu_h']['idle_spares']:,.0f}"
                               f" GPU-h (${r['cost_usd']['idle_spares']:,.0f}) as insurance"})
     p = r["power_mw"]
     if r.get("smoothing"):

@@ -188,7 +188,7 @@ def power_band(power: pd.DataFrame, events: pd.DataFrame, bins: int = 720) -> Fi
     ax.set_xlabel("day of window")
     ax.set_ylabel("facility power (MW)")
     ax.set_title("Facility power over the window (per-minute band)")
-    ax.legend(loc="lower left", fontsize=7, ncols=4, frameon=False)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=7, ncols=4, frameon=False)
     ax.grid(alpha=0.25)
     return _figure("power", fig)
 

@@ -51,12 +51,13 @@ def zoom(series_mw: np.ndarray, centre_s: float, title: str, half_width_s: int =
 
 
 def zoom_moments(events: pd.DataFrame) -> list[tuple[float, str]]:
-    """One failure and one checkpoint (the first of each), the moments the report zooms into."""
+    """One failure and one checkpoint, the moments the report zooms into: the first failure, and the checkpoint
+    nearest the middle of the job (clear of the job's start)."""
     out = []
-    for kind, label in (("failure", "first failure"), ("checkpoint_start", "first checkpoint")):
+    for kind, label in (("failure", "failure"), ("checkpoint_start", "checkpoint")):
         hits = events[events["kind"] == kind]
         if len(hits):
-            row = hits.iloc[0]
+            row = hits.iloc[0] if kind == "failure" else hits.iloc[len(hits) // 2]
             what = f" ({row['category']})" if kind == "failure" and row["category"] else ""
             out.append((float(row["t_s"]), f"{label}{what} at day {row['t_s'] / 86400.0:.2f}"))
     return out
