@@ -30,7 +30,7 @@ def test_run_demo_end_to_end(tmp_path, demo_inputs, capsys):
     assert _catalog(ws, "SELECT count(*) FROM commitments")[0][0] == 1
     assert _catalog(ws, "SELECT count(*) FROM sim_events")[0][0] > 0
     report = (ws / "report" / "report.md").read_text()
-    assert "ETTR" in report and (ws / "report" / "power.png").exists()
+    assert "ETTR" in report and "<svg" in (ws / "report" / "report.html").read_text()
     # Input = kept + rejected for every source, and every rejected document is kept with its reason.
     manifest = json.loads((ws / "data" / "manifest.json").read_text())
     for source in manifest["sources"]:
