@@ -244,11 +244,13 @@ def spares_section(events: pd.DataFrame, summary: dict[str, Any], config: dict[s
 
 
 def _spans_s(events: pd.DataFrame, start: str, end: str) -> float:
+    """Seconds inside (start, end) spans; a span still open at the window's end closes there."""
+    sub = events[events["kind"].isin((start, end, "window_end"))]
     total, opened = 0.0, None
-    for t, kind in zip(events["t_s"], events["kind"], strict=True):
+    for t, kind in zip(sub["t_s"].tolist(), sub["kind"].tolist(), strict=True):
         if kind == start and opened is None:
             opened = t
-        elif kind in (end, "window_end") and opened is not None:
+        elif kind != start and opened is not None:
             total += t - opened
             opened = None
     return total

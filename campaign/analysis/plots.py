@@ -23,6 +23,9 @@ plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "campaign", "font.s
                      "axes.spines.top": False, "axes.spines.right": False})
 
 CATEGORY_COLOURS = plt.get_cmap("tab10").colors
+# Above this many events, the dense layers (thousands of markers) go into the SVG as one embedded bitmap each:
+# a 54-day window would otherwise write megabytes of vector paths; axes, labels and text stay vector.
+DENSE = 2_000
 BUCKET_COLOURS = {"productive": "#2a9d4b", "checkpoint": "#8fb3d9", "lost_rework": "#d62728", "restart": "#ff7f0e",
                   "waiting": "#9467bd", "idle_spares": "#b0b0b0", "idle_released": "#d9d9d9"}
 
@@ -36,10 +39,11 @@ class Figure:
     png: bytes
 
 
-def _figure(name: str, fig: Any) -> Figure:
+def _figure(name: str, fig: Any, with_png: bool = True) -> Figure:
     svg, png = io.StringIO(), io.BytesIO()
-    fig.savefig(svg, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
-    fig.savefig(png, format="png", dpi=72, bbox_inches="tight", metadata={"Software": None})
+    fig.savefig(svg, format="svg", bbox_inches="tight", dpi=110, metadata={"Date": None, "Creator": None})
+    if with_png:  # only the figures the Prefect artifact shows
+        fig.savefig(png, format="png", dpi=72, bbox_inches="tight", metadata={"Software": None})
     plt.close(fig)
     text = svg.getvalue()
     return Figure(name, text[text.index("<svg"):], png.getvalue())
@@ -53,7 +57,13 @@ def timeline(events: pd.DataFrame, result: dict[str, Any]) -> Figure:
     """Tokens against the plan, interruptions by category, checkpoints, waiting and spares in use, by day."""
     fig, (ax, ax2) = plt.subplots(2, 1, figsize=(10, 4.6), sharex=True, height_ratios=[3, 1])
     day = events["t_s"] / 86400.0
-    ax.step(day, events["tokens_trained"] / 1e9, where="post", lw=1.2, color="#1f4e79", label="tokens kept (B)")
+    dense = len(events) > DENSE
+    tokens = events["tokens_trained"].to_numpy()
+    # A step plot needs only the rows where the value changes (and the last one).
+    keep = np.append(np.diff(tokens, prepend=np.nan) != 0, True)[: len(tokens)]
+    keep[-1:] = True
+    ax.step(day[keep], tokens[keep] / 1e9, where="post", lw=1.2, color="#1f4e79", label="tokens kept (B)",
+            rasterized=dense)
     plan = result["planned"]
     end_day = result["window_days"]
     if plan.get("tokens_per_s") and plan.get("expected_ettr"):
@@ -68,14 +78,16 @@ def timeline(events: pd.DataFrame, result: dict[str, Any]) -> Figure:
         hits = hits[hits["category"] == name]
         if len(hits):
             ax.vlines(hits["t_s"] / 86400.0, 0, 1, transform=ax.get_xaxis_transform(), lw=0.8,
-                      color=CATEGORY_COLOURS[i % 10], alpha=0.8, label=f"failure: {name} ({len(hits)})")
+                      color=CATEGORY_COLOURS[i % 10], alpha=0.8, label=f"failure: {name} ({len(hits)})",
+                      rasterized=dense)
     planned_stops = _events(events, "planned_start")
     if len(planned_stops):
         ax.vlines(planned_stops["t_s"] / 86400.0, 0, 1, transform=ax.get_xaxis_transform(), lw=0.8, ls="--",
-                  color="black", alpha=0.6, label=f"planned maintenance ({len(planned_stops)})")
+                  color="black", alpha=0.6, label=f"planned maintenance ({len(planned_stops)})", rasterized=dense)
     _shade(ax, events, "waiting_start", "waiting_end", "#9467bd", "waiting for a spare")
     ckpt = _events(events, "checkpoint_end")["t_s"] / 86400.0
-    ax.plot(ckpt, np.zeros(len(ckpt)), "|", color="#8fb3d9", ms=6, label=f"checkpoints ({len(ckpt)})")
+    ax.plot(ckpt, np.zeros(len(ckpt)), "|", color="#8fb3d9", ms=6, label=f"checkpoints ({len(ckpt)})",
+            rasterized=dense)
     if result.get("completion_days"):
         ax.axvline(result["completion_days"], color="#2a9d4b", lw=1.2)
         ax.axvspan(result["completion_days"], end_day, color="#d9d9d9", alpha=0.5, label="released early")
@@ -86,7 +98,7 @@ def timeline(events: pd.DataFrame, result: dict[str, Any]) -> Figure:
     swaps = (events["kind"] == "spare_swap").astype(int) - (events["kind"] == "repair_done").astype(int)
     spare_nodes = result["spares"]["spare_nodes"]
     in_use = np.clip(swaps.cumsum(), 0, spare_nodes if spare_nodes is not None else None)
-    ax2.step(day, in_use, where="post", color="#555555", lw=1)
+    ax2.step(day, in_use, where="post", color="#555555", lw=1, rasterized=dense)
     if spare_nodes is not None:
         ax2.axhline(spare_nodes, color="#d62728", lw=0.8, ls=":", label=f"spare pool ({spare_nodes})")
         ax2.legend(loc="upper right", fontsize=7, frameon=False)
@@ -100,10 +112,11 @@ def timeline(events: pd.DataFrame, result: dict[str, Any]) -> Figure:
 
 def _shade(ax: Any, events: pd.DataFrame, start: str, end: str, colour: str, label: str) -> None:
     opened, first = None, True
-    for t, kind in zip(events["t_s"], events["kind"], strict=True):
+    sub = events[events["kind"].isin((start, end, "window_end"))]
+    for t, kind in zip(sub["t_s"].tolist(), sub["kind"].tolist(), strict=True):
         if kind == start and opened is None:
             opened = t
-        elif kind in (end, "window_end") and opened is not None:
+        elif kind != start and opened is not None:
             ax.axvspan(opened / 86400.0, t / 86400.0, color=colour, alpha=0.25, label=label if first else None)
             opened, first = None, False
 
@@ -166,7 +179,7 @@ def checkpoint_cost(used_s: float, best_s: float, overhead: Any) -> Figure:
     ax.set_title("Checkpoint interval: expected overhead (Daly) at the observed MTBF")
     ax.legend(fontsize=7, frameon=False)
     ax.grid(alpha=0.25)
-    return _figure("checkpoint", fig)
+    return _figure("checkpoint", fig, with_png=False)
 
 
 def power_band(power: pd.DataFrame, events: pd.DataFrame, bins: int = 720) -> Figure:
@@ -179,12 +192,15 @@ def power_band(power: pd.DataFrame, events: pd.DataFrame, bins: int = 720) -> Fi
     lo = [g.min() for g in groups if len(g)]
     hi = [g.max() for g in groups if len(g)]
     mean = [g.mean() for g in groups if len(g)]
-    ax.fill_between(x, lo, hi, step="post", color="#8fb3d9", alpha=0.7, label="per-minute min-max")
-    ax.step(x, mean, where="post", color="#1f4e79", lw=0.8, label="mean")
+    dense = len(events) > DENSE
+    ax.fill_between(x, lo, hi, step="post", color="#8fb3d9", alpha=0.7, label="per-minute min-max", rasterized=dense)
+    ax.step(x, mean, where="post", color="#1f4e79", lw=0.8, label="mean", rasterized=dense)
     fail = _events(events, "failure")["t_s"] / 86400.0
-    ax.plot(fail, np.full(len(fail), max(hi) if hi else 0), "v", color="#d62728", ms=5, label="failure")
+    ax.plot(fail, np.full(len(fail), max(hi) if hi else 0), "v", color="#d62728", ms=5, label="failure",
+            rasterized=dense)
     ckpt = _events(events, "checkpoint_start")["t_s"] / 86400.0
-    ax.plot(ckpt, np.full(len(ckpt), min(lo) if lo else 0), "|", color="#555555", ms=6, label="checkpoint")
+    ax.plot(ckpt, np.full(len(ckpt), min(lo) if lo else 0), "|", color="#555555", ms=6, label="checkpoint",
+            rasterized=dense)
     ax.set_xlabel("day of window")
     ax.set_ylabel("facility power (MW)")
     ax.set_title("Facility power over the window (per-minute band)")
@@ -211,7 +227,7 @@ def power_zoom(panels: list[dict[str, Any]]) -> Figure:
         ax.grid(alpha=0.25)
     if not panels:
         axes[0][0].text(0.5, 0.5, "no per-second series available", ha="center", transform=axes[0][0].transAxes)
-    return _figure("power_zoom", fig)
+    return _figure("power_zoom", fig, with_png=False)
 
 
 def distribution(values: pd.Series, title: str, xlabel: str, marker: float | None = None,
