@@ -14,10 +14,10 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.ticker import MaxNLocator
 
 plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "campaign", "font.size": 9,
                      "axes.spines.top": False, "axes.spines.right": False})

@@ -63,7 +63,7 @@ def test_report_opens_offline_with_every_figure_visible(report_html, tmp_path):
     probe.write_text(report_html.read_text().replace("</body>", PROBE))
     dom = _chromium(tmp_path / "profile-dom", "--virtual-time-budget=5000", "--dump-dom", probe.as_uri())
     assert dom.returncode == 0, dom.stderr[-2000:]
-    found = re.search(r'<pre id="probe">(.*?)</pre>', dom.stdout, re.S)
+    found = re.search(r'<pre id="probe">(.*?)</pre>', dom.stdout, re.DOTALL)
     assert found, dom.stdout[-2000:]
     out = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
     assert len(out["figures"]) == 6

@@ -28,7 +28,7 @@ def report(tmp_path_factory):
         power = series(con, "power_series", result["commitment_id"], result["replica"])
         config_json, summary = con.execute("SELECT config_json, summary FROM executed_window").fetchone()
     one_second, note = rebuild_one_second(config_json, 0, json.loads(summary), len(events))
-    html, md, markdown = write_report(ws.report_dir, result, events, power.assign(t_s=power["day"] * 86400),
+    html, _md, markdown = write_report(ws.report_dir, result, events, power.assign(t_s=power["day"] * 86400),
                                       one_second, note)
     return ws, result, html.read_text(), markdown, one_second, note
 
@@ -127,7 +127,7 @@ def test_compare_two_windows_highlights_what_differs(report, tmp_path):
     assert interval["differs"] == [False, True] and interval["values"][1] == 3600
     assert "checkpoint interval" in out["differences"]
     assert 'class="n diff"' in comparison["html"] and "<svg" in comparison["html"]
-    html, path = write_compare(tmp_path / "cmp", comparison)
+    _html, path = write_compare(tmp_path / "cmp", comparison)
     assert json.loads(path.read_text())["runs"][1]["name"] == "other"
 
 
