@@ -11,9 +11,9 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
 
 from campaign import store
-from campaign.analysis.analysis import analyse_window, series
+from campaign.analysis.analysis import analyse_window, recommendations, series
 from campaign.analysis.compare import load_run, render_compare, write_compare
-from campaign.analysis.power_detail import rebuild_one_second
+from campaign.analysis.power_detail import rebuild_one_second, smoothing_effect
 from campaign.analysis.report import BUCKETS, write_report
 from campaign.files import atomic_write_json
 
@@ -32,7 +32,11 @@ def analyse(ws: store.Workspace) -> dict:
         power = series(con, "power_series", result["commitment_id"], result["replica"])
         config_json, summary_json = con.execute("SELECT config_json, summary FROM executed_window").fetchone()
     power = power.assign(t_s=power["day"] * 86400.0)
-    one_second, note = rebuild_one_second(config_json, result["replica"], json.loads(summary_json), len(events))
+    summary = json.loads(summary_json)
+    one_second, note = rebuild_one_second(config_json, result["replica"], summary, len(events))
+    if note == "":  # the committed config simulates the recorded window again: ask what smoothing changed
+        result["smoothing_effect"] = smoothing_effect(config_json, result["replica"], summary)
+        result["recommendations"] = recommendations(result)
     html, md, markdown = write_report(ws.report_dir, result, events, power, one_second, note)
     campaign = json.loads(config_json).get("name", ws.root.name) if config_json else ws.root.name
     result = {**result, "campaign": campaign, "report": str(md), "report_html": str(html)}

@@ -157,6 +157,8 @@ def window_figures(summary: dict[str, Any], events: pd.DataFrame, config: dict[s
                      "job_start_swing": one_second.get("job_start_swing")},
         "energy_mwh": summary.get("energy_mwh", power.get("energy_mwh_sampled")),
         "gpu_hour_usd": gpu_hour_usd,
+        "energy_usd_per_mwh": (summary["cost_usd"]["energy"] / summary["energy_mwh"]
+                               if summary.get("energy_mwh") else 0.0),
         "cost_usd": {
             "compute": summary["cost_usd"]["compute"],
             "energy": summary["cost_usd"]["energy"],
@@ -324,10 +326,20 @@ def recommendations(r: dict[str, Any]) -> list[dict[str, str]]:
                     "figure": f"{r['spare_gpus']:,} spare GPUs idle for {r['goodput_detail_gpu_h']['idle_spares']:,.0f}"
                               f" GPU-h (${r['cost_usd']['idle_spares']:,.0f}) as insurance"})
     p = r["power_mw"]
-    if r.get("smoothing"):
-        out.append({"topic": "power smoothing", "advice": "smoothing was on; compare with a run without it "
-                                                          "(`campaign analyse --compare W_on W_off`) for its energy cost",
-                    "figure": f"largest ramp {p['max_ramp_mw_per_s']:.3f} MW/s, energy {r['energy_mwh']:,.1f} MWh"})
+    effect = r.get("smoothing_effect")
+    if effect:
+        extra_usd = effect["extra_energy_mwh"] * r["energy_usd_per_mwh"]
+        ramp, done = effect["max_ramp_mw_per_s"], effect["completion_days"]
+        if done["with"] is not None and done["without"] is not None:
+            slower = f"finished {(done['with'] - done['without']) * 24:,.2f} h later"
+        else:
+            slower = (f"trained {(effect['tokens_trained']['without'] - effect['tokens_trained']['with']) / 1e9:,.1f} B"
+                      " fewer tokens")
+        out.append({"topic": "power smoothing",
+                    "advice": f"smoothing cost {effect['extra_energy_mwh']:,.2f} MWh (${extra_usd:,.0f}) of energy "
+                              f"and {slower}",
+                    "figure": f"it cut the steepest 1-s ramp from {ramp['without']:.3f} to {ramp['with']:.3f} MW/s "
+                              "(the same window, same failures, simulated without it)"})
     elif p.get("max_ramp_mw_per_s") is not None:
         out.append({"topic": "power smoothing",
                     "advice": "no smoothing: the facility saw the full swing at every stop and start",

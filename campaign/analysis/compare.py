@@ -167,12 +167,34 @@ def _spread_figure(runs: list[dict[str, Any]]) -> Figure | None:
     return _figure("spread", fig)
 
 
+def window_length_advice(run: dict[str, Any]) -> str | None:
+    """For a simulate run: was the window too short or too long for the completion distribution?"""
+    if run["kind"] != "simulate":
+        return None
+    s = run["data"]["summary"]
+    p = s.get("p_complete_in_window")
+    done = s.get("completion_days") or {}
+    window_days = run["data"].get("window_days")
+    if p is None:
+        return None
+    if p < 0.9:
+        return (f"too short: only {p:.0%} of replicas finish inside the window"
+                + (f"; p90 of those that finish is day {done['p90']:.1f}" if done.get("p90") is not None else ""))
+    if window_days and done.get("p90") is not None and done["p90"] < 0.8 * window_days:
+        return f"longer than needed: 90% of replicas finish by day {done['p90']:.1f} of {window_days:.1f}"
+    return (f"fits: {p:.0%} of replicas finish inside the window"
+            + (f", 90% by day {done['p90']:.1f}" if done.get("p90") is not None else ""))
+
+
 def render_compare(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """The comparison as JSON, HTML and Markdown."""
     table = comparison_table(runs)
+    for run in runs:
+        run["window_advice"] = window_length_advice(run)
     figures = {k: f for k, f in (("goodput", _goodput_figure(runs)), ("spread", _spread_figure(runs))) if f}
     names = [r["name"] for r in runs]
-    out_json = {"runs": [{"target": r["target"], "kind": r["kind"], "name": r["name"]} for r in runs],
+    out_json = {"runs": [{"target": r["target"], "kind": r["kind"], "name": r["name"],
+                          "window_length": r["window_advice"]} for r in runs],
                 "metrics": table,
                 "differences": [row["label"] for row in table if any(row["differs"])],
                 "results": [r["data"] for r in runs]}
@@ -185,7 +207,8 @@ def render_compare(runs: list[dict[str, Any]]) -> dict[str, Any]:
         cells = [("**" + num(v, row["digits"]) + "**") if d else num(v, row["digits"])
                  for v, d in zip(row["values"], row["differs"], strict=True)]
         md.append(f"| {row['label']} | {row['unit']} | " + " | ".join(cells) + " |")
-    md += ["", "Bold: differs from the first run by more than 1%."]
+    md += ["", "Bold: differs from the first run by more than 1%.", ""]
+    md += [f"- {r['name']}: window {r['window_advice']}" for r in runs if r["window_advice"]]
     return {"json": out_json, "html": html, "markdown": "\n".join(md) + "\n"}
 
 

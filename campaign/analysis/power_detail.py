@@ -61,3 +61,30 @@ def zoom_moments(events: pd.DataFrame) -> list[tuple[float, str]]:
             what = f" ({row['category']})" if kind == "failure" and row["category"] else ""
             out.append((float(row["t_s"]), f"{label}{what} at day {row['t_s'] / 86400.0:.2f}"))
     return out
+
+
+def smoothing_effect(config_json: str | None, replica: int, summary: dict[str, Any]) -> dict[str, Any] | None:
+    """What the window's power smoothing cost against the swing it removed: the same window (same seed, so the same
+    failures) simulated again without smoothing, set beside the recorded one. None when smoothing was off."""
+    if not config_json:
+        return None
+    from campaign.config import CampaignConfig
+    from campaign.plan import make_plan
+    from campaign.sim import simulate
+    from campaign.window import window_inputs
+
+    config = CampaignConfig.model_validate(json.loads(config_json))
+    if config.plan.power_smoothing is None:
+        return None
+    plain = config.model_copy(update={"plan": config.plan.model_copy(update={"power_smoothing": None})})
+    without = simulate(window_inputs(plain, make_plan(plain)), replica=replica).summary
+    on, off = summary["power_mw"], without["power_mw"]
+    return {
+        "energy_mwh": {"with": summary["energy_mwh"], "without": without["energy_mwh"]},
+        "extra_energy_mwh": summary["energy_mwh"] - without["energy_mwh"],
+        "max_ramp_mw_per_s": {"with": on["max_ramp_mw_per_s"], "without": off["max_ramp_mw_per_s"]},
+        "swing_mw": {"with": on["peak"] - on["min"], "without": off["peak"] - off["min"]},
+        "tokens_trained": {"with": summary["tokens_trained"], "without": without["tokens_trained"]},
+        "completion_days": {k: (s["completion_s"] / 86400.0 if s.get("completion_s") else None)
+                            for k, s in (("with", summary), ("without", without))},
+    }

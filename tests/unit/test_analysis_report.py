@@ -144,6 +144,10 @@ def test_compare_simulate_runs(tmp_path):
     comparison = render_compare([load_run(str(a)), load_run(str(b))])
     assert "ETTR (p50 of replicas)" in comparison["json"]["differences"]
     assert "P(finish inside the window)" not in comparison["json"]["differences"]
+    assert comparison["json"]["runs"][0]["window_length"].startswith("fits: 90%")
+    b.write_text(json.dumps({**sim(0.8), "summary": {**sim(0.8)["summary"], "p_complete_in_window": 0.5}}))
+    short = render_compare([load_run(str(a)), load_run(str(b))])["json"]["runs"][1]["window_length"]
+    assert short.startswith("too short: only 50%")
 
 
 def test_compare_refuses_unknown_and_foreign_targets(report, tmp_path):
@@ -158,3 +162,23 @@ def test_compare_refuses_unknown_and_foreign_targets(report, tmp_path):
     with pytest.raises(ConfigError, match="at least two"):
         check_targets([str(ws.root)])
     assert not (tmp_path / "compare").exists()
+
+
+def test_smoothing_is_costed_against_the_same_window_without_it(tmp_path):
+    from campaign.analysis.analysis import recommendations
+    from campaign.analysis.power_detail import smoothing_effect
+
+    ws = executed_workspace(tmp_path / "w", ("plan.power_smoothing.floor_fraction=0.6",
+                                             "plan.power_smoothing.ramp_mw_per_s=0.005"))
+    with catalog(ws, read_only=True) as con:
+        result = analyse_window(con, str(ws.catalog_path))
+        config_json, summary = con.execute("SELECT config_json, summary FROM executed_window").fetchone()
+    effect = smoothing_effect(config_json, 0, json.loads(summary))
+    assert effect["extra_energy_mwh"] > 0                              # a floor burns energy...
+    assert effect["max_ramp_mw_per_s"]["with"] <= 0.005 + 1e-9 < effect["max_ramp_mw_per_s"]["without"]  # ...for this
+    advice = next(r for r in recommendations({**result, "smoothing_effect": effect}) if r["topic"] == "power smoothing")
+    assert "MWh" in advice["advice"] and "MW/s" in advice["figure"]
+    plain = executed_workspace(tmp_path / "plain")
+    with catalog(plain, read_only=True) as con:
+        config_json, summary = con.execute("SELECT c.config_json, r.summary FROM commitments c, sim_replicas r").fetchone()
+    assert smoothing_effect(config_json, 0, json.loads(summary)) is None
