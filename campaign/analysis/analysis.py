@@ -22,7 +22,7 @@ import pandas as pd
 
 from campaign import goodput
 from campaign.analysis.statistics import checkpoint_overhead, optimal_interval_s, poisson_interval
-from campaign.errors import CampaignError, ConfigError, DataError
+from campaign.errors import CampaignError, ConfigError, DataError, WorkspaceBusy
 from campaign.store import SCHEMA_VERSION, Workspace, existing_workspace, first_row
 
 LOST_KEYS = ("lost_rework", "restart", "waiting")
@@ -387,9 +387,14 @@ def analysis_workspace(path: str | Path | None) -> Workspace:
     try:
         con = duckdb.connect(str(ws.catalog_path), read_only=True)
     except duckdb.Error as exc:
+        if "lock" in str(exc).lower():
+            raise WorkspaceBusy(f"the catalog is open for writing in another program ({str(exc).splitlines()[0][:200]})",
+                                where=str(ws.catalog_path),
+                                fix="wait for the running stage to finish (or close the program), then try again"
+                                ) from None
         raise DataError(f"the catalog cannot be opened read-only ({str(exc).splitlines()[0][:200]})",
                         where=str(ws.catalog_path),
-                        fix="close other programs that write to it, or move a damaged catalog aside") from None
+                        fix="move a damaged catalog aside and run the stages again") from None
     try:
         check_catalog(con, str(ws.catalog_path))
     finally:

@@ -218,3 +218,26 @@ def test_an_older_catalog_is_bad_input_and_is_not_migrated(tmp_path):
         analysis_workspace(root)
     assert "schema version 1" in err.value.message and "executions" in err.value.message
     assert _snapshot(root) == before
+
+
+def test_a_catalog_held_by_a_writer_is_busy_not_damaged(tmp_path):
+    import subprocess
+    import sys
+
+    from campaign.analysis.catalog_sql import run_query
+    from campaign.errors import WorkspaceBusy
+
+    ws = empty_catalog(tmp_path / "w")
+    holder = subprocess.Popen([sys.executable, "-c", ("import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
+                               "print('open', flush=True); time.sleep(60)"), str(ws.catalog_path)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "open"
+        with pytest.raises(WorkspaceBusy) as err:
+            analysis_workspace(ws.root)
+        assert err.value.exit_code == 4 and "another program" in err.value.message
+        with pytest.raises(WorkspaceBusy):
+            run_query(ws.root, "select 1")
+    finally:
+        holder.kill()
+        holder.wait()
