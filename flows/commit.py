@@ -7,9 +7,11 @@ from prefect.flow_runs import pause_flow_run
 from prefect.input import RunInput
 
 from campaign.errors import CampaignError, Refused
+from campaign.window import window_inputs
 from flows.common import StageParams, failed, quiet_expected_errors, stage_run
 from tasks.commit import book_window, check_gates, schedule_execute
 from tasks.config import load_campaign
+from tasks.power import write_power_notice
 
 
 class Approval(RunInput):
@@ -18,7 +20,9 @@ class Approval(RunInput):
 
 
 @flow(name="commit")
-def commit(params: StageParams = StageParams()):
+def commit(params: StageParams = StageParams(), schedule_execution: bool = True):
+    """Book the window; run as its own deployment with `schedule_execution`, it also schedules `execute-window`
+    at the window's start. The lifecycle runs execute itself right after, so it passes False (one execution)."""
     quiet_expected_errors()
     try:
         loaded, ws = load_campaign(params.config, params.overrides, params.workspace)
@@ -33,7 +37,11 @@ def commit(params: StageParams = StageParams()):
                                   fix="resolve the approver's concern and commit again")
                 approved_by = answer.approver
             booked = book_window(ws, loaded, data_digest, run_id, approved_by)
-            schedule_execute(booked, params.model_dump())
+            # The utility's warning: commitments/<id>-power.md and .json, and an artifact (issue 9).
+            write_power_notice(ws.root / "commitments", booked.commitment_id, window_inputs(loaded.config),
+                               loaded.config.sim.replicas, f"window {booked.commitment_id}")
+            if schedule_execution:
+                schedule_execute(booked, params.model_dump())
             return booked
     except CampaignError as err:
         return failed(err)

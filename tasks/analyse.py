@@ -44,7 +44,7 @@ def analyse(ws: store.Workspace) -> dict:
     create_markdown_artifact(key=artifact_key(campaign, "campaign-report"), markdown=markdown,
                              description=f"Window report of {campaign} ({result['commitment_id']})")
     create_table_artifact(key=artifact_key(campaign, "goodput"), description="GPU-hours by goodput bucket",
-                          table=[{"bucket": label, "gpu_h": round(result["goodput_detail_gpu_h"][k], 1),
+                          table=[{"bucket": label, "gpu_h": round(result["goodput_breakdown_gpu_h"][k], 1),
                                   "counts_as": kind} for k, label, kind in BUCKETS])
     create_table_artifact(key=artifact_key(campaign, "failures"), description="Failures observed against expected",
                           table=[{k: row[k] for k in ("category", "observed", "expected", "interval_lo",

@@ -182,7 +182,7 @@ def main() -> None:
             times["campaign: same figures (SQL)"])
         print(f"  pandas / campaign SQL on the same figures: {ratio:.2f}x (above 1: DuckDB faster)")
         print(f"  report.html: {(root / 'report' / 'report.html').stat().st_size / 1e6:.2f} MB")
-        print(f"  goodput sum check: {goodput.buckets_sum_gpu_h(ours['goodput_detail_gpu_h']):,.0f} GPU-h = "
+        print(f"  goodput sum check: {goodput.buckets_sum_gpu_h(ours['goodput_breakdown_gpu_h']):,.0f} GPU-h = "
               f"{ours['window_gpu_h']:,.0f}")
 
 

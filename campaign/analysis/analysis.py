@@ -134,10 +134,9 @@ def window_figures(summary: dict[str, Any], events: pd.DataFrame, config: dict[s
         "job_wall_h": wall_h,
         "planned": {"expected_ettr": plan.get("expected_ettr"), "expected_days": plan.get("expected_days"),
                     "job_mtbf_h": plan.get("job_mtbf_h"), "tokens_per_s": plan.get("tokens_per_s")},
-        # The contract's six buckets (idle = spares standing by + released early), summing to the window's GPU-hours;
-        # the detail splits idle, and also sums to the window's GPU-hours.
-        "goodput_breakdown_gpu_h": {k: buckets[k] for k in goodput.CONTRACT_KEYS},
-        "goodput_detail_gpu_h": {k: buckets[k] for k in goodput.BUCKET_KEYS},
+        # Every bucket, as the simulator's summary has them: the contract's six (idle = idle_spares + idle_released)
+        # and the split of idle; goodput.buckets_sum_gpu_h sums them (idle not twice) to the window's GPU-hours.
+        "goodput_breakdown_gpu_h": {k: buckets[k] for k in goodput.ALL_KEYS},
         "window_gpu_h": total_gpu_h,
         "interruptions": {"unexpected": n_unexpected, "planned": n_planned,
                           "by_category": {str(k): int(v) for k, v in by_category.items()}},
@@ -323,7 +322,7 @@ def recommendations(r: dict[str, Any]) -> list[dict[str, str]]:
                               f"against ${sp['cost_of_more_usd'] or 0:,.0f} for the extra spares over the window"})
     else:
         out.append({"topic": "spares", "advice": "spares never ran out",
-                    "figure": f"{r['spare_gpus']:,} spare GPUs idle for {r['goodput_detail_gpu_h']['idle_spares']:,.0f}"
+                    "figure": f"{r['spare_gpus']:,} spare GPUs idle for {r['goodput_breakdown_gpu_h']['idle_spares']:,.0f}"
                               f" GPU-h (${r['cost_usd']['idle_spares']:,.0f}) as insurance"})
     p = r["power_mw"]
     effect = r.get("smoothing_effect")

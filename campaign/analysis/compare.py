@@ -134,7 +134,7 @@ def _goodput_figure(runs: list[dict[str, Any]]) -> Figure | None:
     fig, ax = plt.subplots(figsize=(10, 0.5 * len(windows) + 1.4))
     for i, run in enumerate(windows):
         left = 0.0
-        buckets = run["data"]["goodput_detail_gpu_h"]
+        buckets = run["data"]["goodput_breakdown_gpu_h"]
         total = goodput.buckets_sum_gpu_h(buckets)
         for key in goodput.BUCKET_KEYS:
             share = buckets[key] / total if total else 0.0

@@ -56,7 +56,7 @@ def window_figures(result: dict[str, Any], events: pd.DataFrame, power: pd.DataF
     """Every figure of the window report."""
     figs = {
         "timeline": plots.timeline(events, result),
-        "waterfall": plots.waterfall(result["goodput_detail_gpu_h"], result["window_gpu_h"]),
+        "waterfall": plots.waterfall(result["goodput_breakdown_gpu_h"], result["window_gpu_h"]),
         "failures": plots.failures(result["failures"]),
         "power": plots.power_band(power, events),
     }

@@ -78,7 +78,7 @@ def _events() -> pd.DataFrame:
 
 def test_an_early_finish_is_released_capacity_not_a_loss():
     r = window_figures(_summary(completion_s=90_000.0), _events(), None)
-    detail = r["goodput_detail_gpu_h"]
+    detail = r["goodput_breakdown_gpu_h"]
     assert r["ettr"] == pytest.approx(80_000 / 90_000)                 # over the job's wall time, not the window
     assert r["ettr_whole_window"] == pytest.approx(0.8)
     assert detail["idle_released"] == pytest.approx(120 * 10_000 / 3600)
@@ -87,14 +87,14 @@ def test_an_early_finish_is_released_capacity_not_a_loss():
     assert r["cost_usd"]["released_early"] == pytest.approx(detail["idle_released"] * 2.0)
     assert r["released_early_h"] == pytest.approx(10_000 / 3600)
     total = 120 * 100_000 / 3600
-    assert math.fsum(r["goodput_breakdown_gpu_h"].values()) == pytest.approx(total)
+    assert math.fsum(r["goodput_breakdown_gpu_h"][k] for k in goodput.CONTRACT_KEYS) == pytest.approx(total)
     assert goodput.buckets_sum_gpu_h(detail) == pytest.approx(total)
     assert r["window_utilisation"] == pytest.approx(detail["productive"] / total)
 
 
 def test_a_window_that_ran_out_has_no_released_time():
     r = window_figures(_summary(completion_s=None), _events(), None)
-    assert r["goodput_detail_gpu_h"]["idle_released"] == 0.0
+    assert r["goodput_breakdown_gpu_h"]["idle_released"] == 0.0
     assert r["ettr"] == pytest.approx(0.8) and r["completion_days"] is None
     assert any(rec["topic"] == "window length" and "too short" in rec["advice"] for rec in _recs(r))
 
@@ -111,14 +111,14 @@ def test_the_demo_window_keeps_every_contract_key_and_the_buckets_sum(analysed):
     for key in ("ettr", "goodput_breakdown_gpu_h", "interruptions", "observed_job_mtbf_h", "checkpoint_interval_s",
                 "power_mw", "energy_mwh", "cost_usd", "tokens_trained", "tokens_target", "window_utilisation"):
         assert key in r, key
-    assert set(r["goodput_breakdown_gpu_h"]) == set(goodput.CONTRACT_KEYS)
+    assert set(r["goodput_breakdown_gpu_h"]) == set(goodput.ALL_KEYS)  # the contract's six and the split of idle
     assert {"used", "optimal"} <= set(r["checkpoint_interval_s"])
     assert {"peak", "mean", "min", "max_ramp_mw_per_s"} <= set(r["power_mw"])
     assert {"compute", "energy", "lost"} <= set(r["cost_usd"])
     assert {"unexpected", "planned", "by_category"} <= set(r["interruptions"])
     total = (r["gpus"] + r["spare_gpus"]) * r["window"]["hours"]
-    assert math.fsum(r["goodput_breakdown_gpu_h"].values()) == pytest.approx(total, rel=1e-9)
-    assert goodput.buckets_sum_gpu_h(r["goodput_detail_gpu_h"]) == pytest.approx(total, rel=1e-9)
+    assert math.fsum(r["goodput_breakdown_gpu_h"][k] for k in goodput.CONTRACT_KEYS) == pytest.approx(total, rel=1e-9)
+    assert goodput.buckets_sum_gpu_h(r["goodput_breakdown_gpu_h"]) == pytest.approx(total, rel=1e-9)
     json.dumps(r)  # JSON-ready
 
 
@@ -129,7 +129,7 @@ def test_the_demo_headline_agrees_with_the_simulator_and_leaves_the_idle_tail_ou
     # the simulator's own 'ettr while elapsed' (main) or 'ettr' (new definition) is the same quantity
     assert r["ettr"] == pytest.approx(summary.get("ettr_elapsed", summary["ettr"]), rel=1e-12)
     assert r["completed"]  # the demo finishes early, so there is an idle tail...
-    lost = sum(r["goodput_detail_gpu_h"][k] for k in ("lost_rework", "restart", "waiting")) * r["gpu_hour_usd"]
+    lost = sum(r["goodput_breakdown_gpu_h"][k] for k in ("lost_rework", "restart", "waiting")) * r["gpu_hour_usd"]
     assert r["cost_usd"]["lost"] == pytest.approx(lost)          # ...and it is not in the lost cost
     assert r["cost_usd"]["lost"] < r["cost_usd"]["released_early"]
     assert r["interruptions"]["unexpected"] == sum(f["observed"] for f in r["failures"])
