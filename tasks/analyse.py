@@ -37,7 +37,9 @@ def analyse(ws: store.Workspace) -> dict:
     if note == "":  # the committed config simulates the recorded window again: ask what smoothing changed
         result["smoothing_effect"] = smoothing_effect(config_json, result["replica"], summary)
         result["recommendations"] = recommendations(result)
-    html, md, markdown = write_report(ws.report_dir, result, events, power, one_second, note)
+    rehearsal_file = ws.root / "rehearsal" / "result.json"
+    rehearsal = json.loads(rehearsal_file.read_text()) if rehearsal_file.exists() else None
+    html, md, markdown = write_report(ws.report_dir, result, events, power, one_second, note, rehearsal)
     campaign = json.loads(config_json).get("name", ws.root.name) if config_json else ws.root.name
     result = {**result, "campaign": campaign, "report": str(md), "report_html": str(html)}
     atomic_write_json(ws.report_dir / "analysis.json", result)

@@ -73,29 +73,53 @@ def window_figures(result: dict[str, Any], events: pd.DataFrame, power: pd.DataF
     return figs
 
 
-def render_html(result: dict[str, Any], figures: dict[str, plots.Figure], zoom_note: str = "") -> str:
+def render_html(result: dict[str, Any], figures: dict[str, plots.Figure], zoom_note: str = "",
+                rehearsal: dict[str, Any] | None = None) -> str:
     return environment().get_template("report.html.j2").render(
         r=result, figures={k: f.svg for k, f in figures.items()} | {"checkpoint": figures.get("checkpoint") and
                                                                    figures["checkpoint"].svg},
-        buckets=BUCKETS, css=css(), zoom_note=zoom_note)
+        buckets=BUCKETS, css=css(), zoom_note=zoom_note, rehearsal=rehearsal)
 
 
 def data_uri(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
-def render_markdown(result: dict[str, Any], figures: dict[str, plots.Figure]) -> str:
+def render_markdown(result: dict[str, Any], figures: dict[str, plots.Figure],
+                    rehearsal: dict[str, Any] | None = None) -> str:
     """The summary for the Prefect UI and report.md: headline with definitions, recommendations, tables, figures."""
     return environment().get_template("summary.md.j2").render(
-        r=result, images={k: data_uri(f.png) for k, f in figures.items()}, buckets=BUCKETS)
+        r=result, images={k: data_uri(f.png) for k, f in figures.items() if f.png}, buckets=BUCKETS,
+        rehearsal=rehearsal)
+
+
+def rehearsal_section(rehearsal: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The rehearsal gate's loss curve (PNG data URI, drawn by campaign.rehearsal.plot) and its one-line verdict."""
+    if rehearsal is None:
+        return None
+    from campaign.rehearsal.plot import plot_loss_curve
+
+    d, timings = rehearsal.get("details") or {}, rehearsal.get("timings") or {}
+    if not d.get("passed"):
+        line = "failed: " + "; ".join(d.get("problems") or ["(no reason recorded)"])
+    else:
+        line = (f"loss {d['loss_first_tenth']:.3f} -> {d['loss_last_tenth']:.3f} (drop {d['loss_drop']:.2f}), "
+                f"held-out {d['heldout_first']:.3f} -> {d['heldout_last']:.3f}; killed at step {d['killed_at_step']}, "
+                f"resumed at {d['resumed_step']}: {d['restore_check']}; "
+                f"{num(timings.get('tokens_per_s'))} tokens/s")
+    return {"line": line, "image": data_uri(plot_loss_curve(rehearsal.get("curves") or {}, d))}
 
 
 def write_report(report_dir: Path, result: dict[str, Any], events: pd.DataFrame, power: pd.DataFrame,
-                 one_second: np.ndarray | None, zoom_note: str = "") -> tuple[Path, Path, str]:
-    """Write report.html and report.md; returns their paths and the Markdown (for the artifact)."""
+                 one_second: np.ndarray | None, zoom_note: str = "",
+                 rehearsal: dict[str, Any] | None = None) -> tuple[Path, Path, str]:
+    """Write report.html and report.md; returns their paths and the Markdown (for the artifact).
+
+    `rehearsal` is the rehearsal gate's `result.json` (details and curves), if the workspace has one."""
     figures = window_figures(result, events, power, one_second)
-    html = render_html(result, figures, zoom_note)
-    markdown = render_markdown(result, figures)
+    section = rehearsal_section(rehearsal)
+    html = render_html(result, figures, zoom_note, section)
+    markdown = render_markdown(result, figures, section)
     html_path = atomic_write_text(report_dir / "report.html", html)
     md_path = atomic_write_text(report_dir / "report.md", markdown)
     return html_path, md_path, markdown

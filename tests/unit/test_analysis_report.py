@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from campaign.analysis.analysis import analyse_window, series
+from campaign.analysis.analysis import analyse_window, create_views, series
 from campaign.analysis.catalog_sql import format_table, run_query
 from campaign.analysis.compare import check_targets, load_run, render_compare, write_compare
 from campaign.analysis.power_detail import rebuild_one_second
@@ -182,3 +182,27 @@ def test_smoothing_is_costed_against_the_same_window_without_it(tmp_path):
     with catalog(plain, read_only=True) as con:
         config_json, summary = con.execute("SELECT c.config_json, r.summary FROM commitments c, sim_replicas r").fetchone()
     assert smoothing_effect(config_json, 0, json.loads(summary)) is None
+
+
+def test_the_rehearsal_loss_curve_is_embedded_in_both_reports(report, tmp_path):
+    from campaign.analysis.report import rehearsal_section, render_html, render_markdown, window_figures
+
+    ws, result, _, _, _, _ = report
+    details = {"passed": True, "loss_first_tenth": 5.5, "loss_last_tenth": 3.1, "loss_drop": 0.44,
+               "heldout_first": 5.4, "heldout_last": 3.3, "kill_step": 60, "killed_at_step": 61, "resumed_step": 50,
+               "restore_check": "bit-identical"}
+    curves = {"reference": {"loss": [[i, 5.5 - i / 50] for i in range(120)], "heldout": [[0, 5.4], [119, 3.3]]},
+              "faulted": {"resumed_step": 50, "loss": [[i, 5.5 - i / 50] for i in range(50, 120)]}}
+    section = rehearsal_section({"details": details, "curves": curves, "timings": {"tokens_per_s": 1234.0}})
+    assert section["image"].startswith("data:image/png;base64,") and "bit-identical" in section["line"]
+    with catalog(ws, read_only=True) as con:
+        create_views(con)
+        events = con.execute("SELECT * FROM window_events ORDER BY event_id").df()
+        power = series(con, "power_series", result["commitment_id"], result["replica"])
+    figures = window_figures(result, events, power.assign(t_s=power["day"] * 86400), None)
+    html = render_html(result, figures, "", section)
+    assert 'alt="rehearsal loss curve"' in html and "1,234 tokens/s" in html
+    assert "![rehearsal loss curve](data:image/png;base64," in render_markdown(result, figures, section)
+    failed = rehearsal_section({"details": {"passed": False, "problems": ["loss did not fall"]}, "curves": {}})
+    assert failed["line"] == "failed: loss did not fall"
+    assert "No rehearsal result" in render_html(result, figures)
