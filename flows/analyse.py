@@ -1,4 +1,5 @@
-"""The analyse stage: goodput, failures, checkpoints, power, energy and cost of the executed window."""
+"""The analyse stage: goodput, failures, checkpoints, power, energy and cost of the executed window; and runs
+side by side (`--compare`)."""
 
 import sys
 
@@ -6,9 +7,11 @@ from prefect import flow
 from pydantic import BaseModel, ConfigDict, Field
 
 from campaign import store
+from campaign.analysis.analysis import analysis_workspace
+from campaign.analysis.compare import check_targets
 from campaign.errors import CampaignError
 from flows.common import failed, quiet_expected_errors
-from tasks.analyse import analyse
+from tasks.analyse import analyse, compare
 
 
 class AnalyseParams(BaseModel):
@@ -17,16 +20,34 @@ class AnalyseParams(BaseModel):
     workspace: str | None = Field(None, description="Workspace folder (default: the only one under workspace/).")
 
 
+class CompareParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    targets: list[str] = Field(min_length=2, max_length=16, description="Workspaces, or JSON files of "
+                                                                        "`campaign simulate --json`, to compare.")
+    out_dir: str = Field("compare", description="Folder for compare.html and compare.json.")
+
+
 @flow(name="analyse")
 def analyse_flow(params: AnalyseParams = AnalyseParams()):
     quiet_expected_errors()
     try:
-        ws = store.existing_workspace(params.workspace)
+        ws = analysis_workspace(params.workspace)  # bad input refused here, before anything is written
         with store.locked(ws, "campaign analyse"):
             run_id = store.start_run(ws, "analyse", None, None)
             result = analyse(ws)
             store.finish_run(ws, run_id, "completed")
             return result
+    except CampaignError as err:
+        return failed(err)
+
+
+@flow(name="analyse-compare")
+def compare_flow(params: CompareParams):
+    quiet_expected_errors()
+    try:
+        check_targets(params.targets)
+        return compare(params.targets, params.out_dir)
     except CampaignError as err:
         return failed(err)
 

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
-from campaign.errors import CampaignError, InternalError
+from campaign.errors import CampaignError, ConfigError, InternalError
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
@@ -190,20 +190,62 @@ def execute(config: ConfigArg, workspace: WorkspaceOpt = None, set_: SetOpt = No
 
 
 @app.command()
-def analyse(workspace: WorkspaceOpt = None, json_: JsonOpt = False) -> None:
-    """Analyse the executed window and write report/report.md."""
-    from campaign import store
+def analyse(workspace: WorkspaceOpt = None, json_: JsonOpt = False,
+            compare: Annotated[list[str] | None, typer.Option(
+                "--compare", help="Set runs side by side: two or more workspaces or `campaign simulate --json` "
+                                  "files (repeat, or list them after --compare).")] = None,
+            out: Annotated[str, typer.Option("--out", help="Folder for compare.html/compare.json "
+                                                            "(with --compare).")] = "compare",
+            extra: Annotated[list[str] | None, typer.Argument(help="More --compare targets.",
+                                                              show_default=False)] = None) -> None:
+    """Analyse the executed window and write report/report.html (or compare runs with --compare)."""
+    from campaign.analysis.analysis import analysis_workspace
+    from campaign.analysis.compare import check_targets
 
-    ws = store.existing_workspace(workspace)
+    if compare or extra:
+        if extra and not compare:
+            raise ConfigError(f"unexpected arguments {' '.join(extra)}", where="campaign analyse",
+                              fix="use --compare W1 W2 ... to compare runs, or --workspace DIR to analyse one")
+        targets = [*compare, *(extra or [])]
+        check_targets(targets)  # bad input refused before a Prefect API starts or anything is written
+        with _prefect_api(None):
+            _console_without_tracebacks()
+            from flows.analyse import CompareParams, compare_flow
+
+            result = _finish(compare_flow(CompareParams(targets=targets, out_dir=out), return_state=True))
+        if json_:
+            typer.echo(json.dumps(result, indent=2, default=str))
+        else:
+            typer.echo(f"{len(targets)} runs compared; differences: {', '.join(result['differences']) or 'none'}; "
+                       f"report: {result['report_html']}")
+        return
+    ws = analysis_workspace(workspace)  # bad input refused before a Prefect API starts or anything is written
     with _prefect_api(ws):
         _console_without_tracebacks()
         from flows.analyse import AnalyseParams, analyse_flow
 
-        result = _finish(analyse_flow(AnalyseParams(workspace=workspace), return_state=True))
+        result = _finish(analyse_flow(AnalyseParams(workspace=str(ws.root)), return_state=True))
     if json_:
         typer.echo(json.dumps(result, indent=2, default=str))
     else:
-        typer.echo(f"ETTR {result['ettr']:.3f}; report: {result['report']}")
+        typer.echo(f"ETTR while the job ran {result['ettr']:.3f} (window utilisation "
+                   f"{result['window_utilisation']:.3f}); lost to failures ${result['cost_usd']['lost']:,.0f}; "
+                   f"report: {result['report_html']}")
+
+
+@app.command(name="sql")
+def sql_(query: Annotated[str, typer.Argument(help="A SELECT over the catalog and its views (executed_window, "
+                                                  "window_events, interruptions_by_day, gate_figures, "
+                                                  "rejections_by_reason, data_mixture).")],
+         workspace: WorkspaceOpt = None, json_: JsonOpt = False) -> None:
+    """Query the workspace catalog read-only and print a table (or JSON rows)."""
+    from campaign.analysis.catalog_sql import format_table, run_query
+
+    columns, rows = run_query(workspace, query)
+    if json_:
+        typer.echo(json.dumps([dict(zip(columns, r, strict=True)) for r in rows], indent=2, default=str))
+    else:
+        typer.echo(format_table(columns, rows))
 
 
 @app.command()

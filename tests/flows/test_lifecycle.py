@@ -34,7 +34,7 @@ def test_run_demo_end_to_end(tmp_path, demo_inputs, capsys):
     notice = json.loads((ws / "commitments" / f"{commitment_id}-power.json").read_text())
     assert notice["smoothing_tradeoff"] and "Largest swing" in (ws / "commitments" / f"{commitment_id}-power.md").read_text()
     report = (ws / "report" / "report.md").read_text()
-    assert "ETTR" in report and (ws / "report" / "power.png").exists()
+    assert "ETTR" in report and "<svg" in (ws / "report" / "report.html").read_text()
     # Input = kept + rejected for every source, and every rejected document is kept with its reason.
     manifest = json.loads((ws / "data" / "manifest.json").read_text())
     for source in manifest["sources"]:

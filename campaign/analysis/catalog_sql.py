@@ -1,0 +1,96 @@
+"""`campaign sql`: a query over a workspace catalog, opened read-only, with the documented views of views.sql.
+
+The connection is read-only, and external access (files, URLs, other databases) is switched off and locked
+before the query runs, so a query can read the catalog and nothing else, and write nothing anywhere.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from campaign.analysis.analysis import query as view_sql
+from campaign.errors import ConfigError, DataError, WorkspaceBusy
+from campaign.store import Workspace, existing_workspace
+
+MAX_ROWS = 10_000
+
+
+def run_query(workspace: str | Path | None, text: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """Column names and rows (at most MAX_ROWS) of one query; bad SQL is bad input (exit 2)."""
+    if not text.strip():
+        raise ConfigError("empty query", where="campaign sql", fix='pass a query, e.g. "select * from gate_figures"')
+    ws = _workspace(workspace)
+    try:
+        con = duckdb.connect(str(ws.catalog_path), read_only=True)
+    except duckdb.Error as exc:
+        if "lock" in str(exc).lower():
+            raise WorkspaceBusy(f"the catalog is open for writing in another program ({str(exc).splitlines()[0][:200]})",
+                                where=str(ws.catalog_path),
+                                fix="wait for the running stage to finish (or close the program), then try again"
+                                ) from None
+        raise DataError(f"the catalog cannot be opened read-only ({str(exc).splitlines()[0][:200]})",
+                        where=str(ws.catalog_path),
+                        fix="move a damaged catalog aside and run the stages again") from None
+    try:
+        for statement in view_sql("views").split(";\n"):
+            if statement.strip() and "CREATE" in statement:
+                try:
+                    con.execute(statement)
+                except duckdb.Error:
+                    pass  # an older catalog lacks a table a view needs: that view is simply absent
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
+        try:
+            cursor = con.execute(text)
+            columns = [d[0] for d in cursor.description or []]
+            rows = cursor.fetchmany(MAX_ROWS)
+        except duckdb.Error as exc:
+            raise ConfigError(f"the query failed: {str(exc).splitlines()[0][:300]}", where="campaign sql",
+                              fix="the catalog is read-only; see the README's 'SQL over the catalog' for the "
+                                  "tables and views (or run: campaign sql \"show tables\")") from None
+    finally:
+        con.close()
+    return columns, rows
+
+
+def _workspace(path: str | Path | None) -> Workspace:
+    if path is None:
+        try:
+            return existing_workspace(None)
+        except Exception as err:  # noqa: BLE001 - a Refused here is bad input for sql
+            raise ConfigError(str(getattr(err, "message", err)), fix="pass --workspace DIR") from None
+    ws = Workspace(Path(path).resolve())
+    if not ws.catalog_path.is_file():
+        raise ConfigError("no campaign catalog here (campaign.duckdb is missing)", where=str(ws.root),
+                          fix="pass --workspace DIR, the folder a campaign ran in")
+    return ws
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return "nan" if math.isnan(value) else f"{value:,.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    text = str(value).replace("\n", " ")
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def format_table(columns: list[str], rows: list[tuple[Any, ...]]) -> str:
+    """A plain-text table: header, rule, numbers right-aligned."""
+    cells = [[_cell(v) for v in row] for row in rows]
+    numeric = [all(isinstance(r[i], (int, float)) and not isinstance(r[i], bool) for r in rows if r[i] is not None)
+               for i in range(len(columns))]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+
+    def line(values: list[str]) -> str:
+        return "  ".join(v.rjust(w) if n else v.ljust(w) for v, w, n in zip(values, widths, numeric, strict=True))
+
+    out = [line(columns), "  ".join("-" * w for w in widths), *(line(r) for r in cells)]
+    out.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+    return "\n".join(s.rstrip() for s in out)

@@ -1,0 +1,222 @@
+"""Runs side by side: executed windows (workspaces) and what-if runs (`campaign simulate --json` files) in one table,
+one JSON and one self-contained HTML page, with every figure that differs from the first run highlighted."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from campaign import goodput
+from campaign.analysis.analysis import analyse_window, analysis_workspace
+from campaign.analysis.plots import BUCKET_COLOURS, Figure, _figure
+from campaign.analysis.report import css, environment, num
+from campaign.errors import ConfigError, DataError
+from campaign.files import atomic_write_json, atomic_write_text
+
+DIFF_REL = 0.01  # a figure differs from the first run's when it is more than 1% away (or one is missing)
+
+# (key path, label, unit, digits) for executed windows and simulate runs (p50 of the replicas).
+WINDOW_METRICS = (
+    ("ettr", "ETTR while the job ran", "", 3), ("window_utilisation", "window utilisation", "", 3),
+    ("tokens_trained", "tokens trained", "B", 1), ("completion_days", "finished on day", "d", 2),
+    ("interruptions.unexpected", "unexpected interruptions", "", 0),
+    ("interruptions.planned", "planned interruptions", "", 0),
+    ("observed_job_mtbf_h", "observed job MTBF", "h", 2), ("checkpoint_interval_s.used", "checkpoint interval", "s", 0),
+    ("cost_usd.lost", "lost to failures", "USD", 0), ("released_early_h", "released early", "h", 1),
+    ("power_mw.peak", "peak power", "MW", 3), ("power_mw.max_ramp_mw_per_s", "steepest ramp", "MW/s", 3),
+    ("energy_mwh", "energy", "MWh", 1), ("cost_usd.energy", "energy cost", "USD", 0),
+)
+SIMULATE_METRICS = (
+    ("summary.ettr.p50", "ETTR (p50 of replicas)", "", 3), ("summary.ettr.p10", "ETTR p10", "", 3),
+    ("summary.ettr.p90", "ETTR p90", "", 3),
+    ("summary.completion_days.p50", "finished on day (p50)", "d", 2),
+    ("summary.completion_days.p90", "finished on day (p90)", "d", 2),
+    ("summary.p_complete_in_window", "P(finish inside the window)", "", 2),
+    ("summary.interruptions_unexpected.mean", "unexpected interruptions (mean)", "", 1),
+    ("summary.tokens_trained.p50", "tokens trained (p50)", "B", 1),
+    ("summary.power_mw.peak", "peak power", "MW", 3), ("summary.energy_mwh", "energy (mean)", "MWh", 1),
+)
+
+
+def check_targets(targets: list[str]) -> None:
+    """Each target must be a workspace with an executed window or a `campaign simulate --json` file (exit 2)."""
+    if len(targets) < 2:
+        raise ConfigError("--compare needs at least two runs", where="--compare",
+                          fix="pass two or more workspaces or simulate JSON files: --compare W1 W2")
+    for target in targets:
+        path = Path(target)
+        if path.is_file():
+            _read_simulate(path)
+        elif path.is_dir():
+            analysis_workspace(path)
+        else:
+            raise ConfigError("no such workspace or simulate JSON file", where=target,
+                              fix="pass the folder a campaign ran in, or a file from `campaign simulate --json > "
+                                  "run.json`")
+
+
+def _read_simulate(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise DataError(f"not a readable JSON file ({exc})", where=str(path),
+                        fix="pass a file written by `campaign simulate CONFIG --json > run.json`") from None
+    if not isinstance(data, dict) or not isinstance(data.get("summary"), dict) or "replicas" not in data:
+        raise DataError("not the output of `campaign simulate --json` (no 'replicas' and 'summary')", where=str(path),
+                        fix="pass a file written by `campaign simulate CONFIG --json > run.json`")
+    return data
+
+
+def load_run(target: str) -> dict[str, Any]:
+    """One run's figures: an executed window (read-only) or a simulate result."""
+    path = Path(target)
+    if path.is_file():
+        return {"target": target, "kind": "simulate", "name": path.stem, "data": _read_simulate(path)}
+    from campaign.store import catalog
+
+    ws = analysis_workspace(path)
+    with catalog(ws, read_only=True) as con:
+        result = analyse_window(con, str(ws.catalog_path))
+    return {"target": target, "kind": "window", "name": ws.root.name, "data": result}
+
+
+def _get(data: dict[str, Any], dotted: str) -> float | None:
+    value: Any = data
+    for part in dotted.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _differs(first: float | None, other: float | None) -> bool:
+    if first is None or other is None:
+        return first is not other
+    scale = max(abs(first), abs(other))
+    return scale > 0 and abs(other - first) / scale > DIFF_REL
+
+
+def comparison_table(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per figure: its value in each run and whether each differs from the first run."""
+    kinds = {r["kind"] for r in runs}
+    metrics = WINDOW_METRICS if kinds == {"window"} else SIMULATE_METRICS if kinds == {"simulate"} else ()
+    if not metrics:  # a mix: figures both kinds have, windows read as one replica
+        metrics = (("ettr", "ETTR", "", 3), ("completion_days", "finished on day", "d", 2),
+                   ("interruptions.unexpected", "unexpected interruptions", "", 1), ("energy_mwh", "energy", "MWh", 1))
+    rows = []
+    for key, label, unit, digits in metrics:
+        values = [_value(r, key) for r in runs]
+        scale = 1e9 if unit == "B" else 1.0
+        rows.append({"key": key, "label": label, "unit": unit, "digits": digits,
+                     "values": [None if v is None else v / scale for v in values],
+                     "differs": [False] + [_differs(values[0], v) for v in values[1:]]})
+    return rows
+
+
+def _value(run: dict[str, Any], key: str) -> float | None:
+    if run["kind"] == "simulate" and not key.startswith("summary."):
+        mapped = {"ettr": "summary.ettr.mean", "completion_days": "summary.completion_days.mean",
+                  "interruptions.unexpected": "summary.interruptions_unexpected.mean",
+                  "energy_mwh": "summary.energy_mwh"}[key]
+        return _get(run["data"], mapped)
+    return _get(run["data"], key)
+
+
+def _goodput_figure(runs: list[dict[str, Any]]) -> Figure | None:
+    windows = [r for r in runs if r["kind"] == "window"]
+    if not windows:
+        return None
+    fig, ax = plt.subplots(figsize=(10, 0.5 * len(windows) + 1.4))
+    for i, run in enumerate(windows):
+        left = 0.0
+        buckets = run["data"]["goodput_breakdown_gpu_h"]
+        total = goodput.buckets_sum_gpu_h(buckets)
+        for key in goodput.BUCKET_KEYS:
+            share = buckets[key] / total if total else 0.0
+            ax.barh(i, share, left=left, color=BUCKET_COLOURS[key], label=key.replace("_", " ") if i == 0 else None)
+            left += share
+    ax.set_yticks(range(len(windows)), [r["name"] for r in windows])
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("share of the window's GPU-hours (job + spares)")
+    ax.set_title("Goodput side by side")
+    ax.legend(fontsize=7, ncols=4, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.35))
+    return _figure("goodput", fig)
+
+
+def _spread_figure(runs: list[dict[str, Any]]) -> Figure | None:
+    sims = [r for r in runs if r["kind"] == "simulate"]
+    if not sims:
+        return None
+    fig, axes = plt.subplots(1, 3, figsize=(10, 0.45 * len(sims) + 1.6), sharey=True)
+    for ax, (key, label) in zip(axes, (("ettr", "ETTR"), ("completion_days", "finished on day"),
+                                       ("interruptions_unexpected", "unexpected interruptions")), strict=True):
+        for i, run in enumerate(sims):
+            s = run["data"]["summary"].get(key) or {}
+            if s.get("p10") is not None and s.get("p90") is not None:
+                ax.plot([s["p10"], s["p90"]], [i, i], color="#8fb3d9", lw=6, solid_capstyle="butt")
+            if s.get("p50") is not None:
+                ax.plot(s["p50"], i, "o", color="#1f4e79")
+        ax.set_title(f"{label} (p10-p90, p50)", fontsize=8)
+        ax.grid(alpha=0.25, axis="x")
+    axes[0].set_yticks(range(len(sims)), [r["name"] for r in sims])
+    return _figure("spread", fig)
+
+
+def window_length_advice(run: dict[str, Any]) -> str | None:
+    """For a simulate run: was the window too short or too long for the completion distribution?"""
+    if run["kind"] != "simulate":
+        return None
+    s = run["data"]["summary"]
+    p = s.get("p_complete_in_window")
+    done = s.get("completion_days") or {}
+    window_days = run["data"].get("window_days")
+    if p is None:
+        return None
+    if p < 0.9:
+        return (f"too short: only {p:.0%} of replicas finish inside the window"
+                + (f"; p90 of those that finish is day {done['p90']:.1f}" if done.get("p90") is not None else ""))
+    if window_days and done.get("p90") is not None and done["p90"] < 0.8 * window_days:
+        return f"longer than needed: 90% of replicas finish by day {done['p90']:.1f} of {window_days:.1f}"
+    return (f"fits: {p:.0%} of replicas finish inside the window"
+            + (f", 90% by day {done['p90']:.1f}" if done.get("p90") is not None else ""))
+
+
+def render_compare(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The comparison as JSON, HTML and Markdown."""
+    table = comparison_table(runs)
+    for run in runs:
+        run["window_advice"] = window_length_advice(run)
+    figures = {k: f for k, f in (("goodput", _goodput_figure(runs)), ("spread", _spread_figure(runs))) if f}
+    names = [r["name"] for r in runs]
+    out_json = {"runs": [{"target": r["target"], "kind": r["kind"], "name": r["name"],
+                          "window_length": r["window_advice"]} for r in runs],
+                "metrics": table,
+                "differences": [row["label"] for row in table if any(row["differs"])],
+                "results": [r["data"] for r in runs]}
+    env = environment()
+    html = env.get_template("compare.html.j2").render(runs=runs, table=table, css=css(),
+                                                      figures={k: f.svg for k, f in figures.items()})
+    md = ["# Runs side by side", "", "| figure | unit | " + " | ".join(names) + " |",
+          "| --- | --- |" + " ---: |" * len(names)]
+    for row in table:
+        cells = [("**" + num(v, row["digits"]) + "**") if d else num(v, row["digits"])
+                 for v, d in zip(row["values"], row["differs"], strict=True)]
+        md.append(f"| {row['label']} | {row['unit']} | " + " | ".join(cells) + " |")
+    md += ["", "Bold: differs from the first run by more than 1%.", ""]
+    md += [f"- {r['name']}: window {r['window_advice']}" for r in runs if r["window_advice"]]
+    return {"json": out_json, "html": html, "markdown": "\n".join(md) + "\n"}
+
+
+def write_compare(out_dir: Path, comparison: dict[str, Any]) -> tuple[Path, Path]:
+    html = atomic_write_text(out_dir / "compare.html", comparison["html"])
+    path_json = atomic_write_json(out_dir / "compare.json", comparison["json"])
+    return html, path_json
+
+
+def finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value) and not np.isnan(value)

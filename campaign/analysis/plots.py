@@ -1,0 +1,246 @@
+"""The report's figures, drawn with matplotlib and returned as SVG text (for report.html) or PNG bytes.
+
+matplotlib, not Altair + vl-convert: it is already a dependency, draws offline with no JavaScript or bundled
+browser engine, writes compact SVG to inline in the page and PNG for the Prefect artifact from one figure, and
+gives the fine control a dense timeline needs (event markers, shaded spans, twin panels).
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.ticker import MaxNLocator
+
+plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "campaign", "font.size": 9,
+                     "axes.spines.top": False, "axes.spines.right": False})
+
+CATEGORY_COLOURS = plt.get_cmap("tab10").colors
+# Above this many events, the dense layers (thousands of markers) go into the SVG as one embedded bitmap each:
+# a 54-day window would otherwise write megabytes of vector paths; axes, labels and text stay vector.
+DENSE = 2_000
+BUCKET_COLOURS = {"productive": "#2a9d4b", "checkpoint": "#8fb3d9", "lost_rework": "#d62728", "restart": "#ff7f0e",
+                  "waiting": "#9467bd", "idle_spares": "#b0b0b0", "idle_released": "#d9d9d9"}
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure in both formats: inline SVG for the page, PNG for the Prefect artifact."""
+
+    name: str
+    svg: str
+    png: bytes
+
+
+def _figure(name: str, fig: Any, with_png: bool = True) -> Figure:
+    svg, png = io.StringIO(), io.BytesIO()
+    fig.savefig(svg, format="svg", bbox_inches="tight", dpi=110, metadata={"Date": None, "Creator": None})
+    if with_png:  # only the figures the Prefect artifact shows
+        fig.savefig(png, format="png", dpi=72, bbox_inches="tight", metadata={"Software": None})
+    plt.close(fig)
+    text = svg.getvalue()
+    return Figure(name, text[text.index("<svg"):], png.getvalue())
+
+
+def _events(events: pd.DataFrame, kind: str) -> pd.DataFrame:
+    return events[events["kind"] == kind]
+
+
+def timeline(events: pd.DataFrame, result: dict[str, Any]) -> Figure:
+    """Tokens against the plan, interruptions by category, checkpoints, waiting and spares in use, by day."""
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(10, 4.6), sharex=True, height_ratios=[3, 1])
+    day = events["t_s"] / 86400.0
+    dense = len(events) > DENSE
+    tokens = events["tokens_trained"].to_numpy()
+    # A step plot needs only the rows where the value changes (and the last one).
+    keep = np.append(np.diff(tokens, prepend=np.nan) != 0, True)[: len(tokens)]
+    keep[-1:] = True
+    ax.step(day[keep], tokens[keep] / 1e9, where="post", lw=1.2, color="#1f4e79", label="tokens kept (B)",
+            rasterized=dense)
+    plan = result["planned"]
+    end_day = result["window_days"]
+    if plan.get("tokens_per_s") and plan.get("expected_ettr"):
+        t = np.linspace(0, end_day, 200)
+        planned = np.minimum(plan["tokens_per_s"] * plan["expected_ettr"] * t * 86400.0, result["tokens_target"])
+        ax.plot(t, planned / 1e9, ls="--", color="grey", lw=1, label="plan (expected ETTR)")
+    ax.axhline(result["tokens_target"] / 1e9, color="black", lw=0.6, ls=":", label="target")
+    categories = [row["category"] for row in result["failures"]] or sorted(
+        _events(events, "failure")["category"].unique())
+    for i, name in enumerate(categories):
+        hits = _events(events, "failure")
+        hits = hits[hits["category"] == name]
+        if len(hits):
+            ax.vlines(hits["t_s"] / 86400.0, 0, 1, transform=ax.get_xaxis_transform(), lw=0.8,
+                      color=CATEGORY_COLOURS[i % 10], alpha=0.8, label=f"failure: {name} ({len(hits)})",
+                      rasterized=dense)
+    planned_stops = _events(events, "planned_start")
+    if len(planned_stops):
+        ax.vlines(planned_stops["t_s"] / 86400.0, 0, 1, transform=ax.get_xaxis_transform(), lw=0.8, ls="--",
+                  color="black", alpha=0.6, label=f"planned maintenance ({len(planned_stops)})", rasterized=dense)
+    _shade(ax, events, "waiting_start", "waiting_end", "#9467bd", "waiting for a spare")
+    ckpt = _events(events, "checkpoint_end")["t_s"] / 86400.0
+    ax.plot(ckpt, np.zeros(len(ckpt)), "|", color="#8fb3d9", ms=6, label=f"checkpoints ({len(ckpt)})",
+            rasterized=dense)
+    if result.get("completion_days"):
+        ax.axvline(result["completion_days"], color="#2a9d4b", lw=1.2)
+        ax.axvspan(result["completion_days"], end_day, color="#d9d9d9", alpha=0.5, label="released early")
+    ax.set_ylabel("tokens trained (B)")
+    ax.set_title("Window timeline")
+    ax.legend(loc="upper left", fontsize=7, ncols=2, frameon=False)
+    ax.grid(alpha=0.25)
+    swaps = (events["kind"] == "spare_swap").astype(int) - (events["kind"] == "repair_done").astype(int)
+    spare_nodes = result["spares"]["spare_nodes"]
+    in_use = np.clip(swaps.cumsum(), 0, spare_nodes if spare_nodes is not None else None)
+    ax2.step(day, in_use, where="post", color="#555555", lw=1, rasterized=dense)
+    if spare_nodes is not None:
+        ax2.axhline(spare_nodes, color="#d62728", lw=0.8, ls=":", label=f"spare pool ({spare_nodes})")
+        ax2.legend(loc="upper right", fontsize=7, frameon=False)
+    ax2.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax2.set_ylabel("spares in use")
+    ax2.set_xlabel("day of window")
+    ax2.set_xlim(0, end_day)
+    ax2.grid(alpha=0.25)
+    return _figure("timeline", fig)
+
+
+def _shade(ax: Any, events: pd.DataFrame, start: str, end: str, colour: str, label: str) -> None:
+    opened, first = None, True
+    sub = events[events["kind"].isin((start, end, "window_end"))]
+    for t, kind in zip(sub["t_s"].tolist(), sub["kind"].tolist(), strict=True):
+        if kind == start and opened is None:
+            opened = t
+        elif kind != start and opened is not None:
+            ax.axvspan(opened / 86400.0, t / 86400.0, color=colour, alpha=0.25, label=label if first else None)
+            opened, first = None, False
+
+
+def waterfall(buckets: dict[str, float], window_gpu_h: float) -> Figure:
+    """From every GPU-hour of the window down to the productive ones, one bucket at a time."""
+    steps = ["idle_released", "idle_spares", "waiting", "restart", "lost_rework", "checkpoint"]
+    labels = ["window\n(job + spares)"] + [s.replace("_", " ") for s in steps] + ["productive"]
+    fig, ax = plt.subplots(figsize=(10, 3.4))
+    level = window_gpu_h
+    ax.bar(0, level, color="#1f4e79")
+    ax.text(0, level, f"{level:,.0f}", ha="center", va="bottom", fontsize=8)
+    for i, key in enumerate(steps, start=1):
+        value = buckets[key]
+        ax.bar(i, value, bottom=level - value, color=BUCKET_COLOURS[key])
+        ax.text(i, level, f"-{value:,.0f}", ha="center", va="bottom", fontsize=8)
+        level -= value
+    ax.bar(len(steps) + 1, buckets["productive"], color=BUCKET_COLOURS["productive"])
+    ax.text(len(steps) + 1, buckets["productive"], f"{buckets['productive']:,.0f}", ha="center", va="bottom",
+            fontsize=8)
+    ax.set_xticks(range(len(labels)), labels, fontsize=8)
+    ax.set_ylabel("GPU-hours")
+    ax.set_title("Goodput waterfall: where the window's GPU-hours went (grey = not a loss of the job)")
+    ax.grid(alpha=0.25, axis="y")
+    return _figure("waterfall", fig)
+
+
+def failures(rows: list[dict[str, Any]]) -> Figure:
+    """Observed count per category against the expected mean and its 95% Poisson range."""
+    fig, ax = plt.subplots(figsize=(10, max(2.2, 0.42 * len(rows) + 1.2)))
+    y = np.arange(len(rows))
+    for i, row in enumerate(rows):
+        if row["expected"] is not None:
+            ax.plot([row["interval_lo"], row["interval_hi"]], [i, i], color="#8fb3d9", lw=6, solid_capstyle="butt",
+                    label="95% Poisson range of the plan" if i == 0 else None)
+            ax.plot(row["expected"], i, "|", color="#1f4e79", ms=14, mew=2, label="expected" if i == 0 else None)
+        colour = "#2a9d4b" if row["is_within"] in (True, None) else "#d62728"
+        ax.plot(row["observed"], i, "o", color=colour, ms=7, label="observed" if i == 0 else None)
+    ax.set_yticks(y, [r["category"] for r in rows] or [])
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlim(left=0)
+    ax.set_xlabel("unexpected interruptions (count)")
+    ax.set_title("Failures by category: observed against the plan's expectation")
+    ax.grid(alpha=0.25, axis="x")
+    if rows:
+        ax.legend(loc="lower right", fontsize=7, frameon=False)
+    return _figure("failures", fig)
+
+
+def checkpoint_cost(used_s: float, best_s: float, overhead: Any) -> Figure:
+    """Expected wall time per unit of work against the interval, with the used interval and the optimum."""
+    fig, ax = plt.subplots(figsize=(10, 2.8))
+    grid = np.geomspace(max(best_s / 8, 1.0), best_s * 8, 200)
+    ax.plot(grid, [(overhead(t) - 1) * 100 for t in grid], color="#1f4e79")
+    ax.axvline(best_s, color="#2a9d4b", ls="--", label=f"optimum for observed MTBF: {best_s:,.0f} s")
+    ax.axvline(used_s, color="#d62728", label=f"used: {used_s:,.0f} s")
+    ax.set_xscale("log")
+    ax.set_xlabel("checkpoint interval (s, log scale)")
+    ax.set_ylabel("overhead (% of work)")
+    ax.set_title("Checkpoint interval: expected overhead (Daly) at the observed MTBF")
+    ax.legend(fontsize=7, frameon=False)
+    ax.grid(alpha=0.25)
+    return _figure("checkpoint", fig, with_png=False)
+
+
+def power_band(power: pd.DataFrame, events: pd.DataFrame, bins: int = 720) -> Figure:
+    """Per-minute facility power over the whole window as a min-mean-max band, with failures and checkpoints."""
+    fig, ax = plt.subplots(figsize=(10, 3))
+    minute = power.groupby((power["t_s"] // 60).astype(np.int64))["power_mw"].mean()
+    groups = np.array_split(minute.to_numpy(), min(bins, max(len(minute), 1)))
+    starts = np.array_split(minute.index.to_numpy() * 60.0 / 86400.0, len(groups))
+    x = [s[0] for s in starts if len(s)]
+    lo = [g.min() for g in groups if len(g)]
+    hi = [g.max() for g in groups if len(g)]
+    mean = [g.mean() for g in groups if len(g)]
+    dense = len(events) > DENSE
+    ax.fill_between(x, lo, hi, step="post", color="#8fb3d9", alpha=0.7, label="per-minute min-max", rasterized=dense)
+    ax.step(x, mean, where="post", color="#1f4e79", lw=0.8, label="mean", rasterized=dense)
+    fail = _events(events, "failure")["t_s"] / 86400.0
+    ax.plot(fail, np.full(len(fail), max(hi) if hi else 0), "v", color="#d62728", ms=5, label="failure",
+            rasterized=dense)
+    ckpt = _events(events, "checkpoint_start")["t_s"] / 86400.0
+    ax.plot(ckpt, np.full(len(ckpt), min(lo) if lo else 0), "|", color="#555555", ms=6, label="checkpoint",
+            rasterized=dense)
+    ax.set_xlabel("day of window")
+    ax.set_ylabel("facility power (MW)")
+    ax.set_title("Facility power over the window (per-minute band)")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=7, ncols=4, frameon=False)
+    ax.grid(alpha=0.25)
+    return _figure("power", fig)
+
+
+def power_zoom(panels: list[dict[str, Any]]) -> Figure:
+    """Per-second power around chosen moments, with the swing (max - min) and the steepest ramp marked."""
+    fig, axes = plt.subplots(1, max(len(panels), 1), figsize=(10, 2.8), squeeze=False)
+    for ax, panel in zip(axes[0], panels, strict=False):
+        t, mw = panel["t_s"], panel["power_mw"]
+        ax.plot(t - panel["centre_s"], mw, color="#1f4e79", lw=1)
+        ax.axvline(0, color="#d62728", lw=0.8, ls=":")
+        ax.axhline(mw.max(), color="grey", lw=0.6, ls="--")
+        ax.axhline(mw.min(), color="grey", lw=0.6, ls="--")
+        k = int(np.argmax(np.abs(np.diff(mw)))) if len(mw) > 1 else 0
+        ax.plot(t[k:k + 2] - panel["centre_s"], mw[k:k + 2], color="#d62728", lw=2.5)
+        ax.set_title(f"{panel['title']}\nswing {panel['swing_mw']:.2f} MW, steepest ramp "
+                     f"{panel['max_ramp_mw_per_s']:.2f} MW/s", fontsize=8)
+        ax.set_xlabel("seconds from the event")
+        ax.set_ylabel("MW")
+        ax.grid(alpha=0.25)
+    if not panels:
+        axes[0][0].text(0.5, 0.5, "no per-second series available", ha="center", transform=axes[0][0].transAxes)
+    return _figure("power_zoom", fig, with_png=False)
+
+
+def distribution(values: pd.Series, title: str, xlabel: str, marker: float | None = None,
+                 marker_label: str = "") -> Figure:
+    """Histogram of one figure over simulate replicas."""
+    fig, ax = plt.subplots(figsize=(5, 2.6))
+    clean = values.dropna()
+    ax.hist(clean, bins=min(30, max(5, len(clean) // 3)), color="#8fb3d9", edgecolor="#1f4e79")
+    if marker is not None:
+        ax.axvline(marker, color="#d62728", label=marker_label)
+        ax.legend(fontsize=7, frameon=False)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("replicas")
+    return _figure(title, fig)

@@ -1,0 +1,84 @@
+"""report.html opened offline in headless Chromium: every figure laid out and visible, no raw Markdown, and a
+screenshot taken (Debian's `chromium` package; `.ci/run` installs it where missing)."""
+
+import json
+import re
+import shutil
+import subprocess
+
+import pytest
+from PIL import Image
+
+from campaign.analysis.analysis import analyse_window, series
+from campaign.analysis.power_detail import rebuild_one_second
+from campaign.analysis.report import write_report
+from campaign.store import catalog
+from tests.unit.analysis_fixtures import executed_workspace
+
+pytestmark = pytest.mark.e2e
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--host-resolver-rules=MAP * ~NOTFOUND"]
+
+# Appended to a copy of the page for the test only (the report itself has no script): measures every figure as
+# laid out and looks for Markdown left in the visible text.
+PROBE = """<script>
+window.addEventListener('load', () => {
+  const figs = [...document.querySelectorAll('figure svg')].map(s => {
+    const r = s.getBoundingClientRect();
+    return {w: r.width, h: r.height, visible: getComputedStyle(s).visibility !== 'hidden'};
+  });
+  const text = document.body.innerText;
+  const out = {figures: figs, markdown: /\\*\\*|\\]\\(|^#+ |`/m.test(text), th: document.querySelectorAll('th').length,
+               right: [...document.querySelectorAll('td.n')].every(td => getComputedStyle(td).textAlign === 'right'),
+               images: [...document.images].map(i => i.src.slice(0, 16))};
+  const pre = document.createElement('pre'); pre.id = 'probe'; pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+</script></body>"""
+
+
+def _chromium(profile, *args, timeout=120):
+    return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args], capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+@pytest.fixture(scope="module")
+def report_html(tmp_path_factory):
+    ws = executed_workspace(tmp_path_factory.mktemp("browser") / "w")
+    with catalog(ws, read_only=True) as con:
+        result = analyse_window(con, str(ws.catalog_path), ws.data_dir)
+        events = con.execute("SELECT * FROM window_events ORDER BY event_id").df()
+        power = series(con, "power_series", result["commitment_id"], result["replica"])
+        config_json, summary = con.execute("SELECT config_json, summary FROM executed_window").fetchone()
+    one_second, note = rebuild_one_second(config_json, 0, json.loads(summary), len(events))
+    html, _, _ = write_report(ws.report_dir, result, events, power.assign(t_s=power["day"] * 86400), one_second, note)
+    return html
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed here (Debian: apt-get install chromium; "
+                                               ".ci/run installs it)")
+def test_report_opens_offline_with_every_figure_visible(report_html, tmp_path):
+    probe = tmp_path / "probe.html"
+    probe.write_text(report_html.read_text().replace("</body>", PROBE))
+    dom = _chromium(tmp_path / "profile-dom", "--virtual-time-budget=5000", "--dump-dom", probe.as_uri())
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    found = re.search(r'<pre id="probe">(.*?)</pre>', dom.stdout, re.DOTALL)
+    assert found, dom.stdout[-2000:]
+    out = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    assert len(out["figures"]) == 6
+    assert all(f["visible"] and f["w"] > 300 and f["h"] > 120 for f in out["figures"]), out["figures"]
+    assert not out["markdown"] and out["th"] >= 20 and out["right"]
+    assert all(src.startswith("data:") for src in out["images"])  # nothing is fetched
+
+    shot = tmp_path / "report.png"
+    run = _chromium(tmp_path / "profile-shot", "--window-size=1200,2400", "--hide-scrollbars",
+                    f"--screenshot={shot}", report_html.as_uri())
+    assert run.returncode == 0 and shot.is_file(), run.stderr[-2000:]
+    image = Image.open(shot).convert("L")
+    assert image.size == (1200, 2400)
+    # Figures drawn: plenty of non-white pixels in every 300-px band of the page's first 2,400 px.
+    for top in range(0, 2400, 300):
+        band = image.crop((0, top, 1200, top + 300))
+        dark = sum(band.histogram()[:200])
+        assert dark > 2000, f"band at {top} px looks empty ({dark} dark pixels)"

@@ -1,0 +1,115 @@
+"""`campaign analyse` and `campaign analyse --compare` through the CLI and the flows; `campaign sql`; bad input."""
+
+import json
+
+import duckdb
+import pytest
+
+from campaign import goodput
+from flows.cli import main
+from tests.unit.analysis_fixtures import empty_catalog, executed_workspace
+
+
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory):
+    return executed_workspace(tmp_path_factory.mktemp("analyse") / "w")
+
+
+def _artifacts(key: str) -> list:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    with get_client(sync_client=True) as client:
+        return client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
+
+
+def test_analyse_writes_the_report_and_artifacts_keyed_by_campaign(executed, capsys):
+    ws = executed
+    capsys.readouterr()
+    assert main(["analyse", "--workspace", str(ws.root), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert set(result["goodput_breakdown_gpu_h"]) == set(goodput.ALL_KEYS)
+    total = (result["gpus"] + result["spare_gpus"]) * result["window"]["hours"]
+    assert goodput.buckets_sum_gpu_h(result["goodput_breakdown_gpu_h"]) == pytest.approx(total, rel=1e-9)
+    assert sum(result["goodput_breakdown_gpu_h"][k] for k in goodput.CONTRACT_KEYS) == pytest.approx(total, rel=1e-9)
+    assert result["ettr"] > result["ettr_whole_window"]  # the demo finishes early: the tail is not the job's
+    html = (ws.report_dir / "report.html").read_text()
+    assert "<svg" in html and "**" not in html
+    assert json.loads((ws.report_dir / "analysis.json").read_text())["ettr"] == result["ettr"]
+    campaign = result["campaign"]
+    markdown = _artifacts(f"campaign-report-{campaign}")
+    assert markdown and "data:image/png;base64," in markdown[0].data
+    assert _artifacts(f"goodput-{campaign}") and _artifacts(f"failures-{campaign}")
+    link = _artifacts(f"report-html-{campaign}")
+    assert link and "(file://" in link[0].data and link[0].data.endswith("report.html)")  # a link artifact
+
+
+def test_compare_sets_two_windows_side_by_side(executed, tmp_path, capsys):
+    other = executed_workspace(tmp_path / "other", ("plan.checkpoint.interval_s=3600",))
+    out = tmp_path / "cmp"
+    capsys.readouterr()
+    assert main(["analyse", "--compare", str(executed.root), str(other.root), "--out", str(out), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert [r["name"] for r in result["runs"]] == ["w", "other"]
+    assert "checkpoint interval" in result["differences"]
+    assert (out / "compare.html").is_file() and (out / "compare.json").is_file()
+
+
+def test_sql_prints_a_table_and_json(executed, capsys):
+    capsys.readouterr()
+    assert main(["sql", "--workspace", str(executed.root), "select gate, passed from gate_figures"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split() == ["gate", "passed"] and "memory" in out
+    assert main(["sql", "--workspace", str(executed.root), "--json", "select count(*) AS n from window_events"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["n"] > 0
+    assert main(["sql", "--workspace", str(executed.root), "drop table runs"]) == 2
+    assert "read-only" in capsys.readouterr().err
+
+
+def _tree(root):
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*")) if root.exists() else None
+
+
+def _old_catalog(root):
+    root.mkdir()
+    con = duckdb.connect(str(root / "campaign.duckdb"))
+    con.execute("CREATE TABLE gates (gate VARCHAR, passed BOOLEAN)")
+    con.close()
+    return root
+
+
+@pytest.mark.parametrize("case, message", [
+    ("missing", "no such workspace folder"),
+    ("empty", "the workspace is empty"),
+    ("not_executed", "no executed window"),
+    ("older", "older campaign"),
+])
+def test_bad_workspaces_exit_2_and_write_nothing(tmp_path, capsys, case, message):
+    root = tmp_path / "ws"
+    if case == "empty":
+        root.mkdir()
+    elif case == "not_executed":
+        empty_catalog(root)
+    elif case == "older":
+        _old_catalog(root)
+    before = _tree(root)
+    capsys.readouterr()
+    assert main(["analyse", "--workspace", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "fix:" in err and "Traceback" not in err
+    assert _tree(root) == before
+
+
+def test_compare_with_an_unknown_target_exits_2_and_writes_nothing(executed, tmp_path, capsys):
+    out = tmp_path / "cmp"
+    capsys.readouterr()
+    assert main(["analyse", "--compare", str(executed.root), str(tmp_path / "gone"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "gone" in err and "no such workspace or simulate JSON file" in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("argv", [["sql", "--help"], ["analyse", "--help"]])
+def test_help(argv, capsys):
+    assert main(argv) == 0
+    assert "--json" in capsys.readouterr().out

@@ -1,0 +1,208 @@
+"""The report, `campaign sql` and runs side by side, on a real (simulated) demo window, without Prefect."""
+
+from __future__ import annotations
+
+import json
+import re
+from html.parser import HTMLParser
+
+import pytest
+
+from campaign.analysis.analysis import analyse_window, create_views, series
+from campaign.analysis.catalog_sql import format_table, run_query
+from campaign.analysis.compare import check_targets, load_run, render_compare, write_compare
+from campaign.analysis.power_detail import rebuild_one_second
+from campaign.analysis.report import write_report
+from campaign.errors import ConfigError, DataError
+from campaign.store import catalog
+
+from .analysis_fixtures import executed_workspace
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    ws = executed_workspace(tmp_path_factory.mktemp("report") / "w")
+    with catalog(ws, read_only=True) as con:
+        result = analyse_window(con, str(ws.catalog_path), ws.data_dir)
+        events = con.execute("SELECT * FROM window_events ORDER BY event_id").df()
+        power = series(con, "power_series", result["commitment_id"], result["replica"])
+        config_json, summary = con.execute("SELECT config_json, summary FROM executed_window").fetchone()
+    one_second, note = rebuild_one_second(config_json, 0, json.loads(summary), len(events))
+    html, _md, markdown = write_report(ws.report_dir, result, events, power.assign(t_s=power["day"] * 86400),
+                                      one_second, note)
+    return ws, result, html.read_text(), markdown, one_second, note
+
+
+class _Cells(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.th = 0
+        self.numeric_left = []
+        self.svg = 0
+        self.external = []
+        self._td_class = None
+        self._in_td = False
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "th":
+            self.th += 1
+        if tag == "svg":
+            self.svg += 1
+        if tag == "td":
+            self._td_class, self._in_td = attrs.get("class") or "", True
+        for key in ("src", "href"):
+            if attrs.get(key, "").startswith(("http:", "https:", "//")):
+                self.external.append(attrs[key])
+
+    def handle_endtag(self, tag):
+        if tag == "td":
+            self._in_td = False
+
+    def handle_data(self, data):
+        text = data.strip()
+        if self._in_td and re.fullmatch(r"[$-]?[\d,]+(\.\d+)?( (MW|MWh|MW/s|s|h|GPU-h))?%?", text) \
+                and "n" not in self._td_class.split():
+            self.numeric_left.append(text)
+
+
+def test_the_one_second_series_is_rebuilt_from_the_committed_config(report):
+    _, result, _, _, one_second, note = report
+    assert note == "" and one_second is not None
+    assert len(one_second) == pytest.approx(result["window"]["hours"] * 3600, abs=1)
+    assert one_second.max() == pytest.approx(result["power_mw"]["peak"], rel=1e-9)
+    assert len(result["power_zoom"]) == 2 and all(p["swing_mw"] >= 0 for p in result["power_zoom"])
+
+
+def test_report_html_is_self_contained_real_html(report):
+    _, _, html, _, _, _ = report
+    parser = _Cells()
+    parser.feed(html)
+    assert "**" not in html and "](" not in html and "`" not in html           # no raw markdown
+    assert parser.th >= 20                                                    # header cells
+    assert parser.numeric_left == []                                          # every number right-aligned
+    assert parser.external == [] and "<script" not in html and "<link" not in html
+    assert parser.svg >= 6  # timeline, waterfall, failures, checkpoint, power band, power zoom
+    for section in ("Timeline", "Goodput", "Failures", "Checkpoint interval", "Power and energy", "Data", "Gates",
+                    "Recommendations", "Released early", "ETTR while the job ran"):
+        assert section in html, section
+
+
+def test_the_markdown_summary_embeds_its_figures(report):
+    _, _, _, markdown, _, _ = report
+    images = re.findall(r"!\[[^\]]*\]\(([^)]*)\)", markdown)
+    assert len(images) == 4 and all(src.startswith("data:image/png;base64,") for src in images)
+    assert "ETTR while the job ran" in markdown and "released early" in markdown
+
+
+def test_sql_reads_the_views_and_writes_nothing(report):
+    ws = report[0]
+    cols, rows = run_query(ws.root, "select kind, sum(n_interruptions) n from interruptions_by_day group by kind")
+    assert cols == ["kind", "n"] and rows
+    cols, rows = run_query(ws.root, "select gate, passed from gate_figures")
+    assert rows == [("layout", True), ("memory", False)]
+    for bad in ("delete from runs", "copy runs to 'x.csv'", "select * from read_csv('/etc/passwd')",
+                "attach 'other.duckdb'", "select * from no_such_table", "  "):
+        with pytest.raises(ConfigError) as err:
+            run_query(ws.root, bad)
+        assert err.value.exit_code == 2
+    with pytest.raises(ConfigError, match="no campaign catalog"):
+        run_query(ws.root / "nope", "select 1")
+
+
+def test_format_table_right_aligns_numbers():
+    text = format_table(["name", "n"], [("a", 1), ("bbbb", 12345)])
+    lines = text.splitlines()
+    assert lines[0].startswith("name") and lines[2].endswith("     1") and lines[3].endswith("12,345")
+    assert lines[-1] == "(2 rows)"
+
+
+def test_compare_two_windows_highlights_what_differs(report, tmp_path):
+    ws = report[0]
+    other = executed_workspace(tmp_path / "other", ("plan.checkpoint.interval_s=3600",))
+    check_targets([str(ws.root), str(other.root)])
+    comparison = render_compare([load_run(str(ws.root)), load_run(str(other.root))])
+    out = comparison["json"]
+    interval = next(m for m in out["metrics"] if m["key"] == "checkpoint_interval_s.used")
+    assert interval["differs"] == [False, True] and interval["values"][1] == 3600
+    assert "checkpoint interval" in out["differences"]
+    assert 'class="n diff"' in comparison["html"] and "<svg" in comparison["html"]
+    _html, path = write_compare(tmp_path / "cmp", comparison)
+    assert json.loads(path.read_text())["runs"][1]["name"] == "other"
+
+
+def test_compare_simulate_runs(tmp_path):
+    def sim(ettr):
+        s = {"mean": ettr, "p10": ettr - 0.02, "p50": ettr, "p90": ettr + 0.01}
+        return {"replicas": 8, "seed": 1, "wall_s": 0.1, "summary": {
+            "ettr": s, "completion_days": {"mean": 1.5, "p10": 1.4, "p50": 1.5, "p90": 1.7},
+            "interruptions_unexpected": {"mean": 4, "p10": 2, "p50": 4, "p90": 6}, "p_complete_in_window": 0.9,
+            "tokens_trained": s, "power_mw": {"peak": 1}, "energy_mwh": 5}}
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(sim(0.9)))
+    b.write_text(json.dumps(sim(0.8)))
+    comparison = render_compare([load_run(str(a)), load_run(str(b))])
+    assert "ETTR (p50 of replicas)" in comparison["json"]["differences"]
+    assert "P(finish inside the window)" not in comparison["json"]["differences"]
+    assert comparison["json"]["runs"][0]["window_length"].startswith("fits: 90%")
+    b.write_text(json.dumps({**sim(0.8), "summary": {**sim(0.8)["summary"], "p_complete_in_window": 0.5}}))
+    short = render_compare([load_run(str(a)), load_run(str(b))])["json"]["runs"][1]["window_length"]
+    assert short.startswith("too short: only 50%")
+
+
+def test_compare_refuses_unknown_and_foreign_targets(report, tmp_path):
+    ws = report[0]
+    with pytest.raises(ConfigError, match="no such workspace or simulate JSON") as err:
+        check_targets([str(ws.root), str(tmp_path / "missing")])
+    assert err.value.exit_code == 2 and str(tmp_path / "missing") in err.value.where
+    junk = tmp_path / "junk.json"
+    junk.write_text('{"a": 1}')
+    with pytest.raises(DataError, match="not the output of `campaign simulate --json`"):
+        check_targets([str(ws.root), str(junk)])
+    with pytest.raises(ConfigError, match="at least two"):
+        check_targets([str(ws.root)])
+    assert not (tmp_path / "compare").exists()
+
+
+def test_smoothing_is_costed_against_the_same_window_without_it(tmp_path):
+    from campaign.analysis.analysis import recommendations
+    from campaign.analysis.power_detail import smoothing_effect
+
+    ws = executed_workspace(tmp_path / "w", ("plan.power_smoothing.floor_fraction=0.6",
+                                             "plan.power_smoothing.ramp_mw_per_s=0.005"))
+    with catalog(ws, read_only=True) as con:
+        result = analyse_window(con, str(ws.catalog_path))
+        config_json, summary = con.execute("SELECT config_json, summary FROM executed_window").fetchone()
+    effect = smoothing_effect(config_json, 0, json.loads(summary))
+    assert effect["extra_energy_mwh"] > 0                              # a floor burns energy...
+    assert effect["max_ramp_mw_per_s"]["with"] <= 0.005 + 1e-9 < effect["max_ramp_mw_per_s"]["without"]  # ...for this
+    advice = next(r for r in recommendations({**result, "smoothing_effect": effect}) if r["topic"] == "power smoothing")
+    assert "MWh" in advice["advice"] and "MW/s" in advice["figure"]
+    plain = executed_workspace(tmp_path / "plain")
+    with catalog(plain, read_only=True) as con:
+        config_json, summary = con.execute("SELECT c.config_json, r.summary FROM commitments c, sim_replicas r").fetchone()
+    assert smoothing_effect(config_json, 0, json.loads(summary)) is None
+
+
+def test_the_rehearsal_loss_curve_is_embedded_in_both_reports(report, tmp_path):
+    from campaign.analysis.report import rehearsal_section, render_html, render_markdown, window_figures
+
+    ws, result, _, _, _, _ = report
+    details = {"passed": True, "loss_first_tenth": 5.5, "loss_last_tenth": 3.1, "loss_drop": 0.44,
+               "heldout_first": 5.4, "heldout_last": 3.3, "kill_step": 60, "killed_at_step": 61, "resumed_step": 50,
+               "restore_check": "bit-identical"}
+    curves = {"reference": {"loss": [[i, 5.5 - i / 50] for i in range(120)], "heldout": [[0, 5.4], [119, 3.3]]},
+              "faulted": {"resumed_step": 50, "loss": [[i, 5.5 - i / 50] for i in range(50, 120)]}}
+    section = rehearsal_section({"details": details, "curves": curves, "timings": {"tokens_per_s": 1234.0}})
+    assert section["image"].startswith("data:image/png;base64,") and "bit-identical" in section["line"]
+    with catalog(ws, read_only=True) as con:
+        create_views(con)
+        events = con.execute("SELECT * FROM window_events ORDER BY event_id").df()
+        power = series(con, "power_series", result["commitment_id"], result["replica"])
+    figures = window_figures(result, events, power.assign(t_s=power["day"] * 86400), None)
+    html = render_html(result, figures, "", section)
+    assert 'alt="rehearsal loss curve"' in html and "1,234 tokens/s" in html
+    assert "![rehearsal loss curve](data:image/png;base64," in render_markdown(result, figures, section)
+    failed = rehearsal_section({"details": {"passed": False, "problems": ["loss did not fall"]}, "curves": {}})
+    assert failed["line"] == "failed: loss did not fall"
+    assert "No rehearsal result" in render_html(result, figures)
