@@ -6,8 +6,10 @@ from prefect import flow
 from prefect.flow_runs import pause_flow_run
 from prefect.input import RunInput
 
+from campaign import store
 from campaign.errors import CampaignError, Refused
 from flows.common import StageParams, failed, quiet_expected_errors, stage_run
+from tasks.calendar import book_calendar
 from tasks.commit import book_window, check_gates, schedule_execute
 from tasks.config import load_campaign
 
@@ -32,7 +34,9 @@ def commit(params: StageParams = StageParams()):
                     raise Refused(f"booking rejected by {answer.approver}", where=str(ws.root),
                                   fix="resolve the approver's concern and commit again")
                 approved_by = answer.approver
-            booked = book_window(ws, loaded, data_digest, run_id, approved_by)
+            # The calendar lock is held inside book_calendar only (never while waiting for approval above).
+            booking = book_calendar(ws, loaded, data_digest, store.now())
+            booked = book_window(ws, loaded, data_digest, run_id, approved_by, booking)
             schedule_execute(booked, params.model_dump())
             return booked
     except CampaignError as err:
