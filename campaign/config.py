@@ -361,6 +361,10 @@ class ConfigGateConfig(Frozen):
     min_window_margin: float = Field(
         0.0, ge=0, lt=1, description="Share of the window to keep free after the expected campaign length."
     )
+    window_replicas: int = Field(
+        0, ge=0, le=1000,
+        description="Simulated replicas that judge the window length (schedule gate): the window must lie between "
+                    "the p90 and p99 completion times; 0 leaves the rule off.")
 
 
 class GatesConfig(Frozen):

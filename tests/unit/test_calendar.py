@@ -284,3 +284,38 @@ def test_two_processes_racing_for_the_same_capacity_book_exactly_once(tmp_path):
     state = cal.read_calendar(path)
     assert [b.commitment_id for b in state.bookings] == [winner]
     json.dumps(cal.calendar_report(state.cluster, 32, state.pricing, state.bookings, T0, T0 + 3 * DAY))
+
+
+# ------------------------------------------------------------------------------------------ window length
+
+
+def test_window_length_between_p90_and_p99_passes_and_either_side_fails_saying_which_and_the_cost():
+    from campaign.calendar.window_length import assess_window_length, empirical_quantile
+
+    assert empirical_quantile([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 0.9) == 9
+    day = 86_400.0
+    finishes = [1.5 * day + i * 0.01 * day for i in range(10)]          # 1.50 .. 1.59 days
+    ok = assess_window_length(finishes, 1.585 * day, 19, PRICING)   # p90 1.58, p99 1.59
+    assert ok.verdict == "ok" and ok.p_complete_in_window == 0.9 and ok.p99_completion_days is None
+    long = assess_window_length(finishes, 2 * day, 19, PRICING)
+    tail_h = sum(2 * day - t for t in finishes) / 10 / 3600
+    assert long.verdict == "too_long" and "longer than the campaign's p99" in long.message
+    assert abs(long.expected_idle_tail_h - tail_h) < 1e-9
+    assert long.expected_idle_tail_cost_usd == PRICING.cost(tail_h * 19)["cost_usd"]
+    assert f"${long.expected_idle_tail_cost_usd:,.2f}" in long.message
+    short = assess_window_length([*finishes[:8], None, None], 1.58 * day, 19, PRICING)
+    assert short.verdict == "too_short" and short.p90_completion_days is None
+    assert "shorter than the campaign's p90" in short.message and "20% of 10 replicas did not finish" in short.message
+
+
+def test_the_schedule_gate_applies_the_window_length_rule_when_asked():
+    from campaign.calendar.window_length import judge_window
+    from campaign.gates import plan_gates, schedule_with_window_length
+    from campaign.plan import make_plan
+
+    config = load_config(DEMO, ["gates.config.window_replicas=4"]).config   # 2-day window, ~1.55-day job
+    plan = make_plan(config)
+    schedule = next(g for g in plan_gates(plan.to_json(), []) if g.gate == "schedule")
+    judged = schedule_with_window_length(schedule, judge_window(config, plan))
+    assert not judged.passed and "longer than the campaign's p99" in judged.summary
+    assert judged.details["window_length"]["verdict"] == "too_long"
