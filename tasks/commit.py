@@ -79,7 +79,9 @@ def schedule_execute(commitment: store.Commitment, params: dict, deployment: str
     if current.id is None:
         return "not in a deployment run: run `campaign execute` when the window opens"
     flow_run = run_deployment(deployment, parameters={"params": params}, scheduled_time=commitment.window_start,
-                              timeout=0, as_subflow=False, idempotency_key=commitment.commitment_id,
+                              # one execute run per booking: a commitment booked again after a cancel gets its own
+                              timeout=0, as_subflow=False,
+                              idempotency_key=f"{commitment.commitment_id}@{commitment.window_start.isoformat()}",
                               flow_run_name=f"window-{commitment.commitment_id}")
     get_run_logger().info("execute scheduled at %s as flow run %s", commitment.window_start, flow_run.id)
     return str(flow_run.id)
