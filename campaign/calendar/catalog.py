@@ -55,6 +55,7 @@ class ClusterIdentity:
     total_nodes: int
     topology: dict[str, Any]
     pricing: Pricing
+    total_given: bool = True   # False: cluster.total_nodes was not set; an existing calendar's size is taken
 
     @property
     def topology_digest(self) -> str:
@@ -71,7 +72,7 @@ def cluster_identity(cluster: ClusterConfig) -> ClusterIdentity:
     pricing = Pricing(cluster.gpus_per_node, cluster.cost.gpu_hour_usd, cluster.cost.energy_usd_per_mwh,
                       idle_node_w(cluster.gpus_per_node, cluster.accelerator.idle_w, cluster.power.node_overhead_w,
                                   cluster.power.pue))
-    return ClusterIdentity(cluster.name, cluster.capacity_nodes, topology, pricing)
+    return ClusterIdentity(cluster.name, cluster.capacity_nodes, topology, pricing, cluster.total_nodes is not None)
 
 
 def _check_name(cluster_name: str) -> str:
@@ -192,6 +193,12 @@ def _check_identity(con: duckdb.DuckDBPyConnection, path: Path, identity: Cluste
     if digest == identity.topology_digest:
         return
     theirs = json.loads(topology_json)
+    if not identity.total_given:
+        # No cluster.total_nodes in the config: the calendar knows the cluster's size; the rest must match.
+        same_size = ClusterIdentity(identity.name, theirs.get("total_nodes"), {**identity.topology,
+                                    "total_nodes": theirs.get("total_nodes")}, identity.pricing)
+        if same_size.topology_digest == digest:
+            return
     differences = ", ".join(f"{k}: calendar {theirs.get(k)!r}, config {v!r}" for k, v in identity.topology.items()
                             if theirs.get(k) != v)
     raise ConfigError(

@@ -1,5 +1,6 @@
 """The cluster calendar without Prefect: capacity over time, gaps and their cost, booking, refusals, the race."""
 
+import itertools
 import json
 import subprocess
 import sys
@@ -96,7 +97,7 @@ def test_busy_plus_idle_is_capacity_times_horizon_exactly(raw, h0, length):
     assert abs(sum(g["idle_node_hours"] for g in report["gaps"]) - t["idle_node_hours"]) < 1e-6
     segs = cal.segments(bookings, h0, h1)
     assert segs[0].start == h0 and segs[-1].end == h1
-    assert all(a.end == b.start for a, b in zip(segs, segs[1:], strict=False))
+    assert all(a.end == b.start for a, b in itertools.pairwise(segs))
 
 
 @settings(max_examples=100, deadline=None)
@@ -319,3 +320,14 @@ def test_the_schedule_gate_applies_the_window_length_rule_when_asked():
     judged = schedule_with_window_length(schedule, judge_window(config, plan))
     assert not judged.passed and "longer than the campaign's p99" in judged.summary
     assert judged.details["window_length"]["verdict"] == "too_long"
+
+
+def test_a_config_without_total_nodes_takes_the_calendars_size(tmp_path):
+    path = tmp_path / "cal.duckdb"
+    cal.book(path, _identity(total=32), _request("c-1"), NOW)
+    unsized = cal.cluster_identity(load_config(DEMO, ["cluster.nodes=8", "plan.layout.dp=32"]).config.cluster)
+    assert not unsized.total_given and unsized.total_nodes == 11
+    shrunk = cal.book(path, unsized, _request("c-2", nodes=11), NOW)   # 19 + 11 fit the calendar's 32 nodes
+    assert shrunk.start == T0
+    with pytest.raises(Refused, match="capacity \\(32 nodes\\)"):
+        cal.book(path, unsized, _request("c-3", nodes=11, start=T0 + DAY), NOW)
