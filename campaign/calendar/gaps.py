@@ -61,11 +61,10 @@ def calendar_report(cluster: str, capacity: int, pricing: Pricing, bookings: Seq
     segs = segments(bookings, start, end)
     gaps = []
     busy_ns = 0
-    maintenance_ns = 0
+    maintenance_ns = sum(s.used_nodes * s.seconds
+                         for s in segments([b for b in bookings if b.kind == MAINTENANCE], start, end))
     for seg in segs:
         busy_ns += seg.used_nodes * seg.seconds
-        maintenance_ns += sum(b.nodes for b in bookings if b.holds and b.kind == MAINTENANCE
-                              and b.start <= seg.start and b.held_until >= seg.end) * seg.seconds
         idle = capacity - seg.used_nodes
         if idle <= 0 or seg.seconds <= 0:
             continue

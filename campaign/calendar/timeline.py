@@ -9,7 +9,9 @@ Pure functions over plain dataclasses: no database, no clock.
 
 from __future__ import annotations
 
+import bisect
 import itertools
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -88,25 +90,39 @@ def _holding(bookings: Iterable[Booking]) -> list[Booking]:
 
 def segments(bookings: Sequence[Booking], start: datetime, end: datetime) -> list[Segment]:
     """[start, end) cut wherever the nodes in use (or the reason a stretch is free) change; adjacent stretches
-    alike are merged. Covers the interval exactly."""
+    alike are merged. Covers the interval exactly. A sweep over the bookings' edges: O(n log n)."""
     start, end = utc_seconds(start), utc_seconds(end)
-    active = _holding(bookings)
     cuts = {start, end}
-    for b in active:
-        cuts.update(t for t in (b.start, b.held_until) if start < t < end)
+    deltas: dict[datetime, int] = defaultdict(int)
+    opens: dict[datetime, list[str]] = defaultdict(list)
+    closes: dict[datetime, list[str]] = defaultdict(list)
+    for b in _holding(bookings):
+        s, e = max(b.start, start), min(b.held_until, end)
+        if s < e:
+            deltas[s] += b.nodes
+            deltas[e] -= b.nodes
+            cuts.update((s, e))
     for b in bookings:
         if b.released_early:
-            cuts.update(t for t in (b.held_until, b.end) if start < t < end)
+            s, e = max(b.held_until, start), min(b.end, end)
+            if s < e:
+                opens[s].append(b.commitment_id)
+                closes[e].append(b.commitment_id)
+                cuts.update((s, e))
     times = sorted(cuts)
     out: list[Segment] = []
+    used = 0
+    released: list[str] = []
     for t0, t1 in itertools.pairwise(times):
-        used = sum(b.nodes for b in active if b.start <= t0 and b.held_until >= t1)
-        released = next((b.commitment_id for b in bookings if b.released_early and b.held_until <= t0
-                         and b.end >= t1), None)
-        if out and out[-1].used_nodes == used and out[-1].released_by == released:
-            out[-1] = Segment(out[-1].start, t1, used, released)
+        used += deltas.get(t0, 0)
+        for cid in closes.get(t0, ()):
+            released.remove(cid)
+        released.extend(opens.get(t0, ()))
+        label = released[0] if released else None
+        if out and out[-1].used_nodes == used and out[-1].released_by == label:
+            out[-1] = Segment(out[-1].start, t1, used, label)
         else:
-            out.append(Segment(t0, t1, used, released))
+            out.append(Segment(t0, t1, used, label))
     return out
 
 
@@ -119,9 +135,10 @@ def blocking(bookings: Sequence[Booking], start: datetime, end: datetime, nodes:
              capacity: int) -> list[Booking]:
     """The bookings that hold the capacity a new booking of `nodes` over [start, end) needs ([] if it fits):
     those in use at the first moment where it would not fit."""
-    for seg in segments(bookings, start, end):
+    near = [b for b in _holding(bookings) if b.start < end and b.held_until > start]
+    for seg in segments(near, start, end):
         if seg.used_nodes + nodes > capacity:
-            return [b for b in _holding(bookings) if b.start <= seg.start and b.held_until >= seg.end]
+            return [b for b in near if b.start <= seg.start and b.held_until >= seg.end]
     return []
 
 
@@ -156,15 +173,21 @@ class Placement:
         return (self.lead_s + self.trail_s) * self.nodes
 
 
+def _events(bookings: Sequence[Booking]) -> list[datetime]:
+    return sorted({t for b in _holding(bookings) for t in (b.start, b.held_until)})
+
+
 def placement(bookings: Sequence[Booking], start: datetime, nodes: int, duration: timedelta,
-              not_before: datetime) -> Placement:
+              not_before: datetime, events: list[datetime] | None = None) -> Placement:
+    """A start with the idle stretches it leaves: back to the last change on the calendar (or `not_before`) and on
+    to the next one. `events` is `_events(bookings)` when the caller already has it."""
     start = utc_seconds(start)
     end = start + duration
-    events = sorted({t for b in _holding(bookings) for t in (b.start, b.held_until)})
-    before = [t for t in events if t <= start]
-    after = [t for t in events if t >= end]
-    lead = start - max([utc_seconds(not_before), *before])
-    trail = (after[0] - end) if after else timedelta(0)
+    events = _events(bookings) if events is None else events
+    i = bisect.bisect_right(events, start)
+    j = bisect.bisect_left(events, end)
+    lead = start - max(utc_seconds(not_before), events[i - 1]) if i else start - utc_seconds(not_before)
+    trail = (events[j] - end) if j < len(events) else timedelta(0)
     return Placement(start, end, max(0, int(lead.total_seconds())), int(trail.total_seconds()), nodes)
 
 
@@ -178,10 +201,11 @@ def least_idle_fit(bookings: Sequence[Booking], nodes: int, duration: timedelta,
     held = _holding(bookings)
     candidates = {not_before} | {b.held_until for b in held} | {b.start - duration for b in held}
     best: Placement | None = None
+    events = _events(bookings)
     for start in sorted(t for t in candidates if t >= not_before):
         if blocking(bookings, start, start + duration, nodes, capacity):
             continue
-        p = placement(bookings, start, nodes, duration, not_before)
+        p = placement(bookings, start, nodes, duration, not_before, events)
         if best is None or p.stranded_node_seconds < best.stranded_node_seconds:
             best = p
     if best is None:  # pragma: no cover - earliest_fit always finds one
