@@ -42,11 +42,32 @@ class Frozen(BaseModel):
 # ----------------------------------------------------------------------------------------------- cluster
 
 
+class KernelCalibrationConfig(Frozen):
+    """How close one accelerator family's kernels come to its peaks: fitted once per family by
+    `benchmarks/plan/calibrate.py` on published training runs, never per campaign."""
+
+    gemm_peak_fraction: float = Field(ge=0.01, le=1, description=(
+        "Fraction of peak dense BF16 a large, well-shaped GEMM reaches (before tile and wave losses)."))
+    gemm_half_k: float = Field(ge=0, le=65_536, description=(
+        "GEMM inner dimension K at which the per-tile prologue/epilogue halves efficiency: eff x K/(K + this)."))
+    attention_peak_fraction: float = Field(ge=0.01, le=1, description=(
+        "Fraction of peak a fused (flash) attention kernel reaches fwd+bwd at long sequences and head dim 128."))
+    memory_bw_fraction: float = Field(ge=0.01, le=1, description=(
+        "Fraction of hbm_gb_per_s that memory-bound kernels (norms, activations, softmax, optimizer) reach."))
+    kernel_gap_us: float = Field(0.0, ge=0, le=1000, description=(
+        "Idle microseconds between consecutive kernels on a GPU (launch latency, synchronisation, host work)."))
+    source: Source = SOURCE_FIELD
+
+
 class AcceleratorConfig(Frozen):
     name: str = Field(description="Accelerator model, e.g. H100-SXM-80GB.")
-    peak_bf16_tflops: float = Field(gt=0, le=1e5, description="Peak dense BF16 tensor throughput per GPU, TFLOP/s.")
-    hbm_gib: float = Field(gt=0, le=1e5, description="HBM capacity per GPU, GiB.")
-    tdp_w: float = Field(gt=0, le=1e5, description="Thermal design power per GPU, W.")
+    peak_bf16_tflops: float = Field(ge=1, le=1_000_000, description="Peak dense BF16 tensor throughput per GPU, TFLOP/s.")
+    hbm_gib: float = Field(ge=0.001, le=100_000, description="HBM capacity per GPU, GiB.")
+    hbm_gb_per_s: float = Field(ge=1, le=1_000_000, description="Peak HBM bandwidth per GPU, GB/s (datasheet).")
+    sm_count: int = Field(gt=0, le=100_000, description=(
+        "Streaming multiprocessors (compute units) per GPU: a GEMM runs in waves of this many output tiles."))
+    kernels: KernelCalibrationConfig = Field(description="Kernel efficiencies of this accelerator family (fitted).")
+    tdp_w: float = Field(ge=1, le=1e5, description="Thermal design power per GPU, W.")
     idle_w: float = Field(ge=0, le=1e5, description="Power per GPU when idle, W (an assumption unless measured).")
     source: Source = SOURCE_FIELD
 
@@ -59,8 +80,8 @@ class AcceleratorConfig(Frozen):
 
 class NetworkConfig(Frozen):
     nvlink_domain_gpus: int = Field(gt=0, le=1_000_000, description="GPUs joined by NVLink/NVSwitch (8 on HGX, 72 on NVL72).")
-    nvlink_gb_per_s: float = Field(gt=0, le=1e6, description="Achievable NVLink bandwidth per GPU, GB/s per direction.")
-    nic_gb_per_s: float = Field(gt=0, le=1e6, description="Scale-out NIC bandwidth per GPU, GB/s per direction.")
+    nvlink_gb_per_s: float = Field(ge=0.001, le=1e6, description="Achievable NVLink bandwidth per GPU, GB/s per direction.")
+    nic_gb_per_s: float = Field(ge=0.001, le=1e6, description="Scale-out NIC bandwidth per GPU, GB/s per direction.")
     pod_gpus: int = Field(gt=0, le=10_000_000, description="GPUs in one non-blocking pod of the scale-out fabric.")
     oversubscription: float = Field(ge=1, le=1000, description="Downlink:uplink ratio between pods (7 means 1:7).")
     source: Source = SOURCE_FIELD
@@ -172,13 +193,23 @@ class ClusterConfig(Frozen):
 
 class ModelConfig(Frozen):
     name: str = Field("model", description="Model name.")
-    layers: int = Field(gt=0, le=100_000, description="Transformer layers.")
-    hidden: int = Field(gt=0, le=10_000_000, description="Hidden size.")
-    heads: int = Field(gt=0, le=1_000_000, description="Attention (query) heads.")
-    kv_heads: int = Field(gt=0, le=1_000_000, description="Key/value heads (grouped-query attention; = heads for MHA).")
-    ffn_hidden: int = Field(gt=0, le=100_000_000, description="Feed-forward inner size (SwiGLU: three matrices of this width).")
+    layers: int = Field(gt=0, le=10_000, description="Transformer layers.")
+    hidden: int = Field(gt=0, le=1_000_000, description="Hidden size.")
+    heads: int = Field(gt=0, le=100_000, description="Attention (query) heads.")
+    kv_heads: int = Field(gt=0, le=100_000, description="Key/value heads (grouped-query attention; = heads for MHA).")
+    ffn_hidden: int = Field(gt=0, le=10_000_000, description=(
+        "Feed-forward inner size (swiglu: gate and up matrices of this width, then down; gelu: up and down)."))
     vocab: int = Field(gt=0, le=100_000_000, description="Vocabulary size.")
     seq_len: int = Field(gt=0, le=100_000_000, description="Training sequence length, tokens.")
+    mlp: Literal["swiglu", "gelu"] = Field("swiglu", description=(
+        "MLP family: swiglu (Llama: three h x ffn matrices) or gelu (GPT-3 / Megatron: two)."))
+    tied_embeddings: bool = Field(False, description=(
+        "One V x h matrix serves as input embedding and output layer (GPT-3 / Megatron 2021-2022)."))
+    position: Literal["rope", "learned"] = Field("rope", description=(
+        "Position encoding: rope (no weights) or learned (a seq_len x h table, GPT-3 / Megatron)."))
+    dropout: bool = Field(False, description=(
+        "Dropout after attention and MLP and on materialized attention probabilities (GPT-3 / Megatron 0.1; "
+        "Llama none): extra memory-bound work and stored masks."))
     source: Source = SOURCE_FIELD
 
     @model_validator(mode="after")
@@ -212,7 +243,7 @@ class CheckpointConfig(Frozen):
     is_async: bool = Field(
         False, alias="async", description="Asynchronous save: only the copy to host memory blocks training."
     )
-    storage_gb_per_s: float = Field(gt=0, le=1e7, description="Aggregate checkpoint write bandwidth to storage, GB/s.")
+    storage_gb_per_s: float = Field(ge=0.001, le=1e7, description="Aggregate checkpoint write bandwidth to storage, GB/s.")
     source: Source = SOURCE_FIELD
 
     @field_validator("interval_s", mode="before")
@@ -237,15 +268,39 @@ class PowerSmoothingConfig(Frozen):
     ramp_mw_per_s: float | None = Field(None, gt=0, le=1e6, description="Facility ramp limit, MW per second.")
 
 
+class OverlapConfig(Frozen):
+    """Which communication Megatron hides behind compute. Defaults are Megatron-LM's (`arguments.py`): TP and DP
+    overlap are opt-in flags, p2p overlap of the interleaved schedule is on unless disabled."""
+
+    tp: bool = Field(False, description=(
+        "Overlap TP all-gather / reduce-scatter with the GEMMs that use them (--tp-comm-overlap, TE userbuffers)."))
+    dp_grad_reduce: bool = Field(False, description=(
+        "Reduce gradient buckets during the last micro-batch's backward (--overlap-grad-reduce)."))
+    dp_param_gather: bool = Field(False, description=(
+        "Gather updated parameters during the next step's first forward (--overlap-param-gather)."))
+    pp_p2p: bool = Field(True, description=(
+        "Overlap pipeline send/recv with compute in the interleaved schedule (default; --no-overlap-p2p-communication "
+        "turns it off)."))
+
+
 class PlanConfig(Frozen):
     layout: LayoutConfig = LayoutConfig()
     micro_batch: int = Field(1, gt=0, le=1_000_000, description="Sequences per micro-batch.")
     global_batch_tokens: int = Field(gt=0, le=10**13, description="Tokens per optimizer step (all data-parallel ranks).")
     zero_stage: Literal[0, 1, 2, 3] = Field(1, description="ZeRO stage (1 = distributed optimizer).")
     recompute: Literal["none", "selective", "full"] = Field("selective", description="Activation recomputation.")
-    kernel_efficiency: float = Field(
-        0.55, gt=0, le=1, description="Fraction of peak the GEMM/attention kernels reach (calibrated)."
-    )
+    recompute_pointwise: bool = Field(False, description=(
+        "Also recompute norms and the MLP activation in backward instead of storing their outputs "
+        "(Megatron-Core --recompute-modules layernorm, activation): cheap memory-bound work, less activation memory."))
+    attention: Literal["flash", "materialized"] = Field("flash", description=(
+        "Attention kernel: flash (fused; the s x s scores are never stored) or materialized (QK^T, softmax, dropout "
+        "and AV as separate kernels, Megatron-LM 2021-2022)."))
+    sequence_parallel: bool = Field(True, description=(
+        "Shard norms, dropout and residuals over the TP group (Korthikanti et al. 2022); off = replicated."))
+    cp_load_balance: bool = Field(True, description=(
+        "Split each sequence into 2 x cp chunks so every CP rank gets equal causal-attention work (Megatron CP); "
+        "off = contiguous chunks, the last rank does most of the work."))
+    overlap: OverlapConfig = OverlapConfig()
     target_tokens: float = Field(gt=0, le=1e17, description="Tokens to train in the campaign.")
     checkpoint: CheckpointConfig
     power_smoothing: PowerSmoothingConfig | None = Field(None, description="Absent means no smoothing.")
@@ -258,7 +313,7 @@ class WindowConfig(Frozen):
     start: datetime | Literal["auto"] = Field(
         description="Start of the execution window, ISO 8601 with a time zone, or 'auto': commit books the earliest "
                     "start where the campaign fits on the cluster's calendar.")
-    days: float = Field(gt=0, le=MAX_WINDOW_DAYS, description="Length of the execution window, days (at most a year).")
+    days: float = Field(ge=0.01, le=MAX_WINDOW_DAYS, description="Length of the execution window, days (at most a year).")
 
     @property
     def is_auto(self) -> bool:
@@ -283,7 +338,7 @@ class SourceConfig(Frozen):
     format: Literal["jsonl", "parquet"] = Field(description="File format.")
     text_field: str = Field("text", description="Field that holds the document text.")
     id_field: str | None = Field(None, description="Field that holds a document id (else file:line).")
-    weight: float = Field(gt=0, le=1e6, description="Planned share of training tokens from this source.")
+    weight: float = Field(ge=1e-6, le=1e6, description="Planned share of training tokens from this source.")
 
 
 class CleaningConfig(Frozen):
@@ -380,6 +435,9 @@ class CommitConfig(Frozen):
 class SimConfig(Frozen):
     replicas: int = Field(8, gt=0, le=100_000, description="Replicas for `campaign simulate`.")
     power_sample_s: float = Field(60.0, ge=1, le=86_400, description="Resolution of the stored power series, seconds.")
+    stop_at_target: bool = Field(True, description=(
+        "The job stops when plan.target_tokens are trained. False: the window is a snapshot of a longer run and "
+        "the job trains to the window's end whatever the target (the plan still checks the target fits)."))
 
 
 class RuntimeConfig(Frozen):
@@ -495,7 +553,8 @@ Where = tuple[str, int]  # (file, line)
 KeyPath = tuple[str | int, ...]
 
 # Keys whose string value names another YAML file to inline.
-_REFERENCE_KEYS: dict[KeyPath, str] = {("cluster",): "mapping", ("model",): "mapping", ("cluster", "failures"): "list"}
+_REFERENCE_KEYS: dict[KeyPath, str] = {("cluster",): "mapping", ("model",): "mapping", ("cluster", "failures"): "list",
+                                       ("cluster", "accelerator"): "mapping"}
 
 
 def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> LoadedConfig:
@@ -527,13 +586,17 @@ def config_digest(config: CampaignConfig) -> str:
 
 
 def parameter_count(model: ModelConfig) -> int:
-    """Parameters of a Llama-style decoder (GQA attention, SwiGLU MLP, untied embeddings, RMSNorm)."""
+    """Parameters of a decoder-only transformer: GQA attention (Q, K, V, O), the MLP of `model.mlp`, two norm
+    scales per layer and a final norm, one or two V x h matrices (`tied_embeddings`) and a learned position table
+    (`position: learned`). Biases are left out (under 0.01 % of any model here)."""
     head_dim = model.hidden // model.heads
     attention = model.hidden * model.hidden * 2 + 2 * model.hidden * model.kv_heads * head_dim
-    mlp = 3 * model.hidden * model.ffn_hidden
+    mlp = (3 if model.mlp == "swiglu" else 2) * model.hidden * model.ffn_hidden
     norms = 2 * model.hidden
     per_layer = attention + mlp + norms
-    return model.layers * per_layer + 2 * model.vocab * model.hidden + model.hidden
+    embeddings = (1 if model.tied_embeddings else 2) * model.vocab * model.hidden
+    positions = model.seq_len * model.hidden if model.position == "learned" else 0
+    return model.layers * per_layer + embeddings + positions + model.hidden
 
 
 def _read_yaml(path: Path) -> tuple[Any, dict[KeyPath, Where], list[Path]]:

@@ -168,6 +168,10 @@ def _parse_manifest(raw: bytes, path: Path) -> dict[str, Any]:
             raise _bad_manifest(path, f"files[{i}] needs a path, a sha256 and a kind (clean or rejected)")
         if not _LISTED_PATH.match(entry["path"]) or not entry["path"].startswith(entry["kind"] + "/"):
             raise _bad_manifest(path, f"files[{i}].path {entry['path']!r} is not a file inside clean/ or rejected/")
+    paths = [entry["path"] for entry in obj["files"]]
+    repeated = sorted({p for p in paths if paths.count(p) > 1})
+    if repeated:
+        raise _bad_manifest(path, f"files lists {', '.join(repeated)} more than once")
     for i, entry in enumerate(obj["sources"]):
         if not (isinstance(entry, dict) and isinstance(entry.get("name"), str)):
             raise _bad_manifest(path, f"sources[{i}] needs a name")

@@ -41,28 +41,41 @@ class GateResult:
 def data_figures(evidence: DataEvidence, tokenizer: str) -> dict[str, dict[str, Any]]:
     """Per-source figures recomputed from the files themselves (never from the manifest's claims).
 
-    Documents are the rows of each source's clean and rejected files; tokens are counted again from the clean
-    text with the campaign's tokenizer and compared with the files' `n_tokens` column."""
+    Documents are the rows of the clean and rejected files, attributed by each row's own `source` column; tokens
+    are counted again from the clean text with the campaign's tokenizer and compared with the `n_tokens` column."""
     figures: dict[str, dict[str, Any]] = {}
+
+    def fig(source: str) -> dict[str, Any]:
+        return figures.setdefault(source, {"n_kept": 0, "n_rejected": 0, "n_tokens": 0, "n_tokens_column": 0,
+                                           "n_token_mismatches": 0})
+
     for f in evidence.files:
         if f.table is None:
             continue
-        fig = figures.setdefault(f.source, {"n_kept": 0, "n_rejected": 0, "n_tokens": 0, "n_tokens_column": 0,
-                                            "n_token_mismatches": 0})
+        names = _column(f.table, "source", default=f.source)
         if f.kind == "clean":
-            texts = f.table.column("text").to_pylist() if "text" in f.table.column_names else []
-            counted = count_tokens_many([t or "" for t in texts], tokenizer)
-            fig["n_kept"] += f.table.num_rows
-            fig["n_tokens"] += int(counted.sum())
-            if "n_tokens" in f.table.column_names:
-                column = f.table.column("n_tokens").to_numpy(zero_copy_only=False)
-                fig["n_tokens_column"] += int(column.sum())
-                fig["n_token_mismatches"] += int((column != counted).sum())
+            texts = [t or "" for t in _column(f.table, "text", default="")]
+            counted = count_tokens_many(texts, tokenizer)
+            column = _column(f.table, "n_tokens", default=None)
+            for i, (source, n) in enumerate(zip(names, counted.tolist(), strict=True)):
+                row = fig(str(source))
+                row["n_kept"] += 1
+                row["n_tokens"] += int(n)
+                claimed = column[i]
+                row["n_tokens_column"] += int(claimed or 0)
+                row["n_token_mismatches"] += int(claimed != n)
         else:
-            fig["n_rejected"] += f.table.num_rows
-    for fig in figures.values():
-        fig["n_input"] = fig["n_kept"] + fig["n_rejected"]
+            for source in names:
+                fig(str(source))["n_rejected"] += 1
+    for row in figures.values():
+        row["n_input"] = row["n_kept"] + row["n_rejected"]
     return figures
+
+
+def _column(table: Any, name: str, default: Any) -> list[Any]:
+    if name in table.column_names:
+        return table.column(name).to_pylist()
+    return [default] * table.num_rows
 
 
 def identity_gate(evidence: DataEvidence) -> GateResult:

@@ -75,6 +75,16 @@ def _stage(flow_name: str, config: str, workspace: str | None, overrides: list[s
         return _finish(flow(params, return_state=True))
 
 
+def _workspace_if_any(workspace: str | None) -> Any:
+    """The --workspace folder as a Workspace when it already is one (its .prefect keeps the run history)."""
+    from campaign import store
+
+    if not workspace:
+        return None
+    ws = store.Workspace(Path(workspace).resolve())
+    return ws if store.is_workspace(ws) else None
+
+
 @contextlib.contextmanager
 def _calendar_env(calendar: str | None) -> Iterator[None]:
     """`--calendar PATH` for this command: the flows find the calendar through CAMPAIGN_CALENDAR."""
@@ -227,7 +237,8 @@ def analyse(workspace: WorkspaceOpt = None, json_: JsonOpt = False) -> None:
 def plan(config: ConfigArg, json_: JsonOpt = False, search: Annotated[bool, typer.Option(
         "--search", help="Rank every legal layout for this cluster and model.")] = False,
          set_: SetOpt = None) -> None:
-    """Performance, memory and checkpoint plan (exit 1 if it does not fit)."""
+    """Performance, memory and checkpoint plan (exit 1 if the layout cannot run: a layout rule or memory; a
+    schedule miss is reported in the output and by validate's schedule gate, exit 0)."""
     from campaign.config import load_config
     from campaign.plan import make_plan, search_layouts
 
@@ -241,7 +252,7 @@ def plan(config: ConfigArg, json_: JsonOpt = False, search: Annotated[bool, type
         typer.echo(json.dumps(out, indent=2, default=str))
     else:
         typer.echo(_plan_text(out))
-    if not best.fits:
+    if not best.runs:
         raise typer.Exit(1)
 
 
@@ -254,7 +265,8 @@ def _plan_text(p: dict[str, Any]) -> str:
         f"{p['tokens_per_s']:,.0f} tokens/s"),
         (f"checkpoint {p['checkpoint']['size_gb']:,.0f} GB, write {p['checkpoint']['write_s']:.0f} s, every "
         f"{p['checkpoint']['interval_s']:.0f} s   job MTBF {mtbf}"),
-        f"expected ETTR {p['expected_ettr']:.3f}, {p['expected_days']:.1f} days   fits: {p['fits']}",
+        (f"expected ETTR {p['expected_ettr']:.3f}, {p['expected_days']:.1f} days   runs: {p['runs']}   "
+         f"fits the window: {not any(v.startswith('schedule') for v in p['violations'])}"),
     ]
     lines += [f"  violation: {v}" for v in p["violations"]]
     for alt in p.get("search", []):
@@ -266,29 +278,71 @@ def _plan_text(p: dict[str, Any]) -> str:
 
 
 @app.command()
-def simulate(config: ConfigArg, replicas: Annotated[int | None, typer.Option(help="Seeded replicas.")] = None,
+def simulate(config: ConfigArg, replicas: Annotated[int | None, typer.Option(
+        help="Seeded replicas (checked against free memory first).", min=1, max=10_000_000)] = None,
              seed: Annotated[int | None, typer.Option(help="Seed (default: the config's).")] = None,
-             json_: JsonOpt = False, set_: SetOpt = None) -> None:
+             json_: JsonOpt = False, set_: SetOpt = None,
+             sweep: Annotated[list[str] | None, typer.Option(
+                 "--sweep", help="dotted.key=v1,v2,... : a table of ETTR, completion days, P(finish), energy and "
+                 "cost per value, best marked, stored in the catalog (repeat for a grid).")] = None,
+             workspace: WorkspaceOpt = None) -> None:
     """What-if replicas of the window with percentiles; no gates, no commitment."""
-    from campaign.config import load_config
+    from campaign.sim.sweeps import check_sweeps
 
-    load_config(config, list(set_ or []))  # bad input fails here, before a Prefect API starts
-    with _prefect_api(None):
+    check_sweeps(config, list(set_ or []), list(sweep or []))  # bad input fails here, before a Prefect API starts
+    with _prefect_api(_workspace_if_any(workspace)):
         _console_without_tracebacks()
         from flows.simulate import SimulateParams, simulate_with_runner
 
-        params = SimulateParams(config=config, overrides=list(set_ or []), replicas=replicas, seed=seed)
+        params = SimulateParams(config=config, overrides=list(set_ or []), replicas=replicas, seed=seed,
+                                sweeps=list(sweep or []), workspace=workspace)
         result = _finish(simulate_with_runner(params))
     if json_:
         typer.echo(json.dumps(result, indent=2, default=str))
         return
+    if "sweep" in result:
+        from campaign.sim.sweeps import sweep_table_markdown
+
+        typer.echo(f"sweep of {', '.join(result['sweep']['keys'])}: {result['replicas']} replicas per point "
+                   f"(seed {result['seed']}) in {result['wall_s']:.2f} s; best: {result['sweep']['best_rule']}")
+        typer.echo(sweep_table_markdown(result["sweep"]["rows"]))
+        typer.echo(f"stored in {result['workspace']}/campaign.duckdb (sim_sweeps, sweep_id "
+                   f"{result['sweep']['sweep_id'][:12]})")
+        return
     s = result["summary"]
     typer.echo(f"{result['replicas']} replicas (seed {result['seed']}) in {result['wall_s']:.2f} s")
-    for key in ("ettr", "interruptions_unexpected", "interruptions_planned", "tokens_trained", "completion_days"):
+    for key in ("ettr", "window_utilisation", "interruptions_unexpected", "interruptions_planned", "tokens_trained",
+                "completion_days"):
         v = s[key]
         fmt = (lambda x: "n/a" if x is None else f"{x:.4g}")
         typer.echo(f"  {key:26s} mean {fmt(v['mean'])}  p10 {fmt(v['p10'])}  p50 {fmt(v['p50'])}  p90 {fmt(v['p90'])}")
     typer.echo(f"  P(complete in window) {s['p_complete_in_window']:.2f}")
+    typer.echo(f"  ettr = {s['definitions']['ettr']}\n  window_utilisation = {s['definitions']['window_utilisation']}")
+
+
+@app.command()
+def power(config: ConfigArg, replicas: Annotated[int | None, typer.Option(
+        help="Seeded replicas per setting (default: sim.replicas).", min=1, max=10_000)] = None,
+          workspace: WorkspaceOpt = None, json_: JsonOpt = False, set_: SetOpt = None) -> None:
+    """The facility power notice: hourly MW, swings, ramps, oscillation, smoothing trade-off (power/<digest>-power.md)."""
+    from campaign import store
+    from campaign.config import load_config
+
+    loaded = load_config(config, list(set_ or []))  # bad input fails here, before a Prefect API starts
+    ws = store.adopt_workspace(store.workspace_for(loaded.config.name, workspace), loaded.config.name)
+    with _prefect_api(ws):
+        _console_without_tracebacks()
+        from flows.power import PowerParams, power_flow
+
+        params = PowerParams(config=config, overrides=list(set_ or []), replicas=replicas, workspace=workspace)
+        result = _finish(power_flow(params, return_state=True))
+    if json_:
+        typer.echo(json.dumps(result["notice"], indent=2, default=str))
+        return
+    from pathlib import Path
+
+    typer.echo(Path(result["markdown"]).read_text(encoding="utf-8"))
+    typer.echo(f"written: {result['markdown']} and {result['json']}")
 
 
 # ------------------------------------------------------------------------------------------- calendar

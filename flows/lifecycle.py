@@ -24,7 +24,9 @@ def campaign(params: StageParams = StageParams()):
         # One lock for the whole lifecycle, so no other process slips in between two stages.
         with store.locked(ws, "campaign run"):
             for stage in (prepare, validate, commit, execute):
-                state = stage(params, return_state=True)
+                # The lifecycle executes the window itself: its commit must not also schedule execute-window.
+                extra = {"schedule_execution": False} if stage is commit else {}
+                state = stage(params, return_state=True, **extra)
                 if not state.is_completed():
                     return state  # carries the stage's error; after a failed gate nothing executes
             state = analyse_flow(AnalyseParams(workspace=str(ws.root)), return_state=True)

@@ -1,18 +1,32 @@
 """What-if: many seeded replicas of the window for a config, with percentiles; no gates, no commitment."""
 
+import hashlib
+import json
 import sys
 import time
+from contextlib import contextmanager
 
 from prefect import flow
 from pydantic import BaseModel, ConfigDict, Field
 
 from campaign.config import load_config
 from campaign.errors import CampaignError
-from campaign.sim import summarise_replicas
+from campaign.goodput import ETTR_DEFINITION, UTILISATION_DEFINITION
+from campaign.sim import check_replicas_fit, replica_batches, summarise_replicas
+from campaign.sim.replicas import available_memory_bytes
+from campaign.sim.sweeps import (
+    check_sweeps,
+    mark_best,
+    overrides_for,
+    parse_sweep,
+    sweep_grid,
+    sweep_row,
+)
+from campaign.store import workspace_for
 from campaign.window import window_inputs
 from flows.common import failed, quiet_expected_errors
 from flows.runners import task_runner_for
-from tasks.simulate import simulate_replica
+from tasks.simulate import record_sweep, simulate_replica_batch
 
 
 class SimulateParams(BaseModel):
@@ -20,8 +34,13 @@ class SimulateParams(BaseModel):
 
     config: str = Field("configs/campaigns/demo.yaml", description="Campaign YAML.")
     overrides: list[str] = Field(default_factory=list, description="dotted.key=value overrides.")
-    replicas: int | None = Field(None, gt=0, description="Replicas (default: sim.replicas of the config).")
-    seed: int | None = Field(None, ge=0, description="Seed (default: seed of the config).")
+    replicas: int | None = Field(None, gt=0, le=10_000_000,
+                                 description="Replicas (default: sim.replicas of the config).")
+    seed: int | None = Field(None, ge=0, le=2**63 - 1, description="Seed (default: seed of the config).")
+    sweeps: list[str] = Field(default_factory=list, description=(
+        "dotted.key=v1,v2,... per swept key (several make a grid), e.g. plan.checkpoint.interval_s=600,1200."))
+    workspace: str | None = Field(None, description="Workspace whose catalog stores a sweep "
+                                  "(default workspace/<campaign name>).")
 
 
 @flow(name="simulate")
@@ -33,10 +52,19 @@ def simulate_flow(params: SimulateParams = SimulateParams()):
     except CampaignError as err:
         return failed(err)
     replicas = params.replicas or loaded.config.sim.replicas
-    inputs = window_inputs(loaded.config)
+    if params.sweeps:
+        return _sweep(params, overrides, loaded, replicas)
+    try:
+        inputs = window_inputs(loaded.config)
+        check_replicas_fit(inputs, replicas, loaded.config.runtime.max_workers, available_memory_bytes())
+    except CampaignError as err:
+        return failed(err)
     started = time.perf_counter()
-    futures = simulate_replica.map(inputs, list(range(replicas)))
-    summaries = [f.result() for f in futures]
+    # One task per worker, each a contiguous batch: results do not depend on the split (replica r is seeded
+    # by (seed, r)), and a batch costs one task's overhead instead of one per replica.
+    batches = replica_batches(replicas, loaded.config.runtime.max_workers)
+    futures = [simulate_replica_batch.submit(inputs, batch) for batch in batches]
+    summaries = [s for f in futures for s in f.result()]
     return {
         "replicas": replicas,
         "seed": loaded.config.seed,
@@ -46,10 +74,73 @@ def simulate_flow(params: SimulateParams = SimulateParams()):
     }
 
 
+def _sweep(params: SimulateParams, overrides: list[str], loaded, replicas: int):
+    """Every grid point on the same replica seeds; one task per (point, worker batch); rows stored and published."""
+    workers = loaded.config.runtime.max_workers
+    try:
+        check_sweeps(params.config, overrides, params.sweeps)
+        axes = [parse_sweep(spec) for spec in params.sweeps]
+        grid = sweep_grid(axes)
+        points = []
+        for point in grid:
+            config = load_config(params.config, overrides + overrides_for(point)).config
+            points.append(window_inputs(config))
+        check_replicas_fit(points[0], replicas * len(points), workers, available_memory_bytes())
+    except CampaignError as err:
+        return failed(err)
+    started = time.perf_counter()
+    batches = replica_batches(replicas, workers)
+    futures = [[simulate_replica_batch.submit(inputs, batch) for batch in batches] for inputs in points]
+    rows = []
+    for i, (point, inputs, point_futures) in enumerate(zip(grid, points, futures)):
+        summaries = [s for f in point_futures for s in f.result()]
+        rows.append(sweep_row(i, point, summarise_replicas(summaries, inputs.window_s)))
+    rows = mark_best(rows)
+    sweep_id = hashlib.sha256(json.dumps([loaded.digest, params.sweeps, replicas]).encode()).hexdigest()
+    ws = workspace_for(loaded.config.name, params.workspace)
+    record_sweep(ws, sweep_id, loaded.digest, loaded.config.seed, replicas, rows)
+    return {
+        "replicas": replicas,
+        "seed": loaded.config.seed,
+        "config_digest": loaded.digest,
+        "wall_s": time.perf_counter() - started,
+        "sweep": {"sweep_id": sweep_id, "keys": [a.key for a in axes], "rows": rows,
+                  "best": next(r["values"] for r in rows if r["is_best"]),
+                  "best_rule": "highest P(finish in window), then highest mean ETTR, then lowest cost"},
+        "definitions": {"ettr": ETTR_DEFINITION, "window_utilisation": UTILISATION_DEFINITION},
+        "workspace": str(ws.root),
+    }
+
+
 def simulate_with_runner(params: SimulateParams):
-    """Run the flow on the task runner the config asks for (threads, or Dask)."""
-    runner = task_runner_for(load_config(params.config, params.overrides).config.runtime)
-    return simulate_flow.with_options(task_runner=runner)(params, return_state=True)
+    """Run the flow in processes (replicas are CPU-bound Python: threads would share one core), or on Dask."""
+    runtime = load_config(params.config, params.overrides).config.runtime
+    if runtime.task_runner == "dask":
+        runner = task_runner_for(runtime)
+    else:
+        from prefect.task_runners import ProcessPoolTaskRunner
+
+        runner = ProcessPoolTaskRunner(max_workers=runtime.max_workers)
+    flow = simulate_flow.with_options(task_runner=runner)
+    with _shared_api():
+        return flow(params, return_state=True)
+
+
+@contextmanager
+def _shared_api():
+    """Without a configured Prefect API, start the temporary one here and name it in the settings, so the worker
+    processes report to it instead of each starting a temporary server of its own (seconds each)."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    if PREFECT_API_URL.value():
+        yield
+        return
+    from prefect.server.api.server import SubprocessASGIServer
+
+    server = SubprocessASGIServer()
+    server.start(timeout=120)  # generous: on a loaded 2-core machine the temporary API takes 20-40 s; stopped at exit (atexit), after Prefect's log and event workers have drained into it
+    with temporary_settings({PREFECT_API_URL: server.api_url}):
+        yield
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from prefect import get_run_logger, task
-from prefect.artifacts import create_markdown_artifact
+from prefect.artifacts import create_markdown_artifact, create_progress_artifact, update_progress_artifact
 
 from campaign import store
 from campaign.config import CampaignConfig, LoadedConfig
@@ -54,7 +54,16 @@ def simulate_window(ws: store.Workspace, config: CampaignConfig, commitment: sto
         return ExecutionRecord(commitment.commitment_id, replica, True, summary["ettr"], summary["tokens_trained"],
                                summary["completed"], summary.get("completion_s"))
     plan = make_plan(config)
-    result = simulate(window_inputs(config, plan), replica=replica)
+    # Progress as simulated time advances (issue 9): one Prefect progress artifact, updated every 2%.
+    progress_id = create_progress_artifact(0.0, key="execute-progress",
+                                           description=f"window {commitment.commitment_id}: simulated time")
+
+    def report(fraction: float, t_s: float, tokens: float) -> None:
+        update_progress_artifact(progress_id, 100.0 * fraction,
+                                 description=f"window {commitment.commitment_id}: day {t_s / 86400:.1f}, "
+                                 f"{tokens:.4g} tokens")
+
+    result = simulate(window_inputs(config, plan), replica=replica, on_progress=report)
     summary = dict(result.summary)
     summary["checkpoint_interval_optimal_s"] = plan.checkpoint.optimal_interval_s
     summary["plan"] = plan.to_json()

@@ -1,8 +1,8 @@
 """The analysis of an executed window: DuckDB queries over the catalog, returned as one JSON-ready dict.
 
-Goodput follows the simulator's accounting (productive, lost rework, checkpoint, restart, waiting, idle GPU-hours
-summing to (job + spare GPUs) x window hours). Effective training time ratio (ETTR) is productive time over
-window time, Llama 3's definition ("useful training time over elapsed time", arXiv 2407.21783 §3.3.4).
+ETTR, window utilisation and the goodput buckets are campaign.goodput's definitions, computed once by the
+simulator and read here from the replica's summary (productive, lost rework, checkpoint, restart, waiting,
+idle = idle_spares + idle_released GPU-hours, summing to (job + spare GPUs) x window hours).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 import duckdb
 
 from campaign.errors import Refused
+from campaign.goodput import ETTR_DEFINITION, UTILISATION_DEFINITION
 from campaign.store import first_row
 
 
@@ -53,9 +54,9 @@ def analyse_window(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
         "config_digest": config_digest,
         "data_digest": data_digest,
         "ettr": summary["ettr"],
-        "ettr_definition": "productive (surviving) training time / window time",
-        # Until the job finished (or the window ended): the figure the plan's expected_ettr predicts.
-        "ettr_elapsed": summary.get("ettr_elapsed"),
+        "ettr_definition": ETTR_DEFINITION,
+        "window_utilisation": summary["window_utilisation"],
+        "window_utilisation_definition": UTILISATION_DEFINITION,
         "planned": {"expected_ettr": summary.get("plan", {}).get("expected_ettr"),
                     "expected_days": summary.get("plan", {}).get("expected_days")},
         "goodput_breakdown_gpu_h": summary["goodput_breakdown_gpu_h"],

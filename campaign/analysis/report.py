@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from campaign.files import atomic_write_bytes, atomic_write_text
+from campaign.goodput import BUCKET_KEYS, buckets_sum_gpu_h
 
 
 def _png(fig: Any) -> bytes:
@@ -47,7 +48,7 @@ def plot_tokens(tokens: pd.DataFrame, target: float) -> bytes:
 
 def plot_goodput(breakdown: dict[str, float]) -> bytes:
     fig, ax = plt.subplots(figsize=(9, 2.8))
-    names = list(breakdown)
+    names = [n for n in BUCKET_KEYS if n in breakdown]  # idle is idle_spares + idle_released: not twice
     ax.barh(names, [breakdown[n] for n in names])
     ax.set_xlabel("GPU-hours")
     ax.set_title("Where the window's GPU-hours went")
@@ -66,7 +67,7 @@ def plot_failures(by_category: dict[str, int]) -> bytes:
 
 def render_markdown(result: dict[str, Any]) -> str:
     g = result["goodput_breakdown_gpu_h"]
-    total = sum(g.values())
+    total = buckets_sum_gpu_h(g)
     p = result["power_mw"]
     lines = [
         f"# Campaign window report: {result['commitment_id']}",
@@ -77,6 +78,8 @@ def render_markdown(result: dict[str, Any]) -> str:
         "## Outcome",
         "",
         f"* Effective training time ratio (ETTR, {result['ettr_definition']}): **{result['ettr']:.3f}**",
+        (f"* Window utilisation ({result['window_utilisation_definition']}): "
+         f"**{result['window_utilisation']:.3f}**"),
         _against_plan(result),
         f"* Tokens trained: **{result['tokens_trained']:.4g}** of {result['tokens_target']:.4g} target"
         + (f", finished on day {result['completion_days']:.2f}" if result["completed"] else " (not finished)"),
@@ -92,8 +95,10 @@ def render_markdown(result: dict[str, Any]) -> str:
         "",
         "| bucket | GPU-hours | share |",
         "| --- | ---: | ---: |",
-        *[f"| {k} | {v:,.1f} | {v / total:.1%} |" for k, v in g.items()],
+        *[f"| {k} | {g[k]:,.1f} | {g[k] / total:.1%} |" for k in BUCKET_KEYS],
         f"| **total** | {total:,.1f} | 100% |",
+        "",
+        f"`idle` = idle_spares + idle_released = {g['idle']:,.1f} GPU-hours.",
         "",
         "![goodput](goodput.png)",
         "",
@@ -127,9 +132,9 @@ def render_markdown(result: dict[str, Any]) -> str:
 
 def _against_plan(result: dict[str, Any]) -> str:
     planned = result.get("planned") or {}
-    if result.get("ettr_elapsed") is None or planned.get("expected_ettr") is None:
+    if planned.get("expected_ettr") is None:
         return "* Against the plan: not recorded"
-    text = (f"* Against the plan: ETTR while the job ran {result['ettr_elapsed']:.3f} (plan expected "
+    text = (f"* Against the plan: ETTR {result['ettr']:.3f} (plan expected "
             f"{planned['expected_ettr']:.3f})")
     if result.get("completion_days") is not None and planned.get("expected_days") is not None:
         text += f"; done on day {result['completion_days']:.2f} (plan expected {planned['expected_days']:.2f})"

@@ -1,6 +1,9 @@
 """Plan a training campaign: memory, step time, MFU, checkpointing, reliability and layout search.
 
-Source: see each module (flops, memory, topology, performance, checkpointing, reliability, layout, planner).
+Layering: flops, kernels, memory, topology and layout (the rules; only config below it) -> performance -> planner
+-> search.
+Source: see each module (flops, kernels, memory, topology, performance, checkpointing, reliability, layout,
+planner, search).
 """
 
 from campaign.plan.checkpointing import (
@@ -13,7 +16,7 @@ from campaign.plan.checkpointing import (
     young_interval_s,
 )
 from campaign.plan.flops import hardware_flops_per_token, model_flops_per_token, total_parameters
-from campaign.plan.layout import Violation, candidate_layouts, layout_violations, search_layouts
+from campaign.plan.layout import Violation, candidate_layouts, layout_violations
 from campaign.plan.memory import MemoryEstimate, estimate_memory
 from campaign.plan.performance import StepEstimate, estimate_step, step_time_s
 from campaign.plan.planner import Plan, evaluate_layout, make_plan
@@ -24,6 +27,7 @@ from campaign.plan.reliability import (
     job_mtbf_h,
     mean_recovery_s,
 )
+from campaign.plan.search import search_layouts
 from campaign.plan.topology import (
     Fabric,
     Placement,

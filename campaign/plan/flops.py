@@ -1,11 +1,18 @@
-"""Parameters and training FLOPs of a decoder-only transformer, in one convention.
+"""Parameters and training FLOPs of a decoder-only transformer, and the published FLOP conventions.
 
-Convention (Megatron-Core `num_floating_point_operations`): model FLOPs per token are
-6 x (layer matmul parameters + logits h*V) + 6*l*h*s with causal attention (QK^T and AV halved by the mask).
-Model FLOPs exclude recomputation and give MFU; hardware FLOPs add the recomputed forward work and give the
-time the kernels spend. `causal=False` gives the PaLM / Narayanan et al. 2021 form (12*l*h*s) for comparison.
-Source: Narayanan et al. 2021 (SC'21, "Efficient Large-Scale Language Model Training on GPU Clusters", FLOPs
-formula); Korthikanti et al. 2022 (arXiv 2205.05198, MFU/HFU); Megatron-LM `training.py::num_floating_point_operations`.
+The model family comes from the config: `model.mlp` (swiglu: three h x ffn matrices; gelu: two),
+`model.tied_embeddings` (one V x h matrix or two), `model.position` (learned: a seq_len x h table, no FLOPs).
+Two conventions are in use for model FLOPs per token (both exclude recomputation; both count the logits once):
+* causal (Megatron-Core `num_floating_point_operations` since late 2024, the plan's MFU):
+  6 x (layer matmul parameters + h*V) + 6*l*h*s (QK^T and AV halved by the causal mask);
+* non-causal (`causal=False`): 6 x (...) + 12*l*h*s. This is how Narayanan et al. 2021 (72 B s l h^2 (1 + s/6h +
+  V/12lh)), Korthikanti et al. 2022 (the same 72 form) and the Megatron-Core README table of 2024 (the
+  `num_floating_point_operations` of that year: 12 B s l h^2 ((1 + g/a + s/h) + ffn/h x gated + V/2lh)) count.
+Each paper's formula is also written out below exactly as published, and the reference tests check that the
+general form reproduces it.
+Source: Narayanan et al. 2021 (SC'21, arXiv 2104.04473, §5.1 FLOPs formula); Korthikanti et al. 2022 (arXiv
+2205.05198, appendix: model FLOPs and HFU); Megatron-LM `megatron/training/training.py::num_floating_point_operations`
+(2024 form without the causal halving; the causal factor was added later).
 """
 
 from __future__ import annotations
@@ -26,43 +33,52 @@ def kv_hidden(model: ModelConfig) -> int:
     return model.kv_heads * head_dim(model)
 
 
-def layer_matmul_parameters(model: ModelConfig, *, gated_mlp: bool = True) -> int:
+def mlp_matrices(model: ModelConfig) -> int:
+    """h x ffn matrices in one MLP: 3 for SwiGLU (gate, up, down), 2 for GeLU (up, down)."""
+    return 3 if model.mlp == "swiglu" else 2
+
+
+def layer_matmul_parameters(model: ModelConfig) -> int:
     """Weights of one transformer layer that take part in matrix multiplies (Q, K, V, O and the MLP)."""
     h = model.hidden
     attention = 2 * h * h + 2 * h * kv_hidden(model)
-    mlp = (3 if gated_mlp else 2) * h * model.ffn_hidden
-    return attention + mlp
+    return attention + mlp_matrices(model) * h * model.ffn_hidden
 
 
-def layer_parameters(model: ModelConfig, *, gated_mlp: bool = True) -> int:
-    """All weights of one transformer layer: matmul weights and two norm scales (no biases, Llama style)."""
-    return layer_matmul_parameters(model, gated_mlp=gated_mlp) + 2 * model.hidden
+def layer_parameters(model: ModelConfig) -> int:
+    """All weights of one transformer layer: matmul weights and two norm scales (biases left out)."""
+    return layer_matmul_parameters(model) + 2 * model.hidden
 
 
 def embedding_parameters(model: ModelConfig) -> int:
-    """One vocabulary matrix, V x h (the input embedding; the untied output layer is another)."""
-    return model.vocab * model.hidden
+    """The input-side weights: the V x h token embedding plus the learned position table, if any."""
+    positions = model.seq_len * model.hidden if model.position == "learned" else 0
+    return model.vocab * model.hidden + positions
 
 
-def total_parameters(model: ModelConfig, *, gated_mlp: bool = True, tied_embeddings: bool = False) -> int:
-    """Parameters of the whole model; equals `campaign.config.parameter_count` for the Llama defaults."""
-    embeddings = embedding_parameters(model) * (1 if tied_embeddings else 2)
-    return model.layers * layer_parameters(model, gated_mlp=gated_mlp) + embeddings + model.hidden
+def output_parameters(model: ModelConfig) -> int:
+    """The output layer's own weights: V x h, or 0 when tied (the last stage then holds a copy of the embedding,
+    counted by the memory model, not here) — plus the final norm."""
+    return (0 if model.tied_embeddings else model.vocab * model.hidden) + model.hidden
 
 
-def attention_flops_per_token_layer(model: ModelConfig, *, causal: bool = True) -> float:
+def total_parameters(model: ModelConfig) -> int:
+    """Parameters of the whole model; equals `campaign.config.parameter_count`."""
+    return model.layers * layer_parameters(model) + embedding_parameters(model) + output_parameters(model)
+
+
+def attention_flops_per_token_layer(model: ModelConfig, *, causal: bool = True, seq_len: int | None = None) -> float:
     """Forward QK^T and AV FLOPs per token per layer: 4*s*h, halved under a causal mask."""
-    return (2.0 if causal else 4.0) * model.seq_len * model.hidden
+    s = model.seq_len if seq_len is None else seq_len
+    return (2.0 if causal else 4.0) * s * model.hidden
 
 
-def layer_flops_per_token(
-    model: ModelConfig, recompute: Recompute = "none", *, gated_mlp: bool = True, causal: bool = True
-) -> float:
+def layer_flops_per_token(model: ModelConfig, recompute: Recompute = "none", *, causal: bool = True) -> float:
     """Forward + backward FLOPs per token of one transformer layer, with the forward work recompute repeats.
 
     none: 3 x forward; selective: + the attention core forward; full: + the whole layer forward.
     """
-    linear_fwd = 2.0 * layer_matmul_parameters(model, gated_mlp=gated_mlp)
+    linear_fwd = 2.0 * layer_matmul_parameters(model)
     attn_fwd = attention_flops_per_token_layer(model, causal=causal)
     flops = 3.0 * (linear_fwd + attn_fwd)
     if recompute == "selective":
@@ -77,28 +93,38 @@ def logits_flops_per_token(model: ModelConfig) -> float:
     return 6.0 * model.hidden * model.vocab
 
 
-def model_flops_per_token(model: ModelConfig, *, gated_mlp: bool = True, causal: bool = True) -> float:
+def model_flops_per_token(model: ModelConfig, *, causal: bool = True) -> float:
     """Model FLOPs per trained token (no recomputation): the numerator of MFU."""
-    return model.layers * layer_flops_per_token(model, "none", gated_mlp=gated_mlp, causal=causal) + (
-        logits_flops_per_token(model)
-    )
+    return model.layers * layer_flops_per_token(model, "none", causal=causal) + logits_flops_per_token(model)
 
 
-def hardware_flops_per_token(
-    model: ModelConfig, recompute: Recompute, *, gated_mlp: bool = True, causal: bool = True
-) -> float:
+def hardware_flops_per_token(model: ModelConfig, recompute: Recompute, *, causal: bool = True) -> float:
     """FLOPs the GPUs execute per token, recomputation included: the numerator of HFU."""
-    return model.layers * layer_flops_per_token(model, recompute, gated_mlp=gated_mlp, causal=causal) + (
-        logits_flops_per_token(model)
-    )
+    return model.layers * layer_flops_per_token(model, recompute, causal=causal) + logits_flops_per_token(model)
+
+
+# ------------------------------------------------------------------ each paper's formula, as published
 
 
 def narayanan_flops_per_iteration(
     batch: int, seq_len: int, layers: int, hidden: int, vocab: int, *, full_recompute: bool = True
 ) -> float:
-    """Narayanan et al. 2021 eq. (GPT, 4h GeLU MLP): 96 (or 72 without recompute) B s l h^2 (1 + s/6h + V/16lh)."""
+    """Narayanan et al. 2021 eq. (GPT, 4h GeLU MLP): 96 (or 72 without recompute) B s l h^2 (1 + s/6h + V/16lh)
+    (V/12lh without recompute). Korthikanti et al. 2022 count model FLOPs with the same 72 form."""
     if full_recompute:
         return 96.0 * batch * seq_len * layers * hidden**2 * (
             1 + seq_len / (6 * hidden) + vocab / (16 * layers * hidden)
         )
     return 72.0 * batch * seq_len * layers * hidden**2 * (1 + seq_len / (6 * hidden) + vocab / (12 * layers * hidden))
+
+
+def megatron_core_2024_flops_per_iteration(model: ModelConfig, batch: int) -> float:
+    """Megatron-LM `num_floating_point_operations` as of 2024 (the README H100 table): expansion 3 x 2 x 2,
+    12 B s l h^2 ((1 + g/a + s/h) + ffn/h x (3/2 if gated) + V/(2 l h)), attention not halved for causality."""
+    s, h, layers = model.seq_len, model.hidden, model.layers
+    gated = 1.5 if model.mlp == "swiglu" else 1.0
+    return 12.0 * batch * s * layers * h * h * (
+        (1 + model.kv_heads / model.heads + s / h)
+        + model.ffn_hidden / h * gated
+        + model.vocab / (2 * layers * h)
+    )

@@ -2,29 +2,24 @@
 
 Rules: tp stays inside one NVLink domain and divides it (TP's per-layer collectives are latency-bound and
 would cross the scale-out network otherwise); tp divides heads, kv_heads and ffn_hidden; cp*2 divides seq_len
-(load-balanced causal CP); the global batch splits into micro_batch x dp; vpp > 1 needs pp > 1 and
-pp*vpp <= layers + 2; cp leaves at least MIN_CP_TOKENS_PER_RANK tokens per rank. tp*cp may exceed the NVLink domain (Llama 3 ran cp=16 x tp=8 at 128K context): legal,
-with a note, and the CP exchange is priced on the NIC.
-Source: Megatron-LM `arguments.py` divisibility checks; Llama 3 (arXiv 2407.21783) §3.3.2; Calculon
+(load-balanced causal CP); the global batch splits into micro_batch x dp; vpp > 1 needs pp > 1, pp*vpp <=
+layers + 2 and a micro-batch count divisible by pp (Megatron's interleaved schedule). tp*cp may exceed the NVLink
+domain (Llama 3 ran cp=16 x tp=8 at 128K context): legal, with a note, and the CP exchange is priced on the NIC.
+Whether CP pays off for a sequence length is the step-time model's answer (exchange, imbalance, chunk-length
+attention efficiency), not a rule.
+Source: Megatron-LM `arguments.py` divisibility checks and `pipeline_parallel/schedules.py` (interleaving); Llama 3 (arXiv 2407.21783) §3.3.2; Calculon
 (`_check_network_assignments`: tier-0 product within the NVLink domain).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import NamedTuple
 
 from campaign.config import CampaignConfig, LayoutConfig
 
-if TYPE_CHECKING:
-    from campaign.plan.planner import Plan
-
 # Search bound: micro-batches larger than this are not enumerated (memory rules them out at LLM scale).
 MAX_SEARCH_MICRO_BATCH = 16
-# Context parallelism is for long sequences: below this many tokens per CP rank the ring exchange and the small
-# attention blocks are latency-bound, which this model does not price. An assumption: Llama 3 ran cp=16 only at
-# 131,072 tokens (8,192 per rank) and cp=1 at 8,192 (arXiv 2407.21783 §3.3.2).
-MIN_CP_TOKENS_PER_RANK = 2048
 
 
 @dataclass(frozen=True)
@@ -67,11 +62,6 @@ def layout_violations(config: CampaignConfig, layout: LayoutConfig, micro_batch:
         out.append(Violation("layout", (
             f"cp={c}: load-balanced causal context parallelism splits the sequence into 2 x cp chunks, but "
             f"seq_len {m.seq_len} is not divisible by {2 * c}; use a cp with 2*cp dividing {m.seq_len}")))
-    if c > 1 and m.seq_len // c < MIN_CP_TOKENS_PER_RANK:
-        out.append(Violation("layout", (
-            f"cp={c} leaves {m.seq_len // c} tokens of each sequence per rank; context parallelism pays off only "
-            f"for long sequences (at least {MIN_CP_TOKENS_PER_RANK} per rank here); use cp <= "
-            f"{max(1, m.seq_len // MIN_CP_TOKENS_PER_RANK)}")))
     sequences = config.plan.global_batch_tokens // m.seq_len
     if sequences % (micro_batch * layout.dp):
         out.append(Violation("layout", (
@@ -79,24 +69,48 @@ def layout_violations(config: CampaignConfig, layout: LayoutConfig, micro_batch:
             f"{micro_batch}x{layout.dp}; pick micro_batch x dp dividing {sequences}")))
     if layout.vpp > 1 and layout.pp == 1:
         out.append(Violation("layout", "vpp > 1 needs pp > 1 (interleaving splits pipeline stages); set vpp=1"))
+    micro_batches = sequences // max(1, micro_batch * layout.dp)
+    if layout.vpp > 1 and layout.pp > 1 and micro_batches % layout.pp:
+        out.append(Violation("layout", (
+            f"the interleaved schedule (vpp={layout.vpp}) needs the {micro_batches} micro-batches per pipeline to be "
+            f"a multiple of pp={layout.pp}; change the global batch, micro_batch or dp, or set vpp=1")))
     if layout.pp * layout.vpp > m.layers + 2:
         out.append(Violation("layout", (
             f"pp x vpp = {layout.pp * layout.vpp} stages is more than layers + 2 = {m.layers + 2}; lower pp or vpp")))
     return out
 
 
-def candidate_layouts(config: CampaignConfig) -> list[tuple[LayoutConfig, int]]:
+class Candidate(NamedTuple):
+    """A legal layout and micro-batch as plain integers (what a search enumerates; `layout()` is the config)."""
+
+    tp: int
+    pp: int
+    dp: int
+    cp: int
+    vpp: int
+    micro_batch: int
+
+    @property
+    def world(self) -> int:
+        return self.tp * self.pp * self.dp * self.cp
+
+    def layout(self) -> LayoutConfig:
+        return LayoutConfig(tp=self.tp, pp=self.pp, dp=self.dp, cp=self.cp, vpp=self.vpp)
+
+
+def candidates(config: CampaignConfig) -> list[Candidate]:
     """Every legal (layout, micro_batch) for the cluster's GPU count. Interleaving (vpp > 1) is enumerated only
-    for balanced splits (pp*vpp divides layers, or layers + 2 as Llama 3 did); vpp = 1 may split unevenly."""
+    for balanced splits (pp*vpp divides layers, or layers + 2 as Llama 3 did) and micro-batch counts divisible by
+    pp; vpp = 1 may split unevenly."""
     cl, m = config.cluster, config.model
     gpus, domain, layers = cl.gpus, cl.network.nvlink_domain_gpus, m.layers
     sequences = config.plan.global_batch_tokens // m.seq_len
-    out: list[tuple[LayoutConfig, int]] = []
+    out: list[Candidate] = []
     for t in _divisors(domain):
         if gpus % t or m.heads % t or m.kv_heads % t or m.ffn_hidden % t:
             continue
         for c in _divisors(gpus // t):
-            if c > 1 and (m.seq_len % (2 * c) or m.seq_len // c < MIN_CP_TOKENS_PER_RANK):
+            if c > 1 and m.seq_len % (2 * c):
                 continue
             for p in _divisors(gpus // (t * c)):
                 if p > layers + 2:
@@ -108,17 +122,11 @@ def candidate_layouts(config: CampaignConfig) -> list[tuple[LayoutConfig, int]]:
                               if p > 1 and (layers % (p * v) == 0 or (layers + 2) % (p * v) == 0)]
                 bs = [b for b in _divisors(sequences // d) if b <= MAX_SEARCH_MICRO_BATCH]
                 for v in vpps:
-                    lay = LayoutConfig(tp=t, pp=p, dp=d, cp=c, vpp=v)
-                    out.extend((lay, b) for b in bs)
+                    out.extend(Candidate(t, p, d, c, v, b) for b in bs
+                               if v == 1 or (sequences // (d * b)) % p == 0)
     return out
 
 
-def search_layouts(config: CampaignConfig, top: int = 10) -> list[Plan]:
-    """Plans of the best legal layouts: those that fit first, then by highest tokens_per_s (among the rest, layouts
-    that fit in memory before those that do not)."""
-    from campaign.plan.planner import PlanContext, rank_key
-
-    ctx = PlanContext.from_config(config)
-    scored = [ctx.quick(lay, b) for lay, b in candidate_layouts(config)]
-    scored.sort(key=rank_key)
-    return [ctx.plan(q.layout, q.micro_batch) for q in scored[:top]]
+def candidate_layouts(config: CampaignConfig) -> list[tuple[LayoutConfig, int]]:
+    """`candidates` as (LayoutConfig, micro_batch) pairs."""
+    return [(c.layout(), c.micro_batch) for c in candidates(config)]

@@ -1,14 +1,15 @@
-"""Memory per GPU on the most-loaded pipeline rank: model states plus activations in flight.
+"""Memory per GPU on the most-loaded pipeline rank: model states, activations in flight, activation gradients,
+communication buffers.
 
 Model states follow Megatron's accounting: bf16 weights 2 B/param, fp32 main gradients 4 B, fp32 master + Adam
 m, v 12 B (18 B/param), the 12 B sharded over DP with the distributed optimizer (ZeRO-1: 6 + 12/d); ZeRO-2 and
-ZeRO-3 use the ZeRO paper's forms (2 + 14/d and 16/d). Activations per layer follow Korthikanti et al.'s
-table in Megatron's generalised form s*b*h*(18 + 4*ffn/h)/t (TP + sequence parallel, selective recompute), with
-5*a*s/h added when the attention scores are stored (no recompute) and 2*s*b*h/t per layer plus one layer's working
-set under full recompute; the first stage holds min(m, p) micro-batches in flight (1F1B), min(m, p*(1 + (p-1)/(p*v)))
-interleaved.
+ZeRO-3 use the ZeRO paper's forms (2 + 14/d and 16/d). Activations per layer follow Korthikanti et al.'s Table 2
+accounting, generalised tensor by tensor to GQA, SwiGLU, flash attention and dropout-free models (GPT: 34 sbh/t +
+5as^2b/t without recompute); 2*s*b*h/t per layer plus one layer's working set under full recompute; the first stage
+holds min(m, p) micro-batches in flight (1F1B), min(m, p*(1 + (p-1)/(p*v))) interleaved. Backward needs one
+layer's activation gradients, and NCCL, the sequence-parallel gather, PP send/recv and a DP bucket need buffers.
 Source: Rajbhandari et al. 2020 (ZeRO, arXiv 1910.02054); Korthikanti et al. 2022 (arXiv 2205.05198, Table 2,
-Fig. 1); Megatron-LM `training/theoretical_memory_usage.py`.
+Fig. 1); Megatron-LM `training/theoretical_memory_usage.py`; NCCL environment docs (NCCL_BUFFSIZE, channels).
 """
 
 from __future__ import annotations
@@ -18,7 +19,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from campaign.config import ModelConfig
-from campaign.plan.flops import Recompute, embedding_parameters, layer_parameters
+from campaign.plan.flops import (
+    Recompute,
+    embedding_parameters,
+    kv_hidden,
+    layer_parameters,
+    output_parameters,
+)
 
 GIB = 2.0**30
 
@@ -76,36 +83,90 @@ def split_layers(layers: int, pp: int, vpp: int = 1) -> StageSplit:
         f"hold ceil({layers}/{stages})x{vpp} = {per} layers (pick pp*vpp dividing {layers} to balance)"))
 
 
-def stage_parameters(model: ModelConfig, split: StageSplit, pp: int, *, gated_mlp: bool = True,
-                     tied_embeddings: bool = False) -> int:
-    """Parameters on the most-loaded pipeline rank before TP sharding (embedding on the first rank, output
-    layer on the last; both on one rank when pp = 1, one matrix when tied)."""
-    per_layer = layer_parameters(model, gated_mlp=gated_mlp)
+@lru_cache(maxsize=4096)
+def stage_parameters(model: ModelConfig, split: StageSplit, pp: int) -> int:
+    """Parameters on the most-loaded pipeline rank before TP sharding: the embedding (and learned positions) on the
+    first rank, the output layer on the last; with tied embeddings and pp > 1 the last rank keeps its own copy of
+    the embedding (Megatron syncs the two), so every stage count stays the same as untied."""
+    per_layer = layer_parameters(model)
     emb = embedding_parameters(model)
+    out = output_parameters(model)
     if pp == 1:
-        return split.first * per_layer + emb * (1 if tied_embeddings else 2) + model.hidden
+        return split.first * per_layer + emb + out
+    if model.tied_embeddings:
+        out += model.vocab * model.hidden
     first = split.first * per_layer + emb
     middle = split.middle * per_layer
-    last = split.last * per_layer + emb + model.hidden
+    last = split.last * per_layer + out
     return max(first, middle, last)
 
 
-def activation_bytes_per_layer(model: ModelConfig, micro_batch: int, tp: int, cp: int, recompute: Recompute) -> float:
-    """Activation bytes one layer keeps for one micro-batch on one GPU (TP with sequence parallelism, CP shards
-    the sequence). For `full` this is only the stored layer input; add `working_layer_bytes` once."""
+def activation_bytes_per_layer(model: ModelConfig, micro_batch: int, tp: int, cp: int, recompute: Recompute, *,
+                               attention: str = "flash", sequence_parallel: bool = True,
+                               recompute_pointwise: bool = False) -> float:
+    """Activation bytes one layer keeps for one micro-batch on one GPU (CP shards the sequence).
+
+    Per token, bf16, Korthikanti et al.'s accounting generalised to GQA and SwiGLU: h-wide tensors sharded by
+    sequence parallelism (norm inputs 2 x 2h, the two GEMM inputs 2 x 2h, dropout masks 2 x h), TP-sharded ones
+    (Q, K, V 2(h + 2 kv); attention output 2h; MLP up output 2 x ffn (x2 SwiGLU); activation output 2 ffn) and,
+    with materialized attention and no recompute, the scores (softmax output 2as, dropout mask and output 3as).
+    GPT (4h GeLU, dropout) gives 34 sbh/t + 5as^2b/t; pointwise recompute drops the GEMM inputs and activation
+    output. For `full` this is only the stored layer input; add `working_layer_bytes` once."""
     s = model.seq_len / cp
-    sbh = s * micro_batch * model.hidden
+    tokens = s * micro_batch
+    h, ffn, kv = model.hidden, model.ffn_hidden, kv_hidden(model)
+    sp = tp if sequence_parallel else 1
     if recompute == "full":
-        return 2.0 * sbh / tp
-    per = 18.0 + 4.0 * model.ffn_hidden / model.hidden
-    if recompute == "none":
-        per += 5.0 * model.heads * s / model.hidden
-    return sbh * per / tp
+        return 2.0 * tokens * h / sp
+    replicated = 2 * 2.0 * h + (2 * 1.0 * h if model.dropout else 0.0)     # norm inputs, dropout masks
+    gemm_inputs = 0.0 if recompute_pointwise else 2 * 2.0 * h               # QKV and MLP-up inputs
+    up = (2 if model.mlp == "swiglu" else 1) * ffn
+    sharded = 2.0 * (h + 2 * kv) + 2.0 * h + 2.0 * up + (0.0 if recompute_pointwise else 2.0 * ffn)
+    per_token = (replicated + gemm_inputs) / sp + sharded / tp
+    if attention == "materialized" and recompute == "none":
+        per_token += (2.0 + (3.0 if model.dropout else 0.0)) * model.heads * s / tp
+    elif attention == "flash":
+        per_token += 4.0 * model.heads / tp  # fp32 log-sum-exp per head
+    return tokens * per_token
 
 
-def working_layer_bytes(model: ModelConfig, micro_batch: int, tp: int, cp: int) -> float:
+def working_layer_bytes(model: ModelConfig, micro_batch: int, tp: int, cp: int, *, attention: str = "flash",
+                        sequence_parallel: bool = True) -> float:
     """One layer's full activation set, rebuilt during the backward pass under full recompute."""
-    return activation_bytes_per_layer(model, micro_batch, tp, cp, "none")
+    return activation_bytes_per_layer(model, micro_batch, tp, cp, "none", attention=attention,
+                                      sequence_parallel=sequence_parallel)
+
+
+def activation_gradient_bytes(model: ModelConfig, micro_batch: int, tp: int, cp: int, *,
+                              attention: str = "flash") -> float:
+    """Gradient buffers alive while one layer runs backward: the gradients of the MLP up output and activation
+    output (TP-sharded), two full-sequence h-wide gradients (after the sequence-parallel all-gather), the
+    incoming and outgoing layer gradient, and with materialized attention the gradient of the scores."""
+    tokens = model.seq_len / cp * micro_batch
+    up = (2 if model.mlp == "swiglu" else 1) * model.ffn_hidden
+    per_token = 2.0 * (up + model.ffn_hidden) / tp + 2 * 2.0 * model.hidden + 2 * 2.0 * model.hidden / tp
+    if attention == "materialized":
+        per_token += 2.0 * 2.0 * model.heads * (model.seq_len / cp) / tp
+    return tokens * per_token
+
+
+# Communication buffers and runtime, an assumption from NCCL defaults: NCCL_BUFFSIZE 4 MiB per channel for each
+# of send and receive, up to 16 channels per communicator on NVLink/IB systems (128 MiB per communicator); the
+# CUDA context and cuBLAS workspaces ~0.5 GiB per process.
+NCCL_BYTES_PER_COMMUNICATOR = 2 * 16 * 4 * 2**20
+RUNTIME_BYTES = 0.5 * 2**30
+
+
+def communication_buffer_bytes(model: ModelConfig, micro_batch: int, tp: int, pp: int, dp: int, cp: int,
+                               params_gpu: float, zero_stage: int) -> float:
+    """NCCL buffers of each communicator in use (tp, cp, pp, dp x cp), the sequence-parallel all-gather output,
+    the PP send/recv buffers, one DP bucket staged for its collective, and the CUDA runtime."""
+    groups = sum(1 for size in (tp, cp, pp, dp * cp) if size > 1)
+    tokens = model.seq_len / cp * micro_batch
+    gathered = 2.0 * tokens * model.hidden if tp > 1 else 0.0
+    p2p = 2 * 2 * 2.0 * tokens * model.hidden / tp if pp > 1 else 0.0
+    bucket = 4.0 * min(params_gpu, 40e6) if dp * cp > 1 and zero_stage >= 1 else 0.0
+    return groups * NCCL_BYTES_PER_COMMUNICATOR + gathered + p2p + bucket + RUNTIME_BYTES
 
 
 def in_flight_micro_batches(pp: int, vpp: int, micro_batches: int) -> float:
@@ -125,38 +186,100 @@ class MemoryEstimate:
     gradients: float
     optimizer: float
     activations: float
+    activation_gradients: float
+    communication: float
     other: float
 
     @property
     def total(self) -> float:
-        return self.weights + self.gradients + self.optimizer + self.activations + self.other
+        return (self.weights + self.gradients + self.optimizer + self.activations + self.activation_gradients
+                + self.communication + self.other)
 
     def gib(self) -> dict[str, float]:
-        return {k: getattr(self, k) / GIB for k in ("weights", "gradients", "optimizer", "activations", "other")}
+        kinds = ("weights", "gradients", "optimizer", "activations", "activation_gradients", "communication", "other")
+        return {k: getattr(self, k) / GIB for k in kinds}
+
+
+class MemoryModel:
+    """The memory model of one (model, plan settings), memoising per-layer bytes by (micro-batch, tp, cp) and stage
+    parameters by (pp, vpp), so a layout search pays only for what differs."""
+
+    def __init__(self, model: ModelConfig, *, zero_stage: int, recompute: Recompute, attention: str = "flash",
+                 sequence_parallel: bool = True, recompute_pointwise: bool = False) -> None:
+        self.model, self.zero_stage, self.recompute = model, zero_stage, recompute
+        self.attention, self.sequence_parallel, self.recompute_pointwise = (
+            attention, sequence_parallel, recompute_pointwise)
+        self._layer: dict[tuple[int, int, int], tuple[float, float, float]] = {}
+        self._params: dict[tuple[int, int], tuple[StageSplit, int]] = {}
+        self._states: dict[tuple[str, int], float] = {}
+
+    def _per_layer(self, b: int, t: int, c: int) -> tuple[float, float, float]:
+        key = (b, t, c)
+        if key not in self._layer:
+            model = self.model
+            per_layer = activation_bytes_per_layer(model, b, t, c, self.recompute, attention=self.attention,
+                                                   sequence_parallel=self.sequence_parallel,
+                                                   recompute_pointwise=self.recompute_pointwise)
+            working = working_layer_bytes(model, b, t, c, attention=self.attention,
+                                          sequence_parallel=self.sequence_parallel) if self.recompute == "full" else 0.0
+            self._layer[key] = (per_layer, working, activation_gradient_bytes(model, b, t, c, attention=self.attention))
+        return self._layer[key]
+
+    def _stage(self, pp: int, vpp: int) -> tuple[StageSplit, int]:
+        key = (pp, vpp)
+        if key not in self._params:
+            split = split_layers(self.model.layers, pp, vpp)
+            self._params[key] = (split, stage_parameters(self.model, split, pp))
+        return self._params[key]
+
+    def total_bytes(self, tp: int, pp: int, dp: int, cp: int, vpp: int, micro_batch: int, micro_batches: int) -> float:
+        """`estimate(...).total` without building the breakdown (the search's filter; the same arithmetic)."""
+        split, stage_params = self._stage(pp, vpp)
+        params = stage_params / tp
+        key = ("per_param", dp * cp)
+        per_param = self._states.get(key)
+        if per_param is None:
+            per_param = self._states[key] = sum(model_state_bytes_per_param(self.zero_stage, dp * cp).values())
+        in_flight = in_flight_micro_batches(pp, vpp, micro_batches)
+        per_layer, working, act_grads = self._per_layer(micro_batch, tp, cp)
+        model = self.model
+        s = model.seq_len / cp
+        other = (8.0 * s * micro_batch + s * micro_batch * model.hidden) * in_flight / tp
+        if pp == 1:
+            other += 4.0 * s * micro_batch * model.hidden * (1.0 + model.vocab / model.hidden) / tp
+        comm = communication_buffer_bytes(model, micro_batch, tp, pp, dp, cp, params, self.zero_stage)
+        return params * per_param + per_layer * split.most * in_flight + working + act_grads + comm + other
+
+    def estimate(self, *, tp: int, pp: int, dp: int, cp: int, vpp: int, micro_batch: int,
+                 micro_batches: int) -> MemoryEstimate:
+        model = self.model
+        split, stage_params = self._stage(pp, vpp)
+        params = stage_params / tp
+        per_param = model_state_bytes_per_param(self.zero_stage, dp * cp)  # Megatron shards over dp x cp
+        in_flight = in_flight_micro_batches(pp, vpp, micro_batches)
+        per_layer, working, act_grads = self._per_layer(micro_batch, tp, cp)
+        s = model.seq_len / cp
+        other = (8.0 * s * micro_batch + s * micro_batch * model.hidden) * in_flight / tp
+        if pp == 1:
+            other += 4.0 * s * micro_batch * model.hidden * (1.0 + model.vocab / model.hidden) / tp
+        return MemoryEstimate(
+            weights=params * per_param["weights"],
+            gradients=params * per_param["gradients"],
+            optimizer=params * per_param["optimizer"],
+            activations=per_layer * split.most * in_flight + working,
+            activation_gradients=act_grads,
+            communication=communication_buffer_bytes(model, micro_batch, tp, pp, dp, cp, params, self.zero_stage),
+            other=other,
+        )
 
 
 def estimate_memory(model: ModelConfig, *, tp: int, pp: int, dp: int, cp: int, vpp: int, micro_batch: int,
-                    micro_batches: int, zero_stage: int, recompute: Recompute, gated_mlp: bool = True,
-                    tied_embeddings: bool = False) -> MemoryEstimate:
-    """Memory on the most-loaded GPU: model states of the largest stage shard (/tp; sharded over dp x cp) and the
-    largest layer count's activations with the first stage's micro-batches in flight. `other` holds Megatron's
-    embedding terms (token ids, embedding output per micro-batch in flight) and the fp32 logits when pp = 1."""
-    split = split_layers(model.layers, pp, vpp)
-    params = stage_parameters(model, split, pp, gated_mlp=gated_mlp, tied_embeddings=tied_embeddings) / tp
-    per_param = model_state_bytes_per_param(zero_stage, dp * cp)  # Megatron shards over the dp x cp group
-    in_flight = in_flight_micro_batches(pp, vpp, micro_batches)
-    per_layer = activation_bytes_per_layer(model, micro_batch, tp, cp, recompute)
-    activations = per_layer * split.most * in_flight
-    if recompute == "full":
-        activations += working_layer_bytes(model, micro_batch, tp, cp)
-    s = model.seq_len / cp
-    other = (8.0 * s * micro_batch + s * micro_batch * model.hidden) * in_flight / tp
-    if pp == 1:
-        other += 4.0 * s * micro_batch * model.hidden * (1.0 + model.vocab / model.hidden) / tp
-    return MemoryEstimate(
-        weights=params * per_param["weights"],
-        gradients=params * per_param["gradients"],
-        optimizer=params * per_param["optimizer"],
-        activations=activations,
-        other=other,
-    )
+                    micro_batches: int, zero_stage: int, recompute: Recompute, attention: str = "flash",
+                    sequence_parallel: bool = True, recompute_pointwise: bool = False) -> MemoryEstimate:
+    """Memory on the most-loaded GPU: model states of the largest stage shard (/tp; sharded over dp x cp), the
+    largest layer count's activations with the first stage's micro-batches in flight, one layer's activation
+    gradients, communication buffers. `other` holds Megatron's embedding terms (token ids, embedding output per
+    micro-batch in flight) and the fp32 logits and their gradient when pp = 1."""
+    return MemoryModel(model, zero_stage=zero_stage, recompute=recompute, attention=attention,
+                       sequence_parallel=sequence_parallel, recompute_pointwise=recompute_pointwise).estimate(
+        tp=tp, pp=pp, dp=dp, cp=cp, vpp=vpp, micro_batch=micro_batch, micro_batches=micro_batches)

@@ -1,10 +1,11 @@
 """The plan: memory, step time, MFU, checkpointing, reliability and expected length of one campaign layout.
 
 `evaluate_layout` joins the models of this package for one (layout, micro_batch); an infeasible layout is a Plan
-with violations (layout, memory, schedule), never an exception. `make_plan` evaluates the config's own layout.
+with violations (layout, memory, schedule), never an exception; `Plan.runs` is false only for layout or memory
+violations (what `campaign plan`'s exit code reports). `make_plan` evaluates the config's own layout.
 MFU = tokens/s x model FLOPs per token (Megatron-Core causal convention, no recompute) / (GPUs x peak dense BF16).
 Source: Narayanan et al. 2021; Korthikanti et al. 2022; Daly 2006; Llama 3 (arXiv 2407.21783) §3.3 — see the
-modules flops, memory, topology, performance, checkpointing and reliability.
+modules flops, kernels, memory, topology, performance, checkpointing and reliability.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from dataclasses import dataclass, field
 from campaign.config import CampaignConfig, LayoutConfig
 from campaign.plan.checkpointing import CheckpointPlan, finite_or_none, plan_checkpoint
 from campaign.plan.flops import hardware_flops_per_token, model_flops_per_token, total_parameters
-from campaign.plan.layout import Violation, layout_violations
-from campaign.plan.memory import GIB, estimate_memory, split_layers
-from campaign.plan.performance import StepEstimate, estimate_step
+from campaign.plan.kernels import Kernels
+from campaign.plan.layout import Candidate, Violation, layout_violations
+from campaign.plan.memory import GIB, MemoryEstimate, MemoryModel, split_layers
+from campaign.plan.performance import StepEstimate, StepModel
 from campaign.plan.reliability import expected_days, expected_ettr, job_mtbf_h
 from campaign.plan.topology import Fabric
 
@@ -39,7 +41,7 @@ class Plan:
     job_mtbf_h: float
     expected_ettr: float
     expected_days: float
-    fits: bool
+    fits: bool                       # no violation at all (layout, memory, schedule)
     violations: tuple[Violation, ...]
     notes: tuple[str, ...]
     micro_batch: int = 1
@@ -47,6 +49,11 @@ class Plan:
     hfu: float = 0.0
     memory_limit_gib: float = 0.0
     window_days: float = 0.0
+
+    @property
+    def runs(self) -> bool:
+        """The layout can run: no layout or memory violation (a schedule miss is a performance answer)."""
+        return not any(v.rule in ("layout", "memory") for v in self.violations)
 
     def to_json(self) -> dict:
         """JSON-ready dict; violations as 'rule: message' strings."""
@@ -73,6 +80,7 @@ class Plan:
             "expected_days": self.expected_days,
             "window_days": self.window_days,
             "fits": self.fits,
+            "runs": self.runs,
             "violations": [str(v) for v in self.violations],
             "notes": list(self.notes),
         }
@@ -82,7 +90,7 @@ class Plan:
 class QuickPlan:
     """What a search ranks by, without building a full Plan."""
 
-    layout: LayoutConfig
+    layout: LayoutConfig | Candidate  # anything with tp, pp, dp, cp, vpp
     micro_batch: int
     fits: bool
     fits_memory: bool
@@ -104,10 +112,11 @@ class PlanContext:
     """Everything about a campaign that does not depend on the layout, computed once."""
 
     config: CampaignConfig
-    gated_mlp: bool
-    tied_embeddings: bool
     parameters: int
     fabric: Fabric
+    kernels: Kernels
+    steps: StepModel
+    memory: MemoryModel
     flops_per_token: float
     checkpoint: CheckpointPlan
     job_mtbf_h: float
@@ -117,10 +126,9 @@ class PlanContext:
     notes: tuple[str, ...] = field(default=())
 
     @classmethod
-    def from_config(cls, config: CampaignConfig, *, gated_mlp: bool = True,
-                    tied_embeddings: bool = False) -> PlanContext:
+    def from_config(cls, config: CampaignConfig) -> PlanContext:
         cl, plan = config.cluster, config.plan
-        params = total_parameters(config.model, gated_mlp=gated_mlp, tied_embeddings=tied_embeddings)
+        params = total_parameters(config.model)
         mtbf_h = job_mtbf_h(cl)
         ckpt = plan_checkpoint(params, cl.gpus, plan.checkpoint, mtbf_h * 3600.0)
         notes = []
@@ -131,33 +139,40 @@ class PlanContext:
             notes.append("checkpoint interval: Daly's optimum for the job MTBF (interval_s: auto)")
         gates = config.gates.config
         return cls(
-            config=config, gated_mlp=gated_mlp, tied_embeddings=tied_embeddings, parameters=params,
-            fabric=Fabric.from_cluster(cl),
-            flops_per_token=model_flops_per_token(config.model, gated_mlp=gated_mlp),
+            config=config, parameters=params, fabric=Fabric.from_cluster(cl),
+            kernels=(kernels := Kernels.from_accelerator(cl.accelerator)),
+            steps=StepModel(config.model, plan, kernels, Fabric.from_cluster(cl)),
+            memory=MemoryModel(config.model, zero_stage=plan.zero_stage, recompute=plan.recompute,
+                               attention=plan.attention, sequence_parallel=plan.sequence_parallel,
+                               recompute_pointwise=plan.recompute_pointwise),
+            flops_per_token=model_flops_per_token(config.model),
             checkpoint=ckpt, job_mtbf_h=mtbf_h, ettr=expected_ettr(cl, ckpt),
             memory_limit_gib=gates.max_memory_fraction * cl.accelerator.hbm_gib,
             days_limit=config.window.days * (1.0 - gates.min_window_margin), notes=tuple(notes),
         )
 
-    def _micro_batches(self, layout: LayoutConfig, micro_batch: int) -> int:
+    def micro_batches(self, layout: LayoutConfig, micro_batch: int) -> int:
         sequences = self.config.plan.global_batch_tokens // self.config.model.seq_len
         return max(1, sequences // (micro_batch * layout.dp))
 
-    def _estimate(self, layout: LayoutConfig, micro_batch: int) -> tuple[float, StepEstimate, int]:
-        cfg, plan = self.config, self.config.plan
-        m = self._micro_batches(layout, micro_batch)
-        mem = estimate_memory(cfg.model, tp=layout.tp, pp=layout.pp, dp=layout.dp, cp=layout.cp, vpp=layout.vpp,
-                              micro_batch=micro_batch, micro_batches=m, zero_stage=plan.zero_stage,
-                              recompute=plan.recompute, gated_mlp=self.gated_mlp,
-                              tied_embeddings=self.tied_embeddings)
-        step = estimate_step(cfg.model, layout, micro_batch=micro_batch, micro_batches=m, recompute=plan.recompute,
-                             zero_stage=plan.zero_stage, kernel_efficiency=plan.kernel_efficiency,
-                             peak_tflops=cfg.cluster.accelerator.peak_bf16_tflops, fabric=self.fabric,
-                             gated_mlp=self.gated_mlp, tied_embeddings=self.tied_embeddings)
-        return mem.total / GIB, step, m
+    def _memory(self, layout: LayoutConfig, micro_batch: int, m: int) -> MemoryEstimate:
+        return self.memory.estimate(tp=layout.tp, pp=layout.pp, dp=layout.dp, cp=layout.cp, vpp=layout.vpp,
+                                    micro_batch=micro_batch, micro_batches=m)
 
-    def quick(self, layout: LayoutConfig, micro_batch: int) -> QuickPlan:
-        mem_gib, step, m = self._estimate(layout, micro_batch)
+    def _estimate(self, layout: LayoutConfig, micro_batch: int) -> tuple[MemoryEstimate, StepEstimate, int]:
+        m = self.micro_batches(layout, micro_batch)
+        step = self.steps.estimate(layout, micro_batch, m)
+        return self._memory(layout, micro_batch, m), step, m
+
+    def memory_gib(self, layout: LayoutConfig, micro_batch: int) -> float:
+        """GiB per GPU of a candidate (the cheap half of `quick`)."""
+        return self._memory(layout, micro_batch, self.micro_batches(layout, micro_batch)).total / GIB
+
+    def quick(self, layout: LayoutConfig, micro_batch: int, mem_gib: float | None = None) -> QuickPlan:
+        m = self.micro_batches(layout, micro_batch)
+        step = self.steps.estimate(layout, micro_batch, m)
+        if mem_gib is None:
+            mem_gib = self._memory(layout, micro_batch, m).total / GIB
         tokens = m * micro_batch * layout.dp * self.config.model.seq_len
         tps = tokens / step.step_s
         days = expected_days(self.config.plan.target_tokens, tps, self.ettr)
@@ -168,23 +183,14 @@ class PlanContext:
     def plan(self, layout: LayoutConfig, micro_batch: int) -> Plan:
         cfg, cl = self.config, self.config.cluster
         violations = layout_violations(cfg, layout, micro_batch)
-        m = self._micro_batches(layout, micro_batch)
-        mem = estimate_memory(cfg.model, tp=layout.tp, pp=layout.pp, dp=layout.dp, cp=layout.cp, vpp=layout.vpp,
-                              micro_batch=micro_batch, micro_batches=m, zero_stage=cfg.plan.zero_stage,
-                              recompute=cfg.plan.recompute, gated_mlp=self.gated_mlp,
-                              tied_embeddings=self.tied_embeddings)
-        step = estimate_step(cfg.model, layout, micro_batch=micro_batch, micro_batches=m,
-                             recompute=cfg.plan.recompute, zero_stage=cfg.plan.zero_stage,
-                             kernel_efficiency=cfg.plan.kernel_efficiency,
-                             peak_tflops=cl.accelerator.peak_bf16_tflops, fabric=self.fabric,
-                             gated_mlp=self.gated_mlp, tied_embeddings=self.tied_embeddings)
+        mem, step, m = self._estimate(layout, micro_batch)
         mem_gib = mem.total / GIB
         tokens = m * micro_batch * layout.dp * cfg.model.seq_len
         tps = tokens / step.step_s
         gpus = layout.world
         peak = gpus * cl.accelerator.peak_bf16_tflops * 1e12
         mfu = tps * self.flops_per_token / peak
-        hfu = tps * hardware_flops_per_token(cfg.model, cfg.plan.recompute, gated_mlp=self.gated_mlp) / peak
+        hfu = tps * hardware_flops_per_token(cfg.model, cfg.plan.recompute) / peak
         days = expected_days(cfg.plan.target_tokens, tps, self.ettr)
 
         if mem_gib > self.memory_limit_gib:
@@ -235,12 +241,9 @@ class PlanContext:
         )
 
 
-def evaluate_layout(config: CampaignConfig, layout: LayoutConfig, micro_batch: int | None = None, *,
-                    gated_mlp: bool = True, tied_embeddings: bool = False) -> Plan:
-    """The plan for one candidate layout (micro_batch defaults to the config's). `gated_mlp=False` and
-    `tied_embeddings=True` describe GPT-style models (4h GeLU MLP, shared embedding) for reference checks."""
-    ctx = PlanContext.from_config(config, gated_mlp=gated_mlp, tied_embeddings=tied_embeddings)
-    return ctx.plan(layout, micro_batch or config.plan.micro_batch)
+def evaluate_layout(config: CampaignConfig, layout: LayoutConfig, micro_batch: int | None = None) -> Plan:
+    """The plan for one candidate layout (micro_batch defaults to the config's)."""
+    return PlanContext.from_config(config).plan(layout, micro_batch or config.plan.micro_batch)
 
 
 def make_plan(config: CampaignConfig) -> Plan:

@@ -22,7 +22,16 @@ from campaign.sim.power import (
     power_levels,
     ramp_delay_s,
 )
-from campaign.sim.replicas import distribution, replica_table, simulate_replicas, summarise_replicas
+from campaign.sim.replicas import (
+    check_replicas_fit,
+    distribution,
+    replica_batches,
+    replica_table,
+    replicas_memory_bytes,
+    simulate_batch,
+    simulate_replicas,
+    summarise_replicas,
+)
 from campaign.sim.simulator import (
     BREAKDOWN_KEYS,
     EVENT_COLUMNS,
@@ -31,6 +40,7 @@ from campaign.sim.simulator import (
     diurnal_multiplier,
     nominal_seconds,
     simulate,
+    simulate_summary,
 )
 
 __all__ = [
@@ -46,6 +56,7 @@ __all__ = [
     "PowerLevels",
     "SimInputs",
     "SimResult",
+    "check_replicas_fit",
     "describe_inputs",
     "distribution",
     "diurnal_multiplier",
@@ -57,9 +68,13 @@ __all__ = [
     "power_levels",
     "ramp_delay_s",
     "random_streams",
+    "replica_batches",
     "replica_table",
+    "replicas_memory_bytes",
     "sim_inputs_from_config",
     "simulate",
+    "simulate_batch",
     "simulate_replicas",
+    "simulate_summary",
     "summarise_replicas",
 ]

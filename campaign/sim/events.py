@@ -42,6 +42,14 @@ class EventQueue:
         heapq.heappush(self._heap, event)
         return event
 
+    def schedule_many(self, times_s: list[float], kind: str, payloads: list[Any] | None = None) -> None:
+        """Schedule many events of one kind at once (in list order for equal times), all at or after now."""
+        if times_s and min(times_s) < self.now_s:
+            raise ValueError(f"cannot schedule '{kind}' before now ({self.now_s} s)")
+        payloads = payloads if payloads is not None else [None] * len(times_s)
+        self._heap.extend(Event(float(t), next(self._seq), kind, p, 0) for t, p in zip(times_s, payloads))
+        heapq.heapify(self._heap)
+
     def peek_s(self) -> float:
         """Time of the next event, or +inf when none is left."""
         return self._heap[0].t_s if self._heap else float("inf")

@@ -53,6 +53,8 @@ class SimInputs:
     seed: int
     # Seconds after the window start at which diurnal throughput is lowest (see DIURNAL_SLOWEST_HOUR).
     diurnal_slowest_s: float = DIURNAL_SLOWEST_HOUR * 3600.0
+    # False: the window is a snapshot of a longer run; the job trains to the window end whatever the target.
+    stop_at_target: bool = True
 
     def __post_init__(self) -> None:
         positive = (
@@ -154,6 +156,14 @@ def sim_inputs_from_config(
     """
     cfg = config.config if isinstance(config, LoadedConfig) else config
     cluster = cfg.cluster
+    window_s = cfg.window.days * DAY_S
+    if checkpoint_interval_s + checkpoint_write_s > window_s:
+        raise ConfigError(
+            f"the window ({window_s:,.0f} s) is shorter than one checkpoint interval and its write "
+            f"({checkpoint_interval_s:,.0f} s + {checkpoint_write_s:,.0f} s): no checkpoint could ever commit",
+            where="window.days",
+            fix="lengthen window.days or set plan.checkpoint.interval_s below the window",
+        )
     smoothing = cfg.plan.power_smoothing
     start = cfg.window.start
     if start.tzinfo is not None:
@@ -186,6 +196,7 @@ def sim_inputs_from_config(
         power_sample_s=cfg.sim.power_sample_s,
         seed=cfg.seed,
         diurnal_slowest_s=(DIURNAL_SLOWEST_HOUR * 3600.0 - start_of_day_s) % DAY_S,
+        stop_at_target=cfg.sim.stop_at_target,
     )
 
 

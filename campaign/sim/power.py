@@ -208,3 +208,70 @@ def power_stats(series_mw: np.ndarray, curve: PowerCurve) -> dict:
         "max_ramp_mw_per_s": ramp,
         "energy_mwh": curve.energy_mwh,
     }
+
+
+# Breakpoints handled at once by power_stats_from_curve: bounds its scratch memory whatever the window length.
+STATS_CHUNK = 16_384
+
+
+def power_stats_from_curve(curve: PowerCurve, chunk: int = STATS_CHUNK) -> dict:
+    """The same figures as `power_stats(one_second_series(curve), curve)`, without building the 1-s series.
+
+    The 1-s series only changes near a breakpoint: a second that holds none lies inside one segment, where it
+    equals the segment's level (flat) or moves by exactly its slope per second (ramp). So the series' extremes
+    are among the seconds next to a breakpoint (the one holding it and its two neighbours: the first and last
+    whole seconds of every segment), and a second-to-second change is either between two such seconds or a
+    segment's slope. Breakpoints are taken `chunk` at a time: scratch memory is bounded, never per second.
+    """
+    n = math.ceil(curve.end_s)
+    if n <= 0:
+        raise ValueError("a power curve needs a positive length")
+    points = np.append(curve.t_s, curve.end_s)
+    peak, low, ramp = -math.inf, math.inf, 0.0
+    prev_cand, prev_value = None, None  # the last second of the previous chunk, to pair across the seam
+    for a in range(0, points.size, chunk):
+        cand, values = _second_means(curve, points[a:a + chunk], n)
+        if cand.size == 0:
+            continue
+        peak, low = max(peak, float(values.max())), min(low, float(values.min()))
+        if prev_cand is not None:
+            cand, values = np.append(prev_cand, cand), np.append(prev_value, values)
+        adjacent = np.diff(cand) == 1
+        steps = np.diff(values)[adjacent]
+        if steps.size:
+            ramp = max(ramp, float(np.abs(steps).max()))
+        prev_cand, prev_value = cand[-1], values[-1]
+    if np.any(curve.slope):
+        # Two whole seconds inside one sloped segment differ by exactly its slope.
+        ends = np.append(curve.t_s[1:], curve.end_s)
+        whole = np.floor(ends) - np.ceil(curve.t_s) >= 2.0
+        sloped = np.abs(curve.slope[whole & (curve.slope != 0)])
+        if sloped.size:
+            ramp = max(ramp, float(sloped.max()))
+    return {
+        "peak": peak,
+        "mean": curve.energy_mwh * 3600.0 / curve.end_s,
+        "min": low,
+        "max_ramp_mw_per_s": ramp,
+        "energy_mwh": curve.energy_mwh,
+    }
+
+
+def _second_means(curve: PowerCurve, points: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The seconds next to these breakpoints (sorted, unique, inside [0, n)) and the 1-s mean over each."""
+    base = np.floor(points).astype(np.int64)
+    cand = np.sort(np.column_stack((base - 1, base, base + 1)).ravel(), kind="stable")  # nearly sorted already
+    cand = cand[np.append(True, cand[1:] != cand[:-1]) & (cand >= 0) & (cand < n)]
+    lo = cand.astype(float)
+    hi = np.minimum(lo + 1.0, curve.end_s)
+    k_lo = np.searchsorted(curve.t_s, lo, side="right") - 1
+    k_hi = np.searchsorted(curve.t_s, hi, side="right") - 1
+    d_lo, d_hi = lo - curve.t_s[k_lo], hi - curve.t_s[k_hi]
+    e_lo = curve.cum_mws[k_lo] + curve.mw[k_lo] * d_lo + 0.5 * curve.slope[k_lo] * d_lo * d_lo
+    e_hi = curve.cum_mws[k_hi] + curve.mw[k_hi] * d_hi + 0.5 * curve.slope[k_hi] * d_hi * d_hi
+    # A second inside one segment is its level at the midpoint (exact, and stable for a tiny last second);
+    # a second holding a breakpoint is its energy over its length.
+    values = np.where(
+        k_lo == k_hi, curve.mw[k_lo] + curve.slope[k_lo] * (0.5 * (lo + hi) - curve.t_s[k_lo]), (e_hi - e_lo) / (hi - lo)
+    )
+    return cand, values

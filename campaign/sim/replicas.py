@@ -7,13 +7,17 @@ Source: DESIGN.md §4 (`campaign simulate --json` summary keys).
 
 from __future__ import annotations
 
+import itertools
+import os
 from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
 
+from campaign.errors import ConfigError
+from campaign.goodput import ETTR_DEFINITION, UTILISATION_DEFINITION
 from campaign.sim.inputs import DAY_S, SimInputs
-from campaign.sim.simulator import BREAKDOWN_KEYS, SimResult, simulate
+from campaign.sim.simulator import BREAKDOWN_KEYS, SimResult, simulate, simulate_summary
 
 PERCENTILES = (10, 50, 90)
 
@@ -21,6 +25,63 @@ PERCENTILES = (10, 50, 90)
 def simulate_replicas(inputs: SimInputs, replicas: int, first: int = 0) -> list[SimResult]:
     """Run replicas first..first+replicas-1 one after another (a task runner can map `simulate` instead)."""
     return [simulate(inputs, r) for r in range(first, first + replicas)]
+
+
+def replica_batches(replicas: int, workers: int) -> list[range]:
+    """Split replicas 0..replicas-1 into at most `workers` contiguous batches of near-equal size.
+
+    Replica r always draws from SeedSequence([seed, r]), so the results do not depend on the split.
+    """
+    if replicas <= 0 or workers <= 0:
+        raise ValueError("replicas and workers must be positive")
+    n = min(replicas, workers)
+    edges = [round(i * replicas / n) for i in range(n + 1)]
+    return [range(a, b) for a, b in itertools.pairwise(edges)]
+
+
+# Upper bound of one replica's summary held in memory until the batch returns (a Llama 3 summary, pickled, is
+# ~2.5 kB; live dicts take about twice that: tests/unit/test_sim_fast.py checks the bound).
+SUMMARY_BYTES = 8_000
+# Bytes per checkpoint cycle a running replica holds for its power curve (2 breakpoints x ~6 float arrays,
+# plus sorting scratch): the only part that grows with the window, by cycles, never by seconds.
+CURVE_BYTES_PER_CYCLE = 2 * 8 * 12
+
+
+def replicas_memory_bytes(inputs: SimInputs, replicas: int, workers: int) -> int:
+    """Estimated peak bytes of `replicas` summary-only replicas on `workers` processes."""
+    cycles = inputs.window_s / (inputs.checkpoint_interval_s + inputs.checkpoint_write_s)
+    per_running = CURVE_BYTES_PER_CYCLE * (cycles + 1) + 1_000_000  # + arrivals, heap and interpreter scratch
+    return int(replicas * SUMMARY_BYTES + min(workers, replicas) * per_running)
+
+
+def check_replicas_fit(inputs: SimInputs, replicas: int, workers: int, available_bytes: int) -> None:
+    """Refuse, before anything runs, a replica count whose estimated memory exceeds half of what is available."""
+    need = replicas_memory_bytes(inputs, replicas, workers)
+    if need > available_bytes // 2:
+        fit = max(1, (available_bytes // 2 - (need - replicas * SUMMARY_BYTES)) // SUMMARY_BYTES)
+        raise ConfigError(
+            f"{replicas:,} replicas need about {need / 1e9:.2f} GB (estimate), over half of the "
+            f"{available_bytes / 1e9:.2f} GB available",
+            where="--replicas",
+            fix=f"run at most about {fit:,} replicas at once (split the rest over seeds with --seed)",
+        )
+
+
+def available_memory_bytes() -> int:
+    """Memory the system can give now (Linux MemAvailable; else physical pages free)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def simulate_batch(inputs: SimInputs, replicas: range) -> list[dict]:
+    """Summaries (fast path) of a batch of replicas, in replica order."""
+    return [simulate_summary(inputs, r) for r in replicas]
 
 
 def distribution(values: Iterable[float | None]) -> dict:
@@ -50,6 +111,8 @@ def summarise_replicas(summaries: list[dict], window_s: float) -> dict:
         "interruptions_unexpected": distribution(x["interruptions"]["unexpected"] for x in s),
         "interruptions_planned": distribution(x["interruptions"]["planned"] for x in s),
         "ettr": distribution(x["ettr"] for x in s),
+        "window_utilisation": distribution(x["window_utilisation"] for x in s),
+        "definitions": {"ettr": ETTR_DEFINITION, "window_utilisation": UTILISATION_DEFINITION},
         "tokens_trained": distribution(x["tokens_trained"] for x in s),
         "completion_days": distribution(
             x["completion_s"] / DAY_S if x["completion_s"] is not None else None for x in s
@@ -80,6 +143,7 @@ def replica_table(results: list[SimResult]) -> pd.DataFrame:
             "replica": r.replica,
             "seed": r.seed,
             "ettr": x["ettr"],
+            "window_utilisation": x["window_utilisation"],
             "interruptions_unexpected": x["interruptions"]["unexpected"],
             "interruptions_planned": x["interruptions"]["planned"],
             "observed_job_mtbf_h": x["observed_job_mtbf_h"],

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from campaign.goodput import ALL_KEYS, ettr, goodput_buckets_gpu_h, job_wall_s, window_utilisation
 from campaign.sim.events import Event, EventQueue
 from campaign.sim.failures import NODE_LOSING_SCOPES, draw_arrivals
 from campaign.sim.inputs import DAY_S, SimInputs
@@ -29,6 +31,7 @@ from campaign.sim.power import (
     one_second_series,
     power_levels,
     power_stats,
+    power_stats_from_curve,
     ramp_delay_s,
     rate_limited_curve,
     sampled_power,
@@ -54,7 +57,7 @@ EVENT_KINDS = (
     "window_end",
 )
 EVENT_COLUMNS = ("event_id", "t_s", "kind", "category", "scope", "node", "tokens_trained", "detail")
-BREAKDOWN_KEYS = ("productive", "lost_rework", "checkpoint", "restart", "waiting", "idle")
+BREAKDOWN_KEYS = ALL_KEYS  # productive, lost_rework, checkpoint, restart, waiting, idle, idle_spares, idle_released
 
 # Job states. Training time is tracked per segment (productive once committed, else lost_rework); every other
 # state's time goes to one goodput bucket.
@@ -69,13 +72,13 @@ INIT, RUNNING, CHECKPOINT, DETECT, RESTART, WAIT_SPARE, PLANNED, DONE = (
     "done",
 )
 _BUCKET = {
-    INIT: "idle",
+    INIT: "restart",  # zero-length: the job starts at t = 0 and the window end closes the last state
     CHECKPOINT: "checkpoint",
     DETECT: "restart",
     RESTART: "restart",
     WAIT_SPARE: "waiting",
     PLANNED: "waiting",
-    DONE: "idle",
+    DONE: "released",
 }
 _UP = (RUNNING, CHECKPOINT)
 
@@ -92,9 +95,42 @@ class SimResult:
     power_curve: PowerCurve | None = None  # exact curve behind `power`; one_second_series(curve) gives 1-s MW
 
 
-def simulate(inputs: SimInputs, replica: int = 0) -> SimResult:
-    """Simulate one replica of the window; deterministic for (inputs.seed, replica)."""
-    return _Replica(inputs, replica).run()
+# A progress callback hears this many times over the window (2% steps).
+PROGRESS_STEPS = 50
+
+
+def simulate(
+    inputs: SimInputs, replica: int = 0, on_progress: Callable[[float, float, float], None] | None = None
+) -> SimResult:
+    """Simulate one replica of the window event by event, with its event log and sampled power.
+
+    Deterministic for (inputs.seed, replica). This is the reference model; `simulate_summary` gives the same
+    summary faster. `on_progress(fraction, t_s, tokens_trained)` hears every 2% of simulated time; it does not
+    change the result.
+    """
+    rep = _Replica(inputs, replica)
+    rep.on_progress = on_progress
+    return rep.run()
+
+
+def simulate_summary(inputs: SimInputs, replica: int = 0) -> dict:
+    """The summary of `simulate(inputs, replica)`, fast: no event log, no sampled power, and the routine
+    checkpoint cycles between two random events applied in closed form.
+
+    Counts are identical to the event-by-event model and every figure agrees to float rounding (the closed
+    form sums a block of cycles at once; tests/unit/test_sim_fast.py holds the seeded regression). Power
+    statistics come from the step curve's breakpoints, never from a one-second array.
+    """
+    return _Replica(inputs, replica, detail=False).run_summary()
+
+
+def simulate_curve(inputs: SimInputs, replica: int = 0) -> tuple[dict, PowerCurve]:
+    """The fast summary and the exact facility power curve behind it (for the power notice)."""
+    rep = _Replica(inputs, replica, detail=False)
+    rep._run_events()
+    curve = rep._power_curve()
+    running_mw = rep.levels.facility_mw(inputs.nodes, rep.levels.running_gpu_w, inputs.spare_nodes)
+    return rep._summary(power_stats_from_curve(curve), running_mw - rep.baseline_mw), curve
 
 
 def diurnal_multiplier(inputs: SimInputs, t_s: float | np.ndarray) -> float | np.ndarray:
@@ -114,6 +150,29 @@ def nominal_seconds(inputs: SimInputs, start_s: float, end_s: float) -> float:
     w = 2.0 * math.pi / DAY_S
     t0 = inputs.diurnal_slowest_s
     return (end_s - start_s) - a / w * (math.sin(w * (end_s - t0)) - math.sin(w * (start_s - t0)))
+
+
+def nominal_seconds_periodic(inputs: SimInputs, first_s: float, length_s: float, period_s: float, k: int) -> float:
+    """Sum of nominal_seconds over k intervals [first + i period, first + i period + length], i = 0..k-1.
+
+    Closed form: the sines of an arithmetic progression sum to sin(k h / 2) / sin(h / 2) x sin(a + (k-1) h / 2).
+    """
+    if length_s <= 0.0 or k <= 0:
+        return 0.0
+    a = inputs.diurnal_amplitude
+    if a == 0.0:
+        return k * length_s
+    w = 2.0 * math.pi / DAY_S
+    h = w * period_s
+    half = math.sin(h / 2.0)
+
+    def sines(phase: float) -> float:
+        if abs(half) < 1e-12:
+            return k * math.sin(phase)
+        return math.sin(k * h / 2.0) / half * math.sin(phase + (k - 1) * h / 2.0)
+
+    t0 = inputs.diurnal_slowest_s
+    return k * length_s - a / w * (sines(w * (first_s + length_s - t0)) - sines(w * (first_s - t0)))
 
 
 def time_for_nominal_s(inputs: SimInputs, start_s: float, work_s: float) -> float:
@@ -142,9 +201,13 @@ def time_for_nominal_s(inputs: SimInputs, start_s: float, work_s: float) -> floa
 class _Replica:
     """The mutable state of one replica while its events run; `run()` returns the frozen SimResult."""
 
-    def __init__(self, inputs: SimInputs, replica: int) -> None:
+    def __init__(self, inputs: SimInputs, replica: int, detail: bool = True) -> None:
         self.x = inputs
         self.replica = replica
+        self.detail = detail  # False: no event rows, checkpoint cycles skipped in closed form
+        self.on_progress: Callable[[float, float, float], None] | None = None
+        # Skipped cycles: (index in power lists, start s, cycles k, period s, run_s, run MW, checkpoint MW).
+        self.blocks: list[tuple[int, float, int, float, float, float, float]] = []
         self.q = EventQueue()
         self.levels = power_levels(inputs)
         self.rate = inputs.tokens_per_s
@@ -167,7 +230,9 @@ class _Replica:
         self.committed_run_s = 0.0
         self.committed_tokens = 0.0
         self.lost_run_s = 0.0
-        self.bucket_s = {"checkpoint": 0.0, "restart": 0.0, "waiting": 0.0, "idle": 0.0}
+        self.bucket_s = {"checkpoint": 0.0, "restart": 0.0, "waiting": 0.0, "released": 0.0}
+        # A ramp limit slows the return to training: that time goes to the bucket of the stop it follows.
+        self.ramp_bucket = "restart"
         self.hold_until = -math.inf
         self.pending_detections = 0
         self.need_restart_s = 0.0
@@ -197,13 +262,22 @@ class _Replica:
     # ------------------------------------------------------------------------------------------ running
 
     def run(self) -> SimResult:
+        self._run_events()
+        return self._result()
+
+    def run_summary(self) -> dict:
+        self._run_events()
+        curve = self._power_curve()
+        stats = power_stats_from_curve(curve)
+        running_mw = self.levels.facility_mw(self.x.nodes, self.levels.running_gpu_w, self.x.spare_nodes)
+        return self._summary(stats, running_mw - self.baseline_mw)
+
+    def _run_events(self) -> None:
         x = self.x
         planned, arrivals = draw_arrivals(x, self.replica)
-        for t in planned.t_s.tolist():
-            self.q.schedule(t, "planned")
+        self.q.schedule_many(planned.t_s.tolist(), "planned")
         for i, arr in enumerate(arrivals):
-            for t, slot in zip(arr.t_s.tolist(), arr.slot.tolist()):
-                self.q.schedule(t, "failure", (i, slot))
+            self.q.schedule_many(arr.t_s.tolist(), "failure", [(i, slot) for slot in arr.slot.tolist()])
         self._row("job_start", detail=f"nodes={x.nodes} spares={x.spare_nodes}")
         self._start_running()
         self._record_power()
@@ -224,9 +298,15 @@ class _Replica:
             handlers[event.kind](event)
             self._record_power()
 
-        self.q.run(x.window_s, handle)
+        if self.on_progress is None:
+            self.q.run(x.window_s, handle)
+        else:
+            # Report progress at every step of simulated time (the event order is unchanged).
+            step_s = x.window_s / PROGRESS_STEPS
+            for k in range(1, PROGRESS_STEPS + 1):
+                self.q.run(min(k * step_s, x.window_s), handle)
+                self.on_progress(k / PROGRESS_STEPS, self.q.now_s, self.tokens_in_progress())
         self._finish()
-        return self._result()
 
     def _next_id(self) -> int:
         self.ids += 1
@@ -245,7 +325,11 @@ class _Replica:
 
     def _close_segment(self, exact_tokens: float | None = None) -> None:
         now = self.q.now_s
-        self.since_run_s += now - self.seg_start
+        # Until seg_eff the job only makes up for the ramp limit: that time is not training.
+        ramp_s = min(now, self.seg_eff) - self.seg_start
+        if ramp_s > 0.0:
+            self.bucket_s[self.ramp_bucket] += ramp_s
+        self.since_run_s += max(0.0, now - max(self.seg_start, self.seg_eff))
         self.since_tokens += self._segment_tokens(now) if exact_tokens is None else exact_tokens
         self.seg_id = -1
 
@@ -266,6 +350,8 @@ class _Replica:
             self.power_mw.append(mw)
 
     def _row(self, kind: str, category: str = "", scope: str = "", node: int = -1, detail: str = "") -> None:
+        if not self.detail:
+            return
         self.rows.append(
             (len(self.rows), self.q.now_s, kind, category, scope, node, self.tokens_in_progress(), detail)
         )
@@ -274,6 +360,7 @@ class _Replica:
 
     def _start_running(self) -> None:
         before_mw = self._facility_mw()
+        self.ramp_bucket = _BUCKET[self.state]
         self._set_state(RUNNING)
         now = self.q.now_s
         self.seg_start = now
@@ -281,7 +368,7 @@ class _Replica:
         self.seg_id = self._next_id()
         remaining = self.x.target_tokens - self.tokens_in_progress()
         t_checkpoint = now + max(self.x.checkpoint_interval_s - self.since_run_s, 0.0)
-        if self._segment_tokens(t_checkpoint) >= remaining:  # the target falls inside this segment
+        if self.x.stop_at_target and self._segment_tokens(t_checkpoint) >= remaining:  # the target falls inside this segment
             t_target = (
                 time_for_nominal_s(self.x, self.seg_eff, remaining / self.rate) if remaining > 0 else now
             )
@@ -361,7 +448,43 @@ class _Replica:
                 self.q.schedule(self.q.now_s + self.x.checkpoint_background_s, "upload_done", snapshot_id)
             else:
                 self._commit(1)
+                if not self.detail:
+                    self._skip_cycles()
             self._start_running()
+
+    def _skip_cycles(self) -> None:
+        """Apply in closed form the whole run + checkpoint cycles that end before the next random event.
+
+        Between two random events (failure, maintenance, detection, repair) the job only repeats one cycle:
+        train `interval` seconds (the first ramp-limit delay of each is checkpoint time), write `write_s`,
+        commit. k such cycles change nothing but the clock, the committed work and tokens, the checkpoint
+        bucket and the power steps; the last cycle before the event (or the target) runs event by event.
+        Only without background uploads (their commits are events of their own).
+        """
+        x = self.x
+        now = self.q.now_s
+        tau, period = x.checkpoint_interval_s, x.checkpoint_interval_s + x.checkpoint_write_s
+        horizon = min(self.q.peek_s(), x.window_s)
+        k = math.ceil((horizon - now) / period) - 1  # cycles ending strictly before the horizon
+        if k <= 0:
+            return
+        up = self.x.nodes - len(self.empty_slots)
+        idle_mw = len(self.free_spares) * self.idle_node_mw
+        run_mw = up * self.job_node_mw[RUNNING] + idle_mw
+        ckpt_mw = up * self.job_node_mw[CHECKPOINT] + idle_mw
+        ramp = min(ramp_delay_s(run_mw - ckpt_mw, x.ramp_mw_per_s), tau)
+        if x.stop_at_target:
+            remaining = x.target_tokens - self.tokens_in_progress()
+            most = self.rate * (tau - ramp) * (1.0 + x.diurnal_amplitude)  # tokens of one cycle, at most
+            k = min(k, math.floor(remaining / most) - 1) if most > 0 else k
+            if k <= 0:
+                return
+        self.bucket_s["checkpoint"] += now - self.state_since + k * (x.checkpoint_write_s + ramp)
+        self.committed_run_s += k * (tau - ramp)
+        self.committed_tokens += self.rate * nominal_seconds_periodic(x, now + ramp, tau - ramp, period, k)
+        self.n_checkpoints += k
+        self.blocks.append((len(self.power_t), now, k, period, tau, run_mw, ckpt_mw))
+        self.q.now_s = self.state_since = now + k * period
 
     def _on_upload_done(self, event: Event) -> None:
         if self.pending and self.pending[0][0] == event.payload:
@@ -525,18 +648,33 @@ class _Replica:
             detail = "job complete"
         self._row("window_end", detail=detail)
 
+    def _power_curve(self) -> PowerCurve:
+        x = self.x
+        power_t = np.asarray(self.power_t)
+        power_mw = np.asarray(self.power_mw)
+        if self.blocks:
+            # Insert the skipped cycles' steps: (start + i period, run MW), (start + i period + run_s, ckpt MW).
+            at, start, k, period, run_s, run_mw, ckpt_mw = (np.array(c) for c in zip(*self.blocks))
+            k = k.astype(np.int64)
+            owner = np.repeat(np.arange(k.size), k)
+            i = np.arange(owner.size) - np.repeat(np.cumsum(k) - k, k)
+            t0 = start[owner] + i * period[owner]
+            new_t = np.column_stack((t0, t0 + run_s[owner])).ravel()
+            new_mw = np.column_stack((run_mw[owner], ckpt_mw[owner])).ravel()
+            where = np.repeat(at[owner].astype(np.int64), 2)
+            power_t = np.insert(power_t, where, new_t)
+            power_mw = np.insert(power_mw, where, new_mw)
+        if x.ramp_mw_per_s is None:
+            return step_curve(power_t, power_mw, x.window_s)
+        return rate_limited_curve(power_t, power_mw, x.window_s, x.ramp_mw_per_s, self.baseline_mw)
+
     def _result(self) -> SimResult:
         x = self.x
         events = pd.DataFrame.from_records(self.rows, columns=list(EVENT_COLUMNS))
         events = events.astype(
             {"event_id": "int64", "t_s": "float64", "node": "int64", "tokens_trained": "float64"}
         )
-        power_t = np.asarray(self.power_t)
-        power_mw = np.asarray(self.power_mw)
-        if x.ramp_mw_per_s is None:
-            curve = step_curve(power_t, power_mw, x.window_s)
-        else:
-            curve = rate_limited_curve(power_t, power_mw, x.window_s, x.ramp_mw_per_s, self.baseline_mw)
+        curve = self._power_curve()
         stats = power_stats(one_second_series(curve), curve)
         running_mw = self.levels.facility_mw(x.nodes, self.levels.running_gpu_w, x.spare_nodes)
         summary = self._summary(stats, running_mw - self.baseline_mw)
@@ -552,12 +690,11 @@ class _Replica:
             "checkpoint": self.bucket_s["checkpoint"],
             "restart": self.bucket_s["restart"],
             "waiting": self.bucket_s["waiting"],
-            "idle": self.bucket_s["idle"],
         }
-        breakdown = {k: v * gpus / 3600.0 for k, v in seconds.items()}
-        breakdown["idle"] += spare_gpus * window_h
+        breakdown = goodput_buckets_gpu_h(seconds, gpus, spare_gpus, x.window_s, self.completion_s)
+        seconds["released"] = self.bucket_s["released"]
         total_gpu_h = (gpus + spare_gpus) * window_h
-        elapsed_s = self.completion_s if self.completion_s is not None else x.window_s
+        elapsed_s = job_wall_s(x.window_s, self.completion_s)
         energy_mwh = stats.pop("energy_mwh")
         stats["job_start_swing"] = job_start_swing_mw
         return {
@@ -566,8 +703,9 @@ class _Replica:
             "window_s": x.window_s,
             "gpus": gpus,
             "spare_gpus": spare_gpus,
-            "ettr": seconds["productive"] / x.window_s,
-            "ettr_elapsed": seconds["productive"] / elapsed_s if elapsed_s > 0 else 0.0,
+            "ettr": ettr(seconds["productive"], elapsed_s),
+            "window_utilisation": window_utilisation(breakdown["productive"], gpus, spare_gpus, x.window_s),
+            "job_wall_s": elapsed_s,
             "goodput_breakdown_gpu_h": breakdown,
             "job_time_s": seconds,
             "interruptions": {

@@ -101,3 +101,26 @@ CREATE TABLE IF NOT EXISTS executions (
     reused BOOLEAN NOT NULL,
     executed_at TIMESTAMPTZ NOT NULL
 );
+-- One row per grid point of a `campaign simulate --sweep` (campaign/sim/sweeps.py); a rerun of the same sweep
+-- (same config digest, axes, replicas and seed) adds nothing.
+CREATE TABLE IF NOT EXISTS sim_sweeps (
+    sweep_id VARCHAR NOT NULL,
+    point INTEGER NOT NULL,
+    config_digest VARCHAR NOT NULL,
+    seed BIGINT NOT NULL,
+    replicas INTEGER NOT NULL,
+    sweep_values JSON NOT NULL,
+    ettr_mean DOUBLE NOT NULL,
+    ettr_p10 DOUBLE NOT NULL,
+    ettr_p90 DOUBLE NOT NULL,
+    window_utilisation_mean DOUBLE NOT NULL,
+    completion_days_p10 DOUBLE,
+    completion_days_p50 DOUBLE,
+    completion_days_p90 DOUBLE,
+    p_complete_in_window DOUBLE NOT NULL,
+    energy_mwh DOUBLE NOT NULL,
+    cost_usd DOUBLE NOT NULL,
+    is_best BOOLEAN NOT NULL,
+    created_at TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (sweep_id, point)
+);

@@ -114,6 +114,18 @@ def test_deploy_worker_and_run_the_demo_to_completion(server, tmp_path):
         """)
         assert state == "COMPLETED", (tmp_path / "worker.log").read_text()[-3000:]
         assert (ws / "report" / "report.md").exists()
+        # The lifecycle executed its window once, itself: nothing is left scheduled to execute it again.
+        assert _python(env, """
+            import asyncio
+            from prefect.client.orchestration import get_client
+            from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
+            async def main():
+                async with get_client() as client:
+                    runs = await client.read_flow_runs(flow_run_filter=FlowRunFilter(
+                        name=FlowRunFilterName(like_="window-c-")))
+                    print(len(runs))
+            asyncio.run(main())
+        """) == "0"
 
         # Run as its own deployment, commit schedules the execute deployment at the window's start (once).
         scheduled = _python(env, f"""

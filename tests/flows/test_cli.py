@@ -104,6 +104,17 @@ def test_simulate_json_has_the_contract_keys(capsys):
     assert main(["simulate", str(DEMO), "--replicas", "4", "--seed", "3", "--json"]) == 0
     again = json.loads(capsys.readouterr().out)
     assert again["summary"] == summary
+    # The same whatever the number of workers (one batch each, in processes).
+    assert main(["simulate", str(DEMO), "--replicas", "4", "--seed", "3", "--json", "--set",
+                 "runtime.max_workers=1"]) == 0
+    assert json.loads(capsys.readouterr().out)["summary"] == summary
+    assert 0 <= summary["window_utilisation"]["mean"] <= summary["ettr"]["mean"] <= 1
+
+
+def test_simulate_refuses_more_replicas_than_memory_allows(capsys):
+    assert main(["simulate", str(DEMO), "--replicas", "9000000"]) == 2
+    err = capsys.readouterr().err
+    assert "--replicas:" in err and "GB" in err and "fix: run at most about" in err and "Traceback" not in err
 
 
 def test_a_bug_is_reported_as_an_internal_error_without_traceback(monkeypatch, capsys):
@@ -166,3 +177,12 @@ def test_bad_workspace_state_exits_2_with_the_place_and_the_fix(tmp_path, case):
     expected = {"lock_wait": "CAMPAIGN_LOCK_WAIT_S", "manifest_files_int": "manifest.json",
                 "damaged_catalog": "campaign.duckdb", "empty_catalog": "campaign.duckdb"}[case]
     assert expected in result.stderr
+
+
+def test_plan_that_misses_its_window_still_exits_0_with_the_schedule_verdict(capsys):
+    """Exit 1 means the layout cannot run (layout rules or memory); a schedule miss is a performance answer that
+    stays in the output (and in validate's schedule gate)."""
+    assert main(["plan", str(DEMO), "--json", "--set", "window.days=0.01"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["runs"] is True and plan["fits"] is False
+    assert [v.split(":")[0] for v in plan["violations"]] == ["schedule"]

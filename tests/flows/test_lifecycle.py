@@ -29,6 +29,10 @@ def test_run_demo_end_to_end(tmp_path, demo_inputs, capsys):
     assert len(gates) == len(REQUIRED_GATES) and all(passed for _, passed in gates)
     assert _catalog(ws, "SELECT count(*) FROM commitments")[0][0] == 1
     assert _catalog(ws, "SELECT count(*) FROM sim_events")[0][0] > 0
+    # Commit wrote the facility power notice beside the commitment (issue 9).
+    commitment_id = _catalog(ws, "SELECT commitment_id FROM commitments")[0][0]
+    notice = json.loads((ws / "commitments" / f"{commitment_id}-power.json").read_text())
+    assert notice["smoothing_tradeoff"] and "Largest swing" in (ws / "commitments" / f"{commitment_id}-power.md").read_text()
     report = (ws / "report" / "report.md").read_text()
     assert "ETTR" in report and (ws / "report" / "power.png").exists()
     # Input = kept + rejected for every source, and every rejected document is kept with its reason.
@@ -46,7 +50,8 @@ def test_run_demo_end_to_end(tmp_path, demo_inputs, capsys):
                 "power_mw", "energy_mwh", "cost_usd", "tokens_trained", "tokens_target"):
         assert key in result
     assert set(result["goodput_breakdown_gpu_h"]) == {"productive", "lost_rework", "checkpoint", "restart",
-                                                      "waiting", "idle"}
+                                                      "waiting", "idle", "idle_spares", "idle_released"}
+    assert 0.0 <= result["window_utilisation"] <= result["ettr"] <= 1.0
 
     # Running it again adds no duplicate rows: every stage's results are keyed by what produced them; the one
     # exception is by design: validate records a fresh verdict (one row per gate) on every run.

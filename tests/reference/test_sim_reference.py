@@ -23,6 +23,7 @@ from campaign.sim import (
     simulate,
     summarise_replicas,
 )
+from campaign.sim.renewal import finishing_ettr, finishing_wall_s, long_run_ettr
 from tests.paths import LLAMA
 
 REPLICAS = 12
@@ -124,3 +125,70 @@ def test_power_swings_are_of_the_order_of_the_published_tens_of_megawatts(brief_
     assert summary["power_mw"]["max_ramp_mw_per_s"] == pytest.approx(first["job_start_swing"], rel=0.05)
     # Peak facility draw ~16 MW for 16,384 GPUs + 64 spares (8.4-kW-class nodes x PUE 1.1).
     assert 12.0 <= summary["power_mw"]["peak"] <= 22.0
+
+
+# ------------------------------------------------------------------------------ exact renewal calculation
+
+RENEWAL_REPLICAS = 40
+
+
+def renewal_inputs(interval_s: float, window_days: float, target_tokens: float) -> SimInputs:
+    """The renewal setting: one job-scope failure stream (no node lost), no maintenance, no drift, no ramp."""
+    inputs = llama3_inputs(write_s=30.0, interval_s=interval_s)
+    bug = inputs.failures[0].model_copy(
+        update={"name": "any", "scope": "job", "per_gpu_year": 0.173, "per_1k_node_days": None,
+                "detect_s": 300.0, "restart_s": 600.0, "repair_h": 0.0}
+    )
+    return dataclasses.replace(
+        inputs, failures=(bug,), planned_per_day=0.0, diurnal_amplitude=0.0, ramp_mw_per_s=None,
+        window_s=window_days * 86_400.0, target_tokens=target_tokens, stop_at_target=True,
+    )
+
+
+@pytest.mark.parametrize("interval_s", [300.0, 7200.0], ids=["fast", "slow"])
+def test_ettr_of_an_unfinished_job_agrees_with_the_exact_renewal_within_one_point(interval_s):
+    # Llama 3's failure rate (job MTBF ~3.1 h), 54 days; the job never finishes. Tolerance: 0.01 (one point).
+    inputs = renewal_inputs(interval_s, 54, 1e30)
+    rate, down = job_failure_rate_per_s(inputs), 900.0
+    expected = long_run_ettr(interval_s, 30.0, rate, down)
+    sims = [simulate(inputs, r).summary for r in range(RENEWAL_REPLICAS)]
+    assert not any(s["completed"] for s in sims)
+    assert np.mean([s["ettr"] for s in sims]) == pytest.approx(expected, abs=0.01)
+
+
+@pytest.mark.parametrize("interval_s", [300.0, 7200.0], ids=["fast", "slow"])
+def test_ettr_of_a_finishing_job_agrees_with_the_exact_renewal_within_one_point(interval_s):
+    # 15 days of training in a 54-day window: every replica finishes. Tolerance: 0.01 (one point).
+    inputs = renewal_inputs(interval_s, 54, 1.0)
+    work_s = 15 * 86_400.0
+    inputs = dataclasses.replace(inputs, target_tokens=inputs.tokens_per_s * work_s)
+    rate, down = job_failure_rate_per_s(inputs), 900.0
+    expected = finishing_ettr(work_s, interval_s, 30.0, rate, down)
+    sims = [simulate(inputs, r).summary for r in range(RENEWAL_REPLICAS)]
+    assert all(s["completed"] for s in sims)
+    assert np.mean([s["ettr"] for s in sims]) == pytest.approx(expected, abs=0.01)
+    wall = np.mean([s["completion_s"] for s in sims])
+    assert wall == pytest.approx(finishing_wall_s(work_s, interval_s, 30.0, rate, down), rel=0.02)
+
+
+def test_plan_expected_ettr_and_simulated_mean_agree_within_two_points():
+    # The shipped config as shipped (64 spares never run out); tolerance 0.02 (two points).
+    from campaign.plan import make_plan
+    from campaign.window import window_inputs
+
+    cfg = load_config(LLAMA).config
+    plan = make_plan(cfg)
+    inputs = window_inputs(cfg, plan)
+    sims = [simulate(inputs, r).summary for r in range(6)]
+    assert all(s["n_spares_exhausted"] == 0 for s in sims)
+    assert np.mean([s["ettr"] for s in sims]) == pytest.approx(plan.expected_ettr, abs=0.02)
+
+
+def test_shipped_llama3_config_trains_through_the_whole_window():
+    # The published 54 days are a snapshot of a longer run: the job never finishes inside them.
+    from campaign.window import window_inputs
+
+    inputs = window_inputs(load_config(LLAMA).config)
+    s = simulate(inputs, 0).summary
+    assert s["completed"] is False and s["job_wall_s"] == inputs.window_s
+    assert s["goodput_breakdown_gpu_h"]["idle_released"] == 0.0

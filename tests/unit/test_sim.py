@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from campaign.config import FailureCategoryConfig, load_config
 from campaign.errors import ConfigError
+from campaign.goodput import JOB_TIME_KEYS, buckets_sum_gpu_h
 from campaign.sim import (
     BREAKDOWN_KEYS,
     EVENT_COLUMNS,
@@ -264,8 +265,11 @@ def test_breakdown_sums_to_all_gpu_hours(inputs, replica):
     breakdown = s["goodput_breakdown_gpu_h"]
     assert set(breakdown) == set(BREAKDOWN_KEYS)
     assert all(v >= -1e-9 * total for v in breakdown.values())
-    assert math.fsum(breakdown.values()) == pytest.approx(total, rel=1e-9)
-    assert 0.0 <= s["ettr"] <= 1.0 + 1e-12
+    assert buckets_sum_gpu_h(breakdown) == pytest.approx(total, rel=1e-12)
+    assert breakdown["idle"] == pytest.approx(breakdown["idle_spares"] + breakdown["idle_released"], rel=1e-12)
+    # Every second of the job's wall time is in exactly one bucket.
+    assert math.fsum(s["job_time_s"][k] for k in JOB_TIME_KEYS) == pytest.approx(s["job_wall_s"], rel=1e-9)
+    assert 0.0 <= s["window_utilisation"] <= s["ettr"] * (1 + 1e-12) <= 1.0 + 1e-12
 
 
 @PROPERTY_SETTINGS
@@ -280,7 +284,7 @@ def test_no_failures_and_no_planned_means_no_restarts_and_exact_tokens(inputs, r
     assert not kinds & {"failure", "detected", "restart_start", "restart_end", "spare_swap", "planned_start"}
     assert s["interruptions"]["unexpected"] == 0 and s["observed_job_mtbf_h"] is None
     productive_s = s["job_time_s"]["productive"]
-    assert s["ettr"] == pytest.approx(productive_s / inputs.window_s, rel=1e-12)
+    assert s["ettr"] == pytest.approx(productive_s / s["job_wall_s"], rel=1e-12)
     assert s["job_time_s"]["restart"] == 0 and s["job_time_s"]["waiting"] == 0
     # Tokens are the nominal step rate times productive time (tolerance: float rounding, rel 1e-9).
     assert s["tokens_trained"] == pytest.approx(inputs.tokens_per_s * productive_s, rel=1e-9, abs=1e-3)
@@ -314,7 +318,10 @@ def test_job_stops_at_target_and_idles_to_the_window_end():
     assert (ev.kind == "job_complete").sum() == 1
     assert ev.t_s[ev.kind == "job_complete"].iloc[0] == s["completion_s"]
     # Diurnal drift: wall time is the time at which nominal work reaches target / rate (exact inverse).
-    assert s["ettr_elapsed"] > s["ettr"]
+    assert s["ettr"] > s["window_utilisation"]
+    assert s["goodput_breakdown_gpu_h"]["idle_released"] == pytest.approx(
+        (inputs.gpus + inputs.spare_gpus) * (inputs.window_s - s["completion_s"]) / 3600, rel=1e-12
+    )
 
 
 def test_failures_stop_counting_once_the_job_is_complete():

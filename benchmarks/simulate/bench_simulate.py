@@ -1,0 +1,148 @@
+"""Campaign's simulator against a plain SimPy model of the same job, timed side by side in one run.
+
+For each replica count: alternating runs of (a) the SimPy model in its own venv, (b) campaign's summary path
+(`simulate_batch`, one process), (c) campaign's event-by-event reference model (`simulate`, with event log and
+power series), and for the largest count (d) `campaign simulate CONFIG --replicas N --json` end to end through
+the CLI (Prefect included, both cores). Prints medians and the agreement of mean interruptions and ETTR.
+
+    .venv/bin/python benchmarks/simulate/bench_simulate.py --simpy /work/peers/simpy-venv/bin/python
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from campaign.config import load_config
+from campaign.sim import simulate, simulate_batch
+from campaign.sim.failures import NODE_LOSING_SCOPES, category_rate_per_s
+from campaign.window import window_inputs
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+
+
+def export(inputs, path: Path) -> None:
+    """The window's inputs for the SimPy model (it never imports campaign)."""
+    path.write_text(json.dumps({
+        "nodes": inputs.nodes, "spare_nodes": inputs.spare_nodes, "window_s": inputs.window_s,
+        "interval_s": inputs.checkpoint_interval_s, "write_s": inputs.checkpoint_write_s,
+        "planned_per_day": inputs.planned_per_day, "planned_duration_s": inputs.planned_duration_s,
+        "categories": [{"kind": "failure", "rate_per_s": category_rate_per_s(c, inputs),
+                        "node": c.scope in NODE_LOSING_SCOPES, "detect_s": c.detect_s, "restart_s": c.restart_s,
+                        "repair_s": c.repair_h * 3600.0} for c in inputs.failures],
+    }))
+
+
+def run_simpy(python: str, params: Path, replicas: int) -> dict:
+    out = subprocess.run([python, str(HERE / "simpy_model.py"), str(params), str(replicas)], check=True,
+                         capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def run_campaign(inputs, replicas: int) -> dict:
+    started = time.perf_counter()
+    runs = simulate_batch(inputs, range(replicas))
+    wall = time.perf_counter() - started
+    return {"s_per_replica": wall / replicas,
+            "interruptions_unexpected": float(np.mean([r["interruptions"]["unexpected"] for r in runs])),
+            "interruptions_planned": float(np.mean([r["interruptions"]["planned"] for r in runs])),
+            "ettr": float(np.mean([r["ettr"] for r in runs]))}
+
+
+def run_reference(inputs, replicas: int) -> dict:
+    started = time.perf_counter()
+    for r in range(replicas):
+        simulate(inputs, r)
+    return {"s_per_replica": (time.perf_counter() - started) / replicas}
+
+
+def run_cli(config: str, replicas: int) -> dict:
+    started = time.perf_counter()
+    out = subprocess.run([str(ROOT / ".venv/bin/campaign"), "simulate", config, "--replicas", str(replicas), "--json"],
+                         check=True, capture_output=True, text=True, cwd=ROOT).stdout
+    wall = time.perf_counter() - started
+    return {"end_to_end_s": wall, "flow_wall_s": json.loads(out)["wall_s"]}
+
+
+def memory_peaks(inputs) -> None:
+    """tracemalloc peak of one replica, summary path and event-by-event, at the window's length and twice it."""
+    import dataclasses
+    import tracemalloc
+
+    from campaign.sim import simulate_summary
+
+    for days in (inputs.window_s / 86_400, 2 * inputs.window_s / 86_400):
+        x = dataclasses.replace(inputs, window_s=days * 86_400)
+        for name, run in (("summary", simulate_summary), ("event-by-event", simulate)):
+            tracemalloc.start()
+            run(x, 0)
+            peak = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+            print(f"{days:g} days, {name}: peak {peak / 1e6:.1f} MB")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--config", default="configs/campaigns/llama3-405b.yaml")
+    ap.add_argument("--simpy", default="/work/peers/simpy-venv/bin/python", help="python of the SimPy venv")
+    ap.add_argument("--replicas", default="1,1000")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds for counts under 100")
+    ap.add_argument("--skip-reference-above", type=int, default=20, help="event-by-event model up to this count")
+    ap.add_argument("--memory", action="store_true", help="only print the memory peaks of one replica")
+    args = ap.parse_args()
+    inputs = window_inputs(load_config(ROOT / args.config).config)
+    if args.memory:
+        return memory_peaks(inputs)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        params = Path(tmp) / "inputs.json"
+        export(inputs, params)
+        for n in (int(v) for v in args.replicas.split(",")):
+            rounds = args.rounds if n < 100 else 1
+            simpy_runs, camp_runs, ref_runs, cli_runs = [], [], [], []
+            for _ in range(rounds):  # alternate, so load from other users hits every contender alike
+                simpy_runs.append(run_simpy(args.simpy, params, n))
+                camp_runs.append(run_campaign(inputs, n))
+                if n <= args.skip_reference_above:
+                    ref_runs.append(run_reference(inputs, n))
+                if n >= 100:
+                    cli_runs.append(run_cli(args.config, n))
+            med = lambda runs, key: statistics.median(r[key] for r in runs)
+            row = {"replicas": n, "rounds": rounds,
+                   "simpy_s_per_replica": med(simpy_runs, "s_per_replica"),
+                   "campaign_s_per_replica": med(camp_runs, "s_per_replica"),
+                   "reference_s_per_replica": med(ref_runs, "s_per_replica") if ref_runs else None,
+                   "simpy_means": {k: simpy_runs[-1][k] for k in ("interruptions_unexpected", "interruptions_planned", "ettr")},
+                   "campaign_means": {k: camp_runs[-1][k] for k in ("interruptions_unexpected", "interruptions_planned", "ettr")}}
+            if cli_runs:
+                row["cli_end_to_end_s"] = med(cli_runs, "end_to_end_s")
+                row["cli_flow_wall_s"] = med(cli_runs, "flow_wall_s")
+            row["speedup_vs_simpy"] = row["simpy_s_per_replica"] / row["campaign_s_per_replica"]
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    print("\n| replicas | SimPy s/replica | campaign s/replica | ratio | event-by-event s/replica | CLI end to end |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+    for r in rows:
+        ref = f"{r['reference_s_per_replica']:.4f}" if r["reference_s_per_replica"] else "-"
+        cli = f"{r['cli_end_to_end_s']:.1f} s (flow {r['cli_flow_wall_s']:.1f} s)" if "cli_end_to_end_s" in r else "-"
+        print(f"| {r['replicas']} | {r['simpy_s_per_replica']:.4f} | {r['campaign_s_per_replica']:.4f} | "
+              f"{r['speedup_vs_simpy']:.1f}x | {ref} | {cli} |")
+    print("\n| replicas | mean unexpected SimPy / campaign | mean planned SimPy / campaign | mean ETTR SimPy / campaign |")
+    print("| ---: | ---: | ---: | ---: |")
+    for r in rows:
+        s, c = r["simpy_means"], r["campaign_means"]
+        print(f"| {r['replicas']} | {s['interruptions_unexpected']:.1f} / {c['interruptions_unexpected']:.1f} | "
+              f"{s['interruptions_planned']:.1f} / {c['interruptions_planned']:.1f} | {s['ettr']:.4f} / {c['ettr']:.4f} |")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
