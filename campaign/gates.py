@@ -24,6 +24,7 @@ REQUIRED_GATES: tuple[str, ...] = (
     "layout",         # parallel layout against the topology
     "memory",         # memory per GPU against HBM
     "schedule",       # expected campaign length against the window
+    "rehearsal",      # a real training loop on a sample, killed and restored (campaign.rehearsal)
 )
 
 

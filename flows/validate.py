@@ -7,6 +7,7 @@ from prefect import flow
 from campaign.errors import CampaignError, GateFailed
 from flows.common import StageParams, failed, quiet_expected_errors, stage_run
 from tasks.config import load_campaign
+from tasks.rehearsal import rehearsal_gate
 from tasks.validate import (
     configuration_gates,
     data_identity_gate,
@@ -29,6 +30,7 @@ def validate(params: StageParams = StageParams()):
                        *volume_gates(loaded.config, evidence)]
             plan_results, _ = configuration_gates(loaded.config)
             results += plan_results
+            results.append(rehearsal_gate(loaded.config, ws, evidence))
             record_gates(ws, run_id, loaded.digest, evidence.digest, results)
             failing = [r for r in results if not r.passed]
             if failing:

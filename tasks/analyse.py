@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
@@ -17,7 +19,9 @@ def analyse(ws: store.Workspace) -> dict:
         result = analyse_window(con)
         power = series(con, "power_series", result["commitment_id"], result["replica"])
         tokens = series(con, "tokens_over_time", result["commitment_id"], result["replica"])
-    report = write_report(ws.report_dir, result, power, tokens)
+    rehearsal_file = ws.root / "rehearsal" / "result.json"
+    rehearsal = json.loads(rehearsal_file.read_text()) if rehearsal_file.exists() else None
+    report = write_report(ws.report_dir, result, power, tokens, rehearsal)
     result = {**result, "report": str(report)}
     atomic_write_json(ws.report_dir / "analysis.json", result)
     create_markdown_artifact(key="campaign-report", markdown=report.read_text(), description=str(report))

@@ -141,15 +141,33 @@ def _against_plan(result: dict[str, Any]) -> str:
     return text
 
 
-def write_report(report_dir: Path, result: dict[str, Any], power: pd.DataFrame, tokens: pd.DataFrame) -> Path:
-    """Write report.md, report.html and the PNG plots under report_dir; returns the Markdown path."""
+def write_report(report_dir: Path, result: dict[str, Any], power: pd.DataFrame, tokens: pd.DataFrame,
+                 rehearsal: dict[str, Any] | None = None) -> Path:
+    """Write report.md, report.html and the PNG plots under report_dir; returns the Markdown path.
+
+    `rehearsal` is the rehearsal gate's `result.json` (details and curves), if the workspace has one."""
     atomic_write_bytes(report_dir / "power.png", plot_power(power))
     atomic_write_bytes(report_dir / "tokens.png", plot_tokens(tokens, result["tokens_target"]))
     atomic_write_bytes(report_dir / "goodput.png", plot_goodput(result["goodput_breakdown_gpu_h"]))
     atomic_write_bytes(report_dir / "failures.png", plot_failures(result["interruptions"]["by_category"]))
     markdown = render_markdown(result)
+    if rehearsal is not None:
+        from campaign.rehearsal.plot import plot_loss_curve
+
+        atomic_write_bytes(report_dir / "rehearsal.png", plot_loss_curve(rehearsal["curves"], rehearsal["details"]))
+        markdown += "\n".join(["## Rehearsal (the small-scale training gate of the latest validate)", "",
+                               _rehearsal_line(rehearsal["details"], rehearsal.get("timings") or {}), "",
+                               "![rehearsal](rehearsal.png)", ""])
     atomic_write_text(report_dir / "report.html", _html(markdown))
     return atomic_write_text(report_dir / "report.md", markdown)
+
+
+def _rehearsal_line(d: dict[str, Any], timings: dict[str, float]) -> str:
+    if not d.get("passed"):
+        return "* Failed: " + "; ".join(d.get("problems") or ["(no reason recorded)"])
+    return (f"* Loss {d['loss_first_tenth']:.3f} -> {d['loss_last_tenth']:.3f} (drop {d['loss_drop']:.2f}), held-out "
+            f"{d['heldout_first']:.3f} -> {d['heldout_last']:.3f}; killed at step {d['killed_at_step']}, resumed at "
+            f"{d['resumed_step']}: {d['restore_check']}; {timings.get('tokens_per_s', float('nan')):,.0f} tokens/s")
 
 
 def _html(markdown: str) -> str:

@@ -1,0 +1,60 @@
+"""Rehearsal: read the clean data, train on a sample twice (one real SIGKILL), write the verdict and its plot."""
+
+from __future__ import annotations
+
+import base64
+
+from prefect import get_run_logger, task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+
+from campaign import store
+from campaign.config import CampaignConfig
+from campaign.errors import CampaignError
+from campaign.evidence import DataEvidence
+from campaign.files import atomic_write_bytes, atomic_write_json
+from campaign.gates import GateResult
+from campaign.rehearsal.gate import run_rehearsal
+from campaign.rehearsal.harness import RehearsalResult
+from campaign.rehearsal.plot import plot_loss_curve
+from campaign.rehearsal.sample import documents_from_tables
+from campaign.tokenizer import load_tokenizer
+
+REHEARSAL_DIR = "rehearsal"
+
+
+@task(name="rehearsal", cache_policy=None)
+def rehearsal_gate(config: CampaignConfig, ws: store.Workspace, evidence: DataEvidence) -> GateResult:
+    """Train on the clean tables the other gates judged (`evidence`), so the verdict is about the same bytes."""
+    workdir = ws.root / REHEARSAL_DIR
+    docs = documents_from_tables(evidence.tables("clean"), config.rehearsal.sample_tokens)
+    try:
+        tokenizer = load_tokenizer(config.data.tokenizer)
+    except CampaignError as err:
+        result = RehearsalResult(passed=False).fail(f"data.tokenizer: {err.message}", err.fix or "")
+    else:
+        result, _ = run_rehearsal(docs, tokenizer, config.rehearsal, config.model, config.seed, workdir)
+    details = {**result.details, "passed": result.passed, "problems": result.problems, "fixes": result.fixes,
+               "stderr_tail": result.stderr_tail, "result_file": f"{REHEARSAL_DIR}/result.json",
+               "plot": f"{REHEARSAL_DIR}/loss_curve.png"}
+    if "stderr_log" in details:
+        details["stderr_log"] = f"{REHEARSAL_DIR}/{details['stderr_log']}"
+    timings = {k: round(v, 3) for k, v in result.timings.items()}
+    atomic_write_json(workdir / "result.json", {"details": details, "timings": timings, "curves": result.curves})
+    png = atomic_write_bytes(workdir / "loss_curve.png", plot_loss_curve(result.curves, details)).read_bytes()
+    summary = result.summary()
+    rows_table = [{"check": k, "value": details[k]} for k in (
+        "loss_first_tenth", "loss_last_tenth", "loss_drop", "min_loss_drop", "heldout_first", "heldout_last",
+        "kill_after_checkpoint", "killed_at_step", "resumed_step", "restore_check") if k in details]
+    rows_table += [{"check": k, "value": v} for k, v in timings.items()]
+    create_table_artifact(key="rehearsal", table=rows_table, description=summary[:500])
+    stderr = "\n".join(result.stderr_tail)
+    create_markdown_artifact(key="rehearsal-loss-curve", description="rehearsal loss curve", markdown=(
+        f"**rehearsal {'passed' if result.passed else 'FAILED'}**: {summary}\n\n"
+        f"![loss curve](data:image/png;base64,{base64.b64encode(png).decode()})\n"
+        + (f"\ntrainer stderr (last lines):\n```\n{stderr}\n```\n" if stderr else "")))
+    log = get_run_logger()
+    log.info("rehearsal: %s; %s", summary, ", ".join(f"{k} {v:,.1f}" for k, v in timings.items()))
+    if result.stderr_tail and not result.passed:
+        log.warning("rehearsal trainer stderr (last lines):\n%s", stderr)
+    small = {k: v for k, v in details.items() if k != "sample"}
+    return GateResult("rehearsal", result.passed, summary, small)

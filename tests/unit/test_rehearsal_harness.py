@@ -1,0 +1,182 @@
+"""The harness against a third-party trainer (a NumPy bigram model that knows only the README's contract)."""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from campaign.rehearsal import contract
+from campaign.rehearsal.harness import HarnessSettings, choose_kill_step, rehearse
+from campaign.rehearsal.processes import group_members
+
+TRAINER = Path(__file__).with_name("rehearsal_numpy_trainer.py")
+VOCAB = 16
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """Tokens a bigram model can learn: each token is mostly followed by (3 x token + 1) mod 16."""
+    rng = np.random.default_rng(0)
+    n = 20_000
+    stream = np.empty(n, dtype=np.uint32)
+    stream[0] = 0
+    for i in range(1, n):
+        stream[i] = (3 * stream[i - 1] + 1) % VOCAB if rng.random() < 0.9 else rng.integers(VOCAB)
+    rows = stream[: n // 33 * 33].reshape(-1, 33)
+    root = tmp_path_factory.mktemp("tokens")
+    np.save(root / "train.npy", rows[:-40])
+    np.save(root / "heldout.npy", rows[-40:])
+    return root / "train.npy", root / "heldout.npy"
+
+
+def settings(mode="good", steps=40, tolerance=0.0, timeout_s=60.0, lr=1.0, command=None, **env):
+    return HarnessSettings(
+        command=command or [sys.executable, str(TRAINER)], steps=steps, seed=3, checkpoint_every=10,
+        timeout_s=timeout_s, min_loss_drop=0.5, restore_tolerance=tolerance, tokens_per_step=4 * 32,
+        extra_env={"NUMPY_TRAINER_MODE": mode, contract.ENV_LEARNING_RATE: str(lr), **env})
+
+
+def run(data, tmp_path, **kwargs):
+    train, heldout = data
+    return rehearse(train, heldout, VOCAB, settings(**kwargs), tmp_path / "work")
+
+
+def test_a_third_party_trainer_that_resumes_correctly_passes(data, tmp_path):
+    result = run(data, tmp_path)
+    assert result.passed, result.problems
+    d = result.details
+    assert d["kill_after_checkpoint"] < d["kill_step"] < 40 and d["resumed_step"] == d["kill_after_checkpoint"]
+    assert d["killed_at_step"] >= d["kill_step"]
+    assert d["restore_check"].startswith("bit-identical over")
+    assert d["loss_drop"] >= 0.5 and d["heldout_last"] < d["heldout_first"]
+    assert result.timings["tokens_per_s"] > 0 and "tokens_per_s" not in d  # details repeat exactly; timings vary
+    # the reference and the restarted run wrote what the contract asks; the env file reproduces a start
+    env = json.loads((tmp_path / "work" / "env.json").read_text())["env"]
+    assert set(contract.REQUIRED_ENV) <= set(env)
+    assert "PASS" not in result.summary() and "killed at step" in result.summary()
+
+
+def test_a_trainer_that_forgets_its_optimizer_state_fails_naming_the_first_differing_step(data, tmp_path):
+    result = run(data, tmp_path, mode="forget_momentum")
+    assert not result.passed
+    resumed = result.details["resumed_step"]
+    message = " ".join(result.problems)
+    # step resumed+1's loss comes before its update, so it still matches; the lost momentum shows one step later
+    assert f"differs from the uninterrupted run at step {resumed + 2}:" in message, message
+    assert f"first differing step {resumed + 2}, resumed at {resumed}" in message
+    assert "optimizer state" in " ".join(result.fixes)
+
+
+def test_a_non_deterministic_trainer_needs_a_restore_tolerance(data, tmp_path):
+    strict = run(data, tmp_path / "strict", mode="jitter")
+    assert not strict.passed and "not deterministic for a seed" in " ".join(strict.problems)
+    assert "step 1:" in " ".join(strict.problems)
+    tolerant = run(data, tmp_path / "tolerant", mode="jitter", tolerance=1e-5)
+    assert tolerant.passed, tolerant.problems
+    assert tolerant.details["restore_check"].startswith("within 1e-05")
+
+
+def test_a_command_that_does_not_exist_fails_the_gate(data, tmp_path):
+    result = run(data, tmp_path, command=["/no/such/trainer", "--tiny"])
+    assert not result.passed
+    assert "cannot start the trainer `/no/such/trainer --tiny`" in result.problems[0]
+    assert "rehearsal.command" in result.fixes[0]
+
+
+def test_a_trainer_that_exits_non_zero_fails_with_its_stderr(data, tmp_path):
+    result = run(data, tmp_path, mode="crash")
+    assert not result.passed
+    assert "exited with code 3 after step 5" in result.problems[0]
+    assert any("illegal memory access" in line for line in result.stderr_tail)
+    assert "illegal memory access" in result.summary()
+
+
+def test_malformed_metrics_fail_naming_the_line(data, tmp_path):
+    result = run(data, tmp_path, mode="malformed")
+    assert not result.passed
+    assert "malformed metrics" in result.problems[0] and "not JSON" in result.problems[0]
+    assert "line " in result.problems[0]
+
+
+def test_a_trainer_that_never_checkpoints_fails(data, tmp_path):
+    result = run(data, tmp_path, mode="no_checkpoint")
+    assert not result.passed
+    assert "never reported a complete checkpoint" in result.problems[0]
+    assert '"event": "checkpoint"' in result.fixes[0]
+
+
+def test_a_trainer_that_never_resumes_fails(data, tmp_path):
+    result = run(data, tmp_path, mode="no_resume")
+    assert not result.passed
+    assert "never reported resumed (its first step was 1" in result.problems[0]
+
+
+def test_a_trainer_that_hangs_is_killed_at_the_timeout(data, tmp_path):
+    result = run(data, tmp_path, mode="hang", timeout_s=3.0)
+    assert not result.passed
+    assert "hung past rehearsal.timeout_s = 3 s (last step reported: 3)" in result.problems[0]
+    assert result.timings["reference_wall_s"] < 20
+
+
+def test_no_process_of_the_trainers_group_survives(data, tmp_path):
+    pid_file = tmp_path / "child.pid"
+    result = run(data, tmp_path, mode="child", NUMPY_TRAINER_CHILD_PID=str(pid_file))
+    assert result.passed, result.problems
+    child = int(pid_file.read_text())
+    assert not Path(f"/proc/{child}").exists() or "Z" in Path(f"/proc/{child}/stat").read_text().split(")")[1][:3]
+
+
+def test_a_divergent_learning_rate_fails_naming_the_first_nan(data, tmp_path):
+    result = run(data, tmp_path, mode="naive_softmax", lr=1e6)
+    assert not result.passed
+    assert "(the first non-finite value)" in result.problems[0]
+    assert result.details["first_non_finite_step"] >= 1
+    assert "lower rehearsal.learning_rate" in result.fixes[0]
+    assert result.details["restore_check"].startswith("not run")
+
+
+def test_the_kill_step_is_chosen_by_the_seed_after_a_checkpoint():
+    checkpoints = [10, 20, 30, 40]
+    picks = {choose_kill_step(checkpoints, 40, seed) for seed in range(30)}
+    assert choose_kill_step(checkpoints, 40, 5) == choose_kill_step(checkpoints, 40, 5)
+    assert len(picks) > 3
+    for after, kill in picks:
+        assert after in (10, 20, 30) and after < kill <= after + 5
+    assert choose_kill_step([40], 40, 1) is None
+
+
+def test_group_members_sees_a_live_group():
+    assert os.getpgrp() in {os.getpgrp()} and os.getpid() in group_members(os.getpgrp())
+
+
+def test_a_trainer_dies_with_campaign_and_a_listed_group_is_killed_before_reuse(tmp_path):
+    """campaign killed mid-rehearsal: the kernel kills the trainer (PDEATHSIG); its registry kills what is left."""
+    import signal
+    import subprocess
+    import time
+
+    from campaign.rehearsal.processes import kill_registered_groups
+
+    registry = tmp_path / "trainers.json"
+    parent = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from pathlib import Path; from campaign.rehearsal.processes import run_start\n"
+        f"run_start('t', [sys.executable, '-c', 'import time; time.sleep(300)'], {{}}, Path({str(tmp_path)!r}) / "
+        f"'m.jsonl', Path({str(tmp_path)!r}) / 'logs', time.monotonic() + 300, registry=Path({str(registry)!r}))")])
+    deadline = time.monotonic() + 30
+    while not registry.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    trainer = json.loads(registry.read_text())[0]["pgid"]
+    assert group_members(trainer)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    while group_members(trainer) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not group_members(trainer)
+    # a group that outlived its campaign (no PDEATHSIG on this platform, or a child of the trainer) is killed
+    orphan = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True)
+    registry.write_text(json.dumps([{"pgid": orphan.pid, "start_time": None}]))
+    assert kill_registered_groups(registry) == [orphan.pid]
+    assert orphan.wait(timeout=10) == -signal.SIGKILL
