@@ -138,6 +138,10 @@ class ClusterConfig(Frozen):
     nodes: int = Field(gt=0, le=1_000_000, description="Nodes the job uses (GPUs = nodes x gpus_per_node).")
     gpus_per_node: int = Field(gt=0, le=1024, description="GPUs in one node.")
     spare_nodes: int = Field(0, ge=0, le=1_000_000, description="Hot spare nodes that replace failed nodes.")
+    total_nodes: int | None = Field(
+        None, gt=0, le=2_000_000,
+        description="Nodes in the whole cluster, the capacity its calendar books (default nodes + spare_nodes); "
+                    "campaigns sharing a cluster give the same value.")
     accelerator: AcceleratorConfig
     network: NetworkConfig
     power: PowerConfig
@@ -154,6 +158,25 @@ class ClusterConfig(Frozen):
     @property
     def gpus(self) -> int:
         return self.nodes * self.gpus_per_node
+
+    @property
+    def booked_nodes(self) -> int:
+        """Nodes a booking of this campaign holds: the job's nodes plus its spares."""
+        return self.nodes + self.spare_nodes
+
+    @property
+    def capacity_nodes(self) -> int:
+        """The cluster's total nodes: `total_nodes`, or nodes + spare_nodes when it is not given."""
+        return self.total_nodes if self.total_nodes is not None else self.booked_nodes
+
+    @model_validator(mode="after")
+    def _booking_fits_cluster(self) -> ClusterConfig:
+        if self.total_nodes is not None and self.total_nodes < self.booked_nodes:
+            raise ValueError(
+                f"@total_nodes: the cluster's total_nodes ({self.total_nodes}) is less than nodes + spare_nodes = "
+                f"{self.nodes} + {self.spare_nodes} = {self.booked_nodes}, so this campaign can never be booked on it; "
+                "lower cluster.nodes or cluster.spare_nodes, or raise cluster.total_nodes to the cluster's real size")
+        return self
 
     @field_validator("failures")
     @classmethod
@@ -287,12 +310,21 @@ class PlanConfig(Frozen):
 
 
 class WindowConfig(Frozen):
-    start: datetime = Field(description="Start of the execution window, ISO 8601.")
+    start: datetime | Literal["auto"] = Field(
+        description="Start of the execution window, ISO 8601 with a time zone, or 'auto': commit books the earliest "
+                    "start where the campaign fits on the cluster's calendar.")
     days: float = Field(ge=0.01, le=MAX_WINDOW_DAYS, description="Length of the execution window, days (at most a year).")
+
+    @property
+    def is_auto(self) -> bool:
+        return self.start == "auto"
 
     @field_validator("start")
     @classmethod
-    def _start_in_range(cls, value: datetime) -> datetime:
+    def _start_in_range(cls, value: datetime | str) -> datetime | str:
+        if value == "auto":
+            return value
+        assert isinstance(value, datetime)
         low, high = WINDOW_YEARS
         if not (low <= value.year < high):
             raise ValueError(f"window start must fall in the years {low} to {high - 1}; give an ISO 8601 date "
@@ -488,6 +520,10 @@ class ConfigGateConfig(Frozen):
     min_window_margin: float = Field(
         0.0, ge=0, lt=1, description="Share of the window to keep free after the expected campaign length."
     )
+    window_replicas: int = Field(
+        0, ge=0, le=1000,
+        description="Simulated replicas that judge the window length (schedule gate): the window must lie between "
+                    "the p90 and p99 completion times; 0 leaves the rule off.")
 
 
 class GatesConfig(Frozen):

@@ -198,3 +198,14 @@ def execute_problems(commitments: list[Any], config_digest: str, data_digest: st
                         f"{data_digest[:12]}; rerun prepare, validate and commit, or restore the data")
         problems.extend(changed_files)
     return problems
+
+
+def schedule_with_window_length(schedule: GateResult, assessment: Any) -> GateResult:
+    """The schedule gate with the window-length rule (`campaign.calendar.window_length`) folded in: a window
+    shorter than the p90 or longer than the p99 completion time fails it, saying which and what it costs."""
+    details = {**schedule.details, "window_length": assessment.as_details()}
+    if assessment.verdict == "ok":
+        return GateResult(schedule.gate, schedule.passed, f"{schedule.summary}; {assessment.message}", details)
+    details["violations"] = [*details.get("violations", []), assessment.message]
+    summary = assessment.message if schedule.passed else f"{schedule.summary}; {assessment.message}"
+    return GateResult(schedule.gate, False, summary, details)

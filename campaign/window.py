@@ -1,17 +1,31 @@
 """The execution window as the simulator sees it: the campaign config joined with its plan.
 
 The simulator takes plain numbers (`SimInputs`) so it can be tested without the performance model; this is the
-one place where the plan's step time, checkpoint cost and interval flow into it.
+one place where the plan's step time, checkpoint cost and interval flow into it. A window whose start is `auto` is
+simulated from the start its booking got (`with_start`), or from midnight UTC before it is booked (what-if runs:
+only the diurnal phase depends on the start).
 """
 
 from __future__ import annotations
+
+from datetime import UTC, datetime
 
 from campaign.config import CampaignConfig
 from campaign.plan import Plan, make_plan
 from campaign.sim import SimInputs, sim_inputs_from_config
 
+# The clock phase of an `auto` window that is not booked yet: midnight UTC (any date; only the hour matters).
+UNBOOKED_START = datetime(2027, 1, 4, tzinfo=UTC)
+
+
+def with_start(config: CampaignConfig, start: datetime) -> CampaignConfig:
+    """The config with its window starting at `start` (the booked start of an `auto` window)."""
+    return config.model_copy(update={"window": config.window.model_copy(update={"start": start})})
+
 
 def window_inputs(config: CampaignConfig, plan: Plan | None = None) -> SimInputs:
+    if config.window.is_auto:
+        config = with_start(config, UNBOOKED_START)
     plan = plan or make_plan(config)
     return sim_inputs_from_config(
         config,

@@ -4,6 +4,7 @@ from prefect import serve
 from prefect.schedules import Cron
 
 from flows.analyse import analyse_flow
+from flows.calendar import calendar_report_flow
 from flows.commit import commit
 from flows.execute import execute
 from flows.lifecycle import campaign
@@ -21,6 +22,7 @@ def main() -> None:
         execute.to_deployment(name="execute-window", concurrency_limit=1),
         analyse_flow.to_deployment(name="analyse"),
         simulate_flow.to_deployment(name="simulate"),
+        calendar_report_flow.to_deployment(name="calendar-report", schedule=Cron("0 6 * * *", timezone="UTC")),
         limit=4,
         pause_on_shutdown=False,
     )

@@ -29,6 +29,9 @@ WorkspaceOpt = Annotated[str | None, typer.Option("--workspace", "-w", help="Wor
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Override one config value: dotted.key=value "
                                                   "(repeatable), e.g. --set cluster.nodes=1024.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
+CalendarOpt = Annotated[str | None, typer.Option("--calendar", help="The cluster's calendar file (default "
+                                                 "calendars/<cluster name>.duckdb beside the workspace, or "
+                                                 "CAMPAIGN_CALENDAR).")]
 
 
 def _say(text: str) -> None:
@@ -55,7 +58,8 @@ _BUG_FIX = ("this is a bug in campaign, not your input; rerun with CAMPAIGN_DEBU
             "Prefect run log keeps it too) and report it")
 
 
-def _stage(flow_name: str, config: str, workspace: str | None, overrides: list[str] | None) -> Any:
+def _stage(flow_name: str, config: str, workspace: str | None, overrides: list[str] | None,
+           calendar: str | None = None) -> Any:
     from campaign import store
     from campaign.config import load_config
 
@@ -63,7 +67,7 @@ def _stage(flow_name: str, config: str, workspace: str | None, overrides: list[s
     ws = store.workspace_for(loaded.config.name, workspace)
     if flow_name in ("prepare", "run"):
         store.adopt_workspace(ws, loaded.config.name)  # refuses a folder campaign does not own, before anything
-    with _prefect_api(ws):
+    with _calendar_env(calendar), _prefect_api(ws):
         from flows.common import StageParams
 
         params = StageParams(config=config, workspace=workspace, overrides=list(overrides or []))
@@ -79,6 +83,26 @@ def _workspace_if_any(workspace: str | None) -> Any:
         return None
     ws = store.Workspace(Path(workspace).resolve())
     return ws if store.is_workspace(ws) else None
+
+
+@contextlib.contextmanager
+def _calendar_env(calendar: str | None) -> Iterator[None]:
+    """`--calendar PATH` for this command: the flows find the calendar through CAMPAIGN_CALENDAR."""
+    from campaign.calendar import CALENDAR_ENV
+
+    if not calendar:
+        yield
+        return
+    saved = os.environ.get(CALENDAR_ENV)
+    folder = os.sep if calendar.endswith(("/", os.sep)) else ""  # a folder of calendars, one per cluster
+    os.environ[CALENDAR_ENV] = str(Path(calendar).expanduser().resolve()) + folder
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(CALENDAR_ENV, None)
+        else:
+            os.environ[CALENDAR_ENV] = saved
 
 
 @contextlib.contextmanager
@@ -146,9 +170,10 @@ def _gate_table(results: list[Any]) -> str:
 
 
 @app.command()
-def run(config: ConfigArg, workspace: WorkspaceOpt = None, set_: SetOpt = None) -> None:
+def run(config: ConfigArg, workspace: WorkspaceOpt = None, set_: SetOpt = None,
+        calendar: CalendarOpt = None) -> None:
     """The whole lifecycle: prepare, validate, commit, execute, analyse (exit 1 if a gate failed)."""
-    result = _stage("run", config, workspace, set_)
+    result = _stage("run", config, workspace, set_, calendar)
     typer.echo(f"campaign done: ETTR {result['ettr']:.3f}, {result['tokens_trained']:.4g} of "
                f"{result['tokens_target']:.4g} tokens trained, {result['interruptions']['unexpected']} unexpected "
                f"interruptions\nreport: {result['report']}")
@@ -175,16 +200,18 @@ def validate(config: ConfigArg, workspace: WorkspaceOpt = None, set_: SetOpt = N
 
 
 @app.command()
-def commit(config: ConfigArg, workspace: WorkspaceOpt = None, set_: SetOpt = None) -> None:
+def commit(config: ConfigArg, workspace: WorkspaceOpt = None, set_: SetOpt = None,
+           calendar: CalendarOpt = None) -> None:
     """Book the window if every gate passed for this config and data (exit 3 if refused)."""
-    c = _stage("commit", config, workspace, set_)
+    c = _stage("commit", config, workspace, set_, calendar)
     typer.echo(f"committed {c.commitment_id}: window {c.window_start} .. {c.window_end}, approved by {c.approved_by}")
 
 
 @app.command()
-def execute(config: ConfigArg, workspace: WorkspaceOpt = None, set_: SetOpt = None) -> None:
+def execute(config: ConfigArg, workspace: WorkspaceOpt = None, set_: SetOpt = None,
+            calendar: CalendarOpt = None) -> None:
     """Run (simulate) the committed window (exit 3 if nothing valid is committed)."""
-    r = _stage("execute", config, workspace, set_)
+    r = _stage("execute", config, workspace, set_, calendar)
     typer.echo(f"executed {r.commitment_id}{' (already executed; reused)' if r.reused else ''}: ETTR {r.ettr:.3f}, "
                f"{r.tokens_trained:.4g} tokens, {'completed' if r.completed else 'not completed'}")
 
@@ -358,6 +385,150 @@ def power(config: ConfigArg, replicas: Annotated[int | None, typer.Option(
 
     typer.echo(Path(result["markdown"]).read_text(encoding="utf-8"))
     typer.echo(f"written: {result['markdown']} and {result['json']}")
+
+
+# ------------------------------------------------------------------------------------------- calendar
+
+calendar_app = typer.Typer(no_args_is_help=True, help="The cluster's calendar: bookings, idle gaps and their cost.")
+app.add_typer(calendar_app, name="calendar")
+ClusterOpt = Annotated[str | None, typer.Option("--cluster", help="Cluster name (default: the only calendar).")]
+WorkspacesOpt = Annotated[str | None, typer.Option("--workspaces", help="Folder holding the workspaces, whose "
+                                                   "calendars/ to use (default workspace).")]
+
+
+@calendar_app.command("show")
+def calendar_show(cluster: ClusterOpt = None,
+                  from_: Annotated[str | None, typer.Option("--from", help="Horizon start, ISO 8601 (default: the "
+                                                            "first booking).")] = None,
+                  to: Annotated[str | None, typer.Option("--to", help="Horizon end, ISO 8601 (default: the last "
+                                                         "booked end).")] = None,
+                  json_: JsonOpt = False, calendar: CalendarOpt = None, workspaces: WorkspacesOpt = None) -> None:
+    """Bookings, utilisation and every idle gap with its cost; a Gantt PNG beside the calendar."""
+    from campaign import calendar as cal
+    from campaign import store
+    from campaign.calendar.horizon import horizon, locate_calendar
+
+    path = locate_calendar(cluster, calendar, workspaces)
+    horizon(cal.read_calendar(path), store.now(), from_, to)  # bad input fails here, before a Prefect API starts
+    with _prefect_api(None):
+        _console_without_tracebacks()
+        from flows.calendar import CalendarParams, calendar_report_flow
+
+        report = _finish(calendar_report_flow(CalendarParams(calendar=str(path), start=from_, end=to),
+                                              return_state=True))
+    if json_:
+        typer.echo(json.dumps(report, indent=2))
+        return
+    typer.echo(_calendar_text(report))
+
+
+def _calendar_text(r: dict[str, Any]) -> str:
+    t, h = r["totals"], r["horizon"]
+    lines = [f"cluster {r['cluster']}: {t['cluster_nodes']} nodes, {h['start']} .. {h['end']} ({h['hours']:,.1f} h)",
+             (f"utilisation {t['utilisation']:.1%}: busy {t['busy_node_hours']:,.1f} node-h, idle "
+             f"{t['idle_node_hours']:,.1f} node-h costing ${t['idle_cost_usd']:,.2f}"), "bookings:"]
+    lines += [f"  {b['commitment_id']:16s} {b['campaign']:16s} {b['start']} .. {b['actual_end'] or b['end']}  "
+              f"{b['nodes']:5d} nodes  {b['status']}" for b in r["bookings"]] or ["  (none)"]
+    lines.append("gaps:")
+    lines += [f"  {g['start']} .. {g['end']}  {g['hours']:8.1f} h  {g['idle_nodes']:5d} idle nodes  "
+              f"{g['idle_node_hours']:10,.1f} node-h  ${g['cost_usd']:,.2f}"
+              + ("  (early finish of " + g["released_by"] + ")" if g["released_by"] else "") for g in r["gaps"]]
+    lines.append(f"gantt: {r['gantt_png']}")
+    return "\n".join(lines)
+
+
+@calendar_app.command("propose")
+def calendar_propose(config: ConfigArg, json_: JsonOpt = False, workspace: WorkspaceOpt = None,
+                     calendar: CalendarOpt = None, set_: SetOpt = None) -> None:
+    """The earliest start where the campaign fits, and the start that strands the least idle capacity."""
+    from datetime import timedelta
+
+    from campaign import calendar as cal
+    from campaign import store
+    from campaign.config import load_config
+
+    loaded = load_config(config, list(set_ or []))
+    cfg = loaded.config
+    ws = store.workspace_for(cfg.name, workspace)
+    identity = cal.cluster_identity(cfg.cluster)
+    with _calendar_env(calendar):
+        path = cal.calendar_path(cfg.cluster.name, ws.root)
+    state = cal.read_calendar(path, identity)
+    out = cal.propose(state, cfg.cluster.booked_nodes, timedelta(seconds=round(cfg.window.days * 86_400)),
+                      store.now(), None if cfg.window.is_auto else cfg.window.start)
+    if json_:
+        typer.echo(json.dumps(out, indent=2))
+        return
+    typer.echo(f"cluster {out['cluster']} ({out['cluster_nodes']} nodes): {out['nodes']} nodes for {out['hours']:g} h")
+    for key, label in (("earliest", "earliest start that fits"), ("least_idle", "least idle left beside it")):
+        p = out[key]
+        typer.echo(f"  {label:27s} {p['start']} .. {p['end']}  strands {p['gap_idle_node_hours']:,.1f} idle node-h "
+                   f"(${p['gap_cost_usd']:,.2f})")
+    if "requested" in out:
+        q = out["requested"]
+        state_text = "in the past" if q["in_past"] else ("fits" if q["fits"] else "held by " + ", ".join(q["held_by"]))
+        typer.echo(f"  window.start in the config  {q['start']}: {state_text}")
+
+
+@calendar_app.command("cancel")
+def calendar_cancel(commitment: Annotated[str, typer.Argument(help="Commitment id (c-...) or maintenance id.")],
+                    reason: Annotated[str, typer.Option("--reason", help="Why: kept on record with the booking.")],
+                    cluster: ClusterOpt = None, calendar: CalendarOpt = None,
+                    workspaces: WorkspacesOpt = None) -> None:
+    """Release a booking: recorded with its reason, never deleted; execute then refuses the commitment."""
+    from campaign import calendar as cal
+    from campaign import store
+    from campaign.calendar.horizon import locate_calendar
+    from campaign.errors import ConfigError
+
+    if cluster or calendar or os.environ.get(cal.CALENDAR_ENV):
+        paths = [locate_calendar(cluster, calendar, workspaces)]
+    else:
+        paths = cal.calendars_in(Path(workspaces or "workspace") / "calendars")
+    for path in paths:
+        if cal.find_booking(cal.read_calendar(path), commitment) is not None:
+            booking = cal.cancel(path, commitment, reason, store.now())
+            typer.echo(f"cancelled {booking.commitment_id} ({booking.nodes} nodes, {booking.start} .. {booking.end}) "
+                       f"on {path}: {reason}")
+            return
+    where = ", ".join(str(p) for p in paths) or f"{Path(workspaces or 'workspace') / 'calendars'} (no calendars)"
+    raise ConfigError(f"unknown commitment {commitment!r}: no calendar holds it", where=where,
+                      fix="give an id from `campaign calendar show`, or the calendar that holds it with --cluster "
+                          "or --calendar")
+
+
+@calendar_app.command("maintenance")
+def calendar_maintenance(config: ConfigArg,
+                         start: Annotated[str, typer.Option("--start", help="Start, ISO 8601.")],
+                         hours: Annotated[float, typer.Option("--hours", min=0.01, max=8784.0, help="Length, hours.")],
+                         reason: Annotated[str, typer.Option("--reason", help="What the maintenance is.")],
+                         nodes: Annotated[int | None, typer.Option("--nodes", min=1, max=2_000_000, help="Nodes it "
+                                                                   "takes (default: the whole cluster).")] = None,
+                         workspace: WorkspaceOpt = None, calendar: CalendarOpt = None, set_: SetOpt = None) -> None:
+    """Book a maintenance window on the cluster of CONFIG (a booking like any other; cancel it by its id)."""
+    import uuid
+    from datetime import timedelta
+
+    from campaign import calendar as cal
+    from campaign import store
+    from campaign.calendar.horizon import parse_moment
+    from campaign.errors import ConfigError
+
+    if not reason.strip():
+        raise ConfigError("a maintenance window needs a reason", where="--reason", fix="say what it is")
+    from campaign.config import load_config
+
+    loaded = load_config(config, list(set_ or []))
+    cfg = loaded.config
+    ws = store.workspace_for(cfg.name, workspace)
+    with _calendar_env(calendar):
+        path = cal.calendar_path(cfg.cluster.name, ws.root)
+    identity = cal.cluster_identity(cfg.cluster)
+    booking = cal.book(path, identity, cal.BookingRequest(
+        commitment_id=f"m-{uuid.uuid4().hex[:12]}", campaign="maintenance", kind=cal.MAINTENANCE,
+        nodes=nodes or identity.total_nodes, duration=timedelta(seconds=round(hours * 3600)),
+        start=parse_moment(start, "--start"), note=reason), store.now())
+    typer.echo(f"maintenance {booking.commitment_id}: {booking.nodes} nodes {booking.start} .. {booking.end} on {path}")
 
 
 def main(argv: list[str] | None = None) -> int:

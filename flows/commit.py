@@ -6,9 +6,11 @@ from prefect import flow
 from prefect.flow_runs import pause_flow_run
 from prefect.input import RunInput
 
+from campaign import store
 from campaign.errors import CampaignError, Refused
-from campaign.window import window_inputs
+from campaign.window import window_inputs, with_start
 from flows.common import StageParams, failed, quiet_expected_errors, stage_run
+from tasks.calendar import book_calendar
 from tasks.commit import book_window, check_gates, schedule_execute
 from tasks.config import load_campaign
 from tasks.power import write_power_notice
@@ -36,9 +38,12 @@ def commit(params: StageParams = StageParams(), schedule_execution: bool = True)
                     raise Refused(f"booking rejected by {answer.approver}", where=str(ws.root),
                                   fix="resolve the approver's concern and commit again")
                 approved_by = answer.approver
-            booked = book_window(ws, loaded, data_digest, run_id, approved_by)
+            # The calendar lock is held inside book_calendar only (never while waiting for approval above).
+            booking = book_calendar(ws, loaded, data_digest, store.now())
+            booked = book_window(ws, loaded, data_digest, run_id, approved_by, booking)
             # The utility's warning: commitments/<id>-power.md and .json, and an artifact (issue 9).
-            write_power_notice(ws.root / "commitments", booked.commitment_id, window_inputs(loaded.config),
+            write_power_notice(ws.root / "commitments", booked.commitment_id,
+                               window_inputs(with_start(loaded.config, booked.window_start)),
                                loaded.config.sim.replicas, f"window {booked.commitment_id}")
             if schedule_execution:
                 schedule_execute(booked, params.model_dump())

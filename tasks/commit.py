@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import timedelta
+from dataclasses import replace
 
 from prefect import get_run_logger, task
 
 from campaign import store
+from campaign.calendar import Booking
 from campaign.config import LoadedConfig
 from campaign.errors import Refused
 from campaign.evidence import read_evidence
@@ -33,14 +34,20 @@ def check_gates(ws: store.Workspace, loaded: LoadedConfig) -> str:
     return evidence.digest
 
 
+def commitment_id_for(ws: store.Workspace, config_digest: str, data_digest: str) -> str:
+    """The id of this workspace's commitment for these digests, or a new one."""
+    existing = [c for c in store.commitments(ws) if c.config_digest == config_digest and c.data_digest == data_digest]
+    return existing[0].commitment_id if existing else f"c-{uuid.uuid4().hex[:12]}"
+
+
 @task(name="book-window", cache_policy=None)
 def book_window(ws: store.Workspace, loaded: LoadedConfig, data_digest: str, run_id: str,
-                approved_by: str) -> store.Commitment:
-    window = loaded.config.window
+                approved_by: str, booking: Booking) -> store.Commitment:
+    """Record the commitment for the window the calendar booking holds (its start resolves `window.start: auto`)."""
     commitment = store.record_commitment(ws, store.Commitment(
-        commitment_id=f"c-{uuid.uuid4().hex[:12]}",
-        window_start=window.start,
-        window_end=window.start + timedelta(days=window.days),
+        commitment_id=booking.commitment_id,
+        window_start=booking.start,
+        window_end=booking.end,
         config_digest=loaded.digest,
         data_digest=data_digest,
         approved_by=approved_by,
@@ -53,6 +60,8 @@ def book_window(ws: store.Workspace, loaded: LoadedConfig, data_digest: str, run
         "commitment_id": commitment.commitment_id, "config_digest": commitment.config_digest,
         "data_digest": commitment.data_digest, "config": loaded.config.model_dump(mode="json", by_alias=True),
     })
+    # A commitment booked again after a cancel keeps its id; its window is the booking's.
+    commitment = replace(commitment, window_start=booking.start, window_end=booking.end)
     get_run_logger().info("window %s .. %s booked as %s (config %s, data %s)", commitment.window_start,
                           commitment.window_end, commitment.commitment_id, loaded.digest[:12], data_digest[:12])
     return commitment
@@ -70,7 +79,9 @@ def schedule_execute(commitment: store.Commitment, params: dict, deployment: str
     if current.id is None:
         return "not in a deployment run: run `campaign execute` when the window opens"
     flow_run = run_deployment(deployment, parameters={"params": params}, scheduled_time=commitment.window_start,
-                              timeout=0, as_subflow=False, idempotency_key=commitment.commitment_id,
+                              # one execute run per booking: a commitment booked again after a cancel gets its own
+                              timeout=0, as_subflow=False,
+                              idempotency_key=f"{commitment.commitment_id}@{commitment.window_start.isoformat()}",
                               flow_run_name=f"window-{commitment.commitment_id}")
     get_run_logger().info("execute scheduled at %s as flow run %s", commitment.window_start, flow_run.id)
     return str(flow_run.id)

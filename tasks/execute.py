@@ -26,6 +26,7 @@ class ExecutionRecord:
     ettr: float
     tokens_trained: float
     completed: bool
+    completion_s: float | None = None   # seconds from the window start to the job's end (None: not finished)
 
 
 @task(name="check-commitment", cache_policy=None)
@@ -51,7 +52,7 @@ def simulate_window(ws: store.Workspace, config: CampaignConfig, commitment: sto
         summary = store.replica_summary(ws, commitment.commitment_id, replica)
         store.record_execution(ws, run_id, commitment.commitment_id, replica, reused=True)
         return ExecutionRecord(commitment.commitment_id, replica, True, summary["ettr"], summary["tokens_trained"],
-                               summary["completed"])
+                               summary["completed"], summary.get("completion_s"))
     plan = make_plan(config)
     # Progress as simulated time advances (issue 9): one Prefect progress artifact, updated every 2%.
     progress_id = create_progress_artifact(0.0, key="execute-progress",
@@ -81,7 +82,7 @@ def simulate_window(ws: store.Workspace, config: CampaignConfig, commitment: sto
     get_run_logger().info("window simulated: ETTR %.3f, %.4g tokens, %s unexpected interruptions",
                           summary["ettr"], summary["tokens_trained"], summary["interruptions"]["unexpected"])
     return ExecutionRecord(commitment.commitment_id, replica, False, summary["ettr"], summary["tokens_trained"],
-                           summary["completed"])
+                           summary["completed"], summary.get("completion_s"))
 
 
 def _arrow(frame):

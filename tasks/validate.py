@@ -7,11 +7,19 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from campaign import store
+from campaign.calendar.window_length import judge_window
 from campaign.config import CampaignConfig
 from campaign.errors import Refused
 from campaign.evidence import DataEvidence, read_evidence
 from campaign.files import atomic_write_json
-from campaign.gates import GateResult, data_figures, data_gates, identity_gate, plan_gates
+from campaign.gates import (
+    GateResult,
+    data_figures,
+    data_gates,
+    identity_gate,
+    plan_gates,
+    schedule_with_window_length,
+)
 from campaign.plan import make_plan
 from data_checks.runner import summarise, validate_frame
 from data_checks.suites import suite_specs
@@ -64,6 +72,9 @@ def configuration_gates(config: CampaignConfig) -> tuple[list[GateResult], dict]
     plan = make_plan(config)
     plan_json = plan.to_json()
     results = plan_gates(plan_json, [(v.rule, v.message) for v in plan.violations])
+    if config.gates.config.window_replicas and plan.fits:
+        results = [schedule_with_window_length(r, judge_window(config, plan)) if r.gate == "schedule" else r
+                   for r in results]
     get_run_logger().info("plan: %.2f s/step, MFU %.1f%%, %.1f GiB/GPU, %.2f days expected",
                           plan.step_time_s, plan.mfu * 100, plan.memory_gib_per_gpu, plan.expected_days)
     return results, plan_json

@@ -74,9 +74,10 @@ def _snapshot(ws: Path) -> dict[str, list]:
 
 @pytest.mark.parametrize("kill_point", ["data/manifest.json", "commitments"])
 def test_killed_lifecycle_resumes_to_the_same_catalog(tmp_path, demo_inputs, kill_point):
-    reference = tmp_path / "reference"
+    # Each in its own folder, so each books its window on its own cluster calendar (calendars/ beside it).
+    reference = tmp_path / "r" / "reference"
     _run(reference, demo_inputs)
-    killed = tmp_path / "killed"
+    killed = tmp_path / "k" / "killed"
     assert _run(killed, demo_inputs, kill_when=killed / kill_point) == -signal.SIGKILL
     _run(killed, demo_inputs)  # started again: finishes, reusing what completed
     assert _snapshot(killed) == _snapshot(reference)

@@ -1,0 +1,111 @@
+"""Idle capacity priced as the defect it is: every gap on the cluster's calendar with its idle node-hours and cost.
+
+An idle node still costs its GPU-hours (the cluster is paid for whether or not it computes) and draws idle power.
+Cost of a gap = idle node-hours x GPUs per node x GPU-hour price + idle node-hours x idle node power (GPUs at
+their idle draw plus the node overhead, times PUE) x energy price. The idle power model is the simulator's
+(`campaign.sim.power`: idle GPUs at `accelerator.idle_w`, node overhead on, facility = IT x PUE).
+Source: the idle-hardware-as-loss framing of the project brief; prices and power from the cluster config.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from campaign.calendar.timeline import MAINTENANCE, Booking, segments, utc_seconds
+
+SECONDS_PER_HOUR = 3600
+
+
+@dataclass(frozen=True)
+class Pricing:
+    gpus_per_node: int
+    gpu_hour_usd: float
+    energy_usd_per_mwh: float
+    idle_node_w: float          # facility watts of one idle node (PUE included)
+
+    @property
+    def idle_node_hour_usd(self) -> float:
+        return self.gpus_per_node * self.gpu_hour_usd + self.idle_node_w / 1e6 * self.energy_usd_per_mwh
+
+    def cost(self, idle_node_hours: float) -> dict[str, float]:
+        """The cost of idle node-hours, to the cent: GPU-hours and idle energy, and their sum."""
+        gpu = idle_node_hours * self.gpus_per_node * self.gpu_hour_usd
+        energy = idle_node_hours * self.idle_node_w / 1e6 * self.energy_usd_per_mwh
+        return {"gpu_usd": round(gpu, 2), "energy_usd": round(energy, 2), "cost_usd": round(gpu + energy, 2)}
+
+
+def idle_node_w(gpus_per_node: int, idle_w: float, node_overhead_w: float, pue: float) -> float:
+    """Facility watts of one idle node: its GPUs at idle, the node overhead, times PUE."""
+    return (gpus_per_node * idle_w + node_overhead_w) * pue
+
+
+def _iso(moment: datetime) -> str:
+    return utc_seconds(moment).isoformat().replace("+00:00", "Z")
+
+
+def _hours(seconds: int) -> float:
+    return seconds / SECONDS_PER_HOUR
+
+
+def calendar_report(cluster: str, capacity: int, pricing: Pricing, bookings: Sequence[Booking],
+                    start: datetime, end: datetime) -> dict[str, Any]:
+    """Bookings, gaps and totals over the horizon [start, end) as one JSON-ready dict.
+
+    Node-seconds are whole numbers, so busy + idle node-seconds = capacity x horizon seconds exactly; the hours
+    shown are those integers divided by 3600."""
+    start, end = utc_seconds(start), utc_seconds(end)
+    horizon_s = int((end - start).total_seconds())
+    segs = segments(bookings, start, end)
+    gaps = []
+    busy_ns = 0
+    maintenance_ns = sum(s.used_nodes * s.seconds
+                         for s in segments([b for b in bookings if b.kind == MAINTENANCE], start, end))
+    for seg in segs:
+        busy_ns += seg.used_nodes * seg.seconds
+        idle = capacity - seg.used_nodes
+        if idle <= 0 or seg.seconds <= 0:
+            continue
+        idle_nh = _hours(idle * seg.seconds)
+        gaps.append({
+            "start": _iso(seg.start), "end": _iso(seg.end), "hours": _hours(seg.seconds),
+            "idle_nodes": idle, "idle_node_hours": idle_nh, **pricing.cost(idle_nh),
+            "kind": "early_finish" if seg.released_by else "unbooked",
+            "released_by": seg.released_by,
+        })
+    total_ns = capacity * horizon_s
+    idle_ns = total_ns - busy_ns
+    idle_cost = pricing.cost(_hours(idle_ns))
+    shown = [b for b in bookings if b.start < end and max(b.end, b.held_until) > start]
+    return {
+        "cluster": cluster,
+        "horizon": {"start": _iso(start), "end": _iso(end), "hours": _hours(horizon_s)},
+        "prices": {**asdict(pricing), "idle_node_hour_usd": pricing.idle_node_hour_usd},
+        "bookings": [_booking_json(b) for b in sorted(shown, key=lambda b: (b.start, b.commitment_id))],
+        "gaps": gaps,
+        "totals": {
+            "cluster_nodes": capacity,
+            "horizon_node_hours": _hours(total_ns),
+            "busy_node_hours": _hours(busy_ns),
+            "maintenance_node_hours": _hours(maintenance_ns),
+            "idle_node_hours": _hours(idle_ns),
+            "idle_cost_usd": idle_cost["cost_usd"],
+            "idle_gpu_cost_usd": idle_cost["gpu_usd"],
+            "idle_energy_cost_usd": idle_cost["energy_usd"],
+            "early_finish_node_hours": _hours(sum((capacity - s.used_nodes) * s.seconds for s in segs
+                                                  if s.released_by and s.used_nodes < capacity)),
+            "utilisation": busy_ns / total_ns if total_ns else 0.0,
+            "n_gaps": len(gaps),
+        },
+    }
+
+
+def _booking_json(b: Booking) -> dict[str, Any]:
+    return {
+        "commitment_id": b.commitment_id, "booking_id": b.booking_id, "kind": b.kind, "campaign": b.campaign,
+        "start": _iso(b.start), "end": _iso(b.end), "nodes": b.nodes, "status": b.status,
+        "actual_end": _iso(b.actual_end) if b.actual_end else None, "workspace": b.workspace,
+        "note": b.note or None,
+    }

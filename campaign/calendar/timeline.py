@@ -1,0 +1,214 @@
+"""The cluster's capacity over time: bookings as a step function of nodes in use, the idle gaps it leaves, and
+where a new booking fits.
+
+A booking holds `nodes` over [start, end) (an executed booking only until its actual end: the rest of its window
+is released capacity, an "early finish" gap). Bookings may overlap in time while their nodes fit the cluster's
+total. Times are whole seconds (UTC), so node-seconds are exact integers and busy + idle = total x horizon exactly.
+Pure functions over plain dataclasses: no database, no clock.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+HOLDING = ("booked", "executed")   # statuses that hold capacity; "cancelled" holds none
+CAMPAIGN, MAINTENANCE = "campaign", "maintenance"
+
+
+def utc_seconds(moment: datetime) -> datetime:
+    """`moment` in UTC, truncated to a whole second (a naive time is taken as UTC)."""
+    moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    return moment.replace(microsecond=0)
+
+
+def ceil_minute(moment: datetime) -> datetime:
+    """`moment` rounded up to the next whole minute (UTC)."""
+    moment = utc_seconds(moment)
+    return moment if moment.second == 0 else moment.replace(second=0) + timedelta(minutes=1)
+
+
+@dataclass(frozen=True)
+class Booking:
+    booking_id: str
+    commitment_id: str
+    kind: str                    # campaign or maintenance
+    campaign: str
+    nodes: int
+    start: datetime
+    end: datetime                # the booked end
+    status: str = "booked"       # booked, executed, cancelled
+    actual_end: datetime | None = None
+    workspace: str | None = None
+    config_digest: str | None = None
+    data_digest: str | None = None
+    note: str = ""
+    created_at: datetime | None = None
+
+    @property
+    def holds(self) -> bool:
+        return self.status in HOLDING
+
+    @property
+    def held_until(self) -> datetime:
+        """End of the capacity it holds: the actual end once executed (never past the booked end)."""
+        if self.actual_end is not None:
+            return min(self.actual_end, self.end)
+        return self.end
+
+    @property
+    def released_early(self) -> bool:
+        return self.holds and self.actual_end is not None and self.actual_end < self.end
+
+    def describe(self) -> str:
+        what = f"maintenance {self.commitment_id}" if self.kind == MAINTENANCE else \
+            f"commitment {self.commitment_id} of campaign {self.campaign}"
+        return f"{what} ({self.nodes} nodes, {self.start:%Y-%m-%d %H:%M} .. {self.held_until:%Y-%m-%d %H:%M} UTC)"
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A stretch of time with a constant number of nodes in use; `released_by` names the booking whose early
+    finish freed this stretch (if any)."""
+    start: datetime
+    end: datetime
+    used_nodes: int
+    released_by: str | None = None
+
+    @property
+    def seconds(self) -> int:
+        return int((self.end - self.start).total_seconds())
+
+
+def _holding(bookings: Iterable[Booking]) -> list[Booking]:
+    return [b for b in bookings if b.holds and b.held_until > b.start]
+
+
+def segments(bookings: Sequence[Booking], start: datetime, end: datetime) -> list[Segment]:
+    """[start, end) cut wherever the nodes in use (or the reason a stretch is free) change; adjacent stretches
+    alike are merged. Covers the interval exactly. A sweep over the bookings' edges: O(n log n)."""
+    start, end = utc_seconds(start), utc_seconds(end)
+    cuts = {start, end}
+    deltas: dict[datetime, int] = defaultdict(int)
+    opens: dict[datetime, list[str]] = defaultdict(list)
+    closes: dict[datetime, list[str]] = defaultdict(list)
+    for b in _holding(bookings):
+        s, e = max(b.start, start), min(b.held_until, end)
+        if s < e:
+            deltas[s] += b.nodes
+            deltas[e] -= b.nodes
+            cuts.update((s, e))
+    for b in bookings:
+        if b.released_early:
+            s, e = max(b.held_until, start), min(b.end, end)
+            if s < e:
+                opens[s].append(b.commitment_id)
+                closes[e].append(b.commitment_id)
+                cuts.update((s, e))
+    times = sorted(cuts)
+    out: list[Segment] = []
+    used = 0
+    released: list[str] = []
+    for t0, t1 in itertools.pairwise(times):
+        used += deltas.get(t0, 0)
+        for cid in closes.get(t0, ()):
+            released.remove(cid)
+        released.extend(opens.get(t0, ()))
+        label = released[0] if released else None
+        if out and out[-1].used_nodes == used and out[-1].released_by == label:
+            out[-1] = Segment(out[-1].start, t1, used, label)
+        else:
+            out.append(Segment(t0, t1, used, label))
+    return out
+
+
+def peak_nodes(bookings: Sequence[Booking], start: datetime, end: datetime) -> int:
+    """The most nodes in use at any moment of [start, end)."""
+    return max((s.used_nodes for s in segments(bookings, start, end)), default=0)
+
+
+def blocking(bookings: Sequence[Booking], start: datetime, end: datetime, nodes: int,
+             capacity: int) -> list[Booking]:
+    """The bookings that hold the capacity a new booking of `nodes` over [start, end) needs ([] if it fits):
+    those in use at the first moment where it would not fit."""
+    near = [b for b in _holding(bookings) if b.start < end and b.held_until > start]
+    for seg in segments(near, start, end):
+        if seg.used_nodes + nodes > capacity:
+            return [b for b in near if b.start <= seg.start and b.held_until >= seg.end]
+    return []
+
+
+def earliest_fit(bookings: Sequence[Booking], nodes: int, duration: timedelta, capacity: int,
+                 not_before: datetime) -> datetime:
+    """The earliest start at or after `not_before` where `nodes` fit for `duration`.
+
+    Usage only falls when a booking ends, so the answer is `not_before` or the end of a booking; after the last
+    booking ends the cluster is free, so there always is one (nodes <= capacity)."""
+    not_before = utc_seconds(not_before)
+    candidates = sorted({not_before} | {b.held_until for b in _holding(bookings) if b.held_until > not_before})
+    for start in candidates:
+        if not blocking(bookings, start, start + duration, nodes, capacity):
+            return start
+    raise AssertionError("unreachable: the cluster is free after its last booking")  # pragma: no cover
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A start proposed for a new booking, with the idle stretches it leaves next to its neighbours."""
+    start: datetime
+    end: datetime
+    lead_s: int      # idle time between the last change on the calendar (or `not_before`) and the start
+    trail_s: int     # idle time between the end and the next change on the calendar (0 if none follows)
+    nodes: int
+    reason: str = ""
+    blockers: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def stranded_node_seconds(self) -> int:
+        """Idle capacity of the booking's size left beside it: (lead + trail) x nodes."""
+        return (self.lead_s + self.trail_s) * self.nodes
+
+
+def _events(bookings: Sequence[Booking]) -> list[datetime]:
+    return sorted({t for b in _holding(bookings) for t in (b.start, b.held_until)})
+
+
+def placement(bookings: Sequence[Booking], start: datetime, nodes: int, duration: timedelta,
+              not_before: datetime, events: list[datetime] | None = None) -> Placement:
+    """A start with the idle stretches it leaves: back to the last change on the calendar (or `not_before`) and on
+    to the next one. `events` is `_events(bookings)` when the caller already has it."""
+    start = utc_seconds(start)
+    end = start + duration
+    events = _events(bookings) if events is None else events
+    i = bisect.bisect_right(events, start)
+    j = bisect.bisect_left(events, end)
+    lead = start - max(utc_seconds(not_before), events[i - 1]) if i else start - utc_seconds(not_before)
+    trail = (events[j] - end) if j < len(events) else timedelta(0)
+    return Placement(start, end, max(0, int(lead.total_seconds())), int(trail.total_seconds()), nodes)
+
+
+def least_idle_fit(bookings: Sequence[Booking], nodes: int, duration: timedelta, capacity: int,
+                   not_before: datetime) -> Placement:
+    """The fitting start that strands the least idle capacity beside existing bookings (ties: the earliest).
+
+    Candidates are `not_before`, every booking's end (start right after it) and every booking's start minus the
+    duration (end right before it): a placement that touches its neighbours leaves no stretch between them."""
+    not_before = utc_seconds(not_before)
+    held = _holding(bookings)
+    candidates = {not_before} | {b.held_until for b in held} | {b.start - duration for b in held}
+    best: Placement | None = None
+    events = _events(bookings)
+    for start in sorted(t for t in candidates if t >= not_before):
+        if blocking(bookings, start, start + duration, nodes, capacity):
+            continue
+        p = placement(bookings, start, nodes, duration, not_before, events)
+        if best is None or p.stranded_node_seconds < best.stranded_node_seconds:
+            best = p
+    if best is None:  # pragma: no cover - earliest_fit always finds one
+        best = placement(bookings, earliest_fit(bookings, nodes, duration, capacity, not_before), nodes, duration,
+                         not_before)
+    return best

@@ -1,0 +1,43 @@
+"""The calendar report: the cluster's bookings, idle gaps and their cost, a Gantt chart and a Prefect artifact.
+
+Deployed as `calendar-report`, scheduled daily."""
+
+import sys
+
+from prefect import flow
+from pydantic import BaseModel, ConfigDict, Field
+
+from campaign import store
+from campaign.calendar.horizon import locate_calendar
+from campaign.errors import CampaignError
+from flows.common import failed, quiet_expected_errors
+from tasks.calendar import report_calendar
+
+
+class CalendarParams(BaseModel):
+    """Which cluster's calendar, and the horizon to report (default: the span of its bookings)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cluster: str | None = Field(None, description="Cluster name (default: the only calendar in the folder).")
+    calendar: str | None = Field(None, description="Calendar file (default calendars/<cluster>.duckdb beside the "
+                                                   "workspaces, or CAMPAIGN_CALENDAR).")
+    workspaces: str | None = Field(None, description="Folder that holds the workspaces (default workspace).")
+    start: str | None = Field(None, description="Horizon start, ISO 8601 (default: the first booking).")
+    end: str | None = Field(None, description="Horizon end, ISO 8601 (default: the last booked end).")
+
+
+@flow(name="calendar-report")
+def calendar_report_flow(params: CalendarParams = CalendarParams()):
+    quiet_expected_errors()
+    try:
+        path = locate_calendar(params.cluster, params.calendar, params.workspaces)
+        return report_calendar(path, params.start, params.end, store.now())
+    except CampaignError as err:
+        return failed(err)
+
+
+if __name__ == "__main__":
+    from flows.cli import main
+
+    sys.exit(main(["calendar", "show", *sys.argv[1:]]))

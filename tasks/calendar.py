@@ -1,0 +1,110 @@
+"""Calendar tasks: read the cluster's calendar, price its gaps, draw it, publish it; book, release, close out."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from prefect import get_run_logger, task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+
+from campaign import calendar as cal
+from campaign import store
+from campaign.calendar.gantt import gantt_png
+from campaign.calendar.horizon import horizon
+from campaign.config import LoadedConfig
+from campaign.errors import Refused
+from campaign.files import atomic_write_bytes, atomic_write_json
+
+
+def calendar_of(loaded: LoadedConfig, ws: store.Workspace, override: str | None = None) -> Path:
+    """The calendar of this campaign's cluster, beside its workspace (or --calendar / CAMPAIGN_CALENDAR)."""
+    return cal.calendar_path(loaded.config.cluster.name, ws.root, override)
+
+
+def _artifact_key(cluster: str) -> str:
+    return "cluster-calendar-" + "".join(c if c.isalnum() else "-" for c in cluster.lower())
+
+
+@task(name="calendar-report", cache_policy=None)
+def report_calendar(path: Path, start: str | None, end: str | None, now: datetime) -> dict[str, Any]:
+    """The calendar's bookings, gaps and totals over the horizon; the Gantt PNG and JSON beside the calendar file;
+    a Prefect artifact."""
+    state = cal.read_calendar(path)
+    t0, t1 = horizon(state, now, start, end)
+    report = cal.calendar_report(state.cluster, state.total_nodes, state.pricing, state.bookings, t0, t1)
+    report["calendar"] = str(path)
+    png = path.with_name(f"{path.stem}-gantt.png")
+    atomic_write_bytes(png, gantt_png(report))
+    report["gantt_png"] = str(png)
+    atomic_write_json(path.with_name(f"{path.stem}-report.json"), report)
+    totals = report["totals"]
+    lines = [f"# Cluster {state.cluster}: {report['horizon']['start']} .. {report['horizon']['end']}", "",
+             (f"* {totals['cluster_nodes']} nodes over {report['horizon']['hours']:.1f} h: utilisation "
+             f"**{totals['utilisation']:.1%}**, busy {totals['busy_node_hours']:,.1f} node-h, idle "
+             f"{totals['idle_node_hours']:,.1f} node-h costing **${totals['idle_cost_usd']:,.2f}**"),
+             f"* Gantt chart: `{png}`", "", "| booking | campaign | start | end | nodes | status |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    lines += [f"| {b['commitment_id']} | {b['campaign']} | {b['start']} | {b['actual_end'] or b['end']} | "
+              f"{b['nodes']} | {b['status']} |" for b in report["bookings"]]
+    lines += ["", "| gap start | end | idle nodes | idle node-h | cost USD | kind |", "| --- | --- | --- | --- | --- | --- |"]
+    lines += [f"| {g['start']} | {g['end']} | {g['idle_nodes']} | {g['idle_node_hours']:,.1f} | {g['cost_usd']:,.2f} | "
+              f"{g['kind']} |" for g in report["gaps"]]
+    create_markdown_artifact(key=_artifact_key(state.cluster), markdown="\n".join(lines),
+                             description=f"calendar of cluster {state.cluster}")
+    if report["gaps"]:
+        create_table_artifact(key=_artifact_key(state.cluster) + "-gaps", table=report["gaps"],
+                              description=f"idle gaps of cluster {state.cluster}, priced")
+    get_run_logger().info("calendar %s: %d bookings, %d gaps, utilisation %.1f%%, idle cost $%.2f", state.cluster,
+                          len(report["bookings"]), len(report["gaps"]), totals["utilisation"] * 100,
+                          totals["idle_cost_usd"])
+    return report
+
+
+@task(name="book-calendar", cache_policy=None)
+def book_calendar(ws: store.Workspace, loaded: LoadedConfig, data_digest: str, now: datetime) -> cal.Booking:
+    """Book the window on the cluster's calendar (one short locked transaction), or refuse naming what holds
+    the capacity and the earliest start where the campaign fits. The workspace's commitment for these digests
+    keeps its id."""
+    from tasks.commit import commitment_id_for
+
+    config = loaded.config
+    window = config.window
+    path = calendar_of(loaded, ws)
+    booking = cal.book(path, cal.cluster_identity(config.cluster), cal.BookingRequest(
+        commitment_id=commitment_id_for(ws, loaded.digest, data_digest), campaign=config.name, nodes=config.cluster.booked_nodes,
+        duration=timedelta(seconds=round(window.days * 86_400)),
+        start=None if window.is_auto else window.start, workspace=str(ws.root), config_digest=loaded.digest,
+        data_digest=data_digest), now)
+    get_run_logger().info("calendar %s: %s holds %d nodes %s .. %s (booking %s)", path.name, booking.commitment_id,
+                          booking.nodes, booking.start, booking.end, booking.booking_id)
+    return booking
+
+
+@task(name="check-booking", cache_policy=None)
+def check_booking(path: Path, loaded: LoadedConfig, commitment_id: str) -> cal.Booking:
+    """The booking that holds this commitment's capacity, or refuse (cancelled, or never booked)."""
+    state = cal.read_calendar(path, cal.cluster_identity(loaded.config.cluster))
+    booking = cal.find_booking(state, commitment_id)
+    if booking is None:
+        raise Refused(f"commitment {commitment_id} has no booking on the calendar of cluster '{state.cluster}'",
+                      where=str(path), fix="run `campaign commit` again: it books the committed window")
+    if booking.status == "cancelled":
+        raise Refused(f"commitment {commitment_id} was cancelled on the calendar ({booking.note}); execute does "
+                      "not run a cancelled window", where=str(path),
+                      fix="commit a new window (change window.start or the config, validate and commit)")
+    return booking
+
+
+@task(name="record-actual-end", cache_policy=None)
+def record_actual_end(path: Path, loaded: LoadedConfig, booking: cal.Booking, completion_s: float | None,
+                      now: datetime) -> cal.Booking:
+    """The job's real end on the calendar: a job that finished early releases the rest of its window."""
+    end = booking.end if completion_s is None else booking.start + timedelta(seconds=int(-(-completion_s // 1)))
+    updated = cal.record_actual_end(path, cal.cluster_identity(loaded.config.cluster), booking.commitment_id, end,
+                                    now)
+    released_h = (updated.end - updated.held_until).total_seconds() / 3600
+    get_run_logger().info("calendar: %s ended %s; %.1f h of its window released", updated.commitment_id,
+                          updated.held_until, released_h)
+    return updated

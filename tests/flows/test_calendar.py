@@ -1,0 +1,188 @@
+"""The cluster calendar through the CLI: two campaigns on one cluster, a race between two processes, cancel,
+the early-finish gap, and bad input (each with its exit code, the value named and the calendar unchanged)."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from flows.cli import main
+
+from .conftest import DEMO, REPO, set_args
+
+SHARED = ["cluster.total_nodes=32"]
+# Half the job: 8 nodes (64 GPUs, dp 32) and a target it reaches inside the 2-day window.
+SHRUNK = ["cluster.nodes=8", "plan.layout.dp=32", "plan.target_tokens=3e11"]
+
+
+def _ready(ws: Path, sets: list[str]) -> None:
+    for stage in ("prepare", "validate"):
+        assert main([stage, str(DEMO), "--workspace", str(ws), *set_args(sets)]) == 0, stage
+
+
+def _commit(ws: Path, sets: list[str]) -> int:
+    return main(["commit", str(DEMO), "--workspace", str(ws), *set_args(sets)])
+
+
+def _show(root: Path, capsys, *extra: str) -> dict:
+    capsys.readouterr()
+    assert main(["calendar", "show", "--workspaces", str(root), "--json", *extra]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _bookings(calendar: Path) -> list[tuple]:
+    with duckdb.connect(str(calendar), read_only=True) as con:
+        return con.execute("SELECT commitment_id, nodes, status FROM bookings ORDER BY created_at").fetchall()
+
+
+def test_two_campaigns_on_one_cluster(tmp_path, demo_inputs, capsys):
+    root = tmp_path / "team"
+    a, b = root / "a", root / "b"
+    sets = [*demo_inputs, *SHARED]
+    _ready(a, sets)
+    _ready(b, sets)
+    assert _commit(a, sets) == 0
+    first = _bookings(root / "calendars" / "demo-h100-16.duckdb")[0][0]
+    capsys.readouterr()
+    # Same window, 19 + 19 nodes on a 32-node cluster: refused, naming the first and the earliest free start.
+    assert _commit(b, sets) == 3
+    err = capsys.readouterr().err
+    assert f"held by commitment {first} of campaign demo" in err
+    assert "Earliest free start at or after 2027-01-04T00:00:00Z: 2027-01-06T00:00:00Z" in err
+    assert "Traceback" not in err
+    # Shrunk to fit (8 + 3 nodes beside 19): both commit and both show.
+    _ready(b, [*sets, *SHRUNK])
+    assert _commit(b, [*sets, *SHRUNK]) == 0
+    report = _show(root, capsys)
+    assert sorted((x["campaign"], x["nodes"], x["status"]) for x in report["bookings"]) == [
+        ("demo", 11, "booked"), ("demo", 19, "booked")]
+    totals = report["totals"]
+    assert totals["cluster_nodes"] == 32 and report["horizon"]["hours"] == 48.0
+    assert totals["busy_node_hours"] + totals["idle_node_hours"] == 32 * report["horizon"]["hours"]
+    assert totals["busy_node_hours"] == (19 + 11) * 48
+    prices = report["prices"]
+    for gap in report["gaps"]:
+        gpu = gap["idle_node_hours"] * prices["gpus_per_node"] * prices["gpu_hour_usd"]
+        energy = gap["idle_node_hours"] * prices["idle_node_w"] / 1e6 * prices["energy_usd_per_mwh"]
+        assert abs(gap["cost_usd"] - (gpu + energy)) <= 0.005
+    assert Path(report["gantt_png"]).read_bytes()[:4] == b"\x89PNG"
+
+    # propose: what a new campaign of this size would face (both bookings hold the configured window).
+    capsys.readouterr()
+    assert main(["calendar", "propose", str(DEMO), "--workspace", str(a), "--json", *set_args(sets)]) == 0
+    proposal = json.loads(capsys.readouterr().out)
+    assert sorted(proposal["requested"]["held_by"]) == sorted(x["commitment_id"] for x in report["bookings"])
+    assert proposal["requested"]["fits"] is False and proposal["nodes"] == 19
+    assert proposal["earliest"]["start"] == proposal["not_before"]   # the cluster is free until 2027-01-04
+    assert proposal["least_idle"]["gap_idle_node_hours"] <= proposal["earliest"]["gap_idle_node_hours"]
+
+    # execute: the job finishes early, its booking records the actual end, the rest shows as an early-finish gap.
+    assert main(["execute", str(DEMO), "--workspace", str(a), *set_args(sets)]) == 0
+    report = _show(root, capsys)
+    executed = next(x for x in report["bookings"] if x["commitment_id"] == first)
+    assert executed["status"] == "executed" and executed["actual_end"] < executed["end"]
+    early = [g for g in report["gaps"] if g["kind"] == "early_finish"]
+    assert early and early[0]["start"] == executed["actual_end"] and early[0]["released_by"] == first
+
+    # cancel: recorded, never deleted; execute then refuses the cancelled commitment.
+    shrunk = next(x for x in report["bookings"] if x["nodes"] == 11)["commitment_id"]
+    assert main(["calendar", "cancel", shrunk, "--reason", "data redo", "--workspaces", str(root)]) == 0
+    capsys.readouterr()
+    assert main(["execute", str(DEMO), "--workspace", str(b), *set_args([*sets, *SHRUNK])]) == 3
+    assert f"commitment {shrunk} was cancelled" in capsys.readouterr().err
+    statuses = {c: s for c, _, s in _bookings(root / "calendars" / "demo-h100-16.duckdb")}
+    assert statuses == {first: "executed", shrunk: "cancelled"}
+
+
+def test_bad_calendar_input_names_the_value_and_changes_nothing(tmp_path, demo_inputs, capsys):
+    root = tmp_path / "team"
+    ws = root / "a"
+    sets = [*demo_inputs, *SHARED]
+    _ready(ws, sets)
+    assert _commit(ws, sets) == 0
+    calendar = root / "calendars" / "demo-h100-16.duckdb"
+    before = _bookings(calendar)
+
+    def refused(code: int, args: list[str], *named: str) -> None:
+        capsys.readouterr()
+        assert main(args) == code, args
+        err = capsys.readouterr().err
+        assert all(n in err for n in named), err
+        assert "fix:" in err and "Traceback" not in err
+        assert _bookings(calendar) == before
+
+    refused(2, ["calendar", "show", "--workspaces", str(root), "--from", "2027-02-01", "--to", "2027-01-01"],
+            "2027-01-01", "2027-02-01", "--to")
+    refused(2, ["calendar", "cancel", "c-000000000000", "--reason", "x", "--workspaces", str(root)],
+            "unknown commitment 'c-000000000000'")
+    refused(2, ["calendar", "show", "--cluster", "nowhere", "--workspaces", str(root)], "nowhere.duckdb")
+    # Another cluster's calendar: the same name, a different size.
+    other = [*demo_inputs, "cluster.total_nodes=64", "window.start=2027-03-01T00:00:00Z"]
+    _ready(ws, other)
+    refused(2, ["commit", str(DEMO), "--workspace", str(ws), *set_args(other)],
+            "calendar of cluster 'demo-h100-16' (32 nodes", "total_nodes: calendar 32, config 64")
+    # A start in the past.
+    past = [*sets, "window.start=2021-01-04T00:00:00Z"]
+    _ready(ws, past)
+    refused(2, ["commit", str(DEMO), "--workspace", str(ws), *set_args(past)], "window.start",
+            "2021-01-04T00:00:00+00:00, which is in the past")
+    # A booking larger than the cluster: a maintenance window of 40 nodes on 32.
+    refused(2, ["calendar", "maintenance", str(DEMO), "--workspace", str(ws), "--start", "2027-05-01",
+                "--hours", "4", "--nodes", "40", "--reason", "rack swap", *set_args(sets)],
+            "40 nodes is larger than the cluster 'demo-h100-16' (32 nodes)")
+    # A campaign larger than the cluster is caught when its config loads.
+    refused(2, ["commit", str(DEMO), "--workspace", str(ws), *set_args([*demo_inputs, "cluster.total_nodes=12"])],
+            "cluster.total_nodes", "less than nodes + spare_nodes")
+
+
+def test_maintenance_is_a_booking_and_auto_books_around_it(tmp_path, demo_inputs, capsys):
+    root = tmp_path / "team"
+    ws = root / "a"
+    sets = [*demo_inputs, *SHARED, "window.start=auto"]
+    assert main(["calendar", "maintenance", str(DEMO), "--workspace", str(ws), "--start", "2099-01-01",
+                 "--hours", "6", "--reason", "firmware", *set_args(sets)]) == 0
+    _ready(ws, sets)
+    assert _commit(ws, sets) == 0
+    report = _show(root, capsys)
+    kinds = sorted(x["kind"] for x in report["bookings"])
+    assert kinds == ["campaign", "maintenance"]
+    mine = next(x for x in report["bookings"] if x["kind"] == "campaign")
+    assert mine["start"] < "2099"   # auto: the earliest start, long before the maintenance
+
+
+def _env() -> dict:
+    from prefect.settings import PREFECT_API_URL
+
+    return {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "PREFECT_LOGGING_LEVEL": "WARNING"}
+
+
+def test_two_commits_launched_at_once_from_two_processes_book_once(tmp_path, demo_inputs):
+    root = tmp_path / "team"
+    sets = [*demo_inputs, *SHARED]
+    workspaces = [root / "left", root / "right"]
+    for ws in workspaces:
+        _ready(ws, sets)
+    procs = [subprocess.Popen([sys.executable, "-m", "flows.cli", "commit", str(DEMO), "--workspace", str(ws),
+                               *set_args(sets)], env=_env(), cwd=REPO, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for ws in workspaces]
+    deadline = time.monotonic() + 600
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=max(1, deadline - time.monotonic()))
+        results.append((proc.returncode, out, err))
+    assert sorted(r[0] for r in results) == [0, 3], results
+    booked = _bookings(root / "calendars" / "demo-h100-16.duckdb")
+    assert len(booked) == 1
+    loser = next(r for r in results if r[0] == 3)
+    assert f"held by commitment {booked[0][0]}" in loser[2] and "Earliest free start" in loser[2]
+
+
+@pytest.mark.parametrize("command", ["show", "propose", "cancel", "maintenance"])
+def test_every_calendar_command_has_help(command, capsys):
+    assert main(["calendar", command, "--help"]) == 0
+    assert "Usage" in capsys.readouterr().out

@@ -1,0 +1,333 @@
+"""The cluster calendar without Prefect: capacity over time, gaps and their cost, booking, refusals, the race."""
+
+import itertools
+import json
+import subprocess
+import sys
+import textwrap
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import duckdb
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from campaign import calendar as cal
+from campaign.calendar.horizon import horizon, parse_moment
+from campaign.config import load_config
+from campaign.errors import CampaignError, ConfigError, Refused
+from tests.paths import DEMO
+
+T0 = datetime(2027, 1, 4, tzinfo=UTC)
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+DAY = timedelta(days=1)
+PRICING = cal.Pricing(8, 2.5, 75.0, cal.idle_node_w(8, 90, 2800, 1.2))
+
+
+def _b(cid, nodes, start, end, **kw):
+    return cal.Booking(f"b-{cid}", cid, kw.pop("kind", cal.CAMPAIGN), kw.pop("campaign", cid), nodes, start, end, **kw)
+
+
+def _identity(total=32, **sets):
+    overrides = [f"cluster.total_nodes={total}", *(f"{k}={v}" for k, v in sets.items())]
+    return cal.cluster_identity(load_config(DEMO, overrides).config.cluster)
+
+
+def _request(cid, nodes=19, start=T0, days=2.0, workspace=None):
+    return cal.BookingRequest(commitment_id=cid, campaign="demo", nodes=nodes, duration=timedelta(days=days),
+                              start=start, workspace=workspace, config_digest="c" if workspace else None,
+                              data_digest="d" if workspace else None)
+
+
+# ------------------------------------------------------------------------------------------ pure timeline
+
+
+def test_overlapping_bookings_share_capacity_and_a_third_is_blocked_by_both():
+    a = _b("a", 19, T0, T0 + 2 * DAY)
+    b = _b("b", 11, T0 + DAY, T0 + 3 * DAY)
+    assert cal.blocking([a, b], T0, T0 + 2 * DAY, 2, 32) == []
+    holders = cal.blocking([a, b], T0, T0 + 2 * DAY, 3, 32)
+    assert {h.commitment_id for h in holders} == {"a", "b"}
+    assert cal.earliest_fit([a, b], 19, DAY, 32, T0) == T0 + 2 * DAY   # 11 + 19 fits once a ends
+    assert cal.earliest_fit([a, b], 22, DAY, 32, T0) == T0 + 3 * DAY
+
+
+def test_cancelled_bookings_hold_nothing_and_an_early_finish_releases_the_rest():
+    a = _b("a", 32, T0, T0 + 2 * DAY, status="cancelled")
+    b = _b("b", 32, T0 + 2 * DAY, T0 + 4 * DAY, status="executed", actual_end=T0 + 3 * DAY)
+    assert cal.earliest_fit([a, b], 32, DAY, 32, T0) == T0
+    assert cal.earliest_fit([a, b], 32, 2 * DAY, 32, T0 + DAY) == T0 + 3 * DAY
+    report = cal.calendar_report("x", 32, PRICING, [a, b], T0, T0 + 4 * DAY)
+    early = [g for g in report["gaps"] if g["kind"] == "early_finish"]
+    assert early == [{**early[0], "start": "2027-01-07T00:00:00Z", "end": "2027-01-08T00:00:00Z", "idle_nodes": 32,
+                      "released_by": "b"}]
+    assert report["totals"]["early_finish_node_hours"] == 32 * 24
+
+
+def test_each_gap_is_priced_to_the_cent():
+    report = cal.calendar_report("x", 32, PRICING, [_b("a", 19, T0, T0 + DAY)], T0, T0 + 2 * DAY)
+    first, second = report["gaps"]
+    assert (first["idle_nodes"], first["idle_node_hours"]) == (13, 13 * 24)
+    idle_w = (8 * 90 + 2800) * 1.2
+    for gap in report["gaps"]:
+        expected = gap["idle_node_hours"] * 8 * 2.5 + gap["idle_node_hours"] * idle_w / 1e6 * 75
+        assert abs(gap["cost_usd"] - expected) < 0.005
+        assert gap["cost_usd"] == round(gap["gpu_usd"] + gap["energy_usd"], 2) or \
+            abs(gap["cost_usd"] - gap["gpu_usd"] - gap["energy_usd"]) <= 0.01
+    assert second["idle_nodes"] == 32 and second["cost_usd"] == round(32 * 24 * (20 + idle_w / 1e6 * 75), 2)
+
+
+_moments = st.integers(0, 30 * 24 * 3600).map(lambda s: T0 + timedelta(seconds=s))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 32), _moments, st.integers(1, 10 * 24 * 3600),
+                          st.sampled_from(["booked", "executed", "cancelled"]), st.integers(0, 10 * 24 * 3600)),
+                max_size=8), _moments, st.integers(1, 40 * 24 * 3600))
+def test_busy_plus_idle_is_capacity_times_horizon_exactly(raw, h0, length):
+    bookings = [_b(f"c{i}", n, s, s + timedelta(seconds=d), status=status,
+                   actual_end=(s + timedelta(seconds=min(a, d))) if status == "executed" else None)
+                for i, (n, s, d, status, a) in enumerate(raw)]
+    h1 = h0 + timedelta(seconds=length)
+    report = cal.calendar_report("x", 400, PRICING, bookings, h0, h1)
+    t = report["totals"]
+    assert round((t["busy_node_hours"] + t["idle_node_hours"]) * 3600) == 400 * length
+    assert abs(t["busy_node_hours"] + t["idle_node_hours"] - 400 * report["horizon"]["hours"]) < 1e-6
+    assert abs(sum(g["idle_node_hours"] for g in report["gaps"]) - t["idle_node_hours"]) < 1e-6
+    segs = cal.segments(bookings, h0, h1)
+    assert segs[0].start == h0 and segs[-1].end == h1
+    assert all(a.end == b.start for a, b in itertools.pairwise(segs))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 32), _moments, st.integers(3600, 5 * 24 * 3600)), max_size=6),
+       st.integers(1, 32), st.integers(3600, 5 * 24 * 3600))
+def test_proposals_fit_and_nothing_earlier_does(raw, nodes, seconds):
+    bookings = [_b(f"c{i}", n, s, s + timedelta(seconds=d)) for i, (n, s, d) in enumerate(raw)]
+    duration = timedelta(seconds=seconds)
+    first = cal.earliest_fit(bookings, nodes, duration, 32, T0)
+    assert not cal.blocking(bookings, first, first + duration, nodes, 32)
+    for t in sorted({T0} | {b.end for b in bookings} | {b.start for b in bookings}):
+        if T0 <= t < first:
+            assert cal.blocking(bookings, t, t + duration, nodes, 32), t
+    tight = cal.least_idle_fit(bookings, nodes, duration, 32, T0)
+    assert tight.start >= T0 and not cal.blocking(bookings, tight.start, tight.end, nodes, 32)
+
+
+def test_least_idle_start_touches_its_neighbours():
+    a = _b("a", 32, T0 + 5 * DAY, T0 + 6 * DAY)
+    b = _b("b", 32, T0 + 8 * DAY, T0 + 9 * DAY)
+    state = cal.CalendarState(Path("x"), "x", "d", 32, PRICING, (a, b))
+    out = cal.propose(state, 32, 2 * DAY, T0, None)
+    assert out["earliest"]["start"] == "2027-01-04T00:00:00Z"
+    assert out["earliest"]["idle_after_h"] == 72.0
+    assert out["earliest"]["gap_cost_usd"] == PRICING.cost(72 * 32)["cost_usd"]
+    assert out["least_idle"]["start"] == "2027-01-10T00:00:00Z"   # fills the hole between `a` and `b` exactly
+    assert out["least_idle"]["gap_idle_node_hours"] == 0 and out["least_idle"]["gap_cost_usd"] == 0
+
+
+# ------------------------------------------------------------------------------------------------ config
+
+
+def test_total_nodes_defaults_to_nodes_plus_spares_and_cannot_be_smaller():
+    cluster = load_config(DEMO).config.cluster
+    assert cluster.capacity_nodes == 19 and cluster.booked_nodes == 19
+    with pytest.raises(ConfigError, match=r"cluster.total_nodes: .*less than nodes \+ spare_nodes = 16 \+ 3 = 19"):
+        load_config(DEMO, ["cluster.total_nodes=10"])
+
+
+def test_window_start_auto_is_accepted_and_simulated_from_midnight():
+    from campaign.window import window_inputs
+
+    config = load_config(DEMO, ["window.start=auto"]).config
+    assert config.window.is_auto
+    assert window_inputs(config).window_s == 2 * 86_400
+
+
+# ------------------------------------------------------------------------------------------- the file
+
+
+def test_booking_is_idempotent_and_a_conflict_names_the_holder_and_the_earliest_free_start(tmp_path):
+    path = tmp_path / "calendars" / "demo-h100-16.duckdb"
+    ident = _identity()
+    first = cal.book(path, ident, _request("c-1", workspace="/w1"), NOW)
+    assert cal.book(path, ident, _request("c-other-id", workspace="/w1"), NOW) == first   # a rerun books nothing
+    with pytest.raises(Refused) as err:
+        cal.book(path, ident, _request("c-2", start=T0 + DAY), NOW)
+    text = err.value.render()
+    assert "commitment c-1 of campaign demo" in text and "Earliest free start" in text
+    assert "2027-01-06T00:00:00Z" in text and err.value.exit_code == 3
+    cal.book(path, ident, _request("c-3", nodes=13, start=T0 + DAY), NOW)   # shrunk to fit
+    state = cal.read_calendar(path)
+    assert [b.commitment_id for b in state.bookings] == ["c-1", "c-3"]
+
+
+def test_auto_books_the_earliest_fitting_start(tmp_path):
+    path = tmp_path / "cal.duckdb"
+    ident = _identity()
+    cal.book(path, ident, _request("c-1", start=NOW + timedelta(hours=1, seconds=30)), NOW)
+    auto = cal.book(path, ident, _request("c-2", nodes=13, start=None, days=0.5), NOW)
+    assert auto.start == NOW   # now (a whole minute already), beside c-1
+    later = cal.book(path, ident, _request("c-3", start=None, days=1), NOW)
+    assert later.start == NOW + timedelta(hours=1, seconds=30) + 2 * DAY
+
+
+@pytest.mark.parametrize("case", ["past", "other_cluster", "too_large", "not_a_calendar"])
+def test_bad_bookings_exit_2_name_the_value_and_leave_the_calendar_unchanged(tmp_path, case):
+    path = tmp_path / "cal.duckdb"
+    ident = _identity()
+    cal.book(path, ident, _request("c-1"), NOW)
+    before = path.read_bytes()
+    with pytest.raises(CampaignError) as err:
+        if case == "past":
+            cal.book(path, ident, _request("c-2", start=NOW - DAY), NOW)
+        elif case == "other_cluster":
+            cal.book(path, _identity(total=64), _request("c-2", start=T0 + 10 * DAY), NOW)
+        elif case == "too_large":
+            cal.book(path, ident, _request("m-1", nodes=33, start=T0 + 10 * DAY), NOW)
+        else:
+            other = tmp_path / "campaign.duckdb"
+            with duckdb.connect(str(other)) as con:
+                con.execute("CREATE TABLE runs (x INT)")
+            before = other.read_bytes()
+            path = other
+            cal.book(other, ident, _request("c-2", start=T0 + 10 * DAY), NOW)
+    text = err.value.render()
+    assert err.value.exit_code == 2 and "fix:" in text
+    expected = {"past": "2026-11-30T12:00:00+00:00, which is in the past", "other_cluster": "total_nodes: calendar 32, config 64",
+                "too_large": "33 nodes is larger than the cluster", "not_a_calendar": "not a cluster calendar"}[case]
+    assert expected in text
+    assert path.read_bytes() == before
+
+
+def test_cancel_is_recorded_never_deleted_and_unknown_ids_are_bad_input(tmp_path):
+    path = tmp_path / "cal.duckdb"
+    cal.book(path, _identity(), _request("c-1"), NOW)
+    with pytest.raises(ConfigError, match="unknown commitment 'c-nope'.*known: c-1"):
+        cal.cancel(path, "c-nope", "typo", NOW)
+    with pytest.raises(ConfigError, match="needs a reason"):
+        cal.cancel(path, "c-1", "  ", NOW)
+    gone = cal.cancel(path, "c-1", "data redo", NOW)
+    assert gone.status == "cancelled"
+    with duckdb.connect(str(path), read_only=True) as con:
+        assert con.execute("SELECT status, note FROM bookings").fetchall() == [("cancelled", "cancelled: data redo")]
+        assert [r[0] for r in con.execute("SELECT event FROM booking_events ORDER BY event_at").fetchall()] == \
+            ["booked", "cancelled"]
+    cal.book(path, _identity(), _request("c-2"), NOW)   # the capacity is free again
+
+
+def test_the_actual_end_releases_the_rest_of_the_window(tmp_path):
+    path = tmp_path / "cal.duckdb"
+    ident = _identity()
+    cal.book(path, ident, _request("c-1"), NOW)
+    done = cal.record_actual_end(path, ident, "c-1", T0 + DAY + timedelta(hours=6), NOW)
+    assert done.status == "executed" and done.held_until == T0 + DAY + timedelta(hours=6)
+    state = cal.read_calendar(path)
+    report = cal.calendar_report(state.cluster, state.total_nodes, state.pricing, state.bookings, T0, T0 + 2 * DAY)
+    assert report["gaps"][-1]["kind"] == "early_finish" and report["gaps"][-1]["hours"] == 18.0
+    with pytest.raises(Refused, match="already executed"):
+        cal.cancel(path, "c-1", "too late", NOW)
+
+
+def test_horizon_end_before_start_is_bad_input_naming_both():
+    state = cal.CalendarState(Path("x"), "x", "d", 32, PRICING, ())
+    with pytest.raises(ConfigError) as err:
+        horizon(state, NOW, "2027-02-01", "2027-01-01")
+    assert "2027-01-01" in err.value.render() and "2027-02-01" in err.value.render() and "--to" in err.value.render()
+    with pytest.raises(ConfigError, match="not a date"):
+        parse_moment("next tuesday", "--from")
+
+
+def test_the_default_calendar_sits_beside_the_workspaces(tmp_path, monkeypatch):
+    monkeypatch.delenv(cal.CALENDAR_ENV, raising=False)
+    assert cal.calendar_path("demo-h100-16", tmp_path / "w") == (tmp_path / "calendars" / "demo-h100-16.duckdb")
+    monkeypatch.setenv(cal.CALENDAR_ENV, str(tmp_path / "team") + "/")
+    assert cal.calendar_path("demo-h100-16", tmp_path / "w") == tmp_path / "team" / "demo-h100-16.duckdb"
+    with pytest.raises(ConfigError, match="cannot name a calendar file"):
+        monkeypatch.delenv(cal.CALENDAR_ENV)
+        cal.calendar_path("../etc", tmp_path / "w")
+
+
+def test_two_processes_racing_for_the_same_capacity_book_exactly_once(tmp_path):
+    """Two real processes book at the same moment: one wins, the other is refused naming the winner."""
+    path = tmp_path / "cal.duckdb"
+    go = tmp_path / "go"
+    script = textwrap.dedent(f"""
+        import sys, time, json
+        from datetime import datetime, timedelta, UTC
+        from pathlib import Path
+        from campaign import calendar as cal
+        from campaign.config import load_config
+        from campaign.errors import CampaignError
+        ident = cal.cluster_identity(load_config({str(DEMO)!r}, ["cluster.total_nodes=32"]).config.cluster)
+        while not Path({str(go)!r}).exists():
+            time.sleep(0.001)
+        req = cal.BookingRequest(commitment_id=sys.argv[1], campaign="demo", nodes=19, duration=timedelta(days=2),
+                                 start=datetime(2027, 1, 4, tzinfo=UTC))
+        try:
+            cal.book(Path({str(path)!r}), ident, req, datetime(2026, 12, 1, tzinfo=UTC))
+        except CampaignError as err:
+            print(err.render()); sys.exit(err.exit_code)
+    """)
+    procs = [subprocess.Popen([sys.executable, "-c", script, cid], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, cwd=Path(DEMO).parents[2]) for cid in ("c-left", "c-right")]
+    import time
+
+    time.sleep(3)   # both processes are up and polling
+    go.touch()
+    results = [(p.wait(timeout=120), p.stdout.read(), p.stderr.read()) for p in procs]
+    codes = sorted(r[0] for r in results)
+    assert codes == [0, 3], results
+    loser = next(r for r in results if r[0] == 3)
+    winner = "c-left" if "c-left" in loser[1] else "c-right"
+    assert f"commitment {winner}" in loser[1] and "Earliest free start" in loser[1]
+    state = cal.read_calendar(path)
+    assert [b.commitment_id for b in state.bookings] == [winner]
+    json.dumps(cal.calendar_report(state.cluster, 32, state.pricing, state.bookings, T0, T0 + 3 * DAY))
+
+
+# ------------------------------------------------------------------------------------------ window length
+
+
+def test_window_length_between_p90_and_p99_passes_and_either_side_fails_saying_which_and_the_cost():
+    from campaign.calendar.window_length import assess_window_length, empirical_quantile
+
+    assert empirical_quantile([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 0.9) == 9
+    day = 86_400.0
+    finishes = [1.5 * day + i * 0.01 * day for i in range(10)]          # 1.50 .. 1.59 days
+    ok = assess_window_length(finishes, 1.585 * day, 19, PRICING)   # p90 1.58, p99 1.59
+    assert ok.verdict == "ok" and ok.p_complete_in_window == 0.9 and ok.p99_completion_days is None
+    long = assess_window_length(finishes, 2 * day, 19, PRICING)
+    tail_h = sum(2 * day - t for t in finishes) / 10 / 3600
+    assert long.verdict == "too_long" and "longer than the campaign's p99" in long.message
+    assert abs(long.expected_idle_tail_h - tail_h) < 1e-9
+    assert long.expected_idle_tail_cost_usd == PRICING.cost(tail_h * 19)["cost_usd"]
+    assert f"${long.expected_idle_tail_cost_usd:,.2f}" in long.message
+    short = assess_window_length([*finishes[:8], None, None], 1.58 * day, 19, PRICING)
+    assert short.verdict == "too_short" and short.p90_completion_days is None
+    assert "shorter than the campaign's p90" in short.message and "20% of 10 replicas did not finish" in short.message
+
+
+def test_the_schedule_gate_applies_the_window_length_rule_when_asked():
+    from campaign.calendar.window_length import judge_window
+    from campaign.gates import plan_gates, schedule_with_window_length
+    from campaign.plan import make_plan
+
+    config = load_config(DEMO, ["gates.config.window_replicas=4"]).config   # 2-day window, ~1.55-day job
+    plan = make_plan(config)
+    schedule = next(g for g in plan_gates(plan.to_json(), []) if g.gate == "schedule")
+    judged = schedule_with_window_length(schedule, judge_window(config, plan))
+    assert not judged.passed and "longer than the campaign's p99" in judged.summary
+    assert judged.details["window_length"]["verdict"] == "too_long"
+
+
+def test_a_config_without_total_nodes_takes_the_calendars_size(tmp_path):
+    path = tmp_path / "cal.duckdb"
+    cal.book(path, _identity(total=32), _request("c-1"), NOW)
+    unsized = cal.cluster_identity(load_config(DEMO, ["cluster.nodes=8", "plan.layout.dp=32"]).config.cluster)
+    assert not unsized.total_given and unsized.total_nodes == 11
+    shrunk = cal.book(path, unsized, _request("c-2", nodes=11), NOW)   # 19 + 11 fit the calendar's 32 nodes
+    assert shrunk.start == T0
+    with pytest.raises(Refused, match="capacity \\(32 nodes\\)"):
+        cal.book(path, unsized, _request("c-3", nodes=11, start=T0 + DAY), NOW)
