@@ -278,13 +278,18 @@ def rejected_tokens_by_reason(data_dir: Path | None, tokenizer: str | None) -> d
     files = sorted((data_dir / "rejected").glob("*.parquet")) if data_dir is not None else []
     if not files or not tokenizer:
         return {}
-    from campaign.data.tokens import count_tokens_many
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
-    frame = duckdb.sql("SELECT reason, coalesce(text, '') AS text FROM read_parquet($files)",
-                       params={"files": [str(f) for f in files]}).df()
+    from campaign.tokenizer import load_tokenizer
+
+    # pyarrow, not DuckDB's read_parquet: DuckDB expands '[', '*' and '?' in a path, and a workspace may have them
+    tables = [pq.read_table(f, columns=["reason", "text"]) for f in files]
+    frame = pa.concat_tables(tables).to_pandas()
     if frame.empty:
         return {}
-    frame["n_tokens"] = count_tokens_many(frame["text"].tolist(), tokenizer)
+    frame["text"] = frame["text"].fillna("")
+    frame["n_tokens"] = load_tokenizer(tokenizer).count_many(frame["text"].tolist())
     return {str(k): int(v) for k, v in frame.groupby("reason")["n_tokens"].sum().items()}
 
 
