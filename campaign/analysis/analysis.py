@@ -388,6 +388,16 @@ def analysis_workspace(path: str | Path | None) -> Workspace:
             raise ConfigError(f"the workspace {what}", where=str(ws.root),
                               fix="run `campaign run CONFIG --workspace DIR` (or prepare, validate, commit and "
                                   "execute) there first, or pass the folder a campaign ran in")
+    con = open_read_only(ws)
+    try:
+        check_catalog(con, str(ws.catalog_path))
+    finally:
+        con.close()
+    return ws
+
+
+def open_read_only(ws: Workspace) -> duckdb.DuckDBPyConnection:
+    """The catalog opened read-only; a writer holding it is exit 4, a damaged file exit 2 (both with the fix)."""
     try:
         con = duckdb.connect(str(ws.catalog_path), read_only=True)
     except duckdb.Error as exc:
@@ -399,8 +409,4 @@ def analysis_workspace(path: str | Path | None) -> Workspace:
         raise DataError(f"the catalog cannot be opened read-only ({str(exc).splitlines()[0][:200]})",
                         where=str(ws.catalog_path),
                         fix="move a damaged catalog aside and run the stages again") from None
-    try:
-        check_catalog(con, str(ws.catalog_path))
-    finally:
-        con.close()
-    return ws
+    return con

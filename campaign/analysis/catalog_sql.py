@@ -12,8 +12,9 @@ from typing import Any
 
 import duckdb
 
+from campaign.analysis.analysis import open_read_only
 from campaign.analysis.analysis import query as view_sql
-from campaign.errors import ConfigError, DataError, WorkspaceBusy
+from campaign.errors import ConfigError
 from campaign.store import Workspace, existing_workspace
 
 MAX_ROWS = 10_000
@@ -24,17 +25,7 @@ def run_query(workspace: str | Path | None, text: str) -> tuple[list[str], list[
     if not text.strip():
         raise ConfigError("empty query", where="campaign sql", fix='pass a query, e.g. "select * from gate_figures"')
     ws = _workspace(workspace)
-    try:
-        con = duckdb.connect(str(ws.catalog_path), read_only=True)
-    except duckdb.Error as exc:
-        if "lock" in str(exc).lower():
-            raise WorkspaceBusy(f"the catalog is open for writing in another program ({str(exc).splitlines()[0][:200]})",
-                                where=str(ws.catalog_path),
-                                fix="wait for the running stage to finish (or close the program), then try again"
-                                ) from None
-        raise DataError(f"the catalog cannot be opened read-only ({str(exc).splitlines()[0][:200]})",
-                        where=str(ws.catalog_path),
-                        fix="move a damaged catalog aside and run the stages again") from None
+    con = open_read_only(ws)
     try:
         for statement in view_sql("views").split(";\n"):
             if statement.strip() and "CREATE" in statement:
