@@ -192,7 +192,7 @@ def load_latest_checkpoint(directory: Path, n_leaves: int) -> tuple[dict[str, An
         except (OSError, json.JSONDecodeError):
             continue
         if hashlib.sha256(blob).hexdigest() != meta.get("state_sha256") or meta.get("n_leaves") != n_leaves:
-            print(f"trainer: skipping damaged checkpoint {path}", file=sys.stderr)
+            sys.stderr.write(f"trainer: skipping damaged checkpoint {path}\n")  # the harness quotes stderr
             continue
         with np.load(path / "state.npz", allow_pickle=False) as npz:
             leaves = [npz[f"leaf_{i:05d}"] for i in range(n_leaves)]
@@ -209,7 +209,7 @@ def remove_partial_checkpoints(directory: Path) -> None:
 # ---------------------------------------------------------------------------------------------- training
 
 
-def train(settings: TrainerSettings, log: Callable[[str], None] = lambda s: print(s, file=sys.stderr)) -> int:
+def train(settings: TrainerSettings, log: Callable[[str], None] = lambda s: sys.stderr.write(s + "\n")) -> int:
     """Run (or resume) the rehearsal training; returns the last step trained."""
     import jax
     import jax.numpy as jnp
@@ -299,7 +299,7 @@ def main() -> int:
         settings = settings_from_env(dict(os.environ))
         train(settings)
     except UsageError as exc:
-        print(f"trainer: {exc}", file=sys.stderr)
+        sys.stderr.write(f"trainer: {exc}\n")
         return 2
     return 0
 
