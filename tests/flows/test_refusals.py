@@ -13,7 +13,7 @@ from .conftest import DEMO, set_args
 @pytest.fixture(scope="module")
 def committed(tmp_path_factory, demo_inputs):
     """A workspace that went through prepare, validate and commit (module-scoped: built once)."""
-    ws = tmp_path_factory.mktemp("committed")
+    ws = tmp_path_factory.mktemp("committed") / "ws"  # its own folder, so its own cluster calendar
     for stage in ("prepare", "validate", "commit"):
         assert main([stage, str(DEMO), "--workspace", str(ws), *set_args(demo_inputs)]) == 0, stage
     return ws

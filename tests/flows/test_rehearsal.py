@@ -11,7 +11,7 @@ from .conftest import DEMO, set_args
 
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory, demo_inputs_jax):
-    ws = tmp_path_factory.mktemp("rehearsal")
+    ws = tmp_path_factory.mktemp("rehearsal") / "ws"  # its own folder, so its own cluster calendar
     assert main(["prepare", str(DEMO), "--workspace", str(ws), *set_args(demo_inputs_jax)]) == 0
     return ws
 
