@@ -300,6 +300,10 @@ class PlanConfig(Frozen):
     cp_load_balance: bool = Field(True, description=(
         "Split each sequence into 2 x cp chunks so every CP rank gets equal causal-attention work (Megatron CP); "
         "off = contiguous chunks, the last rank does most of the work."))
+    cp_comm: Literal["ring", "all_gather"] = Field("ring", description=(
+        "How CP ranks share K and V: ring (Megatron / Transformer Engine p2p, each block's exchange hidden behind "
+        "the attention of the block before) or all_gather (Llama 3 §3.3.2 and TE cp_comm_type='all_gather': K and V "
+        "gathered before attention, gathered again and dK/dV reduce-scattered in backward, all on the critical path)."))
     overlap: OverlapConfig = OverlapConfig()
     target_tokens: float = Field(gt=0, le=1e17, description="Tokens to train in the campaign.")
     checkpoint: CheckpointConfig

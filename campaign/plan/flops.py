@@ -8,8 +8,9 @@ Two conventions are in use for model FLOPs per token (both exclude recomputation
 * non-causal (`causal=False`): 6 x (...) + 12*l*h*s. This is how Narayanan et al. 2021 (72 B s l h^2 (1 + s/6h +
   V/12lh)), Korthikanti et al. 2022 (the same 72 form) and the Megatron-Core README table of 2024 (the
   `num_floating_point_operations` of that year: 12 B s l h^2 ((1 + g/a + s/h) + ffn/h x gated + V/2lh)) count.
-Each paper's formula is also written out below exactly as published, and the reference tests check that the
-general form reproduces it.
+PaLM (Chowdhery et al. 2022, App. B; the MFU Llama 3 reports) counts 6N + 12 L H Q T: all parameters, attention
+non-causal. Each paper's formula is also written out below exactly as published, and the reference tests check
+that the general form reproduces it.
 Source: Narayanan et al. 2021 (SC'21, arXiv 2104.04473, §5.1 FLOPs formula); Korthikanti et al. 2022 (arXiv
 2205.05198, appendix: model FLOPs and HFU); Megatron-LM `megatron/training/training.py::num_floating_point_operations`
 (2024 form without the causal halving; the causal factor was added later).
@@ -128,3 +129,11 @@ def megatron_core_2024_flops_per_iteration(model: ModelConfig, batch: int) -> fl
         + model.ffn_hidden / h * gated
         + model.vocab / (2 * layers * h)
     )
+
+
+def palm_flops_per_token(model: ModelConfig) -> float:
+    """PaLM's model FLOPs per token (Chowdhery et al. 2022, arXiv 2204.02311, App. B), the MFU definition Llama 3
+    cites for its Table 4 (arXiv 2407.21783 §3.3.2, "MFU; Chowdhery et al."): 6 N + 12 L H Q T with N all the
+    parameters (embeddings included), H heads of dimension Q and T the sequence length: attention counted over the
+    whole T x T score matrix, not halved by the causal mask."""
+    return 6.0 * total_parameters(model) + 12.0 * model.layers * model.heads * head_dim(model) * model.seq_len

@@ -12,8 +12,9 @@ norms and the MLP activation).
 Communication: TP (sequence parallel: 4 all-gathers + 4 reduce-scatters of b*s*h per layer per micro-batch,
 6 + 6 with full recompute; without SP the same volume as all-reduces) exposed unless `overlap.tp`, then hidden
 behind the layer's GEMMs except the first of t chunks; CP ring (Megatron/TE p2p): c-1 K/V exchanges per layer
-forward, K/V + dK/dV backward, each hidden only behind the attention of the block it overlaps, causal work
-imbalanced (2 - 1/c) unless `cp_load_balance`, and chunk-length attention efficiency; PP bubble (p-1)/v of a
+forward, K/V + dK/dV backward, each hidden only behind the attention of the block it overlaps, or (`cp_comm:
+all_gather`, Llama 3's and TE's all-gather CP) K/V gathered forward and backward and dK/dV reduce-scattered, all
+exposed; causal work imbalanced (2 - 1/c) unless `cp_load_balance`, and chunk-length attention efficiency; PP bubble (p-1)/v of a
 micro-batch's stage time plus p2p; DP over dp x cp (distributed optimizer: reduce-scatter fp32 gradients,
 all-gather bf16 weights) exposed unless `overlap.dp_grad_reduce` / `overlap.dp_param_gather`, which hide it
 behind the last micro-batch's backward / the first micro-batch's forward except the last bucket.
@@ -22,7 +23,8 @@ Source: Narayanan et al. 2021 (SC'21: bubble, TP volume, scatter-gather p2p); Ko
 parallel, selective recompute); Llama 3 (arXiv 2407.21783) §3.3.2 (rank order, CP); Megatron-LM
 `distributed/param_and_grad_buffer.py` (40M-parameter buckets, overlapped grad reduce / param gather) and
 `arguments.py` (overlap defaults); Liu et al. 2023 Ring Attention (arXiv 2310.01889: block exchange hidden behind
-block compute); Megatron-Core CP docs (load-balanced 2 x cp chunks).
+block compute); Megatron-Core CP docs (load-balanced 2 x cp chunks); Transformer Engine `cp_comm_type`
+("p2p" ring, "all_gather") docs.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from campaign.config import CampaignConfig, LayoutConfig, ModelConfig, PlanConfi
 from campaign.plan.flops import head_dim, kv_hidden
 from campaign.plan.kernels import Kernels
 from campaign.plan.memory import split_layers, stage_parameters
-from campaign.plan.topology import Fabric, Placement, p2p_s, place_group, reduce_scatter_s
+from campaign.plan.topology import Fabric, Placement, all_gather_s, p2p_s, place_group, reduce_scatter_s
 
 ACT_BYTES = 2.0          # bf16 activations on the wire
 GRAD_REDUCE_BYTES = 4.0  # Megatron reduces bf16 training gradients in fp32 main-grad buffers
@@ -145,7 +147,7 @@ def layer_times(model: ModelConfig, plan: PlanConfig, kernels: Kernels, micro_ba
         block = s / (2 * c) if (c > 1 and plan.cp_load_balance) else s / c
         attn_f, attn_b = kernels.flash_attention_s(fwd_flops, block, d)
         attn_mem_f = attn_mem_b = 0.0
-        if c > 1:  # ring steps merge partial results: fp32 output / dQ, dK, dV accumulators read and written
+        if c > 1 and plan.cp_comm == "ring":  # ring steps merge partial results: fp32 output / dQ, dK, dV
             steps = c - 1
             attn_mem_f = steps * CP_ACCUMULATOR_BYTES * tokens * h / t
             attn_mem_b = steps * CP_ACCUMULATOR_BYTES * tokens * (h + 2 * kv) / t
@@ -166,7 +168,9 @@ def layer_times(model: ModelConfig, plan: PlanConfig, kernels: Kernels, micro_ba
     # attention 1 + 2 per extra CP ring step each way; materialized 2 batched GEMMs + softmax (+ dropout) forward,
     # 4 + 1 (+ 1) backward; pointwise: 2 norms, 2 residual adds, the activation and RoPE forward, the same backward
     # plus 2 norm-weight reductions.
-    if plan.attention == "flash":
+    if plan.attention == "flash" and plan.cp_comm == "all_gather":
+        attn_kernels_f = attn_kernels_b = 2 if (c > 1 and plan.cp_load_balance) else 1  # one per local chunk
+    elif plan.attention == "flash":
         attn_kernels_f = attn_kernels_b = 1 + 2 * (c - 1)
     else:
         attn_kernels_f, attn_kernels_b = 3 + int(model.dropout), 5 + int(model.dropout)
@@ -261,7 +265,18 @@ class StepModel:
             # Userbuffers split each collective into t chunks pipelined with the GEMMs: the first is exposed.
             tp_exposed = max(tp_layer - lt.gemm_s, 0.0) + tp_layer / t
         cp_layer = cp_exposed = 0.0
-        if c > 1:
+        if c > 1 and plan.cp_comm == "all_gather":
+            # Llama 3's CP: all-gather K and V before attention (and again to recompute / run the backward), then
+            # reduce-scatter dK and dV; nothing hides it ("exposed in the critical path", §3.3.2), GQA keeps it small.
+            cp_group = self.group(c, t)
+            kv_local = head_dim(model) * max(1.0, model.kv_heads / t)
+            gathered = 2.0 * b * model.seq_len * kv_local * ACT_BYTES  # K and V of the whole sequence
+            one = all_gather_s(gathered, cp_group, fabric)
+            collectives = 3 + (1 if plan.recompute in ("selective", "full") else 0)
+            cp_layer = cp_exposed = collectives * one
+            if cp_group.crosses_domain:
+                notes.append(f"tp x cp = {t * c} spans more than one NVLink domain: the CP all-gather uses the NIC")
+        elif c > 1:
             cp_group = self.group(c, t)
             kv_local = head_dim(model) * max(1.0, model.kv_heads / t)
             block_bytes = 2.0 * b * (model.seq_len / c) * kv_local * ACT_BYTES  # K and V of one chunk
@@ -276,9 +291,9 @@ class StepModel:
                 cp_exposed += steps * max(0.0, hop_s - fwd_block)
             if cp_group.crosses_domain:
                 notes.append(f"tp x cp = {t * c} spans more than one NVLink domain: CP K/V exchange uses the NIC")
-            if not plan.cp_load_balance:
-                notes.append(f"cp={c} without load balancing: the last CP rank does {2 - 1 / c:.2f}x the mean "
-                             "causal attention work")
+        if c > 1 and not plan.cp_load_balance:
+            notes.append(f"cp={c} without load balancing: the last CP rank does {2 - 1 / c:.2f}x the mean "
+                         "causal attention work")
         return tp_layer, tp_exposed, cp_layer, cp_exposed, tuple(notes)
 
     def lower_bound_s(self, layout: LayoutConfig, micro_batch: int, micro_batches: int) -> float:

@@ -128,10 +128,23 @@ CP4 = {"tp": 8, "pp": 16, "dp": 32, "cp": 4, "vpp": 8}
 
 def test_cp_exchange_hides_only_behind_the_chunks_attention():
     """The K/V ring exchange is free while each block's attention outlasts it; on a slow NIC it is exposed."""
-    fast = _llama_step(CP4).step_breakdown_s
+    fast = _llama_step(CP4, "plan.cp_comm=ring").step_breakdown_s
     assert fast["cp_comm_total"] > 0 and fast["cp_comm_exposed"] == 0
-    slow = _llama_step(CP4, "cluster.network.nic_gb_per_s=0.5").step_breakdown_s
+    slow = _llama_step(CP4, "plan.cp_comm=ring", "cluster.network.nic_gb_per_s=0.5").step_breakdown_s
     assert slow["cp_comm_exposed"] > 0.5 * slow["cp_comm_total"] > 0
+
+
+def test_all_gather_cp_is_exposed_and_has_no_ring_merges():
+    """Llama 3's all-gather CP (the Llama config's setting): every K/V gather and dK/dV reduce-scatter sits on the
+    critical path (exposed == total, growing as the NIC slows); the attention runs once per local chunk, without the
+    ring's per-step fp32 merges, so its compute is below the ring's at the same layout."""
+    ag = _llama_step(CP4)
+    assert ag.step_breakdown_s["cp_comm_exposed"] == ag.step_breakdown_s["cp_comm_total"] > 0
+    slow = _llama_step(CP4, "cluster.network.nic_gb_per_s=10")
+    assert slow.step_breakdown_s["cp_comm_exposed"] > 2 * ag.step_breakdown_s["cp_comm_exposed"]
+    ring = _llama_step(CP4, "plan.cp_comm=ring")
+    assert ag.step_breakdown_s["compute"] < ring.step_breakdown_s["compute"]
+    assert _llama_step({**CP4, "cp": 1, "dp": 128}).step_breakdown_s["cp_comm_total"] == 0
 
 
 def test_cp_without_load_balancing_pays_the_causal_imbalance():
@@ -257,7 +270,7 @@ def test_memory_total_fast_path_equals_the_breakdown():
     from campaign.plan.memory import MemoryModel
 
     cfg = load_config(LLAMA).config
-    mm = MemoryModel(cfg.model, zero_stage=2, recompute="selective", recompute_pointwise=True)
+    mm = MemoryModel(cfg.model, zero_stage=cfg.plan.zero_stage, recompute="selective", recompute_pointwise=True)
     for tp, pp, dp, cp, vpp, b, m in ((8, 16, 128, 1, 8, 1, 16), (4, 8, 256, 2, 16, 2, 4), (8, 1, 2048, 1, 1, 1, 1)):
         full = mm.estimate(tp=tp, pp=pp, dp=dp, cp=cp, vpp=vpp, micro_batch=b, micro_batches=m)
         assert mm.total_bytes(tp, pp, dp, cp, vpp, b, m) == pytest.approx(full.total, rel=1e-12)
