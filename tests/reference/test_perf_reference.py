@@ -140,8 +140,13 @@ def test_korthikanti_no_recompute_activations_match_table2():
 
 # Stated tolerance per row, in points of the publication's metric; measured errors with the shipped calibration
 # (python benchmarks/plan/calibrate.py --check) are in the README. Default 5 points for in-sample rows and 5 for
-# the out-of-sample Korthikanti rows; the Megatron-Core 32B row (TP8 x DP48, four micro-batches: the fp32 gradient
-# reduce-scatter on the NIC is 0.32 s against a 0.12 s backward window) is the model's known miss, 10 points.
+# the out-of-sample Korthikanti rows; the Megatron-Core 32B row is the model's known miss, 10 points. It is TP8 x
+# DP48 with four micro-batches of one sequence (the table gives no micro-batch; 1 for every row): Megatron runs all
+# but the last micro-batch under `no_sync` (schedules.py `forward_backward_no_pipelining`), so the fp32 gradient
+# reduce-scatter (0.32 s on the NIC) can start only in the last micro-batch's 0.13 s backward, and the bf16 weight
+# all-gather (0.16 s) is prefetched one bucket ahead of the next step's first forward (`next_param_gather_bucket_
+# group`), 0.06 s: 0.29 s stays exposed. With two sequences per micro-batch on the PP = 1 rows the H100 refit puts
+# 32B at -0.2 (max 4.1 points), with four at +5.9, but both bring back a size trend; neither is published.
 TOLERANCE_POINTS = {("mcore2024", "32B"): 10.0}
 DEFAULT_TOLERANCE = 5.0
 
@@ -198,10 +203,10 @@ def test_llama3_parameter_count():
 # calibration comes from the Megatron-Core table). The paper reports BF16 MFU "(MFU; Chowdhery et al.)": PaLM's
 # 6N + 12 L H Q T per token (all parameters, attention over the whole T x T, not halved for causality), so the
 # published TFLOP/s are converted with `palm_flops_per_token`, against H100's 989 dense TFLOP/s. vpp is not
-# published: the config's 8 (one layer per virtual stage). The model's error in that convention is +5.9 / +7.1 /
-# +8.8 points (README, "Llama 3 Table 4"): the issue's 4-point target for published runs outside the tables is NOT
-# met. Each tolerance below is the measured error plus one point, so a regression shows.
-LLAMA3_TABLE4 = [(16384, 8192, (8, 1, 16, 128), 400.0, 7.0), (8192, 8192, (8, 1, 16, 64), 430.0, 8.0),
+# published: the config's 8 (one layer per virtual stage). The model's error in that convention is +6.1 / +7.4 /
+# +8.9 points (benchmarks/plan/llama3_table4.py, README): the issue's 4-point target for published runs outside the
+# tables is NOT met. Each tolerance below is the measured error plus about one point, so a regression shows.
+LLAMA3_TABLE4 = [(16384, 8192, (8, 1, 16, 128), 400.0, 7.0), (8192, 8192, (8, 1, 16, 64), 430.0, 8.5),
                  (16384, 131072, (8, 16, 16, 8), 380.0, 10.0)]
 
 
