@@ -561,10 +561,9 @@ def run_replica(P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, p
         elif kind == E_UPLOAD:
             if S[S_PEND_N] > 0 and np.int64(PEND[S[S_PEND_HEAD], 0]) == ev_a:
                 _commit(S, F, PEND, 1)
-        elif kind == E_RESTART_END:
-            if state == RESTART and ev_a == S[S_RESTART_ID]:
-                F[F_NEED_RESTART] = 0.0
-                _start_running(S, F, P, JM, nodes, HF, HI)
+        elif kind == E_RESTART_END and state == RESTART and ev_a == S[S_RESTART_ID]:
+            F[F_NEED_RESTART] = 0.0
+            _start_running(S, F, P, JM, nodes, HF, HI)
         PT = _grown(PT, S[S_POWER_N] + 1)
         PM = _grown(PM, S[S_POWER_N] + 1)
         _record_power(S, F, PT, PM, _facility_mw(S, P, JM, nodes))
