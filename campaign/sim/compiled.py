@@ -683,3 +683,22 @@ def curve_stats(t, mw, slope, end_s):
             if math.floor(end) - math.ceil(t[i]) >= 2.0:
                 ramp = max(ramp, abs(slope[i]))
     return peak, low, ramp, energy / 3600.0
+
+
+def warm() -> float:
+    """Compile (first use after install or a change to this file) or load from the cache every kernel, with the
+    argument types the simulator passes; returns the seconds it took. `make install` calls it once."""
+    import time
+
+    started = time.perf_counter()
+    P = np.zeros(N_P)
+    P[P_WINDOW], P[P_RATE], P[P_TAU], P[P_WRITE], P[P_TARGET], P[P_RAMP] = 3600.0, 1.0, 600.0, 10.0, 1e30, -1.0
+    JM = np.full(8, 0.01)
+    CAT = np.array([[60.0, 600.0, 7200.0, 1.0]])
+    arrivals = np.array([100.0, 2000.0])
+    kinds = np.array([E_PLANNED, E_FAILURE], np.int64)
+    _, _, _, t, mw = run_replica(P, JM, 2, 1, CAT, arrivals, kinds, np.zeros(2, np.int64), np.array([-1, 0]), 10)
+    t, mw = coalesce(t, mw)
+    curve_stats(t, mw, np.zeros_like(mw), 3600.0)
+    curve_stats(*rate_limited(t, mw, 3600.0, 0.5, 0.0), 3600.0)
+    return time.perf_counter() - started
