@@ -12,7 +12,7 @@ The Python model stays the reference: `simulate()` (event log, sampled power) ru
 tests/unit/test_sim_fast.py holds this kernel to it for any setting (same counts, figures to float rounding).
 Arrivals are drawn by campaign.sim.failures.draw_arrivals with NumPy's generators, exactly as the reference.
 Source: campaign/sim/simulator.py (the model and its sources); Numba documentation, "Supported Python features"
-and "Notes on caching"; the heap is heapq's algorithm on arrays (a typed list of tuples was 5x slower).
+and "Notes on caching"; the heap is heapq's algorithm on row numbers of an event pool (a typed list of tuples was slower).
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ N_F = F_B0 + 4  # + the four buckets
 # Int state (S).
 (S_STATE, S_IDS, S_SEG_ID, S_CKPT_ID, S_RESTART_ID, S_RAMP_BUCKET, S_DETECTIONS, S_PLANNED_STOP, S_FINAL, S_UNEXPECTED,
  S_PLANNED, S_CHECKPOINTS, S_EXHAUSTED, S_REWORK_N, S_EMPTY_N, S_SEQ, S_FREE_HEAD, S_FREE_N, S_AWAIT_HEAD, S_AWAIT_N,
- S_PEND_HEAD, S_PEND_N, S_HAS_POWER, S_HEAP_N, S_POWER_N) = range(25)
-N_S = 25
+ S_PEND_HEAD, S_PEND_N, S_HAS_POWER, S_HEAP_N, S_POWER_N, S_FREE_EV_N, S_EV_USED) = range(27)
+N_S = 27
 DAY_S = 86_400.0
 
 
@@ -106,83 +106,84 @@ def _ramp_delay(rise, ramp):
 
 
 @njit(cache=True)
-def _less(HF, HI, i, j):
-    """Event i runs before event j: earlier time, then earlier scheduling (like the reference's (t, seq))."""
-    return HF[i, 0] < HF[j, 0] or (HF[i, 0] == HF[j, 0] and HI[i, 0] < HI[j, 0])
+def _before(EF, EI, i, j):
+    """Event i runs before event j: earlier time, then earlier scheduling (the reference's (t, seq) order)."""
+    return EF[i, 0] < EF[j, 0] or (EF[i, 0] == EF[j, 0] and EI[i, 0] < EI[j, 0])
 
 
 @njit(cache=True)
-def _move(HF, HI, dst, src):
-    HF[dst, 0] = HF[src, 0]
-    HF[dst, 1] = HF[src, 1]
-    for c in range(5):
-        HI[dst, c] = HI[src, c]
-
-
-@njit(cache=True)
-def _sift_up(HF, HI, pos):
-    """Move the event at `pos` towards the root until its parent runs before it (slot -1 is scratch)."""
-    _move(HF, HI, -1, pos)
+def _sift_up(H, EF, EI, pos):
+    item = H[pos]
     while pos > 0:
         parent = (pos - 1) >> 1
-        if _less(HF, HI, -1, parent):
-            _move(HF, HI, pos, parent)
+        if _before(EF, EI, item, H[parent]):
+            H[pos] = H[parent]
             pos = parent
         else:
             break
-    _move(HF, HI, pos, -1)
+    H[pos] = item
 
 
 @njit(cache=True)
-def _sift_down(HF, HI, pos, n):
-    _move(HF, HI, -1, pos)
+def _sift_down(H, EF, EI, pos, n):
+    item = H[pos]
     child = 2 * pos + 1
     while child < n:
         right = child + 1
-        if right < n and _less(HF, HI, right, child):
+        if right < n and _before(EF, EI, H[right], H[child]):
             child = right
-        if _less(HF, HI, child, -1):
-            _move(HF, HI, pos, child)
+        if _before(EF, EI, H[child], item):
+            H[pos] = H[child]
             pos = child
             child = 2 * pos + 1
         else:
             break
-    _move(HF, HI, pos, -1)
+    H[pos] = item
 
 
 @njit(cache=True)
-def _push(HF, HI, S, t, kind, a, b, c, x):
-    """Schedule an event (the heap's size is S[S_HEAP_N]; its arrays are sized for every event a replica can
-    hold at once, see run_replica)."""
+def _push(H, EF, EI, FE, S, t, kind, a, b, c, x):
+    """Schedule an event: its fields go to a free row of the pool (EF, EI), its row number onto the heap H
+    (heapq's algorithm on row numbers). The pool is sized for every event a replica can hold at once."""
     S[S_SEQ] += 1
+    if S[S_FREE_EV_N] > 0:
+        S[S_FREE_EV_N] -= 1
+        row = FE[S[S_FREE_EV_N]]
+    else:
+        row = S[S_EV_USED]
+        if row >= EF.shape[0]:
+            raise RuntimeError("campaign.sim.compiled: event pool full (a bound in run_replica is wrong)")
+        S[S_EV_USED] = row + 1
+    EF[row, 0] = t
+    EF[row, 1] = x
+    EI[row, 0] = S[S_SEQ]
+    EI[row, 1] = kind
+    EI[row, 2] = a
+    EI[row, 3] = b
+    EI[row, 4] = c
     n = S[S_HEAP_N]
-    if n >= HF.shape[0] - 2:
-        raise RuntimeError("campaign.sim.compiled: event heap full (a bound in run_replica is wrong)")
-    HF[n, 0] = t
-    HF[n, 1] = x
-    HI[n, 0] = S[S_SEQ]
-    HI[n, 1] = kind
-    HI[n, 2] = a
-    HI[n, 3] = b
-    HI[n, 4] = c
+    H[n] = row
     S[S_HEAP_N] = n + 1
-    _sift_up(HF, HI, n)
+    _sift_up(H, EF, EI, n)
 
 
 @njit(cache=True)
-def _pop(HF, HI, S):
-    """Remove the next event into slot -2 (read it from there)."""
+def _pop(H, EF, EI, FE, S):
+    """Remove the next event and return its pool row (read it before the next push reuses the row)."""
+    top = H[0]
     n = S[S_HEAP_N] - 1
-    _move(HF, HI, -2, 0)
     S[S_HEAP_N] = n
     if n > 0:
-        _move(HF, HI, 0, n)
-        _sift_down(HF, HI, 0, n)
+        H[0] = H[n]
+        _sift_down(H, EF, EI, 0, n)
+    FE[S[S_FREE_EV_N]] = top
+    S[S_FREE_EV_N] += 1
+    return top
 
 
 @njit(cache=True)
-def _next_s(HF, S):
-    return HF[0, 0] if S[S_HEAP_N] > 0 else np.inf
+def _next_s(H, EF, S):
+    return EF[H[0], 0] if S[S_HEAP_N] > 0 else np.inf
 
 
 @njit(cache=True)
@@ -242,7 +243,7 @@ def _set_state(S, F, P, state, exact_tokens):
 
 
 @njit(cache=True)
-def _start_running(S, F, P, JM, nodes, HF, HI):
+def _start_running(S, F, P, JM, nodes, H, EF, EI, FE):
     before_mw = _facility_mw(S, P, JM, nodes)
     S[S_RAMP_BUCKET] = _BUCKET[S[S_STATE]]
     _set_state(S, F, P, RUNNING, np.nan)
@@ -255,16 +256,18 @@ def _start_running(S, F, P, JM, nodes, HF, HI):
     t_checkpoint = now + max(P[P_TAU] - F[F_RUN_S], 0.0)
     if P[P_STOP] != 0.0 and _segment_tokens(F, P, t_checkpoint) >= remaining:
         t_target = _time_for_nominal(P[P_AMP], P[P_T0], F[F_SEG_EFF], remaining / P[P_RATE]) if remaining > 0 else now
-        _push(HF, HI, S, min(max(t_target, now), t_checkpoint), E_TARGET, S[S_SEG_ID], 0, 0, remaining)
+        _push(H, EF, EI, FE, S, min(max(t_target, now), t_checkpoint), E_TARGET, S[S_SEG_ID], 0, 0, remaining)
     else:
-        _push(HF, HI, S, t_checkpoint, E_SEGMENT_END, S[S_SEG_ID], 0, 0, 0.0)
+        _push(H, EF, EI, FE, S, t_checkpoint, E_SEGMENT_END, S[S_SEG_ID], 0, 0, 0.0)
 
 
 @njit(cache=True)
-def _begin_checkpoint(S, F, P, PEND, HF, HI, exact_tokens):
+def _begin_checkpoint(S, F, P, PEND, H, EF, EI, FE, exact_tokens):
     _set_state(S, F, P, CHECKPOINT, exact_tokens)
     S[S_IDS] += 1
     cap = PEND.shape[0]
+    if S[S_PEND_N] >= cap:
+        raise RuntimeError("campaign.sim.compiled: pending snapshots overflow (a bound in compiled_inputs is wrong)")
     i = (S[S_PEND_HEAD] + S[S_PEND_N]) % cap
     PEND[i, 0] = S[S_IDS]
     PEND[i, 1] = F[F_RUN_S]
@@ -276,7 +279,7 @@ def _begin_checkpoint(S, F, P, PEND, HF, HI, exact_tokens):
     F[F_RUN_TOK] = 0.0
     S[S_IDS] += 1
     S[S_CKPT_ID] = S[S_IDS]
-    _push(HF, HI, S, F[F_NOW] + P[P_WRITE], E_CKPT_END, S[S_CKPT_ID], 0, 0, 0.0)
+    _push(H, EF, EI, FE, S, F[F_NOW] + P[P_WRITE], E_CKPT_END, S[S_CKPT_ID], 0, 0, 0.0)
 
 
 @njit(cache=True)
@@ -317,13 +320,13 @@ def _lose_uncommitted(S, F):
 
 
 @njit(cache=True)
-def _skip_cycles(S, F, P, JM, nodes, HF, HI):
+def _skip_cycles(S, F, P, JM, nodes, H, EF, EI, FE):
     """simulator._Replica._skip_cycles: whole run + checkpoint cycles before the next event, in closed form.
     Returns (k, first cycle start, run MW, checkpoint MW) for the caller to write the k cycles' power steps."""
     now = F[F_NOW]
     tau = P[P_TAU]
     period = tau + P[P_WRITE]
-    horizon = min(_next_s(HF, S), P[P_WINDOW])
+    horizon = min(_next_s(H, EF, S), P[P_WINDOW])
     k = math.ceil((horizon - now) / period) - 1
     if k <= 0:
         return 0, now, 0.0, 0.0
@@ -368,7 +371,7 @@ def _swap(S, SLOTS, EMPTY, slot, node):
 
 
 @njit(cache=True)
-def _advance(S, F, P, JM, nodes, HF, HI):
+def _advance(S, F, P, JM, nodes, H, EF, EI, FE):
     state = S[S_STATE]
     if state == RUNNING or state == CHECKPOINT or state == DONE:
         return
@@ -386,13 +389,13 @@ def _advance(S, F, P, JM, nodes, HF, HI):
     if target == state:
         return
     if target == RUNNING:
-        _start_running(S, F, P, JM, nodes, HF, HI)
+        _start_running(S, F, P, JM, nodes, H, EF, EI, FE)
         return
     _set_state(S, F, P, target, np.nan)
     if target == RESTART:
         S[S_IDS] += 1
         S[S_RESTART_ID] = S[S_IDS]
-        _push(HF, HI, S, now + F[F_NEED_RESTART], E_RESTART_END, S[S_RESTART_ID], 0, 0, 0.0)
+        _push(H, EF, EI, FE, S, now + F[F_NEED_RESTART], E_RESTART_END, S[S_RESTART_ID], 0, 0, 0.0)
 
 
 @njit(cache=True)
@@ -419,35 +422,41 @@ def run_replica(P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, p
     AWAIT = np.zeros(nodes + 1, np.int64)
     PEND = np.zeros((pend_cap, 3))
     BYCAT = np.zeros(CAT.shape[0], np.int64)
-    # Power steps: one per event at most plus two per skipped cycle; grown when a block would not fit.
-    PT = np.empty(4 * arr_t.size + 1024)
+    # Power steps: one per event at most plus two per skipped cycle; sized for the usual count (two per cycle of
+    # the window, four per arrival), grown when a block would not fit.
+    cycles = P[P_WINDOW] / (P[P_TAU] + P[P_WRITE])
+    PT = np.empty(np.int64(2.0 * min(cycles, 1e7)) + 4 * arr_t.size + 1024)
     PM = np.empty(PT.size)
     # The heap holds every arrival, and per arrival at most a detection, a repair, a maintenance end and a stale
     # segment, checkpoint or restart event; plus the snapshots uploading; plus two scratch rows at the end.
     cap = 5 * arr_t.size + pend_cap + 64
-    HF = np.empty((cap + 2, 2))
-    HI = np.empty((cap + 2, 5), np.int64)
+    EF = np.empty((cap, 2))
+    EI = np.empty((cap, 5), np.int64)
+    H = np.empty(cap, np.int64)
+    FE = np.empty(cap, np.int64)
     for i in range(arr_t.size):
         S[S_SEQ] += 1
-        HF[i, 0] = arr_t[i]
-        HF[i, 1] = 0.0
-        HI[i, 0] = S[S_SEQ]
-        HI[i, 1] = arr_kind[i]
-        HI[i, 2] = arr_a[i]
-        HI[i, 3] = arr_b[i]
-        HI[i, 4] = 0
+        EF[i, 0] = arr_t[i]
+        EF[i, 1] = 0.0
+        EI[i, 0] = S[S_SEQ]
+        EI[i, 1] = arr_kind[i]
+        EI[i, 2] = arr_a[i]
+        EI[i, 3] = arr_b[i]
+        EI[i, 4] = 0
+        H[i] = i
+    S[S_EV_USED] = arr_t.size
     S[S_HEAP_N] = arr_t.size
     for root in range(arr_t.size // 2 - 1, -1, -1):  # heapify
-        _sift_down(HF, HI, root, arr_t.size)
+        _sift_down(H, EF, EI, root, arr_t.size)
 
     window = P[P_WINDOW]
-    _start_running(S, F, P, JM, nodes, HF, HI)
+    _start_running(S, F, P, JM, nodes, H, EF, EI, FE)
     _record_power(S, F, PT, PM, _facility_mw(S, P, JM, nodes))
-    while S[S_HEAP_N] > 0 and HF[0, 0] < window:
-        _pop(HF, HI, S)
-        F[F_NOW] = HF[-2, 0]
-        kind = HI[-2, 1]
-        ev_a, ev_b, ev_c, ev_x = HI[-2, 2], HI[-2, 3], HI[-2, 4], HF[-2, 1]
+    while S[S_HEAP_N] > 0 and EF[H[0], 0] < window:
+        row = _pop(H, EF, EI, FE, S)
+        F[F_NOW] = EF[row, 0]
+        kind = EI[row, 1]
+        ev_a, ev_b, ev_c, ev_x = EI[row, 2], EI[row, 3], EI[row, 4], EF[row, 1]
         state = S[S_STATE]
         if kind == E_FAILURE:
             if state != DONE:
@@ -470,15 +479,15 @@ def run_replica(P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, p
                         S[S_EMPTY_N] += 1
                 S[S_DETECTIONS] += 1
                 F[F_NEED_RESTART] = max(F[F_NEED_RESTART], CAT[index, 1])
-                _push(HF, HI, S, F[F_NOW] + CAT[index, 0], E_DETECTED, index, slot, node, 0.0)
-                _advance(S, F, P, JM, nodes, HF, HI)
+                _push(H, EF, EI, FE, S, F[F_NOW] + CAT[index, 0], E_DETECTED, index, slot, node, 0.0)
+                _advance(S, F, P, JM, nodes, H, EF, EI, FE)
         elif kind == E_DETECTED:
             index = ev_a
             slot = ev_b
             node = ev_c
             S[S_DETECTIONS] -= 1
             if slot >= 0:
-                _push(HF, HI, S, F[F_NOW] + CAT[index, 2], E_REPAIR, node, 0, 0, 0.0)
+                _push(H, EF, EI, FE, S, F[F_NOW] + CAT[index, 2], E_REPAIR, node, 0, 0, 0.0)
                 if S[S_FREE_N] > 0:
                     h = S[S_FREE_HEAD]
                     spare = FREE[h]
@@ -489,7 +498,7 @@ def run_replica(P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, p
                     AWAIT[(S[S_AWAIT_HEAD] + S[S_AWAIT_N]) % AWAIT.size] = slot
                     S[S_AWAIT_N] += 1
                     S[S_EXHAUSTED] += 1
-            _advance(S, F, P, JM, nodes, HF, HI)
+            _advance(S, F, P, JM, nodes, H, EF, EI, FE)
         elif kind == E_REPAIR:
             node = ev_a
             if S[S_AWAIT_N] > 0:
@@ -498,7 +507,7 @@ def run_replica(P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, p
                 S[S_AWAIT_HEAD] = (h + 1) % AWAIT.size
                 S[S_AWAIT_N] -= 1
                 _swap(S, SLOTS, EMPTY, slot, node)
-                _advance(S, F, P, JM, nodes, HF, HI)
+                _advance(S, F, P, JM, nodes, H, EF, EI, FE)
             else:
                 FREE[(S[S_FREE_HEAD] + S[S_FREE_N]) % free_cap] = node
                 S[S_FREE_N] += 1
@@ -507,24 +516,24 @@ def run_replica(P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, p
                 duration = P[P_PLANNED_DUR]
                 S[S_PLANNED] += 1
                 F[F_HOLD] = max(F[F_HOLD], F[F_NOW] + duration)
-                _push(HF, HI, S, F[F_NOW] + duration, E_PLANNED_END, 0, 0, 0, 0.0)
+                _push(H, EF, EI, FE, S, F[F_NOW] + duration, E_PLANNED_END, 0, 0, 0, 0.0)
                 if state == RUNNING:
                     S[S_PLANNED_STOP] = 1
-                    _begin_checkpoint(S, F, P, PEND, HF, HI, np.nan)
+                    _begin_checkpoint(S, F, P, PEND, H, EF, EI, FE, np.nan)
                 elif state == CHECKPOINT:
                     S[S_PLANNED_STOP] = 0 if S[S_FINAL] != 0 else 1
                 else:
-                    _advance(S, F, P, JM, nodes, HF, HI)
+                    _advance(S, F, P, JM, nodes, H, EF, EI, FE)
         elif kind == E_PLANNED_END:
             if not (state == DONE or F[F_NOW] < F[F_HOLD] or S[S_PLANNED_STOP] != 0):
-                _advance(S, F, P, JM, nodes, HF, HI)
+                _advance(S, F, P, JM, nodes, H, EF, EI, FE)
         elif kind == E_SEGMENT_END:
             if state == RUNNING and ev_a == S[S_SEG_ID]:
-                _begin_checkpoint(S, F, P, PEND, HF, HI, np.nan)
+                _begin_checkpoint(S, F, P, PEND, H, EF, EI, FE, np.nan)
         elif kind == E_TARGET:
             if state == RUNNING and ev_a == S[S_SEG_ID]:
                 S[S_FINAL] = 1
-                _begin_checkpoint(S, F, P, PEND, HF, HI, ev_x)
+                _begin_checkpoint(S, F, P, PEND, H, EF, EI, FE, ev_x)
         elif kind == E_CKPT_END:
             if state == CHECKPOINT and ev_a == S[S_CKPT_ID]:
                 S[S_CHECKPOINTS] += 1
@@ -536,15 +545,15 @@ def run_replica(P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, p
                     S[S_PLANNED_STOP] = 0
                     _commit(S, F, PEND, -1)
                     _set_state(S, F, P, PLANNED, np.nan)
-                    _advance(S, F, P, JM, nodes, HF, HI)
+                    _advance(S, F, P, JM, nodes, H, EF, EI, FE)
                 else:
                     last = (S[S_PEND_HEAD] + S[S_PEND_N] - 1) % PEND.shape[0]
                     snapshot_id = np.int64(PEND[last, 0])
                     if P[P_BG] > 0:
-                        _push(HF, HI, S, F[F_NOW] + P[P_BG], E_UPLOAD, snapshot_id, 0, 0, 0.0)
+                        _push(H, EF, EI, FE, S, F[F_NOW] + P[P_BG], E_UPLOAD, snapshot_id, 0, 0, 0.0)
                     else:
                         _commit(S, F, PEND, 1)
-                        k, first, run_mw, ckpt_mw = _skip_cycles(S, F, P, JM, nodes, HF, HI)
+                        k, first, run_mw, ckpt_mw = _skip_cycles(S, F, P, JM, nodes, H, EF, EI, FE)
                         if k > 0:
                             n = S[S_POWER_N]
                             PT = _grown(PT, n + 2 * k + 2)
@@ -557,13 +566,13 @@ def run_replica(P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, p
                                 PT[n + 2 * i + 1] = t0 + P[P_TAU]
                                 PM[n + 2 * i + 1] = ckpt_mw
                             S[S_POWER_N] = n + 2 * k
-                    _start_running(S, F, P, JM, nodes, HF, HI)
+                    _start_running(S, F, P, JM, nodes, H, EF, EI, FE)
         elif kind == E_UPLOAD:
             if S[S_PEND_N] > 0 and np.int64(PEND[S[S_PEND_HEAD], 0]) == ev_a:
                 _commit(S, F, PEND, 1)
         elif kind == E_RESTART_END and state == RESTART and ev_a == S[S_RESTART_ID]:
             F[F_NEED_RESTART] = 0.0
-            _start_running(S, F, P, JM, nodes, HF, HI)
+            _start_running(S, F, P, JM, nodes, H, EF, EI, FE)
         PT = _grown(PT, S[S_POWER_N] + 1)
         PM = _grown(PM, S[S_POWER_N] + 1)
         _record_power(S, F, PT, PM, _facility_mw(S, P, JM, nodes))

@@ -148,6 +148,8 @@ class CompiledInputs:
     pending_capacity: int
     baseline_mw: float
     job_start_swing_mw: float
+    source_kinds: np.ndarray  # event kind of each random source: planned, then each failure category
+    source_index: np.ndarray  # its category index (0 for planned)
 
 
 def compiled_inputs(x: SimInputs) -> CompiledInputs:
@@ -175,21 +177,24 @@ def compiled_inputs(x: SimInputs) -> CompiledInputs:
     ).reshape(len(x.failures), 4)
     baseline = levels.facility_mw(x.nodes, x.gpu_idle_w, x.spare_nodes)
     running = levels.facility_mw(x.nodes, levels.running_gpu_w, x.spare_nodes)
-    # Snapshots pending upload at once: at most one per checkpoint cycle of the window, plus slack.
-    capacity = int(x.window_s / x.checkpoint_interval_s) + 4
+    # Snapshots pending at once: one begins every cycle (at least `interval` apart) and is committed at the latest
+    # when its upload ends, `background` after its write: at most background / interval + 2, plus slack.
+    capacity = int(x.checkpoint_background_s / x.checkpoint_interval_s) + 4
+    n = len(x.failures)
+    kinds = np.array([compiled.E_PLANNED] + [compiled.E_FAILURE] * n, np.int64)
+    index = np.array([0, *range(n)], np.int64)
     return CompiledInputs(params, job_node_mw, categories, tuple(c.name for c in x.failures), capacity, baseline,
-                          running - baseline)
+                          running - baseline, kinds, index)
 
 
 def _compiled_replica(x: SimInputs, replica: int, c: CompiledInputs, want_curve: bool):
     planned, arrivals = draw_arrivals(x, replica)
-    sources = [planned, *arrivals]
+    sources = [planned, *arrivals]  # in the reference's scheduling order
+    counts = [a.t_s.size for a in sources]
     arr_t = np.concatenate([a.t_s for a in sources])
-    arr_kind = np.concatenate([np.full(planned.t_s.size, compiled.E_PLANNED, np.int64)]
-                              + [np.full(a.t_s.size, compiled.E_FAILURE, np.int64) for a in arrivals])
-    arr_a = np.concatenate([np.zeros(planned.t_s.size, np.int64)]
-                           + [np.full(a.t_s.size, i, np.int64) for i, a in enumerate(arrivals)])
-    arr_b = np.concatenate([a.slot for a in sources]).astype(np.int64)
+    arr_kind = np.repeat(c.source_kinds, counts)
+    arr_a = np.repeat(c.source_index, counts)
+    arr_b = np.concatenate([a.slot for a in sources])
     f, s, by_cat, power_t, power_mw = compiled.run_replica(
         c.params, c.job_node_mw, x.nodes, x.spare_nodes, c.categories, arr_t, arr_kind, arr_a, arr_b,
         c.pending_capacity)
