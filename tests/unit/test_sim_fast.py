@@ -21,7 +21,12 @@ from campaign.sim.power import (
     rate_limited_curve,
     step_curve,
 )
-from campaign.sim.simulator import nominal_seconds, nominal_seconds_periodic, simulate_summary
+from campaign.sim.simulator import (
+    nominal_seconds,
+    nominal_seconds_periodic,
+    simulate_summary,
+    simulate_summary_interpreted,
+)
 from tests.paths import LLAMA
 from tests.unit.test_sim import DAY, PROPERTY_SETTINGS, input_cases, make_inputs
 
@@ -67,7 +72,23 @@ def test_seeded_regression_llama3_fast_equals_event_by_event():
 def test_seeded_regressions_fast_equals_event_by_event(overrides):
     inputs = make_inputs(**overrides)
     for replica in range(3):
-        assert_same(simulate(inputs, replica).summary, simulate_summary(inputs, replica))
+        slow = simulate(inputs, replica).summary
+        assert_same(slow, simulate_summary(inputs, replica))  # compiled
+        assert_same(slow, simulate_summary_interpreted(inputs, replica))  # the Python closed form it follows
+
+
+def test_the_published_summary_names_every_figure_and_the_definitions():
+    from campaign.sim import simulate_batch, summarise_replicas
+    from campaign.sim.replicas import TABLE_ROWS, summary_markdown, summary_table
+
+    inputs = make_inputs()
+    summary = summarise_replicas(simulate_batch(inputs, range(3)), inputs.window_s)
+    table = summary_table(summary)
+    assert [r["figure"] for r in table] == [label for label, _, _ in TABLE_ROWS]
+    assert table[0]["mean"] == summary["ettr"]["mean"]
+    text = summary_markdown("demo", 3, inputs.seed, summary)
+    assert "| ETTR |" in text and "P(finish in the window)" in text and "3 replicas" in text
+    assert all(d in text for d in summary["definitions"].values())
 
 
 # Found by a random run (4,000 examples): a 0.2-day window is 17,280.000000000004 s, so its last "second" lasts
