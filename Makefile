@@ -12,6 +12,7 @@ $(BIN)/python:
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -c "from campaign.sim.compiled import warm; warm()"  # compile the simulator once (Numba cache)
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -1,15 +1,22 @@
-"""What-if: many seeded replicas of the window for a config, with percentiles; no gates, no commitment."""
+"""What-if: many seeded replicas of the window for a config, with percentiles; no gates, no commitment.
+
+The replicas are CPU-bound compiled code: they run in batches (one per worker) on processes, or on Dask
+(prefect-dask: a LocalCluster of processes by default, `runtime.dask_address` for an existing cluster), never on
+threads, whether the flow runs from the CLI or as the `simulate` deployment. The batches run in a subflow that
+carries that task runner, so the deployment's own runner does not matter. Results do not depend on the runner or
+the split: replica r always draws from SeedSequence([seed, r]).
+"""
 
 import hashlib
 import json
 import sys
 import time
-from contextlib import contextmanager
 
 from prefect import flow
+from prefect.task_runners import ProcessPoolTaskRunner
 from pydantic import BaseModel, ConfigDict, Field
 
-from campaign.config import load_config
+from campaign.config import RuntimeConfig, load_config
 from campaign.errors import CampaignError
 from campaign.goodput import ETTR_DEFINITION, UTILISATION_DEFINITION
 from campaign.sim import check_replicas_fit, replica_batches, summarise_replicas
@@ -26,7 +33,7 @@ from campaign.store import workspace_for
 from campaign.window import window_inputs
 from flows.common import failed, quiet_expected_errors
 from flows.runners import task_runner_for
-from tasks.simulate import record_sweep, simulate_replica_batch
+from tasks.simulate import publish_simulation, record_sweep, simulate_replica_batch
 
 
 class SimulateParams(BaseModel):
@@ -63,15 +70,34 @@ def simulate_flow(params: SimulateParams = SimulateParams()):
     # One task per worker, each a contiguous batch: results do not depend on the split (replica r is seeded
     # by (seed, r)), and a batch costs one task's overhead instead of one per replica.
     batches = replica_batches(replicas, loaded.config.runtime.max_workers)
-    futures = [simulate_replica_batch.submit(inputs, batch) for batch in batches]
-    summaries = [s for f in futures for s in f.result()]
-    return {
+    [summaries] = _run_batches(loaded.config.runtime, [inputs], batches)
+    result = {
         "replicas": replicas,
         "seed": loaded.config.seed,
         "config_digest": loaded.digest,
         "wall_s": time.perf_counter() - started,
         "summary": summarise_replicas(summaries, inputs.window_s),
     }
+    publish_simulation(loaded.config.name, result)
+    return result
+
+
+def simulation_task_runner(runtime: RuntimeConfig):
+    """Processes (the replicas are CPU-bound: threads would share one core), or Dask when the config asks."""
+    if runtime.task_runner == "dask":
+        return task_runner_for(runtime)
+    return ProcessPoolTaskRunner(max_workers=runtime.max_workers)
+
+
+@flow(name="simulate-batches", validate_parameters=False)
+def simulate_batches(points: list, batches: list) -> list[list[dict]]:
+    """Every (point, batch) as one task on this subflow's task runner; summaries per point in replica order."""
+    futures = [[simulate_replica_batch.submit(inputs, batch) for batch in batches] for inputs in points]
+    return [[s for f in point_futures for s in f.result()] for point_futures in futures]
+
+
+def _run_batches(runtime: RuntimeConfig, points: list, batches: list[range]) -> list[list[dict]]:
+    return simulate_batches.with_options(task_runner=simulation_task_runner(runtime))(points, batches)
 
 
 def _sweep(params: SimulateParams, overrides: list[str], loaded, replicas: int):
@@ -90,10 +116,9 @@ def _sweep(params: SimulateParams, overrides: list[str], loaded, replicas: int):
         return failed(err)
     started = time.perf_counter()
     batches = replica_batches(replicas, workers)
-    futures = [[simulate_replica_batch.submit(inputs, batch) for batch in batches] for inputs in points]
+    per_point = _run_batches(loaded.config.runtime, points, batches)
     rows = []
-    for i, (point, inputs, point_futures) in enumerate(zip(grid, points, futures)):
-        summaries = [s for f in point_futures for s in f.result()]
+    for i, (point, inputs, summaries) in enumerate(zip(grid, points, per_point)):
         rows.append(sweep_row(i, point, summarise_replicas(summaries, inputs.window_s)))
     rows = mark_best(rows)
     sweep_id = hashlib.sha256(json.dumps([loaded.digest, params.sweeps, replicas]).encode()).hexdigest()
@@ -113,34 +138,8 @@ def _sweep(params: SimulateParams, overrides: list[str], loaded, replicas: int):
 
 
 def simulate_with_runner(params: SimulateParams):
-    """Run the flow in processes (replicas are CPU-bound Python: threads would share one core), or on Dask."""
-    runtime = load_config(params.config, params.overrides).config.runtime
-    if runtime.task_runner == "dask":
-        runner = task_runner_for(runtime)
-    else:
-        from prefect.task_runners import ProcessPoolTaskRunner
-
-        runner = ProcessPoolTaskRunner(max_workers=runtime.max_workers)
-    flow = simulate_flow.with_options(task_runner=runner)
-    with _shared_api():
-        return flow(params, return_state=True)
-
-
-@contextmanager
-def _shared_api():
-    """Without a configured Prefect API, start the temporary one here and name it in the settings, so the worker
-    processes report to it instead of each starting a temporary server of its own (seconds each)."""
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
-    if PREFECT_API_URL.value():
-        yield
-        return
-    from prefect.server.api.server import SubprocessASGIServer
-
-    server = SubprocessASGIServer()
-    server.start(timeout=120)  # generous: on a loaded 2-core machine the temporary API takes 20-40 s; stopped at exit (atexit), after Prefect's log and event workers have drained into it
-    with temporary_settings({PREFECT_API_URL: server.api_url}):
-        yield
+    """The flow's final state (the CLI's entry; the replicas' runner is chosen inside, from the config)."""
+    return simulate_flow(params, return_state=True)
 
 
 if __name__ == "__main__":

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 
 from prefect import get_run_logger, task
-from prefect.artifacts import create_table_artifact
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from campaign import store
 from campaign.sim import SimInputs, simulate_batch
+from campaign.sim.replicas import summary_markdown, summary_table
 
 
 @task(name="simulate-batch", task_run_name="simulate-replicas-{replicas.start}-{replicas.stop}", cache_policy=None)
@@ -54,3 +56,23 @@ def record_sweep(ws: store.Workspace, sweep_id: str, config_digest: str, seed: i
     get_run_logger().info("sweep %s: %d points, best %s (ETTR %.4f)%s", sweep_id[:12], len(rows), best["values"],
                           best["ettr_mean"], " (already in the catalog)" if seen else "")
     return len(rows)
+
+
+def simulate_artifact_key(campaign: str) -> str:
+    """`<campaign>-simulate` (Prefect keys: lowercase letters, digits and dashes)."""
+    slug = re.sub(r"[^a-z0-9]+", "-", campaign.lower()).strip("-") or "campaign"
+    return f"{slug[:80]}-simulate"
+
+
+@task(name="publish-simulation", cache_policy=None)
+def publish_simulation(campaign: str, result: dict) -> str:
+    """The run's result where the UI shows it: a summary markdown artifact and a table artifact."""
+    key = simulate_artifact_key(campaign)
+    summary = result["summary"]
+    create_markdown_artifact(key=key, markdown=summary_markdown(campaign, result["replicas"], result["seed"], summary),
+                             description=f"campaign simulate {campaign}: {result['replicas']} replicas")
+    create_table_artifact(key=f"{key}-table", table=summary_table(summary),
+                          description=f"campaign simulate {campaign}: distributions over {result['replicas']} replicas")
+    get_run_logger().info("%d replicas: ETTR mean %.4f; artifacts %s, %s-table", result["replicas"],
+                          summary["ettr"]["mean"], key, key)
+    return key

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -23,6 +24,7 @@ import numpy as np
 
 from campaign.config import load_config
 from campaign.sim import simulate, simulate_batch
+from campaign.sim.compiled import warm
 from campaign.sim.failures import NODE_LOSING_SCOPES, category_rate_per_s
 from campaign.window import window_inputs
 
@@ -90,6 +92,19 @@ def memory_peaks(inputs) -> None:
             print(f"{days:g} days, {name}: peak {peak / 1e6:.1f} MB")
 
 
+def jit_costs() -> dict:
+    """Seconds to compile the Numba kernels from nothing (a fresh cache folder) and to load them from the cache,
+    each in a fresh process (what a CLI worker pays on its first replica)."""
+    code = "from campaign.sim.compiled import warm; print(warm())"
+    out = {}
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "NUMBA_CACHE_DIR": cache}
+        for name in ("compile_s", "load_s"):  # the second run finds the first one's cache
+            out[name] = float(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                                             text=True, env=env).stdout)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", default="configs/campaigns/llama3-405b.yaml")
@@ -102,6 +117,8 @@ def main() -> None:
     inputs = window_inputs(load_config(ROOT / args.config).config)
     if args.memory:
         return memory_peaks(inputs)
+    print(json.dumps({"numba": jit_costs()}), flush=True)
+    warm()  # this process loads the compiled kernels once, as SimPy's process imports SimPy before its timer
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         params = Path(tmp) / "inputs.json"

@@ -17,7 +17,7 @@ import pandas as pd
 from campaign.errors import ConfigError
 from campaign.goodput import ETTR_DEFINITION, UTILISATION_DEFINITION
 from campaign.sim.inputs import DAY_S, SimInputs
-from campaign.sim.simulator import BREAKDOWN_KEYS, SimResult, simulate, simulate_summary
+from campaign.sim.simulator import BREAKDOWN_KEYS, SimResult, compiled_inputs, simulate, simulate_summary
 
 PERCENTILES = (10, 50, 90)
 
@@ -81,7 +81,8 @@ def available_memory_bytes() -> int:
 
 def simulate_batch(inputs: SimInputs, replicas: range) -> list[dict]:
     """Summaries (fast path) of a batch of replicas, in replica order."""
-    return [simulate_summary(inputs, r) for r in replicas]
+    prepared = compiled_inputs(inputs)
+    return [simulate_summary(inputs, r, prepared) for r in replicas]
 
 
 def distribution(values: Iterable[float | None]) -> dict:
@@ -161,3 +162,47 @@ def replica_table(results: list[SimResult]) -> pd.DataFrame:
         row.update({f"cost_{k}_usd": v for k, v in x["cost_usd"].items()})
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+# Rows of the published table: (label, key in the `campaign simulate --json` summary, unit).
+TABLE_ROWS = (
+    ("ETTR", "ettr", ""),
+    ("window utilisation", "window_utilisation", ""),
+    ("unexpected interruptions", "interruptions_unexpected", ""),
+    ("planned interruptions", "interruptions_planned", ""),
+    ("tokens trained", "tokens_trained", ""),
+    ("completion (days)", "completion_days", "d"),
+    ("observed job MTBF (h)", "observed_job_mtbf_h", "h"),
+)
+
+
+def summary_table(summary: dict) -> list[dict]:
+    """One row per figure with its mean and percentiles (the simulate run's table artifact)."""
+    rows = []
+    for label, key, _ in TABLE_ROWS:
+        d = summary[key]
+        rows.append({"figure": label, **{k: d[k] for k in ("mean", "p10", "p50", "p90")}})
+    return rows
+
+
+def summary_markdown(campaign: str, replicas: int, seed: int, summary: dict) -> str:
+    """The simulate run's result as markdown: the distributions, P(finish), power, energy, cost, definitions."""
+    def fmt(v) -> str:
+        return "n/a" if v is None else (f"{v:,.4g}" if abs(v) < 1e6 else f"{v:,.4e}")
+
+    lines = [f"# campaign simulate: {campaign}", "",
+             f"{replicas:,} replicas, seed {seed}, window {summary['window_days']:g} days.", "",
+             "| figure | mean | p10 | p50 | p90 |", "| --- | ---: | ---: | ---: | ---: |"]
+    for row in summary_table(summary):
+        lines.append(f"| {row['figure']} | {fmt(row['mean'])} | {fmt(row['p10'])} | {fmt(row['p50'])} | "
+                     f"{fmt(row['p90'])} |")
+    power = summary["power_mw"]
+    cost = summary["cost_usd"]
+    lines += ["", f"P(finish in the window): {summary['p_complete_in_window']:.2f}",
+              (f"Facility power: peak {power['peak']:.2f} MW, mean {power['mean']:.2f} MW, min {power['min']:.2f} MW, "
+              f"steepest 1-s change {power['max_ramp_mw_per_s']:.2f} MW/s; energy {summary['energy_mwh']:,.0f} MWh "
+              "(mean per replica)."),
+              (f"Cost per replica (mean): compute ${cost['compute']:,.0f}, energy ${cost['energy']:,.0f}, "
+              f"lost ${cost['lost']:,.0f}."), "", "Definitions:"]
+    lines += [f"- {v}" for v in summary["definitions"].values()]
+    return "\n".join(lines) + "\n"

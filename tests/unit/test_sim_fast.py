@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from campaign.config import load_config
@@ -21,9 +21,14 @@ from campaign.sim.power import (
     rate_limited_curve,
     step_curve,
 )
-from campaign.sim.simulator import nominal_seconds, nominal_seconds_periodic, simulate_summary
+from campaign.sim.simulator import (
+    nominal_seconds,
+    nominal_seconds_periodic,
+    simulate_summary,
+    simulate_summary_interpreted,
+)
 from tests.paths import LLAMA
-from tests.unit.test_sim import PROPERTY_SETTINGS, input_cases, make_inputs
+from tests.unit.test_sim import DAY, PROPERTY_SETTINGS, input_cases, make_inputs
 
 # Floats agree to 1e-8 relative: the closed form sums a block of cycles in one expression where the event
 # model adds them one by one, and breakpoint times differ in the last bits (4.7e6 s has ulp ~1e-9 s).
@@ -67,12 +72,36 @@ def test_seeded_regression_llama3_fast_equals_event_by_event():
 def test_seeded_regressions_fast_equals_event_by_event(overrides):
     inputs = make_inputs(**overrides)
     for replica in range(3):
-        assert_same(simulate(inputs, replica).summary, simulate_summary(inputs, replica))
+        slow = simulate(inputs, replica).summary
+        assert_same(slow, simulate_summary(inputs, replica))  # compiled
+        assert_same(slow, simulate_summary_interpreted(inputs, replica))  # the Python closed form it follows
 
 
-# Derandomized: a random run found power_mw.min 0.0188 (fast) against 0.0156 MW (event model) in one setting, a
-# known discrepancy of the fast path's power minimum left for the simulator issue; CI runs the fixed examples.
-@settings(parent=PROPERTY_SETTINGS, derandomize=True)
+def test_the_published_summary_names_every_figure_and_the_definitions():
+    from campaign.sim import simulate_batch, summarise_replicas
+    from campaign.sim.replicas import TABLE_ROWS, summary_markdown, summary_table
+
+    inputs = make_inputs()
+    summary = summarise_replicas(simulate_batch(inputs, range(3)), inputs.window_s)
+    table = summary_table(summary)
+    assert [r["figure"] for r in table] == [label for label, _, _ in TABLE_ROWS]
+    assert table[0]["mean"] == summary["ettr"]["mean"]
+    text = summary_markdown("demo", 3, inputs.seed, summary)
+    assert "| ETTR |" in text and "P(finish in the window)" in text and "3 replicas" in text
+    assert all(d in text for d in summary["definitions"].values())
+
+
+# Found by a random run (4,000 examples): a 0.2-day window is 17,280.000000000004 s, so its last "second" lasts
+# 4e-12 s, and the event model's one-second series took its mean from a difference of cumulative energies (noise:
+# power_mw.min 0.0156 against the true 0.0188 MW). Both paths now integrate a partial last second piecewise.
+@example(
+    inputs=make_inputs(nodes=2, spare_nodes=0, window_s=0.20000000000000004 * DAY, step_time_s=1.0,
+                       checkpoint_write_s=0.0, checkpoint_background_s=0.0, checkpoint_interval_s=300.0,
+                       comm_fraction=0.0, failures=(), planned_per_day=0.0, planned_duration_s=0.0,
+                       diurnal_amplitude=0.0, floor_fraction=None, ramp_mw_per_s=1.0, seed=0),
+    replica=0, finishing=False,
+)
+@PROPERTY_SETTINGS
 @given(inputs=input_cases, replica=st.integers(0, 3), finishing=st.booleans())
 def test_fast_summary_equals_event_by_event_for_any_setting(inputs, replica, finishing):
     if finishing:
@@ -80,6 +109,7 @@ def test_fast_summary_equals_event_by_event_for_any_setting(inputs, replica, fin
     assert_same(simulate(inputs, replica).summary, simulate_summary(inputs, replica))
 
 
+@settings(deadline=None)  # no timing in tests: a loaded shared machine blew Hypothesis's 200 ms deadline
 @given(
     first=st.floats(0, 1e6), length=st.floats(0.1, 5000), gap=st.floats(0, 5000), k=st.integers(1, 400),
     amp=st.floats(0, 0.05),
@@ -91,12 +121,15 @@ def test_periodic_diurnal_sum_equals_the_sum_of_its_terms(first, length, gap, k,
     assert nominal_seconds_periodic(inputs, first, length, period, k) == pytest.approx(terms, rel=1e-9, abs=1e-6)
 
 
+@settings(deadline=None)
 @given(
     n=st.integers(1, 25), end=st.floats(1, 300), seed=st.integers(0, 2**32 - 1), ramp=st.none() | st.floats(0.05, 3),
-    whole=st.booleans(),
+    whole=st.booleans(), sliver=st.booleans(),
 )
-def test_power_stats_from_breakpoints_equal_the_one_second_series(n, end, seed, ramp, whole):
+def test_power_stats_from_breakpoints_equal_the_one_second_series(n, end, seed, ramp, whole, sliver):
     rng = np.random.default_rng(seed)
+    if sliver:  # the window ends a few ulps past a whole second: its last "second" is a sliver
+        end = math.nextafter(math.nextafter(float(math.floor(end)), math.inf), math.inf)
     t = np.sort(rng.uniform(0, end, n))
     t[0] = 0.0
     if whole:

@@ -1,0 +1,45 @@
+"""The simulate flow (as the deployment runs it) on processes and on Dask: identical results, one task per batch,
+and the run's result published as a markdown and a table artifact keyed by the campaign."""
+
+import pytest
+
+from .conftest import DEMO
+
+pytest.importorskip("prefect_dask")
+
+
+def _run(*overrides: str) -> dict:
+    from flows.simulate import SimulateParams, simulate_flow
+
+    params = SimulateParams(config=str(DEMO), replicas=5, seed=11, overrides=["runtime.max_workers=2", *overrides])
+    return simulate_flow(params)
+
+
+def test_processes_and_dask_give_identical_results_and_publish_artifacts():
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    from campaign.config import load_config
+    from campaign.sim import simulate_batch, summarise_replicas
+    from campaign.window import window_inputs
+    from flows.simulate import simulation_task_runner
+    from tasks.simulate import simulate_artifact_key
+
+    processes = _run()
+    dask = _run("runtime.task_runner=dask")
+    assert dask["summary"] == processes["summary"]
+    # The same as the replicas run in this process, one after another.
+    config = load_config(DEMO, ["seed=11"]).config
+    inputs = window_inputs(config)
+    assert processes["summary"] == summarise_replicas(simulate_batch(inputs, range(5)), inputs.window_s)
+    # The deployment never batches on threads, whatever the config's runner.
+    runner = simulation_task_runner(load_config(DEMO, ["runtime.task_runner=threads"]).config.runtime)
+    assert type(runner).__name__ == "ProcessPoolTaskRunner"
+
+    key = simulate_artifact_key(config.name)
+    with get_client(sync_client=True) as client:
+        found = {a.key: a for a in client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key, f"{key}-table"])))}
+    assert set(found) == {key, f"{key}-table"}
+    assert "ETTR" in found[key].data and "5 replicas" in found[key].data
+    assert "window utilisation" in str(found[f"{key}-table"].data)
