@@ -11,10 +11,9 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
 
 from campaign import store
-from campaign.analysis.analysis import analyse_window, recommendations, series
 from campaign.analysis.compare import load_run, render_compare, write_compare
-from campaign.analysis.power_detail import rebuild_one_second, smoothing_effect
 from campaign.analysis.report import BUCKETS, write_report
+from campaign.analysis.report_inputs import gather_report_inputs
 from campaign.files import atomic_write_json
 
 
@@ -26,20 +25,9 @@ def artifact_key(campaign: str, what: str) -> str:
 
 @task(name="analyse-window", cache_policy=None)
 def analyse(ws: store.Workspace) -> dict:
-    with store.catalog(ws, read_only=True) as con:
-        result = analyse_window(con, str(ws.catalog_path), ws.data_dir)
-        events = con.execute("SELECT * FROM window_events ORDER BY event_id").df()
-        power = series(con, "power_series", result["commitment_id"], result["replica"])
-        config_json, summary_json = con.execute("SELECT config_json, summary FROM executed_window").fetchone()
-    power = power.assign(t_s=power["day"] * 86400.0)
-    summary = json.loads(summary_json)
-    one_second, note = rebuild_one_second(config_json, result["replica"], summary, len(events))
-    if note == "":  # the committed config simulates the recorded window again: ask what smoothing changed
-        result["smoothing_effect"] = smoothing_effect(config_json, result["replica"], summary)
-        result["recommendations"] = recommendations(result)
-    rehearsal_file = ws.root / "rehearsal" / "result.json"
-    rehearsal = json.loads(rehearsal_file.read_text()) if rehearsal_file.exists() else None
-    html, md, markdown = write_report(ws.report_dir, result, events, power, one_second, note, rehearsal)
+    inputs = gather_report_inputs(ws)
+    html, md, markdown = write_report(ws.report_dir, inputs)
+    result, config_json = inputs.result, inputs.config_json
     campaign = json.loads(config_json).get("name", ws.root.name) if config_json else ws.root.name
     result = {**result, "campaign": campaign, "report": str(md), "report_html": str(html)}
     atomic_write_json(ws.report_dir / "analysis.json", result)

@@ -8,12 +8,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-import matplotlib.pyplot as plt
 import numpy as np
 
 from campaign import goodput
 from campaign.analysis.analysis import analyse_window, analysis_workspace
-from campaign.analysis.plots import BUCKET_COLOURS, Figure, _figure
 from campaign.analysis.report import css, environment, num
 from campaign.errors import ConfigError, DataError
 from campaign.files import atomic_write_json, atomic_write_text
@@ -127,10 +125,11 @@ def _value(run: dict[str, Any], key: str) -> float | None:
     return _get(run["data"], key)
 
 
-def _goodput_figure(runs: list[dict[str, Any]]) -> Figure | None:
+def _goodput_figure(runs: list[dict[str, Any]]) -> Any:
     windows = [r for r in runs if r["kind"] == "window"]
     if not windows:
         return None
+    from campaign.analysis.plots import BUCKET_COLOURS, _figure, plt  # plots sets the Agg backend first
     fig, ax = plt.subplots(figsize=(10, 0.5 * len(windows) + 1.4))
     for i, run in enumerate(windows):
         left = 0.0
@@ -148,10 +147,11 @@ def _goodput_figure(runs: list[dict[str, Any]]) -> Figure | None:
     return _figure("goodput", fig)
 
 
-def _spread_figure(runs: list[dict[str, Any]]) -> Figure | None:
+def _spread_figure(runs: list[dict[str, Any]]) -> Any:
     sims = [r for r in runs if r["kind"] == "simulate"]
     if not sims:
         return None
+    from campaign.analysis.plots import _figure, plt  # plots sets the Agg backend first
     fig, axes = plt.subplots(1, 3, figsize=(10, 0.45 * len(sims) + 1.6), sharey=True)
     for ax, (key, label) in zip(axes, (("ettr", "ETTR"), ("completion_days", "finished on day"),
                                        ("interruptions_unexpected", "unexpected interruptions")), strict=True):

@@ -38,7 +38,7 @@ def test_analyse_writes_the_report_and_artifacts_keyed_by_campaign(executed, cap
     assert json.loads((ws.report_dir / "analysis.json").read_text())["ettr"] == result["ettr"]
     campaign = result["campaign"]
     markdown = _artifacts(f"campaign-report-{campaign}")
-    assert markdown and "data:image/png;base64," in markdown[0].data
+    assert markdown and "data:image/svg+xml;base64," in markdown[0].data  # shown by the UI: prefect_ui_images.py
     assert _artifacts(f"goodput-{campaign}") and _artifacts(f"failures-{campaign}")
     link = _artifacts(f"report-html-{campaign}")
     assert link and "(file://" in link[0].data and link[0].data.endswith("report.html)")  # a link artifact
