@@ -26,6 +26,7 @@ from campaign.store import workspace_for
 from campaign.window import window_inputs
 from flows.common import failed, quiet_expected_errors
 from flows.runners import task_runner_for
+from tasks.analyse import simulate_report
 from tasks.simulate import record_sweep, simulate_replica_batch
 
 
@@ -65,13 +66,14 @@ def simulate_flow(params: SimulateParams = SimulateParams()):
     batches = replica_batches(replicas, loaded.config.runtime.max_workers)
     futures = [simulate_replica_batch.submit(inputs, batch) for batch in batches]
     summaries = [s for f in futures for s in f.result()]
-    return {
+    result = {
         "replicas": replicas,
         "seed": loaded.config.seed,
         "config_digest": loaded.digest,
         "wall_s": time.perf_counter() - started,
         "summary": summarise_replicas(summaries, inputs.window_s),
     }
+    return result | simulate_report(result, summaries, loaded.config.name, params.workspace)
 
 
 def _sweep(params: SimulateParams, overrides: list[str], loaded, replicas: int):

@@ -266,17 +266,74 @@ def power_zoom(panels: list[dict[str, Any]]) -> Figure:
     return _figure("power_zoom", fig)
 
 
-def distribution(values: pd.Series, title: str, xlabel: str, marker: float | None = None,
-                 marker_label: str = "") -> Figure:
-    """Histogram of one figure over simulate replicas."""
-    fig, ax = plt.subplots(figsize=(5, 2.6))
-    clean = values.dropna()
-    ax.hist(clean, bins=min(30, max(5, len(clean) // 3)), color="#8fb3d9", edgecolor="#1f4e79")
-    if marker is not None:
-        ax.axvline(marker, color="#d62728", label=marker_label)
-        ax.legend(fontsize=7, frameon=False)
+def _percentile_lines(ax: Any, data: np.ndarray) -> None:
+    for q, style in ((10, ":"), (50, "--"), (90, ":")):
+        v = float(np.percentile(data, q))
+        ax.axvline(v, color="#1f4e79", lw=1, ls=style, label=f"p{q} {v:,.3g}")
+
+
+def distribution(values: list[float], title: str, xlabel: str) -> Figure:
+    """Histogram of one figure over simulate replicas, with its p10, p50 and p90."""
+    fig, ax = plt.subplots(figsize=(10, 2.6))
+    data = np.asarray(values, dtype=float)
+    ax.hist(data, bins=min(40, max(5, len(data) // 4)), color="#8fb3d9", edgecolor="#1f4e79", lw=0.5)
+    _percentile_lines(ax, data)
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_title(title, fontsize=9)
+    ax.set_title(title)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("replicas")
+    ax.legend(fontsize=7, frameon=False)
+    ax.grid(alpha=0.25, axis="y")
     return _figure(title, fig)
+
+
+def completion_distribution(days: list[float | None], window_days: float) -> Figure:
+    """When the replicas finish: a histogram of the completion day of those that finished, and the share of all
+    replicas finished by each day (an ECDF that stops at P(finish inside the window); unfinished ones never get
+    there), with the window's end marked."""
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 2.9))
+    done = np.sort(np.asarray([d for d in days if d is not None], dtype=float))
+    n = len(days)
+    p = len(done) / n if n else 0.0
+    if len(done):
+        ax.hist(done, bins=min(40, max(5, len(done) // 4)), color="#8fb3d9", edgecolor="#1f4e79", lw=0.5)
+        _percentile_lines(ax, done)
+        ax.legend(fontsize=7, frameon=False, loc="best")
+    else:
+        ax.text(0.5, 0.5, "no replica finished inside the window", ha="center", transform=ax.transAxes)
+    ax.axvline(window_days, color="#d62728", lw=1.2)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_title(f"Completion day ({len(done):,} of {n:,} replicas finished)", fontsize=9)
+    ax.set_xlabel("day of window")
+    ax.set_ylabel("replicas")
+    x = np.concatenate([[0.0], done, [window_days]])
+    y = np.concatenate([[0.0], np.arange(1, len(done) + 1) / max(n, 1), [p]])
+    ax2.step(x, y, where="post", color="#1f4e79", lw=1.4)
+    ax2.axvline(window_days, color="#d62728", lw=1.2, label=f"window ends (day {window_days:,.1f})")
+    ax2.axhline(p, color="#2a9d4b", lw=1, ls="--", label=f"P(finish inside the window) = {p:.1%}")
+    ax2.set_ylim(0, 1.02)
+    ax2.set_xlim(min(x[1] if len(done) else 0.0, window_days) * 0.98 if len(done) else 0.0, window_days * 1.01)
+    ax2.set_title("Share of replicas finished by each day (ECDF)", fontsize=9)
+    ax2.set_xlabel("day of window")
+    ax2.set_ylabel("finished")
+    ax2.legend(fontsize=7, frameon=False, loc="lower right")
+    ax2.grid(alpha=0.25)
+    return _figure("completion", fig)
+
+
+def interruption_distribution(unexpected: list[int], planned: list[int]) -> Figure:
+    """Unexpected and planned interruptions per replica, side by side: one bar per count."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 2.6))
+    for ax, values, colour, label in ((axes[0], unexpected, "#d62728", "unexpected"),
+                                      (axes[1], planned, "#555555", "planned maintenance")):
+        data = np.asarray(values, dtype=np.int64)
+        if len(data):
+            counts = np.bincount(data - data.min())
+            ax.bar(np.arange(data.min(), data.max() + 1), counts, width=0.8, color=colour, alpha=0.7)
+            ax.set_title(f"{label} interruptions per replica (mean {data.mean():,.1f})", fontsize=9)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("interruptions in the window (count)")
+        ax.set_ylabel("replicas")
+        ax.grid(alpha=0.25, axis="y")
+    return _figure("interruptions", fig)
