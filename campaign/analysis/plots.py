@@ -18,7 +18,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "campaign", "font.size": 9,
                      "axes.spines.top": False, "axes.spines.right": False})
@@ -142,7 +142,7 @@ def timeline(events: pd.DataFrame, result: dict[str, Any]) -> Figure:
     if spare_nodes is not None:
         ax2.axhline(spare_nodes, color="#d62728", lw=0.8, ls=":", label=f"spare pool ({spare_nodes})")
         ax2.legend(loc="upper right", fontsize=7, frameon=False)
-    ax2.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax2.yaxis.set_major_locator(MaxNLocator(nbins=4, integer=True))  # a short panel: a few ticks stay readable
     ax2.set_ylabel("spares in use")
     ax2.set_xlabel("day of window")
     ax2.set_xlim(0, end_day)
@@ -172,12 +172,14 @@ def waterfall(buckets: dict[str, float], window_gpu_h: float) -> Figure:
     for i, key in enumerate(steps, start=1):
         value = buckets[key]
         ax.bar(i, value, bottom=level - value, color=BUCKET_COLOURS[key])
-        ax.text(i, level, f"-{value:,.0f}", ha="center", va="bottom", fontsize=8)
+        ax.text(i, level, f"-{value:,.0f}" if round(value) else "0", ha="center", va="bottom", fontsize=8)
         level -= value
     ax.bar(len(steps) + 1, buckets["productive"], color=BUCKET_COLOURS["productive"])
     ax.text(len(steps) + 1, buckets["productive"], f"{buckets['productive']:,.0f}", ha="center", va="bottom",
             fontsize=8)
     ax.set_xticks(range(len(labels)), labels, fontsize=8)
+    ax.set_ylim(0, window_gpu_h * 1.1)  # room for the value labels under the title
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))  # no "1e7" offset over the title
     ax.set_ylabel("GPU-hours")
     ax.set_title("Goodput waterfall: where the window's GPU-hours went (grey = not a loss of the job)")
     ax.grid(alpha=0.25, axis="y")
@@ -202,7 +204,8 @@ def failures(rows: list[dict[str, Any]]) -> Figure:
     ax.set_title("Failures by category: observed against the plan's expectation")
     ax.grid(alpha=0.25, axis="x")
     if rows:
-        ax.legend(loc="lower right", fontsize=7, frameon=False)
+        # rows run from the largest expectation (bottom) to the smallest: the top right is the empty corner
+        ax.legend(loc="upper right", fontsize=7, frameon=False)
     return _figure("failures", fig)
 
 
