@@ -33,6 +33,7 @@ from campaign.store import workspace_for
 from campaign.window import window_inputs
 from flows.common import failed, quiet_expected_errors
 from flows.runners import task_runner_for
+from tasks.analyse import simulate_report
 from tasks.simulate import publish_simulation, record_sweep, simulate_replica_batch
 
 
@@ -79,7 +80,7 @@ def simulate_flow(params: SimulateParams = SimulateParams()):
         "summary": summarise_replicas(summaries, inputs.window_s),
     }
     publish_simulation(loaded.config.name, result)
-    return result
+    return result | simulate_report(result, summaries, loaded.config.name, params.workspace)
 
 
 def simulation_task_runner(runtime: RuntimeConfig):

@@ -11,11 +11,12 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
 
 from campaign import store
-from campaign.analysis.analysis import analyse_window, recommendations, series
 from campaign.analysis.compare import load_run, render_compare, write_compare
-from campaign.analysis.power_detail import rebuild_one_second, smoothing_effect
 from campaign.analysis.report import BUCKETS, write_report
-from campaign.files import atomic_write_json
+from campaign.analysis.report_inputs import gather_report_inputs
+from campaign.analysis.simulate_report import render_simulate_report, replica_values, report_stem
+from campaign.errors import CampaignError
+from campaign.files import atomic_write_json, atomic_write_text
 
 
 def artifact_key(campaign: str, what: str) -> str:
@@ -26,20 +27,9 @@ def artifact_key(campaign: str, what: str) -> str:
 
 @task(name="analyse-window", cache_policy=None)
 def analyse(ws: store.Workspace) -> dict:
-    with store.catalog(ws, read_only=True) as con:
-        result = analyse_window(con, str(ws.catalog_path), ws.data_dir)
-        events = con.execute("SELECT * FROM window_events ORDER BY event_id").df()
-        power = series(con, "power_series", result["commitment_id"], result["replica"])
-        config_json, summary_json = con.execute("SELECT config_json, summary FROM executed_window").fetchone()
-    power = power.assign(t_s=power["day"] * 86400.0)
-    summary = json.loads(summary_json)
-    one_second, note = rebuild_one_second(config_json, result["replica"], summary, len(events))
-    if note == "":  # the committed config simulates the recorded window again: ask what smoothing changed
-        result["smoothing_effect"] = smoothing_effect(config_json, result["replica"], summary)
-        result["recommendations"] = recommendations(result)
-    rehearsal_file = ws.root / "rehearsal" / "result.json"
-    rehearsal = json.loads(rehearsal_file.read_text()) if rehearsal_file.exists() else None
-    html, md, markdown = write_report(ws.report_dir, result, events, power, one_second, note, rehearsal)
+    inputs = gather_report_inputs(ws)
+    html, md, markdown = write_report(ws.report_dir, inputs)
+    result, config_json = inputs.result, inputs.config_json
     campaign = json.loads(config_json).get("name", ws.root.name) if config_json else ws.root.name
     result = {**result, "campaign": campaign, "report": str(md), "report_html": str(html)}
     atomic_write_json(ws.report_dir / "analysis.json", result)
@@ -68,3 +58,33 @@ def compare(targets: list[str], out_dir: str) -> dict:
     create_link_artifact(key="campaign-compare-html", link=html.as_uri(), link_text="compare.html")
     get_run_logger().info("comparison of %d runs written to %s", len(runs), html)
     return {**comparison["json"], "report_html": str(html), "json_path": str(path_json)}
+
+
+@task(name="simulate-report", cache_policy=None)
+def simulate_report(result: dict, summaries: list[dict], campaign: str, workspace: str | None) -> dict:
+    """The distributions over a simulate run's replicas: `simulate/<stem>.html` and `.md` in the campaign's workspace,
+    a markdown artifact and a link artifact; returns what the simulate result adds (`replica_values`,
+    `p_complete_interval`, `report_html`)."""
+    values = replica_values(summaries)
+    html, markdown, facts = render_simulate_report(result, campaign, values)
+    finish = facts["finish"]
+    out = {"replica_values": values, "report_html": None,
+           "p_complete_interval": [finish["interval_lo"], finish["interval_hi"]] if finish else None}
+    logger = get_run_logger()
+    try:  # a what-if run still answers when its workspace folder is not usable; the artifact has the same report
+        ws = store.adopt_workspace(store.workspace_for(campaign, workspace), campaign)
+    except CampaignError as err:
+        logger.warning("simulate report not written to a file: %s (%s)", err.message, err.fix)
+        out["report_note"] = f"not written: {err.message} ({err.where}); fix: {err.fix}"
+    else:
+        stem = report_stem(result)
+        path = atomic_write_text(ws.root / "simulate" / f"{stem}.html", html)
+        atomic_write_text(ws.root / "simulate" / f"{stem}.md", markdown)
+        out["report_html"] = str(path)
+        create_link_artifact(key=artifact_key(campaign, "simulate-report-html"), link=path.as_uri(),
+                             link_text=f"simulate report of {campaign}", description="Distributions over replicas")
+    create_markdown_artifact(key=artifact_key(campaign, "simulate-report"), markdown=markdown,
+                             description=f"{result['replicas']} what-if replicas of {campaign}")
+    logger.info("simulate report: P(finish inside the window) %.3f%s", result["summary"]["p_complete_in_window"],
+                f", written to {out['report_html']}" if out["report_html"] else "")
+    return out

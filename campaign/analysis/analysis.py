@@ -356,6 +356,12 @@ def recommendations(r: dict[str, Any]) -> list[dict[str, str]]:
                     r["window_days"] else "the window length fitted the job",
                     "figure": f"finished on day {r['completion_days']:.2f} of {r['window_days']:.2f}; "
                               f"{r['released_early_h']:.1f} h released early (${r['cost_usd']['released_early']:,.0f})"})
+    elif r["tokens_trained"] > r["tokens_target"]:
+        # sim.stop_at_target: false: the window is a snapshot of a longer run and trains to its end
+        out.append({"topic": "window length", "advice": "the job trained past its target to the window's end (the "
+                                                         "window is a snapshot of a longer run)",
+                    "figure": f"{r['tokens_trained']:.4g} tokens trained, "
+                              f"{r['tokens_trained'] / r['tokens_target']:.0%} of the {r['tokens_target']:.4g} target"})
     else:
         rate = r["tokens_trained"] / max(r["job_wall_h"], 1e-9)
         more_days = (r["tokens_target"] - r["tokens_trained"]) / rate / 24.0 if rate > 0 else float("inf")

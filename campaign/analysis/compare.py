@@ -8,12 +8,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-import matplotlib.pyplot as plt
 import numpy as np
 
 from campaign import goodput
 from campaign.analysis.analysis import analyse_window, analysis_workspace
-from campaign.analysis.plots import BUCKET_COLOURS, Figure, _figure
 from campaign.analysis.report import css, environment, num
 from campaign.errors import ConfigError, DataError
 from campaign.files import atomic_write_json, atomic_write_text
@@ -127,10 +125,11 @@ def _value(run: dict[str, Any], key: str) -> float | None:
     return _get(run["data"], key)
 
 
-def _goodput_figure(runs: list[dict[str, Any]]) -> Figure | None:
+def _goodput_figure(runs: list[dict[str, Any]]) -> Any:
     windows = [r for r in runs if r["kind"] == "window"]
     if not windows:
         return None
+    from campaign.analysis.plots import BUCKET_COLOURS, _figure, plt  # plots sets the Agg backend first
     fig, ax = plt.subplots(figsize=(10, 0.5 * len(windows) + 1.4))
     for i, run in enumerate(windows):
         left = 0.0
@@ -148,10 +147,14 @@ def _goodput_figure(runs: list[dict[str, Any]]) -> Figure | None:
     return _figure("goodput", fig)
 
 
-def _spread_figure(runs: list[dict[str, Any]]) -> Figure | None:
+def _spread_figure(runs: list[dict[str, Any]]) -> Any:
     sims = [r for r in runs if r["kind"] == "simulate"]
     if not sims:
         return None
+    if all(isinstance(r["data"].get("replica_values"), dict) for r in sims):
+        return _distribution_figure(sims)
+    from campaign.analysis.plots import _figure, plt  # plots sets the Agg backend first
+
     fig, axes = plt.subplots(1, 3, figsize=(10, 0.45 * len(sims) + 1.6), sharey=True)
     for ax, (key, label) in zip(axes, (("ettr", "ETTR"), ("completion_days", "finished on day"),
                                        ("interruptions_unexpected", "unexpected interruptions")), strict=True):
@@ -167,6 +170,35 @@ def _spread_figure(runs: list[dict[str, Any]]) -> Figure | None:
     return _figure("spread", fig)
 
 
+def _distribution_figure(sims: list[dict[str, Any]]) -> Any:
+    """Simulate runs that carry their replicas' values: the share of replicas at or below each value (ECDF) of the
+    completion day (unfinished replicas never get there, so each curve ends at its P(finish)), ETTR and unexpected
+    interruptions, one line per run."""
+    from campaign.analysis.plots import CATEGORY_COLOURS, _figure, plt  # plots sets the Agg backend first
+
+    fig, axes = plt.subplots(1, 3, figsize=(10, 3.0))
+    for ax, (key, label) in zip(axes, (("completion_days", "finished on day"), ("ettr", "ETTR"),
+                                       ("interruptions_unexpected", "unexpected interruptions")), strict=True):
+        for i, run in enumerate(sims):
+            raw = run["data"]["replica_values"].get(key) or []
+            data = np.sort(np.array([v for v in raw if v is not None], dtype=float))
+            if not len(raw) or not len(data):
+                continue
+            y = np.arange(1, len(data) + 1) / len(raw)
+            ax.step(np.concatenate([[data[0]], data]), np.concatenate([[0.0], y]), where="post", lw=1.3,
+                    color=CATEGORY_COLOURS[i % 10], label=run["name"])
+        if key == "completion_days":
+            days = {r["data"]["summary"].get("window_days") for r in sims} - {None}
+            for d in sorted(days):
+                ax.axvline(d, color="#d62728", lw=1, ls=":")
+        ax.set_ylim(0, 1.02)
+        ax.set_title(f"{label} (ECDF over replicas)", fontsize=8)
+        ax.grid(alpha=0.25)
+    axes[0].set_ylabel("share of replicas")
+    axes[0].legend(fontsize=7, frameon=False, loc="upper left")
+    return _figure("spread", fig)
+
+
 def window_length_advice(run: dict[str, Any]) -> str | None:
     """For a simulate run: was the window too short or too long for the completion distribution?"""
     if run["kind"] != "simulate":
@@ -174,7 +206,7 @@ def window_length_advice(run: dict[str, Any]) -> str | None:
     s = run["data"]["summary"]
     p = s.get("p_complete_in_window")
     done = s.get("completion_days") or {}
-    window_days = run["data"].get("window_days")
+    window_days = run["data"].get("window_days") or s.get("window_days")
     if p is None:
         return None
     if p < 0.9:

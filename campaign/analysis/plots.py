@@ -1,8 +1,9 @@
-"""The report's figures, drawn with matplotlib and returned as SVG text (for report.html) or PNG bytes.
+"""The report's figures, drawn with matplotlib and returned as SVG text (inlined in report.html, a data URI in the
+Markdown summary).
 
 matplotlib, not Altair + vl-convert: it is already a dependency, draws offline with no JavaScript or bundled
-browser engine, writes compact SVG to inline in the page and PNG for the Prefect artifact from one figure, and
-gives the fine control a dense timeline needs (event markers, shaded spans, twin panels).
+browser engine, writes compact SVG to inline in the page, and gives the fine control a dense timeline needs (event
+markers, shaded spans, twin panels). Dense series are decimated to the figure's pixels before drawing.
 """
 
 from __future__ import annotations
@@ -17,14 +18,18 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "campaign", "font.size": 9,
                      "axes.spines.top": False, "axes.spines.right": False})
 
 CATEGORY_COLOURS = plt.get_cmap("tab10").colors
-# Above this many events, the dense layers (thousands of markers) go into the SVG as one embedded bitmap each:
-# a 54-day window would otherwise write megabytes of vector paths; axes, labels and text stay vector.
+# Dense series are cut to what the figure can show before they are drawn: a 10-inch figure at 110 dpi is about
+# 1,100 pixels wide, so a step line keeps at most four points per pixel column (first, lowest, highest, last) and
+# a row of markers one per column. A 54-day window's ~36,000 events draw as a few thousand points.
+PIXELS = 1_200
+# Above this many points after decimation, a layer goes into the SVG as one embedded bitmap (axes, labels and text
+# stay vector), so a long window does not write megabytes of vector paths.
 DENSE = 2_000
 BUCKET_COLOURS = {"productive": "#2a9d4b", "checkpoint": "#8fb3d9", "lost_rework": "#d62728", "restart": "#ff7f0e",
                   "waiting": "#9467bd", "idle_spares": "#b0b0b0", "idle_released": "#d9d9d9"}
@@ -32,21 +37,54 @@ BUCKET_COLOURS = {"productive": "#2a9d4b", "checkpoint": "#8fb3d9", "lost_rework
 
 @dataclass(frozen=True)
 class Figure:
-    """One figure in both formats: inline SVG for the page, PNG for the Prefect artifact."""
+    """One figure as SVG text: inlined in report.html, and a base64 data URI in the Markdown summary (the Prefect UI
+    shows SVG data URIs in a markdown artifact: `benchmarks/analyse/prefect_ui_images.py` checks it)."""
 
     name: str
     svg: str
-    png: bytes
 
 
-def _figure(name: str, fig: Any, with_png: bool = True) -> Figure:
-    svg, png = io.StringIO(), io.BytesIO()
-    fig.savefig(svg, format="svg", bbox_inches="tight", dpi=110, metadata={"Date": None, "Creator": None})
-    if with_png:  # only the figures the Prefect artifact shows
-        fig.savefig(png, format="png", dpi=72, bbox_inches="tight", metadata={"Software": None})
+def _figure(name: str, fig: Any) -> Figure:
+    """Save one figure as SVG, cropped to its tight bounding box. Drawn once: one format serves both the page and
+    the Prefect artifact (a second PNG rendering cost more than the SVG itself)."""
+    bbox = fig.get_tightbbox(fig.canvas.get_renderer()).padded(0.05)
+    svg = io.StringIO()
+    fig.savefig(svg, format="svg", bbox_inches=bbox, dpi=110, metadata={"Date": None, "Creator": None})
     plt.close(fig)
     text = svg.getvalue()
-    return Figure(name, text[text.index("<svg"):], png.getvalue())
+    return Figure(name, text[text.index("<svg"):])
+
+
+def decimate_steps(x: np.ndarray, y: np.ndarray, x_max: float, columns: int = PIXELS) -> tuple[np.ndarray, np.ndarray]:
+    """At most four points per pixel column of a step series (the first, lowest, highest and last in the column),
+    in time order: the drawn line is the same as with every point, and a drop inside a column still shows."""
+    if len(x) <= 4 * columns:
+        return x, y
+    col = np.minimum((x / max(x_max, 1e-12) * columns).astype(np.int64), columns - 1)  # x is in time order
+    starts = np.flatnonzero(np.diff(col, prepend=-1))
+    ends = np.append(starts[1:], len(x)) - 1
+    by_value = np.lexsort((y, col))  # within each column, lowest first and highest last
+    keep = np.unique(np.concatenate([starts, ends, by_value[starts], by_value[ends]]))
+    return x[keep], y[keep]
+
+
+def one_per_column(x: np.ndarray, x_max: float, columns: int = PIXELS) -> np.ndarray:
+    """Marker positions with at most one per pixel column (markers closer than a pixel draw as one)."""
+    if len(x) <= columns:
+        return x
+    col = np.minimum((x / max(x_max, 1e-12) * columns).astype(np.int64), columns - 1)
+    _, first = np.unique(col, return_index=True)
+    return x[np.sort(first)]
+
+
+def ticks(ax: Any, x: np.ndarray, y0: float, y1: float, **style: Any) -> None:
+    """Vertical ticks at `x` from `y0` to `y1` (fractions of the axes' height) drawn as one path broken by NaNs:
+    one artist however many ticks, and about 20 bytes each in the SVG (a marker per tick costs several times that
+    to draw and to store)."""
+    xs = np.repeat(np.asarray(x, dtype=float), 3)
+    ys = np.tile([y0, y1, np.nan], len(x))
+    xs[2::3] = np.nan
+    ax.plot(xs, ys, transform=ax.get_xaxis_transform(), **style)
 
 
 def _events(events: pd.DataFrame, kind: str) -> pd.DataFrame:
@@ -56,16 +94,15 @@ def _events(events: pd.DataFrame, kind: str) -> pd.DataFrame:
 def timeline(events: pd.DataFrame, result: dict[str, Any]) -> Figure:
     """Tokens against the plan, interruptions by category, checkpoints, waiting and spares in use, by day."""
     fig, (ax, ax2) = plt.subplots(2, 1, figsize=(10, 4.6), sharex=True, height_ratios=[3, 1])
-    day = events["t_s"] / 86400.0
-    dense = len(events) > DENSE
-    tokens = events["tokens_trained"].to_numpy()
-    # A step plot needs only the rows where the value changes (and the last one).
+    day = (events["t_s"] / 86400.0).to_numpy()
+    end_day = result["window_days"]
+    tokens = events["tokens_trained"].to_numpy(dtype=float)
+    # A step plot needs only the rows where the value changes (and the last one), and no more than the pixels show.
     keep = np.append(np.diff(tokens, prepend=np.nan) != 0, True)[: len(tokens)]
     keep[-1:] = True
-    ax.step(day[keep], tokens[keep] / 1e9, where="post", lw=1.2, color="#1f4e79", label="tokens kept (B)",
-            rasterized=dense)
+    x, y = decimate_steps(day[keep], tokens[keep], end_day)
+    ax.step(x, y / 1e9, where="post", lw=1.2, color="#1f4e79", label="tokens kept (B)", rasterized=len(x) > DENSE)
     plan = result["planned"]
-    end_day = result["window_days"]
     if plan.get("tokens_per_s") and plan.get("expected_ettr"):
         t = np.linspace(0, end_day, 200)
         planned = np.minimum(plan["tokens_per_s"] * plan["expected_ettr"] * t * 86400.0, result["tokens_target"])
@@ -79,15 +116,15 @@ def timeline(events: pd.DataFrame, result: dict[str, Any]) -> Figure:
         if len(hits):
             ax.vlines(hits["t_s"] / 86400.0, 0, 1, transform=ax.get_xaxis_transform(), lw=0.8,
                       color=CATEGORY_COLOURS[i % 10], alpha=0.8, label=f"failure: {name} ({len(hits)})",
-                      rasterized=dense)
+                      rasterized=len(hits) > DENSE)
     planned_stops = _events(events, "planned_start")
     if len(planned_stops):
         ax.vlines(planned_stops["t_s"] / 86400.0, 0, 1, transform=ax.get_xaxis_transform(), lw=0.8, ls="--",
-                  color="black", alpha=0.6, label=f"planned maintenance ({len(planned_stops)})", rasterized=dense)
+                  color="black", alpha=0.6, label=f"planned maintenance ({len(planned_stops)})",
+                  rasterized=len(planned_stops) > DENSE)
     _shade(ax, events, "waiting_start", "waiting_end", "#9467bd", "waiting for a spare")
-    ckpt = _events(events, "checkpoint_end")["t_s"] / 86400.0
-    ax.plot(ckpt, np.zeros(len(ckpt)), "|", color="#8fb3d9", ms=6, label=f"checkpoints ({len(ckpt)})",
-            rasterized=dense)
+    ckpt = (_events(events, "checkpoint_end")["t_s"] / 86400.0).to_numpy()
+    ticks(ax, one_per_column(ckpt, end_day), 0.0, 0.04, color="#8fb3d9", lw=1, label=f"checkpoints ({len(ckpt)})")
     if result.get("completion_days"):
         ax.axvline(result["completion_days"], color="#2a9d4b", lw=1.2)
         ax.axvspan(result["completion_days"], end_day, color="#d9d9d9", alpha=0.5, label="released early")
@@ -97,12 +134,15 @@ def timeline(events: pd.DataFrame, result: dict[str, Any]) -> Figure:
     ax.grid(alpha=0.25)
     swaps = (events["kind"] == "spare_swap").astype(int) - (events["kind"] == "repair_done").astype(int)
     spare_nodes = result["spares"]["spare_nodes"]
-    in_use = np.clip(swaps.cumsum(), 0, spare_nodes if spare_nodes is not None else None)
-    ax2.step(day, in_use, where="post", color="#555555", lw=1, rasterized=dense)
+    in_use = np.clip(swaps.cumsum().to_numpy(dtype=float), 0, spare_nodes if spare_nodes is not None else None)
+    changed = np.append(np.diff(in_use, prepend=np.nan) != 0, True)[: len(in_use)]
+    changed[-1:] = True
+    x, y = decimate_steps(day[changed], in_use[changed], end_day)
+    ax2.step(x, y, where="post", color="#555555", lw=1, rasterized=len(x) > DENSE)
     if spare_nodes is not None:
         ax2.axhline(spare_nodes, color="#d62728", lw=0.8, ls=":", label=f"spare pool ({spare_nodes})")
         ax2.legend(loc="upper right", fontsize=7, frameon=False)
-    ax2.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax2.yaxis.set_major_locator(MaxNLocator(nbins=4, integer=True))  # a short panel: a few ticks stay readable
     ax2.set_ylabel("spares in use")
     ax2.set_xlabel("day of window")
     ax2.set_xlim(0, end_day)
@@ -132,12 +172,14 @@ def waterfall(buckets: dict[str, float], window_gpu_h: float) -> Figure:
     for i, key in enumerate(steps, start=1):
         value = buckets[key]
         ax.bar(i, value, bottom=level - value, color=BUCKET_COLOURS[key])
-        ax.text(i, level, f"-{value:,.0f}", ha="center", va="bottom", fontsize=8)
+        ax.text(i, level, f"-{value:,.0f}" if round(value) else "0", ha="center", va="bottom", fontsize=8)
         level -= value
     ax.bar(len(steps) + 1, buckets["productive"], color=BUCKET_COLOURS["productive"])
     ax.text(len(steps) + 1, buckets["productive"], f"{buckets['productive']:,.0f}", ha="center", va="bottom",
             fontsize=8)
     ax.set_xticks(range(len(labels)), labels, fontsize=8)
+    ax.set_ylim(0, window_gpu_h * 1.1)  # room for the value labels under the title
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))  # no "1e7" offset over the title
     ax.set_ylabel("GPU-hours")
     ax.set_title("Goodput waterfall: where the window's GPU-hours went (grey = not a loss of the job)")
     ax.grid(alpha=0.25, axis="y")
@@ -162,7 +204,8 @@ def failures(rows: list[dict[str, Any]]) -> Figure:
     ax.set_title("Failures by category: observed against the plan's expectation")
     ax.grid(alpha=0.25, axis="x")
     if rows:
-        ax.legend(loc="lower right", fontsize=7, frameon=False)
+        # rows run from the largest expectation (bottom) to the smallest: the top right is the empty corner
+        ax.legend(loc="upper right", fontsize=7, frameon=False)
     return _figure("failures", fig)
 
 
@@ -179,28 +222,24 @@ def checkpoint_cost(used_s: float, best_s: float, overhead: Any) -> Figure:
     ax.set_title("Checkpoint interval: expected overhead (Daly) at the observed MTBF")
     ax.legend(fontsize=7, frameon=False)
     ax.grid(alpha=0.25)
-    return _figure("checkpoint", fig, with_png=False)
+    return _figure("checkpoint", fig)
 
 
-def power_band(power: pd.DataFrame, events: pd.DataFrame, bins: int = 720) -> Figure:
-    """Per-minute facility power over the whole window as a min-mean-max band, with failures and checkpoints."""
+def power_band(band: pd.DataFrame, events: pd.DataFrame, window_days: float) -> Figure:
+    """Per-minute facility power over the whole window as a min-mean-max band (one bin per pixel column, aggregated
+    in DuckDB: `power_band.sql`), with failures and checkpoints marked."""
     fig, ax = plt.subplots(figsize=(10, 3))
-    minute = power.groupby((power["t_s"] // 60).astype(np.int64))["power_mw"].mean()
-    groups = np.array_split(minute.to_numpy(), min(bins, max(len(minute), 1)))
-    starts = np.array_split(minute.index.to_numpy() * 60.0 / 86400.0, len(groups))
-    x = [s[0] for s in starts if len(s)]
-    lo = [g.min() for g in groups if len(g)]
-    hi = [g.max() for g in groups if len(g)]
-    mean = [g.mean() for g in groups if len(g)]
-    dense = len(events) > DENSE
-    ax.fill_between(x, lo, hi, step="post", color="#8fb3d9", alpha=0.7, label="per-minute min-max", rasterized=dense)
-    ax.step(x, mean, where="post", color="#1f4e79", lw=0.8, label="mean", rasterized=dense)
-    fail = _events(events, "failure")["t_s"] / 86400.0
-    ax.plot(fail, np.full(len(fail), max(hi) if hi else 0), "v", color="#d62728", ms=5, label="failure",
-            rasterized=dense)
-    ckpt = _events(events, "checkpoint_start")["t_s"] / 86400.0
-    ax.plot(ckpt, np.full(len(ckpt), min(lo) if lo else 0), "|", color="#555555", ms=6, label="checkpoint",
-            rasterized=dense)
+    x = band["day"].to_numpy()
+    lo, mean, hi = (band[c].to_numpy() for c in ("min_mw", "mean_mw", "max_mw"))
+    ax.fill_between(x, lo, hi, step="post", color="#8fb3d9", alpha=0.7, label="per-minute min-max",
+                    rasterized=len(x) > DENSE)
+    ax.step(x, mean, where="post", color="#1f4e79", lw=0.8, label="mean", rasterized=len(x) > DENSE)
+    top = float(hi.max()) if len(x) else 0.0
+    fail = one_per_column((_events(events, "failure")["t_s"] / 86400.0).to_numpy(), window_days)
+    ax.plot(fail, np.full(len(fail), top), "v", color="#d62728", ms=5, label="failure", rasterized=len(fail) > DENSE)
+    ckpt = one_per_column((_events(events, "checkpoint_start")["t_s"] / 86400.0).to_numpy(), window_days)
+    ticks(ax, ckpt, 0.0, 0.05, color="#555555", lw=0.8, label="checkpoint")
+    ax.set_xlim(0, window_days)
     ax.set_xlabel("day of window")
     ax.set_ylabel("facility power (MW)")
     ax.set_title("Facility power over the window (per-minute band)")
@@ -227,20 +266,77 @@ def power_zoom(panels: list[dict[str, Any]]) -> Figure:
         ax.grid(alpha=0.25)
     if not panels:
         axes[0][0].text(0.5, 0.5, "no per-second series available", ha="center", transform=axes[0][0].transAxes)
-    return _figure("power_zoom", fig, with_png=False)
+    return _figure("power_zoom", fig)
 
 
-def distribution(values: pd.Series, title: str, xlabel: str, marker: float | None = None,
-                 marker_label: str = "") -> Figure:
-    """Histogram of one figure over simulate replicas."""
-    fig, ax = plt.subplots(figsize=(5, 2.6))
-    clean = values.dropna()
-    ax.hist(clean, bins=min(30, max(5, len(clean) // 3)), color="#8fb3d9", edgecolor="#1f4e79")
-    if marker is not None:
-        ax.axvline(marker, color="#d62728", label=marker_label)
-        ax.legend(fontsize=7, frameon=False)
+def _percentile_lines(ax: Any, data: np.ndarray) -> None:
+    for q, style in ((10, ":"), (50, "--"), (90, ":")):
+        v = float(np.percentile(data, q))
+        ax.axvline(v, color="#1f4e79", lw=1, ls=style, label=f"p{q} {v:,.3g}")
+
+
+def distribution(values: list[float], title: str, xlabel: str) -> Figure:
+    """Histogram of one figure over simulate replicas, with its p10, p50 and p90."""
+    fig, ax = plt.subplots(figsize=(10, 2.6))
+    data = np.asarray(values, dtype=float)
+    ax.hist(data, bins=min(40, max(5, len(data) // 4)), color="#8fb3d9", edgecolor="#1f4e79", lw=0.5)
+    _percentile_lines(ax, data)
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_title(title, fontsize=9)
+    ax.set_title(title)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("replicas")
+    ax.legend(fontsize=7, frameon=False)
+    ax.grid(alpha=0.25, axis="y")
     return _figure(title, fig)
+
+
+def completion_distribution(days: list[float | None], window_days: float) -> Figure:
+    """When the replicas finish: a histogram of the completion day of those that finished, and the share of all
+    replicas finished by each day (an ECDF that stops at P(finish inside the window); unfinished ones never get
+    there), with the window's end marked."""
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 2.9))
+    done = np.sort(np.asarray([d for d in days if d is not None], dtype=float))
+    n = len(days)
+    p = len(done) / n if n else 0.0
+    if len(done):
+        ax.hist(done, bins=min(40, max(5, len(done) // 4)), color="#8fb3d9", edgecolor="#1f4e79", lw=0.5)
+        _percentile_lines(ax, done)
+        ax.legend(fontsize=7, frameon=False, loc="best")
+    else:
+        ax.text(0.5, 0.5, "no replica finished inside the window", ha="center", transform=ax.transAxes)
+    ax.axvline(window_days, color="#d62728", lw=1.2)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_title(f"Completion day ({len(done):,} of {n:,} replicas finished)", fontsize=9)
+    ax.set_xlabel("day of window")
+    ax.set_ylabel("replicas")
+    x = np.concatenate([[0.0], done, [window_days]])
+    y = np.concatenate([[0.0], np.arange(1, len(done) + 1) / max(n, 1), [p]])
+    ax2.step(x, y, where="post", color="#1f4e79", lw=1.4)
+    ax2.axvline(window_days, color="#d62728", lw=1.2, label=f"window ends (day {window_days:,.1f})")
+    ax2.axhline(p, color="#2a9d4b", lw=1, ls="--", label=f"P(finish inside the window) = {p:.1%}")
+    ax2.set_ylim(0, 1.02)
+    ax2.set_xlim(min(x[1] if len(done) else 0.0, window_days) * 0.98 if len(done) else 0.0, window_days * 1.01)
+    ax2.set_title("Share of replicas finished by each day (ECDF)", fontsize=9)
+    ax2.set_xlabel("day of window")
+    ax2.set_ylabel("finished")
+    ax2.legend(fontsize=7, frameon=False, loc="lower right")
+    ax2.grid(alpha=0.25)
+    return _figure("completion", fig)
+
+
+def interruption_distribution(unexpected: list[int], planned: list[int]) -> Figure:
+    """Unexpected and planned interruptions per replica, side by side: one bar per count."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 2.6))
+    for ax, values, colour, label in ((axes[0], unexpected, "#d62728", "unexpected"),
+                                      (axes[1], planned, "#555555", "planned maintenance")):
+        data = np.asarray(values, dtype=np.int64)
+        if len(data):
+            counts = np.bincount(data - data.min())
+            ax.bar(np.arange(data.min(), data.max() + 1), counts, width=0.8, color=colour, alpha=0.7)
+            ax.set_title(f"{label} interruptions per replica (mean {data.mean():,.1f})", fontsize=9)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("interruptions in the window (count)")
+        ax.set_ylabel("replicas")
+        ax.grid(alpha=0.25, axis="y")
+    return _figure("interruptions", fig)

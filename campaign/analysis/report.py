@@ -1,5 +1,5 @@
 """The report of an executed window: a self-contained report.html (Jinja2 template, figures as inline SVG) and a
-report.md summary whose figures are PNG data URIs (so they show in the Prefect UI), both written atomically."""
+report.md summary whose figures are SVG data URIs (the Prefect UI shows them), both written atomically."""
 
 from __future__ import annotations
 
@@ -7,16 +7,19 @@ import base64
 import math
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 import numpy as np
 import pandas as pd
 
-from campaign.analysis import plots
 from campaign.analysis.power_detail import zoom, zoom_moments
+from campaign.analysis.report_inputs import ReportInputs
 from campaign.analysis.statistics import checkpoint_overhead
 from campaign.files import atomic_write_text
+
+if TYPE_CHECKING:
+    from campaign.analysis.plots import Figure
 
 BUCKETS = (("productive", "productive training", "useful"), ("checkpoint", "checkpoint writes", "planned overhead"),
            ("lost_rework", "lost rework", "lost"), ("restart", "detection and restart", "lost"),
@@ -51,14 +54,16 @@ def css() -> str:
     return resources.files("campaign.analysis").joinpath("templates/base.css").read_text(encoding="utf-8")
 
 
-def window_figures(result: dict[str, Any], events: pd.DataFrame, power: pd.DataFrame,
-                   one_second: np.ndarray | None) -> dict[str, plots.Figure]:
-    """Every figure of the window report."""
+def window_figures(result: dict[str, Any], events: pd.DataFrame, power_band: pd.DataFrame,
+                   one_second: np.ndarray | None) -> dict[str, Figure]:
+    """Every figure of the window report (`power_band`: per-bin min/mean/max, `report_inputs.power_band`)."""
+    from campaign.analysis import plots  # matplotlib loads only when a report is drawn
+
     figs = {
         "timeline": plots.timeline(events, result),
         "waterfall": plots.waterfall(result["goodput_breakdown_gpu_h"], result["window_gpu_h"]),
         "failures": plots.failures(result["failures"]),
-        "power": plots.power_band(power, events),
+        "power": plots.power_band(power_band, events, result["window_days"]),
     }
     ck = result["checkpoint"]
     if ck.get("optimal_for_observed_mtbf_s"):
@@ -73,7 +78,7 @@ def window_figures(result: dict[str, Any], events: pd.DataFrame, power: pd.DataF
     return figs
 
 
-def render_html(result: dict[str, Any], figures: dict[str, plots.Figure], zoom_note: str = "",
+def render_html(result: dict[str, Any], figures: dict[str, Figure], zoom_note: str = "",
                 rehearsal: dict[str, Any] | None = None) -> str:
     return environment().get_template("report.html.j2").render(
         r=result, figures={k: f.svg for k, f in figures.items()} | {"checkpoint": figures.get("checkpoint") and
@@ -85,11 +90,16 @@ def data_uri(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
-def render_markdown(result: dict[str, Any], figures: dict[str, plots.Figure],
+def svg_data_uri(svg: str) -> str:
+    """An SVG figure as a base64 data URI (shown by the Prefect UI's markdown renderer and by Markdown viewers)."""
+    return "data:image/svg+xml;base64," + base64.b64encode(svg.encode("utf-8")).decode("ascii")
+
+
+def render_markdown(result: dict[str, Any], figures: dict[str, Figure],
                     rehearsal: dict[str, Any] | None = None) -> str:
     """The summary for the Prefect UI and report.md: headline with definitions, recommendations, tables, figures."""
     return environment().get_template("summary.md.j2").render(
-        r=result, images={k: data_uri(f.png) for k, f in figures.items() if f.png}, buckets=BUCKETS,
+        r=result, images={k: svg_data_uri(f.svg) for k, f in figures.items()}, buckets=BUCKETS,
         rehearsal=rehearsal)
 
 
@@ -110,16 +120,13 @@ def rehearsal_section(rehearsal: dict[str, Any] | None) -> dict[str, Any] | None
     return {"line": line, "image": data_uri(plot_loss_curve(rehearsal.get("curves") or {}, d))}
 
 
-def write_report(report_dir: Path, result: dict[str, Any], events: pd.DataFrame, power: pd.DataFrame,
-                 one_second: np.ndarray | None, zoom_note: str = "",
-                 rehearsal: dict[str, Any] | None = None) -> tuple[Path, Path, str]:
-    """Write report.html and report.md; returns their paths and the Markdown (for the artifact).
-
-    `rehearsal` is the rehearsal gate's `result.json` (details and curves), if the workspace has one."""
-    figures = window_figures(result, events, power, one_second)
-    section = rehearsal_section(rehearsal)
-    html = render_html(result, figures, zoom_note, section)
-    markdown = render_markdown(result, figures, section)
+def write_report(report_dir: Path, inputs: ReportInputs) -> tuple[Path, Path, str]:
+    """Write report.html and report.md from `gather_report_inputs`; returns their paths and the Markdown (for the
+    artifact). Adds `power_zoom` (the zoom panels' figures) to `inputs.result`."""
+    figures = window_figures(inputs.result, inputs.events, inputs.power_band, inputs.one_second)
+    section = rehearsal_section(inputs.rehearsal)
+    html = render_html(inputs.result, figures, inputs.zoom_note, section)
+    markdown = render_markdown(inputs.result, figures, section)
     html_path = atomic_write_text(report_dir / "report.html", html)
     md_path = atomic_write_text(report_dir / "report.md", markdown)
     return html_path, md_path, markdown

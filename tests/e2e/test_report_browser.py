@@ -9,10 +9,8 @@ import subprocess
 import pytest
 from PIL import Image
 
-from campaign.analysis.analysis import analyse_window, series
-from campaign.analysis.power_detail import rebuild_one_second
 from campaign.analysis.report import write_report
-from campaign.store import catalog
+from campaign.analysis.report_inputs import gather_report_inputs
 from tests.unit.analysis_fixtures import executed_workspace
 
 pytestmark = pytest.mark.e2e
@@ -46,13 +44,7 @@ def _chromium(profile, *args, timeout=120):
 @pytest.fixture(scope="module")
 def report_html(tmp_path_factory):
     ws = executed_workspace(tmp_path_factory.mktemp("browser") / "w")
-    with catalog(ws, read_only=True) as con:
-        result = analyse_window(con, str(ws.catalog_path), ws.data_dir)
-        events = con.execute("SELECT * FROM window_events ORDER BY event_id").df()
-        power = series(con, "power_series", result["commitment_id"], result["replica"])
-        config_json, summary = con.execute("SELECT config_json, summary FROM executed_window").fetchone()
-    one_second, note = rebuild_one_second(config_json, 0, json.loads(summary), len(events))
-    html, _, _ = write_report(ws.report_dir, result, events, power.assign(t_s=power["day"] * 86400), one_second, note)
+    html, _, _ = write_report(ws.report_dir, gather_report_inputs(ws))
     return html
 
 

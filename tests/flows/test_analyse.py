@@ -38,7 +38,7 @@ def test_analyse_writes_the_report_and_artifacts_keyed_by_campaign(executed, cap
     assert json.loads((ws.report_dir / "analysis.json").read_text())["ettr"] == result["ettr"]
     campaign = result["campaign"]
     markdown = _artifacts(f"campaign-report-{campaign}")
-    assert markdown and "data:image/png;base64," in markdown[0].data
+    assert markdown and "data:image/svg+xml;base64," in markdown[0].data  # shown by the UI: prefect_ui_images.py
     assert _artifacts(f"goodput-{campaign}") and _artifacts(f"failures-{campaign}")
     link = _artifacts(f"report-html-{campaign}")
     assert link and "(file://" in link[0].data and link[0].data.endswith("report.html)")  # a link artifact
@@ -113,3 +113,37 @@ def test_compare_with_an_unknown_target_exits_2_and_writes_nothing(executed, tmp
 def test_help(argv, capsys):
     assert main(argv) == 0
     assert "--json" in capsys.readouterr().out
+
+
+def test_simulate_report_task_writes_the_page_and_the_artifacts(tmp_path):
+    # The simulate flow calls this task with its replicas' summaries (tests/flows/test_cli.py runs that flow).
+    from prefect.logging import disable_run_logger
+
+    from campaign.config import load_config
+    from campaign.sim import simulate_batch, summarise_replicas
+    from campaign.window import window_inputs
+    from tasks.analyse import simulate_report
+    from tests.paths import DEMO
+
+    loaded = load_config(DEMO, [])
+    inputs = window_inputs(loaded.config)
+    summaries = simulate_batch(inputs, range(6))
+    result = {"replicas": 6, "seed": loaded.config.seed, "config_digest": loaded.digest, "wall_s": 0.1,
+              "summary": summarise_replicas(summaries, inputs.window_s)}
+    ws = tmp_path / "what-if"
+    with disable_run_logger():
+        out = simulate_report.fn(result, summaries, "demo", str(ws))
+    assert len(out["replica_values"]["ettr"]) == 6 and out["report_html"].startswith(str(ws / "simulate"))
+    lo, hi = out["p_complete_interval"]
+    assert lo <= result["summary"]["p_complete_in_window"] <= hi
+    html = (ws / "simulate" / f"{loaded.digest[:12]}-seed{loaded.config.seed}-6.html").read_text()
+    assert html.count("<svg") == 3 and "P(finish inside the window)" in html
+    markdown = _artifacts("simulate-report-demo")
+    assert markdown and "data:image/svg+xml;base64," in markdown[0].data
+    assert _artifacts("simulate-report-html-demo")
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "notes.txt").write_text("not a workspace")
+    with disable_run_logger():  # a folder campaign does not own: no file, the artifact still has the report
+        refused = simulate_report.fn(result, summaries, "demo", str(tmp_path / "taken"))
+    assert refused["report_html"] is None and "not written" in refused["report_note"]
+    assert sorted(p.name for p in (tmp_path / "taken").iterdir()) == ["notes.txt"]

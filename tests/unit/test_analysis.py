@@ -241,3 +241,11 @@ def test_a_catalog_held_by_a_writer_is_busy_not_damaged(tmp_path):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_window_that_trained_past_its_target_is_not_called_too_short():
+    # sim.stop_at_target: false (the Llama 3 config): the job trains to the window's end, past the target
+    summary = _summary(completion_s=None)
+    r = window_figures({**summary, "tokens_trained": summary["tokens_target"] * 1.2}, _events(), None)
+    advice = next(rec for rec in _recs(r) if rec["topic"] == "window length")
+    assert "past its target" in advice["advice"] and "120%" in advice["figure"]

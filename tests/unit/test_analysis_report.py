@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from html.parser import HTMLParser
 
 import pytest
 
-from campaign.analysis.analysis import analyse_window, create_views, series
 from campaign.analysis.catalog_sql import format_table, run_query
 from campaign.analysis.compare import check_targets, load_run, render_compare, write_compare
-from campaign.analysis.power_detail import rebuild_one_second
 from campaign.analysis.report import write_report
+from campaign.analysis.report_inputs import gather_report_inputs
 from campaign.errors import ConfigError, DataError
 from campaign.store import catalog
 
@@ -22,15 +22,9 @@ from .analysis_fixtures import executed_workspace
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     ws = executed_workspace(tmp_path_factory.mktemp("report") / "w")
-    with catalog(ws, read_only=True) as con:
-        result = analyse_window(con, str(ws.catalog_path), ws.data_dir)
-        events = con.execute("SELECT * FROM window_events ORDER BY event_id").df()
-        power = series(con, "power_series", result["commitment_id"], result["replica"])
-        config_json, summary = con.execute("SELECT config_json, summary FROM executed_window").fetchone()
-    one_second, note = rebuild_one_second(config_json, 0, json.loads(summary), len(events))
-    html, _md, markdown = write_report(ws.report_dir, result, events, power.assign(t_s=power["day"] * 86400),
-                                      one_second, note)
-    return ws, result, html.read_text(), markdown, one_second, note
+    inputs = gather_report_inputs(ws)
+    html, _md, markdown = write_report(ws.report_dir, inputs)
+    return ws, inputs.result, html.read_text(), markdown, inputs.one_second, inputs.zoom_note, inputs
 
 
 class _Cells(HTMLParser):
@@ -67,7 +61,7 @@ class _Cells(HTMLParser):
 
 
 def test_the_one_second_series_is_rebuilt_from_the_committed_config(report):
-    _, result, _, _, one_second, note = report
+    _, result, _, _, one_second, note, _ = report
     assert note == "" and one_second is not None
     assert len(one_second) == pytest.approx(result["window"]["hours"] * 3600, abs=1)
     assert one_second.max() == pytest.approx(result["power_mw"]["peak"], rel=1e-9)
@@ -75,7 +69,7 @@ def test_the_one_second_series_is_rebuilt_from_the_committed_config(report):
 
 
 def test_report_html_is_self_contained_real_html(report):
-    _, _, html, _, _, _ = report
+    _, _, html, _, _, _, _ = report
     parser = _Cells()
     parser.feed(html)
     assert "**" not in html and "](" not in html and "`" not in html           # no raw markdown
@@ -89,9 +83,11 @@ def test_report_html_is_self_contained_real_html(report):
 
 
 def test_the_markdown_summary_embeds_its_figures(report):
-    _, _, _, markdown, _, _ = report
+    _, _, _, markdown, _, _, _ = report
     images = re.findall(r"!\[[^\]]*\]\(([^)]*)\)", markdown)
-    assert len(images) == 4 and all(src.startswith("data:image/png;base64,") for src in images)
+    assert len(images) == 4 and all(src.startswith("data:image/svg+xml;base64,") for src in images)
+    svg = base64.b64decode(images[0].split(",", 1)[1]).decode("utf-8")
+    assert svg.startswith("<svg") and svg.rstrip().endswith("</svg>")
     assert "ETTR while the job ran" in markdown and "released early" in markdown
 
 
@@ -165,18 +161,15 @@ def test_compare_refuses_unknown_and_foreign_targets(report, tmp_path):
 
 
 def test_smoothing_is_costed_against_the_same_window_without_it(tmp_path):
-    from campaign.analysis.analysis import recommendations
     from campaign.analysis.power_detail import smoothing_effect
 
     ws = executed_workspace(tmp_path / "w", ("plan.power_smoothing.floor_fraction=0.6",
                                              "plan.power_smoothing.ramp_mw_per_s=0.005"))
-    with catalog(ws, read_only=True) as con:
-        result = analyse_window(con, str(ws.catalog_path))
-        config_json, summary = con.execute("SELECT config_json, summary FROM executed_window").fetchone()
-    effect = smoothing_effect(config_json, 0, json.loads(summary))
+    result = gather_report_inputs(ws).result  # as the analyse task reads it
+    effect = result["smoothing_effect"]
     assert effect["extra_energy_mwh"] > 0                              # a floor burns energy...
     assert effect["max_ramp_mw_per_s"]["with"] <= 0.005 + 1e-9 < effect["max_ramp_mw_per_s"]["without"]  # ...for this
-    advice = next(r for r in recommendations({**result, "smoothing_effect": effect}) if r["topic"] == "power smoothing")
+    advice = next(r for r in result["recommendations"] if r["topic"] == "power smoothing")
     assert "MWh" in advice["advice"] and "MW/s" in advice["figure"]
     plain = executed_workspace(tmp_path / "plain")
     with catalog(plain, read_only=True) as con:
@@ -187,7 +180,7 @@ def test_smoothing_is_costed_against_the_same_window_without_it(tmp_path):
 def test_the_rehearsal_loss_curve_is_embedded_in_both_reports(report, tmp_path):
     from campaign.analysis.report import rehearsal_section, render_html, render_markdown, window_figures
 
-    ws, result, _, _, _, _ = report
+    _, result, _, _, _, _, inputs = report
     details = {"passed": True, "loss_first_tenth": 5.5, "loss_last_tenth": 3.1, "loss_drop": 0.44,
                "heldout_first": 5.4, "heldout_last": 3.3, "kill_step": 60, "killed_at_step": 61, "resumed_step": 50,
                "restore_check": "bit-identical"}
@@ -195,14 +188,43 @@ def test_the_rehearsal_loss_curve_is_embedded_in_both_reports(report, tmp_path):
               "faulted": {"resumed_step": 50, "loss": [[i, 5.5 - i / 50] for i in range(50, 120)]}}
     section = rehearsal_section({"details": details, "curves": curves, "timings": {"tokens_per_s": 1234.0}})
     assert section["image"].startswith("data:image/png;base64,") and "bit-identical" in section["line"]
-    with catalog(ws, read_only=True) as con:
-        create_views(con)
-        events = con.execute("SELECT * FROM window_events ORDER BY event_id").df()
-        power = series(con, "power_series", result["commitment_id"], result["replica"])
-    figures = window_figures(result, events, power.assign(t_s=power["day"] * 86400), None)
+    figures = window_figures(result, inputs.events, inputs.power_band, None)
     html = render_html(result, figures, "", section)
     assert 'alt="rehearsal loss curve"' in html and "1,234 tokens/s" in html
     assert "![rehearsal loss curve](data:image/png;base64," in render_markdown(result, figures, section)
     failed = rehearsal_section({"details": {"passed": False, "problems": ["loss did not fall"]}, "curves": {}})
     assert failed["line"] == "failed: loss did not fall"
     assert "No rehearsal result" in render_html(result, figures)
+
+
+def test_decimation_keeps_every_column_extreme_and_the_order():
+    import numpy as np
+
+    from campaign.analysis.plots import decimate_steps, one_per_column
+
+    rng = np.random.default_rng(7)
+    x = np.sort(rng.uniform(0, 54, 40_000))
+    y = np.cumsum(rng.normal(0, 1, x.size))
+    xs, ys = decimate_steps(x, y, 54.0, columns=500)
+    assert len(xs) <= 4 * 500 and np.all(np.diff(xs) >= 0) and xs[0] == x[0] and xs[-1] == x[-1]
+    col, col_d = (x / 54 * 500).astype(int), (xs / 54 * 500).astype(int)
+    for c in rng.choice(np.unique(col), 50):  # each pixel column keeps its lowest and highest value
+        assert ys[col_d == c].min() == y[col == c].min() and ys[col_d == c].max() == y[col == c].max()
+    small = x[:100]
+    short = decimate_steps(small, y[:100], 54.0)
+    assert short[0] is small and short[1] is not None and len(short[1]) == 100  # short series are drawn as they are
+    marks = one_per_column(x, 54.0, columns=500)
+    assert len(np.unique((marks / 54 * 500).astype(int))) == len(marks) == len(np.unique(col))
+
+
+def test_the_power_band_is_the_per_minute_min_mean_max_per_bin(report):
+    import numpy as np
+
+    inputs = report[6]
+    with catalog(report[0], read_only=True) as con:
+        raw = con.execute("SELECT t_s, power_mw FROM sim_power").df()
+    minute = raw.groupby(raw["t_s"] // 60)["power_mw"].mean()
+    band = inputs.power_band
+    assert len(band) <= 720 and band["day"].is_monotonic_increasing
+    assert np.isclose(band["min_mw"].min(), minute.min()) and np.isclose(band["max_mw"].max(), minute.max())
+    assert (band["min_mw"] <= band["mean_mw"] + 1e-12).all() and (band["mean_mw"] <= band["max_mw"] + 1e-12).all()

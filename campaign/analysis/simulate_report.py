@@ -1,0 +1,118 @@
+"""The report of a `campaign simulate` run: the distributions over replicas of the completion day, ETTR and
+interruptions, and the probability of finishing inside the window with its uncertainty, as a self-contained HTML
+page (inline SVG) and a Markdown summary (SVG data URIs, for the Prefect artifact).
+
+The per-replica values travel in the simulate result as `replica_values` (up to `MAX_REPLICA_VALUES` replicas), so
+`campaign analyse --compare` of saved simulate JSON files can set the distributions side by side.
+Source: Wilson (1927), "Probable inference, the law of succession, and statistical inference", JASA 22(158), for
+the score interval of P(finish inside the window) from n replicas.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from campaign.analysis.report import css, environment, svg_data_uri
+
+if TYPE_CHECKING:
+    from campaign.analysis.plots import Figure
+
+DAY_S = 86_400.0
+# Above this many replicas the result carries percentiles only: ten numbers a replica would make the printed JSON
+# tens of megabytes, and a histogram of 100,000 draws already shows the shape.
+MAX_REPLICA_VALUES = 100_000
+VALUE_KEYS = ("ettr", "window_utilisation", "completion_days", "interruptions_unexpected", "interruptions_planned",
+              "tokens_trained")
+
+
+def replica_values(summaries: list[dict[str, Any]]) -> dict[str, list[Any]] | None:
+    """Each replica's figures as lists in replica order (`completion_days` None where a replica did not finish), or
+    None above MAX_REPLICA_VALUES replicas."""
+    if len(summaries) > MAX_REPLICA_VALUES:
+        return None
+    return {
+        "ettr": [float(s["ettr"]) for s in summaries],
+        "window_utilisation": [float(s["window_utilisation"]) for s in summaries],
+        "completion_days": [s["completion_s"] / DAY_S if s.get("completion_s") is not None else None
+                            for s in summaries],
+        "interruptions_unexpected": [int(s["interruptions"]["unexpected"]) for s in summaries],
+        "interruptions_planned": [int(s["interruptions"]["planned"]) for s in summaries],
+        "tokens_trained": [float(s["tokens_trained"]) for s in summaries],
+    }
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """The Wilson score interval (95% by default) of a proportion from `successes` out of `n` trials."""
+    if n <= 0 or not 0 <= successes <= n:
+        raise ValueError(f"need 0 <= successes <= n and n > 0, got {successes} of {n}")
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def finish_probability(values: dict[str, list[Any]], window_days: float) -> dict[str, Any]:
+    """P(finish inside the window) from the replicas, with its 95% Wilson interval and the days by which 50% and
+    90% of all replicas (unfinished ones counted as never) have finished."""
+    days = np.array([d if d is not None else np.inf for d in values["completion_days"]], dtype=float)
+    n, done = len(days), int(np.sum(days <= window_days))
+    lo, hi = wilson_interval(done, n)
+
+    def by(q: float) -> float | None:
+        v = float(np.quantile(days, q, method="inverted_cdf"))
+        return v if math.isfinite(v) else None
+
+    return {"replicas": n, "finished": done, "p": done / n, "interval_lo": lo, "interval_hi": hi,
+            "day_50pct": by(0.5), "day_90pct": by(0.9)}
+
+
+def simulate_figures(values: dict[str, list[Any]], window_days: float) -> dict[str, Figure]:
+    from campaign.analysis import plots  # matplotlib loads only when a report is drawn
+
+    return {"completion": plots.completion_distribution(values["completion_days"], window_days),
+            "ettr": plots.distribution(values["ettr"], "ETTR over replicas", "ETTR (productive / job wall time)"),
+            "interruptions": plots.interruption_distribution(values["interruptions_unexpected"],
+                                                             values["interruptions_planned"])}
+
+
+def render_simulate_report(result: dict[str, Any], name: str,
+                           values: dict[str, list[Any]] | None) -> tuple[str, str, dict[str, Any]]:
+    """HTML, Markdown and the figures' facts (P(finish) with its interval) of one simulate result."""
+    from campaign.analysis.compare import window_length_advice
+
+    summary = result["summary"]
+    window_days = float(summary["window_days"])
+    finish = finish_probability(values, window_days) if values else None
+    figures = simulate_figures(values, window_days) if values else {}
+    advice = window_length_advice({"kind": "simulate", "data": result})
+    context = {"s": summary, "res": result, "name": name, "finish": finish, "advice": advice,
+               "rows": percentile_rows(summary), "max_values": MAX_REPLICA_VALUES}
+    env = environment()
+    html = env.get_template("simulate.html.j2").render(**context, css=css(),
+                                                       figures={k: f.svg for k, f in figures.items()})
+    markdown = env.get_template("simulate.md.j2").render(**context,
+                                                         images={k: svg_data_uri(f.svg) for k, f in figures.items()})
+    return html, markdown, {"finish": finish, "window_length": advice}
+
+
+def percentile_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for key, label, unit, scale, digits in (
+            ("completion_days", "finished on day (replicas that finished)", "d", 1.0, 2),
+            ("ettr", "ETTR while the job ran", "", 1.0, 3), ("window_utilisation", "window utilisation", "", 1.0, 3),
+            ("interruptions_unexpected", "unexpected interruptions", "", 1.0, 1),
+            ("interruptions_planned", "planned interruptions", "", 1.0, 1),
+            ("tokens_trained", "tokens trained", "B", 1e9, 1), ("observed_job_mtbf_h", "observed job MTBF", "h", 1.0, 2)):
+        d = summary.get(key)
+        if isinstance(d, dict):
+            rows.append({"label": label, "unit": unit, "digits": digits,
+                         **{k: None if d.get(k) is None else d[k] / scale for k in ("mean", "p10", "p50", "p90")}})
+    return rows
+
+
+def report_stem(result: dict[str, Any]) -> str:
+    """The file name of a simulate run's report: config digest, seed and replica count (a rerun replaces its own)."""
+    return f"{str(result.get('config_digest') or 'config')[:12]}-seed{result['seed']}-{result['replicas']}"
