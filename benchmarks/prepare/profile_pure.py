@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from campaign.config import CleaningConfig, C4Config, DataConfig, FineWebConfig, SourceConfig
+from campaign.config import C4Config, CleaningConfig, DataConfig, FineWebConfig, SourceConfig
 from campaign.data.pipeline import prepare_data
 
 
