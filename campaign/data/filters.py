@@ -286,6 +286,7 @@ def word_tables(stats: list[TextStats]) -> None:
         d["mean_word_length"] = c / n if n else 0.0
         d["n_alpha_words"] = n - int(no_letter[i])
         d["_wid"] = shared
+        d.pop("words", None)  # the word strings are the batch's largest object: split again only if a rule quotes them
     starts = np.concatenate([[0], np.cumsum(counts)])
     for i, st in enumerate(stats):
         st.__dict__["_span"] = (int(starts[i]), int(starts[i + 1]))
@@ -566,10 +567,29 @@ def apply_filters(text: str, cleaning: CleaningConfig) -> FilterResult:
     return filter_batch([text], cleaning)[0]
 
 
+# Texts measured together at most: the batch measures take about 20 bytes per character at their peak
+# (word ids, n-gram ids, hash tables), so this bounds a worker's extra memory near 40 MB per chunk.
+CHUNK_CHARS = 2_000_000
+
+
 def filter_batch(texts: list[str], cleaning: CleaningConfig) -> list[FilterResult]:
     """`apply_filters` for many normalised texts: the same result for each, with the word and n-gram
     measures of the texts still in play computed together, group by group (see `word_tables`,
-    `ngram_tables`)."""
+    `ngram_tables`), in chunks of about `CHUNK_CHARS` characters (a text's result never depends on the
+    others in its chunk)."""
+    out: list[FilterResult] = []
+    start = size = 0
+    for i, text in enumerate(texts):
+        size += len(text)
+        if size >= CHUNK_CHARS:
+            out += _filter_chunk(texts[start:i + 1], cleaning)
+            start, size = i + 1, 0
+    if start < len(texts):
+        out += _filter_chunk(texts[start:], cleaning)
+    return out
+
+
+def _filter_chunk(texts: list[str], cleaning: CleaningConfig) -> list[FilterResult]:
     results: list[FilterResult | None] = [None] * len(texts)
     stats = [TextStats(t) for t in texts]
     alive: list[int] = []
