@@ -46,6 +46,16 @@ How things are counted (texts are already normalised: LF line ends, no control c
   counted). datatrove's default for the last is 0.01, not the paper's 0.1, and it adds a fourth rule
   (newlines per word > 0.3, "list_ratio") the paper does not describe; campaign applies the paper's three.
 
+How it runs (the decisions are those of checking one document at a time, rule by rule; a regression test
+holds the batch code to the per-document code it replaced, `tests/unit/filters_reference.py`, on real text):
+`filter_batch` takes the normalised texts of a shard's batch and runs each rule group over the texts still
+in play, so a document stops at its first failing rule and later groups never measure it. Word measures
+are computed for the whole batch at once: the words are hash-encoded by Arrow (`dictionary_encode`), lengths
+and the has-a-letter test run once per distinct word, per-document sums are NumPy `bincount`s. The n-gram
+measures come from dense n-gram ids built level by level with NumPy (see `ngram_tables`). Line counts use
+C-level iterators (`map`, `filter`, `sorted`) instead of Python loops, and cheap upper bounds (bullet
+characters, ellipses) decide the bullet and end-ellipsis rules before any line is examined.
+
 Source: Rae et al. 2021 (Gopher), arXiv 2112.11446, App. A and Table A1; Raffel et al. 2020 (C4), JMLR 21
 §2.2; Penedo et al. 2024 (FineWeb), arXiv 2406.17557 §3; huggingface/datatrove 0.10.1 `pipeline/filters`.
 """
@@ -493,6 +503,8 @@ def check_quality(stats: TextStats, cfg: CleaningConfig) -> Rejection | None:
 
 def apply_c4(text: str, cfg: C4Config) -> tuple[str, Rejection | None]:
     """C4's line edits and page rules: (kept text, None) or (text, rejection)."""
+    if not cfg.filter_no_terminal_punct and not _c4_page_words(text, cfg):
+        return _c4_lines_only(text, cfg)
     kept: list[str] = []
     max_len = cfg.max_word_length
     skip_blank = cfg.min_words_per_line > 0  # a blank line has no words: dropped by the word-count rule
@@ -522,6 +534,41 @@ def apply_c4(text: str, cfg: C4Config) -> tuple[str, Rejection | None]:
     joined = "\n".join(kept)
     # Kept lines are stripped and hold no "\n", so a sentence end before the joining "\n" is one before the
     # line's end: counting over the joined lines counts what counting line by line would.
+    n_sentences = len(_SENTENCE_END.findall(joined))
+    if n_sentences < cfg.min_sentences:
+        return text, Rejection(C4_TOO_FEW_SENTENCES, f"{n_sentences} sentences in kept lines < {cfg.min_sentences}")
+    return joined.strip(), None
+
+
+def _c4_page_words(text: str, cfg: C4Config) -> bool:
+    """Whether any line could meet a phrase rule (lorem ipsum, javascript, "{", a policy phrase). Checked on the
+    whole text with citation marks removed first (as the line rules see it; no phrase or mark spans a line
+    break), lowercased (per character, so a line's lowercase is a slice of the text's)."""
+    if cfg.filter_curly_bracket and "{" in text:
+        return True
+    if not (cfg.filter_lorem_ipsum or cfg.filter_javascript or cfg.filter_policy):
+        return False
+    lower = (_CITATION.sub("", text) if "[" in text else text).lower()
+    return ((cfg.filter_lorem_ipsum and "lorem ipsum" in lower) or (cfg.filter_javascript and "javascript" in lower)
+            or (cfg.filter_policy and _POLICY.search(lower) is not None))
+
+
+def _c4_lines_only(text: str, cfg: C4Config) -> tuple[str, Rejection | None]:
+    """`apply_c4` for a text no phrase rule can touch and without the terminal-punctuation rule: keep the
+    stripped lines with enough words and no over-long word, remove citation marks, count sentences. The
+    per-line work runs in C (`map` over str methods); only lines longer than `max_word_length` are looked at
+    word by word."""
+    lines = list(map(str.strip, text.split("\n")))
+    n_words = list(map(len, map(str.split, lines)))
+    keep = list(map(cfg.min_words_per_line.__le__, n_words))
+    max_len = cfg.max_word_length
+    if lines and max(map(len, lines)) > max_len:
+        for i, line in enumerate(lines):
+            if keep[i] and len(line) > max_len and max(map(len, line.split())) > max_len:
+                keep[i] = False
+    joined = "\n".join(itertools.compress(lines, keep))
+    if "[" in joined:  # citation marks hold no line break: removing them from the joined lines is per line
+        joined = _CITATION.sub("", joined)
     n_sentences = len(_SENTENCE_END.findall(joined))
     if n_sentences < cfg.min_sentences:
         return text, Rejection(C4_TOO_FEW_SENTENCES, f"{n_sentences} sentences in kept lines < {cfg.min_sentences}")

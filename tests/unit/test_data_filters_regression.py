@@ -79,6 +79,8 @@ def _documents() -> list[str]:
         "élan vital ½ ² ٣ and the " * 20, "İt wıth the ſome " * 20, "_ __ 123 4.5 -- " * 30,
         ("Terms of use. " + line + "\n") * 8 + "javascript is required. " * 5,
         "\u00a0".join(["the", "of", "word"] * 40), "a b c d e f a b c d e f " * 10,
+        "\n".join(f"{line} lorem [2]ipsum, java[edit]script." for _ in range(8)),
+        "\n".join([line] * 6 + ["x" * 1200 + " and the rest of the line.", "y" * 1300]),
     ]
     return [normalise_text(d) for d in docs]
 
