@@ -36,7 +36,7 @@ CONFIGS = {
 }
 
 
-def _debian_texts(limit_chars: int = 250_000) -> list[str]:
+def _debian_texts(limit_chars: int = 150_000) -> list[str]:
     texts, total = [], 0
     paths = sorted(glob.glob("/usr/share/common-licenses/*")) + sorted(glob.glob("/usr/share/doc/*/*"))
     for path in paths:
@@ -61,11 +61,11 @@ def _documents() -> list[str]:
         pytest.skip("needs Debian's /usr/share/doc and /usr/share/common-licenses text")
     paras = [p for t in texts for p in t.split("\n\n") if p.strip()]
     docs = list(texts)
-    for _ in range(400):
+    for _ in range(250):
         k = rng.randint(1, 12)
         start = rng.randrange(len(paras))
         docs.append("\n\n".join(paras[start:start + k]))
-    for _ in range(100):  # pages with repeated paragraphs/lines, as boilerplate-heavy pages have
+    for _ in range(60):  # pages with repeated paragraphs/lines, as boilerplate-heavy pages have
         p = rng.choice(paras)
         docs.append("\n\n".join([p] * rng.randint(2, 4) + [rng.choice(paras)]))
         docs.append("\n".join([p.split("\n")[0]] * rng.randint(2, 20) + [rng.choice(paras)]))
