@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from prefect import get_run_logger, task
 from prefect.artifacts import create_table_artifact
 
-from campaign import store
 from campaign.config import DataConfig
-from campaign.data import write_demo_corpus
 from campaign.data.inputs import Shard
 from campaign.data.pipeline import (
     DedupStats,
@@ -26,6 +25,9 @@ from campaign.data.pipeline import (
     write_run_manifest,
 )
 from campaign.data.shards import ShardSummary, run_shard
+
+if TYPE_CHECKING:  # the shard tasks run in Dask worker processes: keep the store (DuckDB, pandas) out of them
+    from campaign import store
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,8 @@ def ensure_demo_inputs(data: DataConfig, seed: int) -> int:
     """Write the synthetic demo corpus where `data.demo_corpus_dir` says (demo campaigns only)."""
     if data.demo_corpus_dir is None:
         return 0
+    from campaign.data import write_demo_corpus
+
     counts = write_demo_corpus(Path(data.demo_corpus_dir), seed=seed)
     get_run_logger().info("demo corpus written to %s", data.demo_corpus_dir)
     return len(counts)
@@ -121,4 +125,6 @@ def _publish(manifest: dict, ws: store.Workspace) -> PrepareRecord:
 
 @task(name="record-dataset", cache_policy=None)
 def record_dataset(ws: store.Workspace, run_id: str, manifest: dict) -> int:
+    from campaign import store
+
     return store.record_dataset(ws, run_id, manifest)

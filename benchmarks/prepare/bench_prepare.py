@@ -36,7 +36,7 @@ REPO = Path(__file__).resolve().parents[2]
 DATATROVE_PY = Path(os.environ.get("DATATROVE_PY", "/work/peers/datatrove-venv/bin/python"))
 
 
-def _measure(cmd: list[str], env: dict | None = None) -> dict:
+def _measure(cmd: list[str], env: dict | None = None, retry: bool = True) -> dict:
     """Wall time, CPU seconds and peak RSS of a command's whole process tree.
 
     CPU: the last user+system time seen for every process of the tree (sampled every 0.1 s, so a process
@@ -47,6 +47,7 @@ def _measure(cmd: list[str], env: dict | None = None) -> dict:
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=REPO, text=True)
     peak = [0]
     cpu_by_pid: dict[int, float] = {}
+    rss_by_pid: dict[int, tuple[float, str]] = {}  # peak RSS (MB) and what the process is
 
     def sample() -> None:
         root = psutil.Process(proc.pid)
@@ -58,9 +59,12 @@ def _measure(cmd: list[str], env: dict | None = None) -> dict:
             rss = 0
             for p in tree:
                 try:
-                    rss += p.memory_info().rss
+                    mem = p.memory_info().rss
+                    rss += mem
                     t = p.cpu_times()
                     cpu_by_pid[p.pid] = t.user + t.system
+                    if mem / 2**20 > rss_by_pid.get(p.pid, (0.0, ""))[0]:
+                        rss_by_pid[p.pid] = (mem / 2**20, _label(p))
                 except psutil.Error:
                     pass
             peak[0] = max(peak[0], rss)
@@ -74,11 +78,29 @@ def _measure(cmd: list[str], env: dict | None = None) -> dict:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     rusage_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     cpu = max(sum(cpu_by_pid.values()), rusage_cpu)
+    if proc.returncode != 0 and "did not start" in out and retry:  # a busy machine: the API's 90 s start-up passed
+        print("  the CLI's temporary Prefect API did not start in time; retrying once", flush=True)
+        return _measure(cmd, env, retry=False)
     if proc.returncode != 0:
         print(out[-4000:])
         raise SystemExit(f"command failed ({proc.returncode}): {' '.join(cmd)}")
     return {"wall_s": wall, "cpu_s": cpu, "peak_rss_mb": peak[0] / 2**20, "cores_busy": cpu / wall,
-            "processes": len(cpu_by_pid), "log": out}
+            "processes": len(cpu_by_pid), "log": out,
+            "per_process": sorted(((round(mb), label, round(cpu_by_pid.get(pid, 0.0), 1))
+                                   for pid, (mb, label) in rss_by_pid.items()), reverse=True)}
+
+
+def _label(p: psutil.Process) -> str:
+    """A short name for a process of the tree: its command line's telling part."""
+    try:
+        cmd = " ".join(p.cmdline())
+    except psutil.Error:
+        return "?"
+    for key in ("prefect server", "uvicorn", "multiprocessing.spawn", "multiprocessing.forkserver",
+                "datatrove_pipeline", "campaign prepare", "dask"):
+        if key in cmd:
+            return key
+    return cmd[:60]
 
 
 def campaign_cmd(corpus: Path, ws: Path, workers: int, tokenizer: str, runner: str) -> list[str]:
@@ -167,6 +189,7 @@ def main() -> None:
             results[side].append(r)
             print(f"run {run} {side}: wall {r['wall_s']:.1f} s, cpu {r['cpu_s']:.1f} s, {r['mb_per_cpu_s']:.2f} MB/cpu-s, "
                   f"peak {r['peak_rss_mb']:.0f} MB, {r['cores_busy']:.2f} cores busy", flush=True)
+            print(f"  per process (peak MB, what, CPU s): {r['per_process']}", flush=True)
         if run == args.runs - 1 and not args.skip_datatrove:
             rows = agreement(ws, out, n_docs)
     summary = {side: {k: statistics.median(r[k] for r in rs) for k in ("wall_s", "cpu_s", "mb_per_cpu_s",

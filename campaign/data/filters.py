@@ -46,18 +46,34 @@ How things are counted (texts are already normalised: LF line ends, no control c
   counted). datatrove's default for the last is 0.01, not the paper's 0.1, and it adds a fourth rule
   (newlines per word > 0.3, "list_ratio") the paper does not describe; campaign applies the paper's three.
 
+How it runs (the decisions are those of checking one document at a time, rule by rule; a regression test
+holds the batch code to the per-document code it replaced, `tests/unit/filters_reference.py`, on real text):
+`filter_batch` takes the normalised texts of a shard's batch and runs each rule group over the texts still
+in play, so a document stops at its first failing rule and later groups never measure it. Word measures
+are computed for the whole batch at once: the words are hash-encoded by Arrow (`dictionary_encode`), lengths
+and the has-a-letter test run once per distinct word, per-document sums are NumPy `bincount`s. The n-gram
+measures come from dense n-gram ids built level by level with NumPy (see `ngram_tables`). Line counts use
+C-level iterators (`map`, `filter`, `sorted`) instead of Python loops, and cheap upper bounds (bullet
+characters, ellipses) decide the bullet and end-ellipsis rules before any line is examined.
+
 Source: Rae et al. 2021 (Gopher), arXiv 2112.11446, App. A and Table A1; Raffel et al. 2020 (C4), JMLR 21
 §2.2; Penedo et al. 2024 (FineWeb), arXiv 2406.17557 §3; huggingface/datatrove 0.10.1 `pipeline/filters`.
 """
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import re
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
+from operator import itemgetter, methodcaller
 from typing import NamedTuple
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from campaign.config import C4Config, CleaningConfig, FineWebConfig, GopherRepetitionConfig
 
@@ -137,13 +153,16 @@ FILTER_REASONS: tuple[str, ...] = filter_reasons()
 
 @dataclass
 class TextStats:
-    """Measures of one normalised text, computed lazily so the first failing rule skips the rest."""
+    """Measures of one normalised text, computed lazily so the first failing rule skips the rest.
+
+    `filter_batch` fills the word measures (and the n-gram table) of a whole batch at once with NumPy;
+    a text checked on its own computes the same values with the same code on a batch of one."""
 
     text: str
 
     @cached_property
     def n_bytes(self) -> int:
-        return len(self.text.encode("utf-8"))
+        return len(self.text) if self.text.isascii() else len(self.text.encode("utf-8"))
 
     @cached_property
     def words(self) -> list[str]:
@@ -154,8 +173,12 @@ class TextStats:
         return len(self.words)
 
     @cached_property
+    def word_chars(self) -> int:
+        return sum(map(len, self.words))
+
+    @cached_property
     def mean_word_length(self) -> float:
-        return sum(map(len, self.words)) / self.n_words if self.n_words else 0.0
+        return self.word_chars / self.n_words if self.n_words else 0.0
 
     @cached_property
     def n_hashes(self) -> int:
@@ -184,10 +207,13 @@ class TextStats:
 
     @cached_property
     def lines(self) -> list[str]:
-        return [line for line in self.text.split("\n") if line]
+        lines = self.text.split("\n")
+        return list(filter(None, lines)) if "" in lines else lines
 
     @cached_property
     def paragraphs(self) -> list[str]:
+        if "\n\n" not in self.text:
+            return [self.text] if self.text else []
         return [p for p in _PARAGRAPHS.split(self.text) if p]
 
     @cached_property
@@ -197,28 +223,172 @@ class TextStats:
 
     @cached_property
     def n_bullet_lines(self) -> int:
-        return sum(1 for line in self.lines if line.lstrip().startswith(BULLETS))
+        """Non-empty lines whose first non-whitespace character is a bullet (C-level iterators, no Python loop)."""
+        return sum(map(_BULLET_SET.__contains__, map(itemgetter(0), filter(None, map(str.lstrip, self.lines)))))
+
+    @cached_property
+    def n_bullet_chars(self) -> int:
+        """Occurrences of bullet characters anywhere: at least the number of bullet lines."""
+        return sum(map(self.text.count, BULLETS))
 
     @cached_property
     def n_end_ellipsis_lines(self) -> int:
-        return sum(1 for line in self.lines if line.endswith(ELLIPSES))
+        """Lines ending in "..." or "…"."""
+        return sum(map(methodcaller("endswith", ELLIPSES), self.lines))
+
+    # n-gram measures: {n: (count of the most frequent n-gram, its characters, index of its first word)}
+    # and {n: (some n-gram repeats, characters of words covered by repeats)}; filled by `ngram_tables`.
+    top_ngrams: dict[int, tuple[int, int, int]] | None = None
+    dup_ngrams: dict[int, tuple[bool, int]] | None = None
+
+
+_BULLET_SET = frozenset(BULLETS)  # every bullet is one character
+_NO_LETTER_WORD_FULL = re.compile(r"(?:[^\w\s]|[\d_])+")
 
 
 def _duplicates(elements: list[str]) -> tuple[int, int]:
-    """(elements equal to an earlier one, characters of those elements)."""
-    seen: set[str] = set()
-    n_dup = chars = 0
-    for el in elements:
-        if el in seen:
-            n_dup += 1
-            chars += len(el)
-        else:
-            seen.add(el)
-    return n_dup, chars
+    """(elements equal to an earlier one, characters of those elements): repeats are equal to their first
+    occurrence, so their characters are all characters minus those of the distinct elements."""
+    distinct = set(elements)
+    return len(elements) - len(distinct), sum(map(len, elements)) - sum(map(len, distinct))
 
 
 def _ngrams(words: list[str], n: int):
     return zip(*(words[i:] for i in range(n)), strict=False)
+
+
+# ------------------------------------------------------------------------------------------ batch measures
+
+
+def _factorize(keys: np.ndarray) -> np.ndarray:
+    """Dense codes 0..k-1 of int64 `keys` in order of first appearance (Arrow's hash dictionary encoding)."""
+    if not len(keys):
+        return np.zeros(0, dtype=np.int64)
+    return pc.dictionary_encode(pa.array(keys, pa.int64())).indices.to_numpy().astype(np.int64)
+
+
+def word_tables(stats: list[TextStats]) -> None:
+    """Fill words, n_words, word_chars, mean_word_length and n_alpha_words of every text in one pass:
+    words get batch-wide ids, so lengths and the has-a-letter test run once per distinct word."""
+    counts = np.fromiter((len(st.words) for st in stats), dtype=np.int64, count=len(stats))
+    flat = list(itertools.chain.from_iterable(st.words for st in stats))
+    try:  # Arrow's hash encoding of the words (equal strings <=> equal UTF-8 bytes)
+        encoded = pc.dictionary_encode(pa.array(flat, pa.string()))
+        wid = encoded.indices.to_numpy().astype(np.int64)
+        vocab: list[str] = encoded.dictionary.to_pylist()
+        wid_from_arrow = True
+    except (pa.ArrowException, UnicodeEncodeError):  # a lone surrogate (only from unnormalised text)
+        ids: dict[str, int] = {}
+        wid = np.fromiter((ids.setdefault(w, len(ids)) for w in flat), dtype=np.int64, count=len(flat))
+        vocab = list(ids)
+        wid_from_arrow = False
+    del flat
+    length_v = np.fromiter(map(len, vocab), dtype=np.int64, count=len(vocab))
+    no_letter_v = _no_letter(vocab, encoded.dictionary if wid_from_arrow else None)
+    doc = np.repeat(np.arange(len(stats)), counts)
+    chars = np.bincount(doc, weights=length_v[wid], minlength=len(stats)).astype(np.int64)
+    no_letter = np.bincount(doc, weights=no_letter_v[wid], minlength=len(stats)).astype(np.int64)
+    shared = (wid, len(vocab), length_v)  # one object for the whole batch, for ngram_tables
+    for i, st in enumerate(stats):
+        d = st.__dict__
+        d["n_words"] = n = int(counts[i])
+        d["word_chars"] = c = int(chars[i])
+        d["mean_word_length"] = c / n if n else 0.0
+        d["n_alpha_words"] = n - int(no_letter[i])
+        d["_wid"] = shared
+        d.pop("words", None)  # the word strings are the batch's largest object: split again only if a rule quotes them
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    for i, st in enumerate(stats):
+        st.__dict__["_span"] = (int(starts[i]), int(starts[i + 1]))
+
+
+def _no_letter(vocab: list[str], arrow_vocab: pa.Array | None) -> np.ndarray:
+    """Per distinct word: made only of punctuation, digits and "_" (no letter). For an ASCII word that is
+    "no character in A-Z or a-z" (ASCII \\w is [A-Za-z0-9_]), tested by Arrow; other words by the regex."""
+    fullmatch = _NO_LETTER_WORD_FULL.fullmatch
+    if arrow_vocab is None:
+        return np.fromiter((fullmatch(w) is not None for w in vocab), dtype=bool, count=len(vocab))
+    ascii_ = pc.string_is_ascii(arrow_vocab).to_numpy(zero_copy_only=False)
+    out = ~pc.match_substring_regex(arrow_vocab, "[A-Za-z]").to_numpy(zero_copy_only=False)
+    for i in np.flatnonzero(~ascii_).tolist():
+        out[i] = fullmatch(vocab[i]) is not None
+    return out
+
+
+def ngram_tables(stats: list[TextStats], top_ns: list[int], dup_ns: list[int]) -> None:
+    """Fill `top_ngrams` and `dup_ngrams` of every text for the given n, exactly as counting the n-grams
+    of each text with a Counter would.
+
+    Every n-gram of a text gets a dense id: level 1 is the (text, word) pair, level n the pair (id of the
+    (n-1)-gram at i, word i+n-1), each level hash-encoded in order of first appearance. Only n-grams whose
+    (n-1)-gram prefix repeats can repeat, so each level keeps only those positions (all occurrences of every
+    repeated n-gram survive, so their counts and first occurrences are exact). With ids in order of first
+    appearance, a position is a repeat exactly when its id is not above every earlier id. The most frequent
+    n-gram of a text is the one whose first occurrence comes first among those with the top count (what
+    Counter.most_common(1) returns)."""
+    if not stats or not (top_ns or dup_ns):
+        for st in stats:
+            st.top_ngrams, st.dup_ngrams = {}, {}
+        return
+    if "_wid" not in stats[0].__dict__ or any(st.__dict__.get("_wid") is not stats[0].__dict__["_wid"]
+                                              for st in stats):
+        word_tables(stats)
+    wid_all, n_vocab, length_v = stats[0].__dict__["_wid"]
+    spans = [st.__dict__["_span"] for st in stats]
+    counts = np.array([b - a for a, b in spans], dtype=np.int64)
+    wid = np.concatenate([wid_all[a:b] for a, b in spans]) if spans else np.zeros(0, np.int64)
+    n_docs, n_pos = len(stats), len(wid)
+    doc_of = np.repeat(np.arange(n_docs), counts)
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    wlen = length_v[wid] if n_pos else np.zeros(0, np.int64)
+    csum = np.concatenate([[0], np.cumsum(wlen)])
+    left = starts[1:][doc_of] - np.arange(n_pos)  # words from a position to its text's end, itself included
+    width = np.int64(max(n_vocab, 1))
+    top: list[dict[int, tuple[int, int, int]]] = [{} for _ in stats]
+    dup: list[dict[int, tuple[bool, int]]] = [{} for _ in stats]
+    wanted_top, wanted_dup = set(top_ns), set(dup_ns)
+    pos = np.arange(n_pos, dtype=np.int64)
+    code = _factorize(doc_of * width + wid)
+    count = np.bincount(code) if n_pos else np.zeros(0, np.int64)
+    for n in range(1, max([*top_ns, *dup_ns]) + 1):
+        if n > 1:
+            keep = (left[pos] >= n) & (count[code] > 1)
+            pos, code = pos[keep], code[keep]
+            code = _factorize(code * width + wid[pos + n - 1])
+            count = np.bincount(code) if len(code) else np.zeros(0, np.int64)
+        if n in wanted_top:
+            at = count[code] if len(code) else np.zeros(0, np.int64)
+            sel = at > 1
+            p, c = pos[sel], at[sel]
+            d = doc_of[p]
+            best = np.zeros(n_docs, dtype=np.int64)
+            np.maximum.at(best, d, c)
+            hit = c == best[d]
+            docs, first = np.unique(d[hit], return_index=True)
+            hp = p[hit][first]
+            for doc_i, q in zip(docs.tolist(), hp.tolist(), strict=True):
+                top[doc_i][n] = (int(best[doc_i]), int(csum[q + n] - csum[q]) + n - 1, q - int(starts[doc_i]))
+        if n in wanted_dup:
+            running = np.maximum.accumulate(code) if len(code) else code
+            repeat = np.zeros(len(code), dtype=bool)
+            if len(code):
+                repeat[1:] = code[1:] <= running[:-1]
+            rp = pos[repeat]
+            has = np.zeros(n_docs, dtype=bool)
+            has[doc_of[rp]] = True
+            cover = np.cumsum(np.bincount(rp, minlength=n_pos + 1) - np.bincount(rp + n, minlength=n_pos + 1))
+            covered = cover[:n_pos] > 0
+            dup_chars = np.bincount(doc_of[covered], weights=wlen[covered], minlength=n_docs).astype(np.int64)
+            for i in range(n_docs):
+                dup[i][n] = (bool(has[i]), int(dup_chars[i]))
+    for i, st in enumerate(stats):
+        st.top_ngrams, st.dup_ngrams = top[i], dup[i]
+
+
+def _need_ngrams(stats: TextStats, cfg: GopherRepetitionConfig) -> None:
+    if stats.top_ngrams is None or stats.dup_ngrams is None:
+        ngram_tables([stats], [n for n, _ in cfg.top_ngram_char_fractions],
+                     [n for n, _ in cfg.duplicate_ngram_char_fractions])
 
 
 # ------------------------------------------------------------------------------------------ rule groups
@@ -252,34 +422,28 @@ def check_repetition(stats: TextStats, cfg: GopherRepetitionConfig) -> Rejection
         if frac > cfg.max_duplicate_line_char_fraction:
             return Rejection(DUP_LINE_CHAR_FRAC, f"characters in duplicate lines {frac:.3f} > "
                                                  f"{cfg.max_duplicate_line_char_fraction:g}")
-    words = stats.words
+    n_words = stats.n_words
+    if (cfg.top_ngram_char_fractions and n_words >= min(n for n, _ in cfg.top_ngram_char_fractions)) or (
+            cfg.duplicate_ngram_char_fractions and n_words > min(n for n, _ in cfg.duplicate_ngram_char_fractions)):
+        _need_ngrams(stats, cfg)
     for n, limit in cfg.top_ngram_char_fractions:
-        if len(words) < n:
+        if n_words < n:
             continue
-        (gram, count), = Counter(_ngrams(words, n)).most_common(1)
+        count, gram_chars, first = stats.top_ngrams.get(n, (1, 0, 0))
         if count > 1:
-            frac = (sum(map(len, gram)) + n - 1) * count / n_chars
+            frac = gram_chars * count / n_chars
             if frac > limit:
+                gram = stats.words[first:first + n]
                 return Rejection(TOP_NGRAM.format(n=n), f"top {n}-gram {' '.join(gram)[:60]!r} x{count} covers "
                                                         f"{frac:.3f} of characters > {limit:g}")
     if cfg.duplicate_ngram_char_fractions:
-        word_chars = sum(map(len, words))
+        word_chars = stats.word_chars
         for n, limit in cfg.duplicate_ngram_char_fractions:
-            if len(words) <= n:
+            if n_words <= n:
                 continue
-            grams = list(_ngrams(words, n))
-            counts = Counter(grams)
-            if len(counts) == len(grams):
+            repeats, dup_chars = stats.dup_ngrams[n]
+            if not repeats:
                 break  # no n-gram repeats, so no longer one does either
-            covered = bytearray(len(words))
-            seen: set[tuple[str, ...]] = set()
-            for i, gram in enumerate(grams):
-                if counts[gram] > 1:
-                    if gram in seen:
-                        covered[i:i + n] = b"\x01" * n
-                    else:
-                        seen.add(gram)
-            dup_chars = sum(len(w) for w, c in zip(words, covered, strict=True) if c)
             frac = dup_chars / word_chars if word_chars else 0.0
             if frac > limit:
                 return Rejection(DUPLICATED_NGRAMS.format(n=n), f"characters in duplicated {n}-grams {frac:.3f} > "
@@ -310,11 +474,17 @@ def check_quality(stats: TextStats, cfg: CleaningConfig) -> Rejection | None:
                                                    f"({stats.n_ellipsis} in {n_words})")
     n_lines = len(stats.lines)
     if n_lines:
-        frac = stats.n_bullet_lines / n_lines
+        # Upper bounds first (a bullet line holds a bullet character; a line ending in an ellipsis holds one
+        # of the ellipses `n_ellipsis` counted): the exact line counts only when a bound could fail the rule.
+        frac = stats.n_bullet_chars / n_lines
+        if frac > cfg.max_bullet_lines_fraction:
+            frac = stats.n_bullet_lines / n_lines
         if frac > cfg.max_bullet_lines_fraction:
             return Rejection(GOPHER_TOO_MANY_BULLETS, f"bullet lines {frac:.3f} > {cfg.max_bullet_lines_fraction:g} "
                                                       f"({stats.n_bullet_lines} of {n_lines})")
-        frac = stats.n_end_ellipsis_lines / n_lines
+        frac = stats.n_ellipsis / n_lines
+        if frac > cfg.max_ellipsis_lines_fraction:
+            frac = stats.n_end_ellipsis_lines / n_lines
         if frac > cfg.max_ellipsis_lines_fraction:
             return Rejection(GOPHER_TOO_MANY_END_ELLIPSIS, f"lines ending in an ellipsis {frac:.3f} > "
                                                            f"{cfg.max_ellipsis_lines_fraction:g}")
@@ -333,12 +503,17 @@ def check_quality(stats: TextStats, cfg: CleaningConfig) -> Rejection | None:
 
 def apply_c4(text: str, cfg: C4Config) -> tuple[str, Rejection | None]:
     """C4's line edits and page rules: (kept text, None) or (text, rejection)."""
+    if not cfg.filter_no_terminal_punct and not _c4_page_words(text, cfg):
+        return _c4_lines_only(text, cfg)
     kept: list[str] = []
-    n_sentences = 0
+    max_len = cfg.max_word_length
+    skip_blank = cfg.min_words_per_line > 0  # a blank line has no words: dropped by the word-count rule
     for raw in text.split("\n"):
         line = raw.strip()
+        if not line and skip_blank:
+            continue
         words = line.split()
-        if any(len(w) > cfg.max_word_length for w in words):
+        if len(line) > max_len and max(map(len, words)) > max_len:  # no word is longer than its line
             continue
         if "[" in line:
             line = _CITATION.sub("", line)
@@ -353,13 +528,51 @@ def apply_c4(text: str, cfg: C4Config) -> tuple[str, Rejection | None]:
             continue
         if cfg.filter_curly_bracket and "{" in line:
             return text, Rejection(C4_CURLY_BRACKET, "a line contains '{'")
-        if cfg.filter_policy and any(p in lower for p in C4_POLICY_SUBSTRINGS):
+        if cfg.filter_policy and _POLICY.search(lower):
             continue
-        n_sentences += len(_SENTENCE_END.findall(line))
         kept.append(line)
+    joined = "\n".join(kept)
+    # Kept lines are stripped and hold no "\n", so a sentence end before the joining "\n" is one before the
+    # line's end: counting over the joined lines counts what counting line by line would.
+    n_sentences = len(_SENTENCE_END.findall(joined))
     if n_sentences < cfg.min_sentences:
         return text, Rejection(C4_TOO_FEW_SENTENCES, f"{n_sentences} sentences in kept lines < {cfg.min_sentences}")
-    return "\n".join(kept).strip(), None
+    return joined.strip(), None
+
+
+def _c4_page_words(text: str, cfg: C4Config) -> bool:
+    """Whether any line could meet a phrase rule (lorem ipsum, javascript, "{", a policy phrase). Checked on the
+    whole text with citation marks removed first (as the line rules see it; no phrase or mark spans a line
+    break), lowercased (per character, so a line's lowercase is a slice of the text's)."""
+    if cfg.filter_curly_bracket and "{" in text:
+        return True
+    if not (cfg.filter_lorem_ipsum or cfg.filter_javascript or cfg.filter_policy):
+        return False
+    lower = (_CITATION.sub("", text) if "[" in text else text).lower()
+    return ((cfg.filter_lorem_ipsum and "lorem ipsum" in lower) or (cfg.filter_javascript and "javascript" in lower)
+            or (cfg.filter_policy and _POLICY.search(lower) is not None))
+
+
+def _c4_lines_only(text: str, cfg: C4Config) -> tuple[str, Rejection | None]:
+    """`apply_c4` for a text no phrase rule can touch and without the terminal-punctuation rule: keep the
+    stripped lines with enough words and no over-long word, remove citation marks, count sentences. The
+    per-line work runs in C (`map` over str methods); only lines longer than `max_word_length` are looked at
+    word by word."""
+    lines = list(map(str.strip, text.split("\n")))
+    n_words = list(map(len, map(str.split, lines)))
+    keep = list(map(cfg.min_words_per_line.__le__, n_words))
+    max_len = cfg.max_word_length
+    if lines and max(map(len, lines)) > max_len:
+        for i, line in enumerate(lines):
+            if keep[i] and len(line) > max_len and max(map(len, line.split())) > max_len:
+                keep[i] = False
+    joined = "\n".join(itertools.compress(lines, keep))
+    if "[" in joined:  # citation marks hold no line break: removing them from the joined lines is per line
+        joined = _CITATION.sub("", joined)
+    n_sentences = len(_SENTENCE_END.findall(joined))
+    if n_sentences < cfg.min_sentences:
+        return text, Rejection(C4_TOO_FEW_SENTENCES, f"{n_sentences} sentences in kept lines < {cfg.min_sentences}")
+    return joined.strip(), None
 
 
 def check_fineweb(stats: TextStats, cfg: FineWebConfig) -> Rejection | None:
@@ -367,10 +580,10 @@ def check_fineweb(stats: TextStats, cfg: FineWebConfig) -> Rejection | None:
     if not lines:
         return Rejection(FINEWEB_LINE_PUNCT_RATIO, "no non-empty lines")
     n = len(lines)
-    frac = sum(1 for line in lines if line.endswith(TERMINAL_PUNCTUATION)) / n
+    frac = sum(map(_TERMINAL_SET.__contains__, map(itemgetter(-1), lines))) / n  # lines are non-empty
     if frac <= cfg.min_line_punct_ratio:
         return Rejection(FINEWEB_LINE_PUNCT_RATIO, f"lines ending in punctuation {frac:.3f} <= {cfg.min_line_punct_ratio:g}")
-    frac = sum(1 for line in lines if len(line) <= cfg.short_line_chars) / n
+    frac = bisect.bisect_right(sorted(map(len, lines)), cfg.short_line_chars) / n
     if frac >= cfg.max_short_line_fraction:
         return Rejection(FINEWEB_SHORT_LINE_RATIO, f"lines of <= {cfg.short_line_chars} chars {frac:.3f} >= "
                                                    f"{cfg.max_short_line_fraction:g}")
@@ -381,6 +594,10 @@ def check_fineweb(stats: TextStats, cfg: FineWebConfig) -> Rejection | None:
         return Rejection(FINEWEB_CHAR_DUP_RATIO, f"characters in repeated lines {frac:.3f} >= "
                                                  f"{cfg.max_duplicate_line_char_fraction:g}")
     return None
+
+
+_POLICY = re.compile("|".join(map(re.escape, C4_POLICY_SUBSTRINGS)))
+_TERMINAL_SET = frozenset(TERMINAL_PUNCTUATION)  # every mark is one character
 
 
 class FilterResult(NamedTuple):
@@ -394,29 +611,72 @@ class FilterResult(NamedTuple):
 
 def apply_filters(text: str, cleaning: CleaningConfig) -> FilterResult:
     """Run the enabled rule groups in pipeline order on a normalised text."""
-    stats = TextStats(text)
-    if stats.n_bytes > cleaning.max_doc_bytes:
-        return FilterResult(text, Rejection(TOO_LARGE, f"{stats.n_bytes:,} bytes > max_doc_bytes "
-                                                       f"{cleaning.max_doc_bytes:,}"), stats, 0)
+    return filter_batch([text], cleaning)[0]
+
+
+# Texts measured together at most: the batch measures take about 20 bytes per character at their peak
+# (word ids, n-gram ids, hash tables), so this bounds a worker's extra memory near 40 MB per chunk.
+CHUNK_CHARS = 2_000_000
+
+
+def filter_batch(texts: list[str], cleaning: CleaningConfig) -> list[FilterResult]:
+    """`apply_filters` for many normalised texts: the same result for each, with the word and n-gram
+    measures of the texts still in play computed together, group by group (see `word_tables`,
+    `ngram_tables`), in chunks of about `CHUNK_CHARS` characters (a text's result never depends on the
+    others in its chunk)."""
+    out: list[FilterResult] = []
+    start = size = 0
+    for i, text in enumerate(texts):
+        size += len(text)
+        if size >= CHUNK_CHARS:
+            out += _filter_chunk(texts[start:i + 1], cleaning)
+            start, size = i + 1, 0
+    if start < len(texts):
+        out += _filter_chunk(texts[start:], cleaning)
+    return out
+
+
+def _filter_chunk(texts: list[str], cleaning: CleaningConfig) -> list[FilterResult]:
+    results: list[FilterResult | None] = [None] * len(texts)
+    stats = [TextStats(t) for t in texts]
+    alive: list[int] = []
+    for i, st in enumerate(stats):
+        if st.n_bytes > cleaning.max_doc_bytes:
+            results[i] = FilterResult(st.text, Rejection(TOO_LARGE, f"{st.n_bytes:,} bytes > max_doc_bytes "
+                                                                     f"{cleaning.max_doc_bytes:,}"), st, 0)
+        else:
+            alive.append(i)
+    rep = cleaning.gopher_repetition
     for group in _GROUPS:
-        if not group.enabled(cleaning):
+        if not group.enabled(cleaning) or not alive:
             continue
-        if group.edit is not None:
-            new_text, rejection = group.edit(stats.text, cleaning)
+        if group.name == "gopher_quality":
+            word_tables([stats[i] for i in alive])
+        elif group.name == "gopher_repetition":
+            ngram_tables([stats[i] for i in alive], [n for n, _ in rep.top_ngram_char_fractions],
+                         [n for n, _ in rep.duplicate_ngram_char_fractions])
+        still: list[int] = []
+        for i in alive:
+            st = stats[i]
+            if group.edit is not None:
+                new_text, rejection = group.edit(st.text, cleaning)
+                if rejection is None and new_text != st.text:
+                    st = stats[i] = TextStats(new_text)
+                    # the kept text must still meet Gopher's length bounds (data_checks asserts them on clean data)
+                    if cleaning.gopher_quality and st.n_words < cleaning.min_words:
+                        rejection = Rejection(GOPHER_SHORT_DOC, f"{st.n_words} words after C4 line "
+                                                                f"edits < min_words {cleaning.min_words}")
+            else:
+                rejection = group.check(st, cleaning)
             if rejection is not None:
-                return FilterResult(text, rejection, stats, 0)
-            if new_text != stats.text:
-                stats = TextStats(new_text)
-                # the kept text must still meet Gopher's length bounds (data_checks asserts them on clean data)
-                if cleaning.gopher_quality and stats.n_words < cleaning.min_words:
-                    return FilterResult(text, Rejection(GOPHER_SHORT_DOC, f"{stats.n_words} words after C4 line "
-                                                                          f"edits < min_words {cleaning.min_words}"),
-                                        stats, 0)
-            continue
-        rejection = group.check(stats, cleaning)
-        if rejection is not None:
-            return FilterResult(text, rejection, stats, 0)
-    return FilterResult(stats.text, None, stats, len(text) - len(stats.text))
+                results[i] = FilterResult(texts[i], rejection, st, 0)
+            else:
+                still.append(i)
+        alive = still
+    for i in alive:
+        st = stats[i]
+        results[i] = FilterResult(st.text, None, st, len(texts[i]) - len(st.text))
+    return results  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)

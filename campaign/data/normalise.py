@@ -35,6 +35,7 @@ def normalise_text(text: str) -> str:
         text = _CONTROL.sub("", text)
     if not text.isascii() and not unicodedata.is_normalized("NFC", text):
         text = unicodedata.normalize("NFC", text)
-    text = "\n".join(line.rstrip() for line in text.split("\n"))
-    text = _BLANK_RUN.sub("\n\n\n", text)
+    text = "\n".join(map(str.rstrip, text.split("\n")))
+    if "\n\n\n\n" in text:
+        text = _BLANK_RUN.sub("\n\n\n", text)
     return text.strip()

@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from campaign.config import DataConfig
-from campaign.data.filters import apply_filters
+from campaign.data.filters import filter_batch
 from campaign.data.inputs import Shard
 from campaign.data.minhash import band_keys, signatures
 from campaign.data.normalise import normalise_text
@@ -205,12 +205,14 @@ def _batch(batch: list[RawDocument], data: DataConfig, tokenizer, writers: dict[
     cleaning = data.cleaning
     kept: dict[str, list] = {name: [] for name in CLEAN_SCHEMA.names if name != "n_tokens"}
     rej: dict[str, list] = {name: [] for name in REJECTED_SCHEMA.names}
+    readable = [doc for doc in batch if doc.reason is None]
+    results = iter(filter_batch([normalise_text(doc.text) for doc in readable], cleaning))
     for doc in batch:
         summary.n_input += 1
         summary.chars_in += len(doc.text)
         reason, detail = doc.reason, doc.detail
         if reason is None:
-            result = apply_filters(normalise_text(doc.text), cleaning)
+            result = next(results)
             if result.rejection is None:
                 text = result.text
                 summary.chars_edited += result.chars_edited
