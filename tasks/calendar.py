@@ -75,7 +75,8 @@ def book_calendar(ws: store.Workspace, loaded: LoadedConfig, data_digest: str, n
     booking = cal.book(path, cal.cluster_identity(config.cluster), cal.BookingRequest(
         commitment_id=commitment_id_for(ws, loaded.digest, data_digest), campaign=config.name, nodes=config.cluster.booked_nodes,
         duration=timedelta(seconds=round(window.days * 86_400)),
-        start=None if window.is_auto else window.start, workspace=str(ws.root), config_digest=loaded.digest,
+        start=None if window.is_auto else window.start, align=window.align, workspace=str(ws.root),
+        config_digest=loaded.digest,
         data_digest=data_digest), now)
     get_run_logger().info("calendar %s: %s holds %d nodes %s .. %s (booking %s)", path.name, booking.commitment_id,
                           booking.nodes, booking.start, booking.end, booking.booking_id)

@@ -269,6 +269,7 @@ class BookingRequest:
     duration: timedelta
     start: datetime | None          # None: the earliest start where it fits (window.start: auto)
     kind: str = CAMPAIGN
+    align: str = "minute"           # what an auto start (start None) is rounded up to: minute, hour or day (UTC)
     workspace: str | None = None
     config_digest: str | None = None
     data_digest: str | None = None
@@ -293,7 +294,8 @@ def book(path: Path, identity: ClusterIdentity, request: BookingRequest, now: da
                               f"'{state.cluster}' ({state.total_nodes} nodes)", where=str(path),
                               fix=f"book at most {state.total_nodes} nodes")
         if request.start is None:
-            start = earliest_fit(state.bookings, request.nodes, request.duration, state.total_nodes, ceil_minute(now))
+            start = earliest_fit(state.bookings, request.nodes, request.duration, state.total_nodes, ceil_minute(now),
+                                 request.align)
         else:
             start = utc_seconds(request.start)
             if start < now:
