@@ -244,6 +244,46 @@ def test_the_actual_end_releases_the_rest_of_the_window(tmp_path):
         cal.cancel(path, "c-1", "too late", NOW)
 
 
+def test_a_gap_is_priced_at_the_price_in_force_over_it_not_the_newest(tmp_path):
+    path = tmp_path / "cal.duckdb"
+    cal.book(path, _identity(), _request("c-1", start=T0, days=1), NOW)   # recorded at $2.50 per GPU-hour
+    later = NOW + 40 * DAY                                                # T0 + 5 days: a new contract at $3.00
+    dearer = _identity(**{"cluster.cost.gpu_hour_usd": 3.0})
+    cal.book(path, dearer, _request("c-2", start=later + DAY, days=1), later)
+    state = cal.read_calendar(path)
+    assert [p.gpu_hour_usd for _, p in state.price_history] == [2.5, 3.0] and state.pricing.gpu_hour_usd == 3.0
+    report = cal.calendar_report(state.cluster, state.total_nodes, state.pricing, state.bookings, T0,
+                                 later + 2 * DAY, state.price_history)
+    # The stretch between the bookings is cut where the price changed: the past at $2.50, the rest at $3.00.
+    old, new = (g for g in report["gaps"] if g["idle_nodes"] == 32)
+    assert (old["end"], new["start"]) == ("2027-01-10T12:00:00Z", "2027-01-10T12:00:00Z")
+    assert (old["gpu_hour_usd"], new["gpu_hour_usd"]) == (2.5, 3.0)
+    old_price, new_price = (p for _, p in state.price_history)
+    assert old["cost_usd"] == old_price.cost(old["idle_node_hours"])["cost_usd"]
+    assert new["cost_usd"] == new_price.cost(new["idle_node_hours"])["cost_usd"]
+    assert report["gaps"][0]["gpu_hour_usd"] == 2.5           # beside c-1, before any change: the first price
+    assert abs(report["totals"]["idle_cost_usd"] - sum(g["cost_usd"] for g in report["gaps"])) < 0.01 * len(
+        report["gaps"])
+    assert report["totals"]["busy_node_hours"] + report["totals"]["idle_node_hours"] == 32 * report["horizon"]["hours"]
+    # Without a history (one price), every gap is at that price, as before.
+    flat = cal.calendar_report(state.cluster, 32, PRICING, state.bookings, T0, later + 2 * DAY)
+    assert {g["gpu_hour_usd"] for g in flat["gaps"]} == {2.5}
+
+
+def test_the_calendar_markdown_embeds_the_chart():
+    import base64
+
+    from campaign.calendar.gantt import gantt_png
+    from campaign.calendar.summary import calendar_markdown
+
+    report = cal.calendar_report("x", 32, PRICING, [_b("a", 19, T0, T0 + DAY)], T0, T0 + 2 * DAY)
+    png = gantt_png(report)
+    text = calendar_markdown(report, png, "/tmp/x-gantt.png")
+    uri = text.split("![Gantt chart of cluster x", 1)[1].split("](", 1)[1].split(")", 1)[0]
+    assert uri.startswith("data:image/png;base64,") and base64.b64decode(uri.split(",", 1)[1]) == png
+    assert "| a | a |" in text and f"| {report['gaps'][0]['cost_usd']:,.2f} |" in text
+
+
 def test_horizon_end_before_start_is_bad_input_naming_both():
     state = cal.CalendarState(Path("x"), "x", "d", 32, PRICING, ())
     with pytest.raises(ConfigError) as err:
