@@ -72,7 +72,7 @@ def main() -> None:
             f = statistics.median(f_times)
             s = statistics.median(s_times) if s_times else None
             print(f"| {n:,} | {name} | {f:.4f} | {'-' if s is None else f'{s:.3f}'} | "
-                  f"{'-' if s is None else f'{s / f:,.0f}'} | {same if s_times else '-'} |", flush=True)
+                  f"{'-' if s is None else f'{s / f:,.1f}'} | {same if s_times else '-'} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -200,9 +200,13 @@ def earliest_fit(bookings: Sequence[Booking], nodes: int, duration: timedelta, c
     the first aligned moment after c fits too); after the last booking ends the cluster is free, so there always is
     one. O(n log n)."""
     not_before = ceil_aligned(not_before, align)
-    free = FreeStarts(bookings, nodes, duration, capacity)
-    candidates = sorted({not_before} | {ceil_aligned(b.held_until, align) for b in _holding(bookings)
-                                        if b.held_until > not_before})
+    ahead = [b for b in _holding(bookings) if b.held_until > not_before]   # only these can meet a later window
+    if nodes > capacity:
+        raise ValueError(f"a booking of {nodes} nodes cannot fit a cluster of {capacity} nodes")
+    if not blocking(ahead, not_before, not_before + duration, nodes, capacity):
+        return not_before   # the common case, in one O(n) pass; otherwise the sweep
+    free = FreeStarts(ahead, nodes, duration, capacity)
+    candidates = sorted({not_before} | {ceil_aligned(b.held_until, align) for b in ahead})
     for start in candidates:
         if free.fits(start):
             return start
@@ -253,7 +257,7 @@ def least_idle_fit(bookings: Sequence[Booking], nodes: int, duration: timedelta,
     O(n log n): each candidate is checked against `FreeStarts` and placed by bisection."""
     not_before = utc_seconds(not_before)
     held = _holding(bookings)
-    free = FreeStarts(held, nodes, duration, capacity)
+    free = FreeStarts([b for b in held if b.held_until > not_before], nodes, duration, capacity)
     candidates = {not_before} | {b.held_until for b in held} | {b.start - duration for b in held}
     best: Placement | None = None
     events = _events(held)

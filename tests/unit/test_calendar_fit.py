@@ -33,7 +33,7 @@ def _calendar(raw):
     return out
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=250, deadline=None)
 @given(st.lists(_booking, max_size=25), st.integers(1, CAPACITY), st.integers(1, 6 * 24), st.integers(-48, 15 * 24),
        st.integers(0, HOUR - 1))
 def test_the_sweep_gives_the_quadratic_answers(raw, nodes, length_h, not_before_h, offset_s):
@@ -46,7 +46,7 @@ def test_the_sweep_gives_the_quadratic_answers(raw, nodes, length_h, not_before_
         least_idle_fit_quadratic(bookings, nodes, duration, CAPACITY, not_before)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.lists(_booking, max_size=25), st.integers(1, CAPACITY), st.integers(1, 6 * 24), st.integers(-48, 26 * 24))
 def test_a_start_fits_exactly_when_nothing_blocks_it(raw, nodes, length_h, start_h):
     bookings = _calendar(raw)
