@@ -318,6 +318,10 @@ class WindowConfig(Frozen):
         description="Start of the execution window, ISO 8601 with a time zone, or 'auto': commit books the earliest "
                     "start where the campaign fits on the cluster's calendar.")
     days: float = Field(ge=0.01, le=MAX_WINDOW_DAYS, description="Length of the execution window, days (at most a year).")
+    align: Literal["minute", "hour", "day"] = Field(
+        "minute", description="What an 'auto' start is rounded up to (UTC): the next whole minute, hour or day "
+                              "(midnight). 'day' keeps the simulated window's clock phase (diurnal drift) the same "
+                              "whenever it is booked. Ignored for a fixed start.")
 
     @property
     def is_auto(self) -> bool:
@@ -525,9 +529,10 @@ class ConfigGateConfig(Frozen):
         0.0, ge=0, lt=1, description="Share of the window to keep free after the expected campaign length."
     )
     window_replicas: int = Field(
-        0, ge=0, le=1000,
-        description="Simulated replicas that judge the window length (schedule gate): the window must lie between "
-                    "the p90 and p99 completion times; 0 leaves the rule off.")
+        100, ge=0, le=1000,
+        description="Seeded replicas of the window that judge its length (schedule gate): the window must lie "
+                    "between the campaign's p90 and p99 completion times (100 is the fewest whose p99 is not simply "
+                    "the slowest replica); 0 leaves the rule off.")
 
 
 class GatesConfig(Frozen):

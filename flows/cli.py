@@ -455,7 +455,7 @@ def calendar_propose(config: ConfigArg, json_: JsonOpt = False, workspace: Works
         path = cal.calendar_path(cfg.cluster.name, ws.root)
     state = cal.read_calendar(path, identity)
     out = cal.propose(state, cfg.cluster.booked_nodes, timedelta(seconds=round(cfg.window.days * 86_400)),
-                      store.now(), None if cfg.window.is_auto else cfg.window.start)
+                      store.now(), None if cfg.window.is_auto else cfg.window.start, cfg.window.align)
     if json_:
         typer.echo(json.dumps(out, indent=2))
         return

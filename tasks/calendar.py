@@ -13,6 +13,7 @@ from campaign import calendar as cal
 from campaign import store
 from campaign.calendar.gantt import gantt_png
 from campaign.calendar.horizon import horizon
+from campaign.calendar.summary import calendar_markdown
 from campaign.config import LoadedConfig
 from campaign.errors import Refused
 from campaign.files import atomic_write_bytes, atomic_write_json
@@ -33,25 +34,16 @@ def report_calendar(path: Path, start: str | None, end: str | None, now: datetim
     a Prefect artifact."""
     state = cal.read_calendar(path)
     t0, t1 = horizon(state, now, start, end)
-    report = cal.calendar_report(state.cluster, state.total_nodes, state.pricing, state.bookings, t0, t1)
+    report = cal.calendar_report(state.cluster, state.total_nodes, state.pricing, state.bookings, t0, t1,
+                                 state.price_history)
     report["calendar"] = str(path)
     png = path.with_name(f"{path.stem}-gantt.png")
-    atomic_write_bytes(png, gantt_png(report))
+    chart = gantt_png(report)
+    atomic_write_bytes(png, chart)
     report["gantt_png"] = str(png)
     atomic_write_json(path.with_name(f"{path.stem}-report.json"), report)
     totals = report["totals"]
-    lines = [f"# Cluster {state.cluster}: {report['horizon']['start']} .. {report['horizon']['end']}", "",
-             (f"* {totals['cluster_nodes']} nodes over {report['horizon']['hours']:.1f} h: utilisation "
-             f"**{totals['utilisation']:.1%}**, busy {totals['busy_node_hours']:,.1f} node-h, idle "
-             f"{totals['idle_node_hours']:,.1f} node-h costing **${totals['idle_cost_usd']:,.2f}**"),
-             f"* Gantt chart: `{png}`", "", "| booking | campaign | start | end | nodes | status |",
-             "| --- | --- | --- | --- | --- | --- |"]
-    lines += [f"| {b['commitment_id']} | {b['campaign']} | {b['start']} | {b['actual_end'] or b['end']} | "
-              f"{b['nodes']} | {b['status']} |" for b in report["bookings"]]
-    lines += ["", "| gap start | end | idle nodes | idle node-h | cost USD | kind |", "| --- | --- | --- | --- | --- | --- |"]
-    lines += [f"| {g['start']} | {g['end']} | {g['idle_nodes']} | {g['idle_node_hours']:,.1f} | {g['cost_usd']:,.2f} | "
-              f"{g['kind']} |" for g in report["gaps"]]
-    create_markdown_artifact(key=_artifact_key(state.cluster), markdown="\n".join(lines),
+    create_markdown_artifact(key=_artifact_key(state.cluster), markdown=calendar_markdown(report, chart, str(png)),
                              description=f"calendar of cluster {state.cluster}")
     if report["gaps"]:
         create_table_artifact(key=_artifact_key(state.cluster) + "-gaps", table=report["gaps"],
@@ -75,7 +67,8 @@ def book_calendar(ws: store.Workspace, loaded: LoadedConfig, data_digest: str, n
     booking = cal.book(path, cal.cluster_identity(config.cluster), cal.BookingRequest(
         commitment_id=commitment_id_for(ws, loaded.digest, data_digest), campaign=config.name, nodes=config.cluster.booked_nodes,
         duration=timedelta(seconds=round(window.days * 86_400)),
-        start=None if window.is_auto else window.start, workspace=str(ws.root), config_digest=loaded.digest,
+        start=None if window.is_auto else window.start, align=window.align, workspace=str(ws.root),
+        config_digest=loaded.digest,
         data_digest=data_digest), now)
     get_run_logger().info("calendar %s: %s holds %d nodes %s .. %s (booking %s)", path.name, booking.commitment_id,
                           booking.nodes, booking.start, booking.end, booking.booking_id)

@@ -21,3 +21,14 @@ def fast_rehearsal() -> list[str]:
 
 
 FAST_REHEARSAL = fast_rehearsal()
+
+
+def future_start(days: int = 30) -> str:
+    """A fixed window start for tests that need one: the UTC midnight `days` (>= 1) after today, ISO 8601.
+
+    The shipped demo books `window.start: auto`; a test that names a start must keep it in the future (a start in
+    the past is refused at commit), so it is computed from the clock, never written as a date."""
+    from datetime import UTC, datetime, timedelta
+
+    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    return (today + timedelta(days=days)).isoformat().replace("+00:00", "Z")

@@ -220,18 +220,21 @@ class CalendarState:
     total_nodes: int
     pricing: Pricing
     bookings: tuple[Booking, ...]
+    price_history: tuple[tuple[datetime, Pricing], ...] = ()   # (valid_from, prices), oldest first
 
 
 def _state(con: duckdb.DuckDBPyConnection, path: Path, pricing: Pricing | None = None) -> CalendarState:
     name, digest, total = con.execute("SELECT cluster, topology_digest, total_nodes FROM calendar_meta").fetchone()
-    row = con.execute("SELECT gpus_per_node, gpu_hour_usd, energy_usd_per_mwh, idle_node_w FROM prices "
-                      "ORDER BY valid_from DESC LIMIT 1").fetchone()
-    recorded = Pricing(*row) if row else None
+    history = tuple((utc_seconds(r[0]), Pricing(*r[1:])) for r in con.execute(
+        "SELECT valid_from, gpus_per_node, gpu_hour_usd, energy_usd_per_mwh, idle_node_w FROM prices "
+        "ORDER BY valid_from, rowid").fetchall())
+    recorded = history[-1][1] if history else None
     bookings = tuple(Booking(*r[:8], actual_end=r[8], workspace=r[9], config_digest=r[10], data_digest=r[11],
                              note=r[12], created_at=r[13])
                      for r in con.execute(_sql("bookings")).fetchall())
     bookings = tuple(_utc_booking(b) for b in bookings)
-    return CalendarState(path, name, digest, int(total), pricing or recorded or Pricing(1, 0.0, 0.0, 0.0), bookings)
+    return CalendarState(path, name, digest, int(total), pricing or recorded or Pricing(1, 0.0, 0.0, 0.0), bookings,
+                         history)
 
 
 def _utc_booking(b: Booking) -> Booking:
@@ -269,6 +272,7 @@ class BookingRequest:
     duration: timedelta
     start: datetime | None          # None: the earliest start where it fits (window.start: auto)
     kind: str = CAMPAIGN
+    align: str = "minute"           # what an auto start (start None) is rounded up to: minute, hour or day (UTC)
     workspace: str | None = None
     config_digest: str | None = None
     data_digest: str | None = None
@@ -293,7 +297,8 @@ def book(path: Path, identity: ClusterIdentity, request: BookingRequest, now: da
                               f"'{state.cluster}' ({state.total_nodes} nodes)", where=str(path),
                               fix=f"book at most {state.total_nodes} nodes")
         if request.start is None:
-            start = earliest_fit(state.bookings, request.nodes, request.duration, state.total_nodes, ceil_minute(now))
+            start = earliest_fit(state.bookings, request.nodes, request.duration, state.total_nodes, ceil_minute(now),
+                                 request.align)
         else:
             start = utc_seconds(request.start)
             if start < now:

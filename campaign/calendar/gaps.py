@@ -4,11 +4,15 @@ An idle node still costs its GPU-hours (the cluster is paid for whether or not i
 Cost of a gap = idle node-hours x GPUs per node x GPU-hour price + idle node-hours x idle node power (GPUs at
 their idle draw plus the node overhead, times PUE) x energy price. The idle power model is the simulator's
 (`campaign.sim.power`: idle GPUs at `accelerator.idle_w`, node overhead on, facility = IT x PUE).
+Prices change (a new contract, a new energy tariff): each booking records the prices its config states, and a
+price holds from the moment it was recorded until the next one. A gap is priced at the price in force over it (cut
+where the price changes), so a later booking at a new price re-prices the future, never the past.
 Source: the idle-hardware-as-loss framing of the project brief; prices and power from the cluster config.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
@@ -50,17 +54,34 @@ def _hours(seconds: int) -> float:
     return seconds / SECONDS_PER_HOUR
 
 
+PriceHistory = Sequence[tuple[datetime, Pricing]]
+
+
+def price_at(history: PriceHistory, moment: datetime, default: Pricing) -> Pricing:
+    """The price in force at `moment`: the newest recorded at or before it (before the first, the first)."""
+    current = history[0][1] if history else default
+    for valid_from, pricing in history:
+        if valid_from > moment:
+            break
+        current = pricing
+    return current
+
+
 def calendar_report(cluster: str, capacity: int, pricing: Pricing, bookings: Sequence[Booking],
-                    start: datetime, end: datetime) -> dict[str, Any]:
+                    start: datetime, end: datetime, history: PriceHistory = ()) -> dict[str, Any]:
     """Bookings, gaps and totals over the horizon [start, end) as one JSON-ready dict.
 
-    Node-seconds are whole numbers, so busy + idle node-seconds = capacity x horizon seconds exactly; the hours
-    shown are those integers divided by 3600."""
+    `pricing` is the newest price (shown as `prices`); `history` (valid_from, pricing), oldest first, prices each
+    gap at the price in force over it; without it every gap is priced at `pricing`. Node-seconds are whole numbers,
+    so busy + idle node-seconds = capacity x horizon seconds exactly; the hours shown are those integers / 3600."""
     start, end = utc_seconds(start), utc_seconds(end)
     horizon_s = int((end - start).total_seconds())
+    history = sorted(((utc_seconds(t), p) for t, p in history), key=lambda row: row[0])
+    changes = [t for t, _ in history[1:] if start < t < end]
     segs = segments(bookings, start, end)
     gaps = []
     busy_ns = 0
+    idle_ns_by_price: dict[Pricing, int] = {}
     maintenance_ns = sum(s.used_nodes * s.seconds
                          for s in segments([b for b in bookings if b.kind == MAINTENANCE], start, end))
     for seg in segs:
@@ -68,21 +89,30 @@ def calendar_report(cluster: str, capacity: int, pricing: Pricing, bookings: Seq
         idle = capacity - seg.used_nodes
         if idle <= 0 or seg.seconds <= 0:
             continue
-        idle_nh = _hours(idle * seg.seconds)
-        gaps.append({
-            "start": _iso(seg.start), "end": _iso(seg.end), "hours": _hours(seg.seconds),
-            "idle_nodes": idle, "idle_node_hours": idle_nh, **pricing.cost(idle_nh),
-            "kind": "early_finish" if seg.released_by else "unbooked",
-            "released_by": seg.released_by,
-        })
+        cuts = [seg.start, *(t for t in changes if seg.start < t < seg.end), seg.end]
+        for t0, t1 in itertools.pairwise(cuts):
+            seconds = int((t1 - t0).total_seconds())
+            price = price_at(history, t0, pricing)
+            idle_ns_by_price[price] = idle_ns_by_price.get(price, 0) + idle * seconds
+            idle_nh = _hours(idle * seconds)
+            gaps.append({
+                "start": _iso(t0), "end": _iso(t1), "hours": _hours(seconds),
+                "idle_nodes": idle, "idle_node_hours": idle_nh, **price.cost(idle_nh),
+                "kind": "early_finish" if seg.released_by else "unbooked",
+                "released_by": seg.released_by,
+                "gpu_hour_usd": price.gpu_hour_usd, "idle_node_hour_usd": price.idle_node_hour_usd,
+            })
     total_ns = capacity * horizon_s
     idle_ns = total_ns - busy_ns
-    idle_cost = pricing.cost(_hours(idle_ns))
+    costs = [p.cost(_hours(ns)) for p, ns in idle_ns_by_price.items()]
+    idle_cost = {k: round(sum(c[k] for c in costs), 2) for k in ("gpu_usd", "energy_usd", "cost_usd")}
     shown = [b for b in bookings if b.start < end and max(b.end, b.held_until) > start]
     return {
         "cluster": cluster,
         "horizon": {"start": _iso(start), "end": _iso(end), "hours": _hours(horizon_s)},
         "prices": {**asdict(pricing), "idle_node_hour_usd": pricing.idle_node_hour_usd},
+        "price_history": [{"valid_from": _iso(t), **asdict(p), "idle_node_hour_usd": p.idle_node_hour_usd}
+                          for t, p in history],
         "bookings": [_booking_json(b) for b in sorted(shown, key=lambda b: (b.start, b.commitment_id))],
         "gaps": gaps,
         "totals": {

@@ -16,6 +16,7 @@ from campaign.calendar.timeline import (
     placement,
     utc_seconds,
 )
+from campaign.errors import ConfigError
 
 
 def _iso(moment: datetime) -> str:
@@ -32,13 +33,18 @@ def _placement_json(p: Placement, state: CalendarState) -> dict[str, Any]:
 
 
 def propose(state: CalendarState, nodes: int, duration: timedelta, now: datetime,
-            requested: datetime | None = None) -> dict[str, Any]:
-    """The proposals for booking `nodes` for `duration` no earlier than now (rounded up to the minute).
+            requested: datetime | None = None, align: str = "minute") -> dict[str, Any]:
+    """The proposals for booking `nodes` for `duration` no earlier than now (rounded up to the minute): the earliest
+    start (on a whole `align` of UTC, as `window.start: auto` books it) and the least idle one.
 
     The gap a start creates is the idle stretch of the booking's size between it and its neighbours on the
     calendar: from the last change before it (or now) to its start, and from its end to the next change."""
+    if nodes > state.total_nodes:
+        raise ConfigError(f"a booking of {nodes} nodes is larger than the cluster '{state.cluster}' "
+                          f"({state.total_nodes} nodes)", where=str(state.path),
+                          fix=f"book at most {state.total_nodes} nodes (cluster.nodes + cluster.spare_nodes)")
     not_before = ceil_minute(now)
-    first = earliest_fit(state.bookings, nodes, duration, state.total_nodes, not_before)
+    first = earliest_fit(state.bookings, nodes, duration, state.total_nodes, not_before, align)
     earliest = placement(state.bookings, first, nodes, duration, not_before)
     tight = least_idle_fit(state.bookings, nodes, duration, state.total_nodes, not_before)
     out = {

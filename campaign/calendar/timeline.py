@@ -32,6 +32,17 @@ def ceil_minute(moment: datetime) -> datetime:
     return moment if moment.second == 0 else moment.replace(second=0) + timedelta(minutes=1)
 
 
+ALIGN_S = {"second": 1, "minute": 60, "hour": 3600, "day": 86_400}
+
+
+def ceil_aligned(moment: datetime, align: str = "second") -> datetime:
+    """`moment` rounded up to the next whole second, minute, hour or day (midnight) of UTC."""
+    moment = utc_seconds(moment)
+    step = ALIGN_S[align]
+    epoch_s = int(moment.timestamp())
+    return moment + timedelta(seconds=-epoch_s % step)
+
+
 @dataclass(frozen=True)
 class Booking:
     booking_id: str
@@ -142,16 +153,62 @@ def blocking(bookings: Sequence[Booking], start: datetime, end: datetime, nodes:
     return []
 
 
-def earliest_fit(bookings: Sequence[Booking], nodes: int, duration: timedelta, capacity: int,
-                 not_before: datetime) -> datetime:
-    """The earliest start at or after `not_before` where `nodes` fit for `duration`.
+class FreeStarts:
+    """Where a booking of `nodes` for `duration` fits among `bookings`: built once by a sweep (O(n log n)),
+    asked per start (O(log n)).
 
-    Usage only falls when a booking ends, so the answer is `not_before` or the end of a booking; after the last
-    booking ends the cluster is free, so there always is one (nodes <= capacity)."""
-    not_before = utc_seconds(not_before)
-    candidates = sorted({not_before} | {b.held_until for b in _holding(bookings) if b.held_until > not_before})
+    Usage is a step function; every stretch [a, b) where more than capacity - nodes are in use rules out the starts
+    in the open interval (a - duration, b) (a window [s, s + duration) meets [a, b) exactly then). The ruled-out
+    intervals are merged, sorted by their left end, so a start fits unless the last interval opening before it
+    is still open at it. The same answer as asking `blocking` at each start, without its O(n) per start."""
+
+    def __init__(self, bookings: Sequence[Booking], nodes: int, duration: timedelta, capacity: int) -> None:
+        if nodes > capacity:
+            raise ValueError(f"a booking of {nodes} nodes cannot fit a cluster of {capacity} nodes")
+        deltas: dict[datetime, int] = defaultdict(int)
+        for b in _holding(bookings):
+            deltas[b.start] += b.nodes
+            deltas[b.held_until] -= b.nodes
+        times = sorted(deltas)
+        limit = capacity - nodes
+        self.lefts: list[datetime] = []
+        self.rights: list[datetime] = []
+        used = 0
+        for t0, t1 in itertools.pairwise(times):
+            used += deltas[t0]
+            if used <= limit:
+                continue
+            left = t0 - duration
+            if self.rights and left < self.rights[-1]:      # overlaps the previous one (both open): merge
+                self.rights[-1] = max(self.rights[-1], t1)
+            else:
+                self.lefts.append(left)
+                self.rights.append(t1)
+
+    def fits(self, start: datetime) -> bool:
+        i = bisect.bisect_left(self.lefts, start) - 1        # the last ruled-out interval opening before start
+        return i < 0 or self.rights[i] <= start
+
+
+def earliest_fit(bookings: Sequence[Booking], nodes: int, duration: timedelta, capacity: int,
+                 not_before: datetime, align: str = "second") -> datetime:
+    """The earliest start at or after `not_before`, on a whole `align` (second, minute, hour, day) of UTC, where
+    `nodes` fit for `duration` (nodes <= capacity).
+
+    Usage only falls when a booking ends, so the answer is `not_before` or the end of a booking, rounded up to the
+    alignment (between such an end c and the earliest aligned fit s, every booking in use is still in use at s, so
+    the first aligned moment after c fits too); after the last booking ends the cluster is free, so there always is
+    one. O(n log n)."""
+    not_before = ceil_aligned(not_before, align)
+    ahead = [b for b in _holding(bookings) if b.held_until > not_before]   # only these can meet a later window
+    if nodes > capacity:
+        raise ValueError(f"a booking of {nodes} nodes cannot fit a cluster of {capacity} nodes")
+    if not blocking(ahead, not_before, not_before + duration, nodes, capacity):
+        return not_before   # the common case, in one O(n) pass; otherwise the sweep
+    free = FreeStarts(ahead, nodes, duration, capacity)
+    candidates = sorted({not_before} | {ceil_aligned(b.held_until, align) for b in ahead})
     for start in candidates:
-        if not blocking(bookings, start, start + duration, nodes, capacity):
+        if free.fits(start):
             return start
     raise AssertionError("unreachable: the cluster is free after its last booking")  # pragma: no cover
 
@@ -196,19 +253,19 @@ def least_idle_fit(bookings: Sequence[Booking], nodes: int, duration: timedelta,
     """The fitting start that strands the least idle capacity beside existing bookings (ties: the earliest).
 
     Candidates are `not_before`, every booking's end (start right after it) and every booking's start minus the
-    duration (end right before it): a placement that touches its neighbours leaves no stretch between them."""
+    duration (end right before it): a placement that touches its neighbours leaves no stretch between them.
+    O(n log n): each candidate is checked against `FreeStarts` and placed by bisection."""
     not_before = utc_seconds(not_before)
     held = _holding(bookings)
+    free = FreeStarts([b for b in held if b.held_until > not_before], nodes, duration, capacity)
     candidates = {not_before} | {b.held_until for b in held} | {b.start - duration for b in held}
     best: Placement | None = None
-    events = _events(bookings)
+    events = _events(held)
     for start in sorted(t for t in candidates if t >= not_before):
-        if blocking(bookings, start, start + duration, nodes, capacity):
+        if not free.fits(start):
             continue
-        p = placement(bookings, start, nodes, duration, not_before, events)
+        p = placement(held, start, nodes, duration, not_before, events)
         if best is None or p.stranded_node_seconds < best.stranded_node_seconds:
             best = p
-    if best is None:  # pragma: no cover - earliest_fit always finds one
-        best = placement(bookings, earliest_fit(bookings, nodes, duration, capacity, not_before), nodes, duration,
-                         not_before)
+    assert best is not None, "unreachable: the cluster is free after its last booking"
     return best

@@ -2,9 +2,15 @@
 
 A window shorter than the campaign's p90 completion time leaves more than one chance in ten of not finishing;
 one longer than its p99 books capacity the job will almost surely release unused (the idle tail after an early
-finish, a gap on the cluster's calendar). Percentiles are empirical over the replicas, a replica that did not
-finish counting as later than the window (so p90 "beyond the window" means more than 10% did not finish); with
-few replicas they are conservative (p99 of 8 replicas is the slowest one).
+finish, a gap on the cluster's calendar). Percentiles are empirical (inverted CDF) over the replicas, a replica
+that does not finish counting as later than the window; with fewer than 100 replicas the p99 is the slowest one.
+The replicas are `campaign simulate`'s (same seed, same replica numbers). A too-short window is priced by how much
+longer it would have to be: the replicas are run again to `OVERRUN` times its length (new draws: the simulator
+draws its failures over the horizon it is given, so this second run is a separate estimate of the same law).
+
+A snapshot window (`sim.stop_at_target: false`: the job keeps training past its target to the window's end, as
+in a slice of a longer pre-training run) releases nothing after the target, so only the p90 side applies: the
+target must be reached inside the window at p90.
 Source: the window-length rule of issue 12; completion times from `campaign.sim.simulate_summary` replicas.
 """
 
@@ -12,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from campaign.calendar.catalog import cluster_identity
@@ -20,6 +26,7 @@ from campaign.calendar.gaps import Pricing
 from campaign.config import CampaignConfig
 
 DAY_S = 86_400.0
+OVERRUN = 1.5   # replicas run to 1.5 x the window so a too-short window is priced by the time it lacks
 
 
 def empirical_quantile(values: Sequence[float], q: float) -> float:
@@ -33,11 +40,14 @@ class WindowLength:
     window_days: float
     replicas: int
     p_complete_in_window: float
-    p90_completion_days: float | None      # None: beyond the window (more than 10% did not finish)
+    p90_completion_days: float | None      # None: later than every horizon simulated (more than 10% unfinished)
     p99_completion_days: float | None
     expected_idle_tail_h: float            # mean time released after an early finish (0 for unfinished replicas)
     expected_idle_tail_node_hours: float
     expected_idle_tail_cost_usd: float
+    shortfall_node_hours: float            # too short: the booking's nodes x (p90 - window), what lengthening costs
+    shortfall_cost_usd: float
+    trains_through: bool                   # a snapshot window: the job trains to the window's end (no idle tail)
     verdict: str                           # ok, too_short, too_long
     message: str
 
@@ -45,52 +55,90 @@ class WindowLength:
         return asdict(self)
 
 
+def _days(seconds: float) -> str:
+    return f"{seconds / DAY_S:.2f} days" if math.isfinite(seconds) else "beyond the window"
+
+
 def assess_window_length(completions_s: Sequence[float | None], window_s: float, booked_nodes: int,
-                         pricing: Pricing) -> WindowLength:
-    """Judge a window of `window_s` against replica completion times (None: did not finish)."""
-    times = [t if t is not None and t <= window_s else math.inf for t in completions_s]
+                         pricing: Pricing, trains_through: bool = False,
+                         longer_completions_s: Sequence[float | None] | None = None) -> WindowLength:
+    """Judge a window of `window_s` against replica completion times (None: did not finish in it).
+
+    `longer_completions_s` (replicas run past the window) price a too-short window: the p90 it would need."""
+    times = [math.inf if t is None or t > window_s else float(t) for t in completions_s]
     n = len(times)
     done = [t for t in times if math.isfinite(t)]
     p_done = len(done) / n if n else 0.0
-    p90, p99 = empirical_quantile(times, 0.90), empirical_quantile(times, 0.99)
-    tail_s = sum(window_s - t for t in done) / n if n else 0.0
+    p90, p99 = (empirical_quantile(times, 0.90), empirical_quantile(times, 0.99)) if n else (math.inf, math.inf)
+    # The idle tail is capacity released after an early finish; a snapshot job trains on, releasing nothing.
+    tail_s = 0.0 if trains_through else (sum(window_s - t for t in done) / n if n else 0.0)
     tail_nh = tail_s / 3600.0 * booked_nodes
     tail_cost = pricing.cost(tail_nh)["cost_usd"]
     days = window_s / DAY_S
+    needed = p90
+    if not math.isfinite(p90) and longer_completions_s:
+        needed = empirical_quantile([math.inf if t is None else float(t) for t in longer_completions_s], 0.90)
+    short_nh = (needed - window_s) / 3600.0 * booked_nodes if window_s < needed < math.inf else 0.0
+    short_cost = pricing.cost(short_nh)["cost_usd"]
 
     def d(x: float) -> float | None:
         return x / DAY_S if math.isfinite(x) else None
 
     if not p90 <= window_s:
-        p90_text = "beyond the window" if not math.isfinite(p90) else f"{p90 / DAY_S:.2f} days"
         verdict = "too_short"
-        message = (f"window of {days:.2f} days is shorter than the campaign's p90 completion time ({p90_text}): "
-                   f"{1 - p_done:.0%} of {n} replicas did not finish in it, and a window that ends before the job "
-                   f"leaves its last checkpoint's work and the booking's {window_s / 3600 * booked_nodes:,.0f} "
-                   "node-hours short of the target; lengthen window.days or lower plan.target_tokens")
-    elif p99 < window_s:
+        if window_s < needed < math.inf:
+            lengthen = (f"lengthening it to the p90 ({_days(needed)}{'' if math.isfinite(p90) else ', from replicas run past the window'}) "
+                        f"books {(needed - window_s) / 3600:.1f} h x {booked_nodes} nodes = {short_nh:,.0f} "
+                        f"node-hours more (${short_cost:,.2f}); set window.days to at least "
+                        f"{math.ceil(needed / DAY_S * 100) / 100:.2f}")
+        else:
+            lengthen = (f"more than 10% of the replicas had not finished by {OVERRUN:g} x the window: lengthen "
+                        "window.days well beyond it")
+        message = (f"window of {days:.2f} days is shorter than the campaign's p90 completion time ({_days(p90)}): "
+                   f"{1 - p_done:.0%} of {n} replicas do not finish in it, and an unfinished window costs its whole "
+                   f"booking ({window_s / 3600 * booked_nodes:,.0f} node-hours, "
+                   f"${pricing.cost(window_s / 3600 * booked_nodes)['cost_usd']:,.2f}) without reaching "
+                   f"plan.target_tokens; {lengthen}, or lower plan.target_tokens")
+    elif p99 < window_s and not trains_through:
         verdict = "too_long"
-        message = (f"window of {days:.2f} days is longer than the campaign's p99 completion time ({p99 / DAY_S:.2f} "
-                   f"days): the expected idle tail after the job finishes is {tail_s / 3600:.1f} h x {booked_nodes} "
-                   f"nodes = {tail_nh:,.0f} node-hours (${tail_cost:,.2f} of released capacity); shorten "
-                   f"window.days towards {p99 / DAY_S:.2f}")
+        message = (f"window of {days:.2f} days is longer than the campaign's p99 completion time ({_days(p99)}): "
+                   f"the expected idle tail after the job finishes is {tail_s / 3600:.1f} h x {booked_nodes} "
+                   f"nodes = {tail_nh:,.0f} node-hours (${tail_cost:,.2f} of released capacity); set window.days "
+                   f"between {math.ceil(p90 / DAY_S * 100) / 100:.2f} and {math.floor(p99 / DAY_S * 100) / 100:.2f}"
+                   " (the p90 and p99), or raise plan.target_tokens")
     else:
         verdict = "ok"
-        p99_text = f"{p99 / DAY_S:.2f} days" if math.isfinite(p99) else "beyond the window"
-        message = (f"window of {days:.2f} days lies between the p90 ({p90 / DAY_S:.2f} days) and p99 ({p99_text}) "
-                   f"completion times; P(finish in window) {p_done:.0%}, expected idle tail "
-                   f"{tail_s / 3600:.1f} h (${tail_cost:,.2f})")
-    return WindowLength(days, n, p_done, d(p90), d(p99), tail_s / 3600.0, tail_nh, tail_cost, verdict, message)
+        upper = ("the job trains through the window (sim.stop_at_target: false), so nothing is released after "
+                 "the target and the p99 side does not apply" if trains_through else
+                 f"p99 ({_days(p99)})")
+        message = (f"window of {days:.2f} days lies between the p90 ({_days(p90)}) and {upper}; P(finish in "
+                   f"window) {p_done:.0%} of {n} replicas, expected idle tail after an early finish {tail_s / 3600:.1f} h "
+                   f"(${tail_cost:,.2f})")
+    return WindowLength(days, n, p_done, d(p90), d(p99), tail_s / 3600.0, tail_nh, tail_cost, short_nh, short_cost,
+                        trains_through, verdict, message)
 
 
-def judge_window(config: CampaignConfig, plan: Any) -> WindowLength:
-    """The window judged from `gates.config.window_replicas` seeded replicas of it (the config's seed)."""
+def judge_window(config: CampaignConfig, plan: Any, replicas: int | None = None) -> WindowLength:
+    """The window judged from `gates.config.window_replicas` seeded replicas of it (the config's seed; replica i
+    is replica i of `campaign simulate`)."""
     from campaign.sim import simulate_summary
     from campaign.window import window_inputs
 
-    inputs = window_inputs(config, plan)
-    # The summary fast path (no event log, no power series): the same completion time as `simulate`.
-    completions = [simulate_summary(inputs, replica=i)["completion_s"]
-                   for i in range(config.gates.config.window_replicas)]
-    return assess_window_length(completions, config.window.days * DAY_S, config.cluster.booked_nodes,
-                                cluster_identity(config.cluster).pricing)
+    n = config.gates.config.window_replicas if replicas is None else replicas
+    # A snapshot job trains past its target: its "completion" is when the target is trained.
+    inputs = replace(window_inputs(config, plan), stop_at_target=True)
+    window_s = inputs.window_s
+
+    def completions(horizon_s: float) -> list[float | None]:
+        # The summary fast path (no event log, no power series): the same completion time as `simulate`.
+        runs = replace(inputs, window_s=horizon_s)
+        return [simulate_summary(runs, replica=i)["completion_s"] for i in range(n)]
+
+    judged = completions(window_s)
+    pricing = cluster_identity(config.cluster).pricing
+    args = (window_s, config.cluster.booked_nodes, pricing, not config.sim.stop_at_target)
+    verdict = assess_window_length(judged, *args)
+    if verdict.verdict == "too_short" and verdict.p90_completion_days is None:
+        # More than 10% unfinished: run past the window to price how much longer it would have to be.
+        verdict = assess_window_length(judged, *args, longer_completions_s=completions(window_s * OVERRUN))
+    return verdict

@@ -9,8 +9,10 @@ import sys
 import textwrap
 import time
 import urllib.request
+from datetime import UTC, datetime
 from pathlib import Path
 
+import duckdb
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -144,7 +146,11 @@ def test_deploy_worker_and_run_the_demo_to_completion(server, tmp_path):
                     print(",".join(f"{{r.state.type.value}}@{{r.expected_start_time.isoformat()}}" for r in runs))
             asyncio.run(main())
         """)
-        assert scheduled == "SCHEDULED@2027-01-04T00:00:00+00:00"
+        # The demo books `window.start: auto` on a UTC midnight: the start its commitment recorded.
+        with duckdb.connect(str(ws / "campaign.duckdb"), read_only=True) as con:
+            (booked,) = con.execute("SELECT window_start FROM commitments ORDER BY created_at DESC").fetchone()
+        assert booked.astimezone(UTC).hour == 0 and booked > datetime.now(UTC)
+        assert scheduled == f"SCHEDULED@{booked.astimezone(UTC).isoformat()}"
     finally:
         _stop(worker, signal.SIGINT)  # a Prefect worker ignores SIGTERM's first delivery
         worker_log.close()

@@ -6,18 +6,24 @@ import os
 import subprocess
 import sys
 import time
+from datetime import UTC
 from pathlib import Path
 
 import duckdb
 import pytest
 
 from flows.cli import main
+from tests.paths import future_start
 
 from .conftest import DEMO, REPO, set_args
 
-SHARED = ["cluster.total_nodes=32"]
-# Half the job: 8 nodes (64 GPUs, dp 32) and a target it reaches inside the 2-day window.
-SHRUNK = ["cluster.nodes=8", "plan.layout.dp=32", "plan.target_tokens=3e11"]
+# A fixed start a month ahead (the demo itself books `auto`), and the day its 2-day window ends.
+START = future_start(30)
+AFTER = future_start(32)
+SHARED = ["cluster.total_nodes=32", f"window.start={START}"]
+# Half the job: 8 nodes (64 GPUs, dp 32) and a target it reaches inside the 2-day window. This test is about
+# capacity, so the window-length rule (tested with the shipped configs in tests/unit/test_calendar.py) is off here.
+SHRUNK = ["cluster.nodes=8", "plan.layout.dp=32", "plan.target_tokens=3e11", "gates.config.window_replicas=0"]
 
 
 def _ready(ws: Path, sets: list[str]) -> None:
@@ -53,7 +59,7 @@ def test_two_campaigns_on_one_cluster(tmp_path, demo_inputs, capsys):
     assert _commit(b, sets) == 3
     err = capsys.readouterr().err
     assert f"held by commitment {first} of campaign demo" in err
-    assert "Earliest free start at or after 2027-01-04T00:00:00Z: 2027-01-06T00:00:00Z" in err
+    assert f"Earliest free start at or after {START}: {AFTER}" in err
     assert "Traceback" not in err
     # Shrunk to fit (8 + 3 nodes beside 19): both commit and both show.
     _ready(b, [*sets, *SHRUNK])
@@ -78,7 +84,9 @@ def test_two_campaigns_on_one_cluster(tmp_path, demo_inputs, capsys):
     proposal = json.loads(capsys.readouterr().out)
     assert sorted(proposal["requested"]["held_by"]) == sorted(x["commitment_id"] for x in report["bookings"])
     assert proposal["requested"]["fits"] is False and proposal["nodes"] == 19
-    assert proposal["earliest"]["start"] == proposal["not_before"]   # the cluster is free until 2027-01-04
+    # The cluster is free until START: the earliest start is the first midnight from now (the demo's window.align).
+    earliest = proposal["earliest"]["start"]
+    assert proposal["not_before"] <= earliest < START and earliest.endswith("T00:00:00Z")
     assert proposal["least_idle"]["gap_idle_node_hours"] <= proposal["earliest"]["gap_idle_node_hours"]
 
     # execute: the job finishes early, its booking records the actual end, the rest shows as an early-finish gap.
@@ -122,7 +130,7 @@ def test_bad_calendar_input_names_the_value_and_changes_nothing(tmp_path, demo_i
             "unknown commitment 'c-000000000000'")
     refused(2, ["calendar", "show", "--cluster", "nowhere", "--workspaces", str(root)], "nowhere.duckdb")
     # Another cluster's calendar: the same name, a different size.
-    other = [*demo_inputs, "cluster.total_nodes=64", "window.start=2027-03-01T00:00:00Z"]
+    other = [*demo_inputs, "cluster.total_nodes=64", f"window.start={future_start(60)}"]
     _ready(ws, other)
     refused(2, ["commit", str(DEMO), "--workspace", str(ws), *set_args(other)],
             "calendar of cluster 'demo-h100-16' (32 nodes", "total_nodes: calendar 32, config 64")
@@ -132,7 +140,7 @@ def test_bad_calendar_input_names_the_value_and_changes_nothing(tmp_path, demo_i
     refused(2, ["commit", str(DEMO), "--workspace", str(ws), *set_args(past)], "window.start",
             "2021-01-04T00:00:00+00:00, which is in the past")
     # A booking larger than the cluster: a maintenance window of 40 nodes on 32.
-    refused(2, ["calendar", "maintenance", str(DEMO), "--workspace", str(ws), "--start", "2027-05-01",
+    refused(2, ["calendar", "maintenance", str(DEMO), "--workspace", str(ws), "--start", future_start(90)[:10],
                 "--hours", "4", "--nodes", "40", "--reason", "rack swap", *set_args(sets)],
             "40 nodes is larger than the cluster 'demo-h100-16' (32 nodes)")
     # A campaign larger than the cluster is caught when its config loads.
@@ -143,8 +151,10 @@ def test_bad_calendar_input_names_the_value_and_changes_nothing(tmp_path, demo_i
 def test_maintenance_is_a_booking_and_auto_books_around_it(tmp_path, demo_inputs, capsys):
     root = tmp_path / "team"
     ws = root / "a"
-    sets = [*demo_inputs, *SHARED, "window.start=auto"]
-    assert main(["calendar", "maintenance", str(DEMO), "--workspace", str(ws), "--start", "2099-01-01",
+    sets = [*demo_inputs, "cluster.total_nodes=32"]   # the shipped demo: window.start auto, align day
+    # The whole cluster down for 6 hours from tomorrow's midnight: the first midnight a 2-day window fits is the
+    # one after (the same answer if the clock crosses midnight during the test).
+    assert main(["calendar", "maintenance", str(DEMO), "--workspace", str(ws), "--start", future_start(1),
                  "--hours", "6", "--reason", "firmware", *set_args(sets)]) == 0
     _ready(ws, sets)
     assert _commit(ws, sets) == 0
@@ -152,7 +162,13 @@ def test_maintenance_is_a_booking_and_auto_books_around_it(tmp_path, demo_inputs
     kinds = sorted(x["kind"] for x in report["bookings"])
     assert kinds == ["campaign", "maintenance"]
     mine = next(x for x in report["bookings"] if x["kind"] == "campaign")
-    assert mine["start"] < "2099"   # auto: the earliest start, long before the maintenance
+    assert mine["start"] == future_start(2)
+    # The commitment records the start the booking got; a second commit reuses it (nothing booked twice).
+    with duckdb.connect(str(ws / "campaign.duckdb"), read_only=True) as con:
+        (recorded,) = con.execute("SELECT window_start FROM commitments").fetchone()
+    assert recorded.astimezone(UTC).isoformat().replace("+00:00", "Z") == mine["start"]
+    assert _commit(ws, sets) == 0
+    assert len(_bookings(root / "calendars" / "demo-h100-16.duckdb")) == 2
 
 
 def _env() -> dict:

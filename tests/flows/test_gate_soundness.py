@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from flows.cli import main
+from tests.paths import future_start
 
 from .conftest import DEMO, FAST_REHEARSAL, set_args
 
@@ -191,7 +192,8 @@ def test_the_demo_inputs_live_in_the_workspace(tmp_path):
 def test_analyse_reports_the_window_executed_last(tmp_path, own_inputs):
     ws = tmp_path / "w"
     windows = []
-    for start in ("2027-01-04T00:00:00Z", "2027-02-01T00:00:00Z"):
+    first_start = future_start(30)
+    for start in (first_start, future_start(58)):
         sets = [*own_inputs, f"window.start={start}"]
         for stage in ("prepare", "validate", "commit", "execute"):
             assert _run(stage, ws, sets) == 0, stage
@@ -199,7 +201,7 @@ def test_analyse_reports_the_window_executed_last(tmp_path, own_inputs):
             windows.append(con.execute("SELECT commitment_id FROM commitments ORDER BY created_at DESC").fetchone()[0])
         assert (ws / "sim" / windows[-1] / "events-0.parquet").is_file()
     # execute the first window again (its simulation is reused): that is now the window to analyse
-    assert _run("execute", ws, [*own_inputs, "window.start=2027-01-04T00:00:00Z"]) == 0
+    assert _run("execute", ws, [*own_inputs, f"window.start={first_start}"]) == 0
     assert main(["analyse", "--workspace", str(ws)]) == 0
     first = json.loads((ws / "report" / "analysis.json").read_text())
     assert first["commitment_id"] == windows[0]

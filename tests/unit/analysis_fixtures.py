@@ -10,7 +10,7 @@ from campaign import store
 from campaign.config import load_config
 from campaign.plan import make_plan
 from campaign.sim import simulate
-from campaign.window import window_inputs
+from campaign.window import UNBOOKED_START, window_inputs
 from tests.paths import DEMO
 
 
@@ -24,7 +24,8 @@ def executed_workspace(root: Path, overrides: tuple[str, ...] = ()) -> store.Wor
     summary = dict(result.summary)
     summary["checkpoint_interval_optimal_s"] = plan.checkpoint.optimal_interval_s
     summary["plan"] = plan.to_json()
-    start = config.window.start
+    # The demo books `window.start: auto`; unbooked, it is simulated from UNBOOKED_START (a UTC midnight).
+    start = UNBOOKED_START if config.window.is_auto else config.window.start
     commitment = store.Commitment(
         "c-test", start, start + timedelta(days=config.window.days), loaded.digest, "d" * 64, "tester", "commit-1",
         datetime(2027, 1, 1, tzinfo=UTC), json.dumps(config.model_dump(mode="json", by_alias=True), sort_keys=True))

@@ -5,6 +5,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -170,7 +171,20 @@ def test_auto_books_the_earliest_fitting_start(tmp_path):
     auto = cal.book(path, ident, _request("c-2", nodes=13, start=None, days=0.5), NOW)
     assert auto.start == NOW   # now (a whole minute already), beside c-1
     later = cal.book(path, ident, _request("c-3", start=None, days=1), NOW)
-    assert later.start == NOW + timedelta(hours=1, seconds=30) + 2 * DAY
+    # c-1 ends at 13:00:30 two days on; an auto start is a whole minute (window.align: minute, the default).
+    assert later.start == NOW + timedelta(hours=1, minutes=1) + 2 * DAY
+
+
+def test_auto_aligned_to_the_day_books_the_first_free_midnight(tmp_path):
+    path = tmp_path / "cal.duckdb"
+    ident = _identity()
+    midnight = datetime(2026, 12, 2, tzinfo=UTC)
+    cal.book(path, ident, _request("c-1", start=midnight + timedelta(hours=3), days=1), NOW)   # 03:00 .. 03:00
+    aligned = replace(_request("c-2", start=None, days=2), align="day")
+    # Tomorrow's midnight would overlap c-1 (19 + 19 > 32); the next midnight after c-1 ends is the 4th.
+    assert cal.book(path, ident, aligned, NOW).start == midnight + 2 * DAY
+    assert cal.earliest_fit([], 1, DAY, 32, NOW, "hour") == NOW
+    assert cal.earliest_fit([], 1, DAY, 32, NOW + timedelta(seconds=1), "hour") == NOW + timedelta(hours=1)
 
 
 @pytest.mark.parametrize("case", ["past", "other_cluster", "too_large", "not_a_calendar"])
@@ -228,6 +242,46 @@ def test_the_actual_end_releases_the_rest_of_the_window(tmp_path):
     assert report["gaps"][-1]["kind"] == "early_finish" and report["gaps"][-1]["hours"] == 18.0
     with pytest.raises(Refused, match="already executed"):
         cal.cancel(path, "c-1", "too late", NOW)
+
+
+def test_a_gap_is_priced_at_the_price_in_force_over_it_not_the_newest(tmp_path):
+    path = tmp_path / "cal.duckdb"
+    cal.book(path, _identity(), _request("c-1", start=T0, days=1), NOW)   # recorded at $2.50 per GPU-hour
+    later = NOW + 40 * DAY                                                # T0 + 5 days: a new contract at $3.00
+    dearer = _identity(**{"cluster.cost.gpu_hour_usd": 3.0})
+    cal.book(path, dearer, _request("c-2", start=later + DAY, days=1), later)
+    state = cal.read_calendar(path)
+    assert [p.gpu_hour_usd for _, p in state.price_history] == [2.5, 3.0] and state.pricing.gpu_hour_usd == 3.0
+    report = cal.calendar_report(state.cluster, state.total_nodes, state.pricing, state.bookings, T0,
+                                 later + 2 * DAY, state.price_history)
+    # The stretch between the bookings is cut where the price changed: the past at $2.50, the rest at $3.00.
+    old, new = (g for g in report["gaps"] if g["idle_nodes"] == 32)
+    assert (old["end"], new["start"]) == ("2027-01-10T12:00:00Z", "2027-01-10T12:00:00Z")
+    assert (old["gpu_hour_usd"], new["gpu_hour_usd"]) == (2.5, 3.0)
+    old_price, new_price = (p for _, p in state.price_history)
+    assert old["cost_usd"] == old_price.cost(old["idle_node_hours"])["cost_usd"]
+    assert new["cost_usd"] == new_price.cost(new["idle_node_hours"])["cost_usd"]
+    assert report["gaps"][0]["gpu_hour_usd"] == 2.5           # beside c-1, before any change: the first price
+    assert abs(report["totals"]["idle_cost_usd"] - sum(g["cost_usd"] for g in report["gaps"])) < 0.01 * len(
+        report["gaps"])
+    assert report["totals"]["busy_node_hours"] + report["totals"]["idle_node_hours"] == 32 * report["horizon"]["hours"]
+    # Without a history (one price), every gap is at that price, as before.
+    flat = cal.calendar_report(state.cluster, 32, PRICING, state.bookings, T0, later + 2 * DAY)
+    assert {g["gpu_hour_usd"] for g in flat["gaps"]} == {2.5}
+
+
+def test_the_calendar_markdown_embeds_the_chart():
+    import base64
+
+    from campaign.calendar.gantt import gantt_png
+    from campaign.calendar.summary import calendar_markdown
+
+    report = cal.calendar_report("x", 32, PRICING, [_b("a", 19, T0, T0 + DAY)], T0, T0 + 2 * DAY)
+    png = gantt_png(report)
+    text = calendar_markdown(report, png, "/tmp/x-gantt.png")
+    uri = text.split("![Gantt chart of cluster x", 1)[1].split("](", 1)[1].split(")", 1)[0]
+    assert uri.startswith("data:image/png;base64,") and base64.b64decode(uri.split(",", 1)[1]) == png
+    assert "| a | a |" in text and f"| {report['gaps'][0]['cost_usd']:,.2f} |" in text
 
 
 def test_horizon_end_before_start_is_bad_input_naming_both():
@@ -296,30 +350,74 @@ def test_window_length_between_p90_and_p99_passes_and_either_side_fails_saying_w
     assert empirical_quantile([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 0.9) == 9
     day = 86_400.0
     finishes = [1.5 * day + i * 0.01 * day for i in range(10)]          # 1.50 .. 1.59 days
-    ok = assess_window_length(finishes, 1.585 * day, 19, PRICING)   # p90 1.58, p99 1.59
+    ok = assess_window_length(finishes, 1.585 * day, 19, PRICING)   # p90 1.58; 1.59 is past the window
     assert ok.verdict == "ok" and ok.p_complete_in_window == 0.9 and ok.p99_completion_days is None
     long = assess_window_length(finishes, 2 * day, 19, PRICING)
     tail_h = sum(2 * day - t for t in finishes) / 10 / 3600
-    assert long.verdict == "too_long" and "longer than the campaign's p99" in long.message
+    assert long.verdict == "too_long" and "longer than the campaign's p99 completion time (1.59 days)" in long.message
     assert abs(long.expected_idle_tail_h - tail_h) < 1e-9
     assert long.expected_idle_tail_cost_usd == PRICING.cost(tail_h * 19)["cost_usd"]
-    assert f"${long.expected_idle_tail_cost_usd:,.2f}" in long.message
+    assert f"${long.expected_idle_tail_cost_usd:,.2f} of released capacity" in long.message
+    assert "between 1.58 and 1.59" in long.message
     short = assess_window_length([*finishes[:8], None, None], 1.58 * day, 19, PRICING)
     assert short.verdict == "too_short" and short.p90_completion_days is None
-    assert "shorter than the campaign's p90" in short.message and "20% of 10 replicas did not finish" in short.message
+    assert "shorter than the campaign's p90" in short.message and "20% of 10 replicas do not finish" in short.message
+    booking = PRICING.cost(1.58 * 24 * 19)["cost_usd"]
+    assert f"costs its whole booking ({1.58 * 24 * 19:,.0f} node-hours, ${booking:,.2f})" in short.message
+    # Replicas run past the window price what lengthening it costs: here to the p90 of 1.68 days (+2.4 h x 19).
+    priced = assess_window_length([*finishes[:8], None, None], 1.58 * day, 19, PRICING,
+                                  longer_completions_s=[t + 0.1 * day for t in finishes])
+    assert priced.verdict == "too_short" and abs(priced.shortfall_node_hours - 0.1 * 24 * 19) < 1e-6
+    assert f"${PRICING.cost(0.1 * 24 * 19)['cost_usd']:,.2f}" in priced.message and "at least 1.68" in priced.message
+    # A snapshot job trains through the window: no idle tail, so only the p90 side applies.
+    snapshot = assess_window_length(finishes, 2 * day, 19, PRICING, trains_through=True)
+    assert snapshot.verdict == "ok" and snapshot.expected_idle_tail_cost_usd == 0
+    assert "p99 side does not apply" in snapshot.message
 
 
-def test_the_schedule_gate_applies_the_window_length_rule_when_asked():
+def _schedule_gate(*sets: str):
     from campaign.calendar.window_length import judge_window
     from campaign.gates import plan_gates, schedule_with_window_length
     from campaign.plan import make_plan
 
-    config = load_config(DEMO, ["gates.config.window_replicas=4"]).config   # 2-day window, ~1.55-day job
+    config = load_config(DEMO, list(sets)).config
     plan = make_plan(config)
     schedule = next(g for g in plan_gates(plan.to_json(), []) if g.gate == "schedule")
-    judged = schedule_with_window_length(schedule, judge_window(config, plan))
-    assert not judged.passed and "longer than the campaign's p99" in judged.summary
-    assert judged.details["window_length"]["verdict"] == "too_long"
+    return schedule_with_window_length(schedule, judge_window(config, plan))
+
+
+def test_the_shipped_demo_window_passes_the_window_length_rule_by_default():
+    # The default replica count is on; the demo is sized to the middle of the band (configs/campaigns/demo.yaml).
+    assert load_config(DEMO).config.gates.config.window_replicas == 100
+    judged = _schedule_gate()
+    length = judged.details["window_length"]
+    assert judged.passed, judged.summary
+    assert length["verdict"] == "ok" and length["replicas"] == 100 and 0.9 <= length["p_complete_in_window"] < 0.99
+
+
+def test_the_schedule_gate_fails_a_too_short_and_a_too_long_window_saying_which_and_what_it_costs():
+    short = _schedule_gate("window.days=1.7")        # the demo needs about 1.9 days
+    assert not short.passed and "shorter than the campaign's p90 completion time" in short.summary
+    assert short.details["window_length"]["verdict"] == "too_short"
+    assert short.details["window_length"]["shortfall_cost_usd"] > 0
+    assert f"${short.details['window_length']['shortfall_cost_usd']:,.2f}" in short.summary
+    assert "set window.days to at least" in short.summary
+    long = _schedule_gate("window.days=3")
+    assert not long.passed and "longer than the campaign's p99 completion time" in long.summary
+    tail = long.details["window_length"]["expected_idle_tail_cost_usd"]
+    assert tail > 0 and f"${tail:,.2f} of released capacity" in long.summary
+    assert long.details["violations"][-1] == long.details["window_length"]["message"]
+
+
+def test_the_llama3_snapshot_window_is_judged_on_its_target_only():
+    from campaign.calendar.window_length import judge_window
+    from campaign.plan import make_plan
+    from tests.paths import LLAMA
+
+    config = load_config(LLAMA).config
+    judged = judge_window(config, make_plan(config))
+    assert judged.replicas == 20 and judged.trains_through and judged.verdict == "ok", judged.message
+    assert judged.p90_completion_days < 54
 
 
 def test_a_config_without_total_nodes_takes_the_calendars_size(tmp_path):
