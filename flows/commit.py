@@ -3,7 +3,6 @@
 import sys
 
 from prefect import flow, get_run_logger
-from prefect.context import FlowRunContext
 from prefect.exceptions import FlowPauseTimeout
 from prefect.flow_runs import pause_flow_run
 from prefect.input import RunInput
@@ -48,9 +47,9 @@ def approval_form(request: ApprovalRequest) -> type[Approval]:
 def wait_for_approval(ws: store.Workspace, request: ApprovalRequest, timeout_s: int) -> Approval:
     """Pause for a person's answer WITHOUT holding the workspace lock; `approval-pending.json` says where the run
     waits meanwhile. The caller re-checks everything after this returns (the lock was let go)."""
-    run = FlowRunContext.get().flow_run
-    url = getattr(run, "ui_url", None) if run is not None else None
-    run_id = str(run.id) if run is not None else "local"
+    from prefect.runtime import flow_run as current
+
+    run_id, url = str(current.id or "local"), current.ui_url
     with store.released(ws, "campaign commit (approved; re-checking)"):
         write_pending(ws.root, run_id, url, request.headline())
         get_run_logger().info("waiting for approval (up to %d s): %s", timeout_s, request.headline())
