@@ -5,7 +5,7 @@ import logging
 from collections.abc import Iterator
 
 from prefect.states import Failed, State
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from campaign import store
 from campaign.data import read_manifest
@@ -26,6 +26,12 @@ class StageParams(BaseModel):
         "starts); applied before `overrides`."))
     overrides: list[str] = Field(default_factory=list, json_schema_extra=overrides_field_schema, description=(
         "Config overrides as `dotted.key=value`, e.g. `cluster.nodes=1024`; the key must exist in the config."))
+
+    @field_validator("workspace", mode="before")
+    @classmethod
+    def _no_workspace_is_empty(cls, value: object) -> object:
+        """The CLI passes None for "no --workspace"; the form's field is a plain string (no None toggle)."""
+        return "" if value is None else value
 
     @model_validator(mode="after")
     def _settings_become_overrides(self) -> "StageParams":
