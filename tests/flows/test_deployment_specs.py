@@ -108,6 +108,7 @@ def test_typed_settings_become_overrides_and_the_keys_follow_the_config_model():
                          overrides=["seed=3"])
     assert params.overrides == ["cluster.nodes=8", "commit.require_approval=true", "seed=3"]
     assert params.settings == []
+    assert StageParams(workspace=None).workspace == ""  # the CLI without --workspace
     keys = override_keys()
     assert {"cluster.nodes", "plan.layout.dp", "window.start", "cluster.failures.#.repair_h"} <= set(keys)
     assert re.match(override_pattern(), "plan.layout.dp=64") and not re.match(override_pattern(), "plan.dp=64")
