@@ -47,7 +47,7 @@ class ApprovalRequest:
     gpus: int                      # the job's GPUs
     booked_gpus: int               # job and spares: what the booking holds
     expected_days: float | None    # the plan's expected campaign length
-    p90_days: float | None         # p90 completion time of the window's replicas (schedule gate); None unknown
+    p90_days: float | None         # p90 completion time of the window's replicas; inf beyond the window; None unknown
     cost_usd: float                # booked GPUs x window hours x GPU-hour price
     gpu_hour_usd: float
     gates: tuple[GateLine, ...]
@@ -66,7 +66,9 @@ class ApprovalRequest:
     def markdown(self) -> str:
         """The approval artifact and the resume form's description (Markdown, no raw HTML)."""
         def days(value: float | None) -> str:
-            return "unknown" if value is None else f"{value:.2f} days"
+            if value is None:
+                return "unknown"
+            return "beyond the window" if math.isinf(value) else f"{value:.2f} days"
 
         gates_passed = sum(g.passed for g in self.gates)
         lines = [
@@ -97,9 +99,25 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def replica_p90_days(config: CampaignConfig, plan: Any, replicas: int) -> float | None:
+    """The p90 completion time, days, of `replicas` seeded replicas of the window (inf: beyond the window), when
+    the schedule gate did not judge the window (`gates.config.window_replicas` 0)."""
+    from campaign.calendar.catalog import cluster_identity
+    from campaign.calendar.window_length import assess_window_length
+    from campaign.sim import simulate_summary
+    from campaign.window import window_inputs
+
+    inputs = window_inputs(config, plan)
+    completions = [simulate_summary(inputs, replica=i)["completion_s"] for i in range(replicas)]
+    p90 = assess_window_length(completions, config.window.days * 86_400, config.cluster.booked_nodes,
+                               cluster_identity(config.cluster).pricing).p90_completion_days
+    return math.inf if p90 is None else p90
+
+
 def approval_request(config: CampaignConfig, config_digest: str, data_digest: str, gates: dict[str, Any],
-                     expected_days: float | None) -> ApprovalRequest:
-    """The request for these digests from the recorded gates (`store.latest_gates`) and the plan's expected days."""
+                     expected_days: float | None, p90_days: float | None = None) -> ApprovalRequest:
+    """The request for these digests from the recorded gates (`store.latest_gates`) and the plan's expected days;
+    the p90 from the schedule gate's replicas, else `p90_days`."""
     window = config.window
     if window.is_auto:
         start, end = "auto (the earliest start that fits on the cluster's calendar, found when booking)", None
@@ -109,7 +127,7 @@ def approval_request(config: CampaignConfig, config_digest: str, data_digest: st
         end = (start_dt + timedelta(seconds=round(window.days * 86_400))).isoformat()
     booked_gpus = config.cluster.booked_nodes * config.cluster.gpus_per_node
     cost = booked_gpus * window.days * 24 * config.cluster.cost.gpu_hour_usd
-    p90 = None
+    p90 = p90_days
     lines = []
     for gate in REQUIRED_GATES:
         record = gates.get(gate)
@@ -118,8 +136,9 @@ def approval_request(config: CampaignConfig, config_digest: str, data_digest: st
             continue
         details = record.details
         lines.append(GateLine(gate, bool(record.passed), str(details.get("summary", ""))))
-        if gate == "schedule":
-            p90 = (details.get("window_length") or {}).get("p90_completion_days")
+        if gate == "schedule" and details.get("window_length"):
+            p90 = details["window_length"].get("p90_completion_days")
+            p90 = math.inf if p90 is None else p90  # judged, and beyond the window
     finite = expected_days if expected_days is not None and math.isfinite(expected_days) else None
     return ApprovalRequest(config.name, start, end, float(window.days), config.cluster.gpus, booked_gpus, finite,
                            p90, round(cost, 2), float(config.cluster.cost.gpu_hour_usd), tuple(lines),

@@ -11,7 +11,7 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 
 from campaign import store
-from campaign.approval import ApprovalRequest, approval_request
+from campaign.approval import ApprovalRequest, approval_request, replica_p90_days
 from campaign.calendar import Booking
 from campaign.config import LoadedConfig, load_config
 from campaign.errors import Refused
@@ -52,8 +52,12 @@ def publish_approval_request(ws: store.Workspace, loaded: LoadedConfig, data_dig
     """What the approver is asked: the window, GPUs, expected days and p90, cost, every gate with its figure and
     the digests, published as a Markdown artifact on the paused run."""
     plan = make_plan(loaded.config)
-    request = approval_request(loaded.config, loaded.digest, data_digest,
-                               store.latest_gates(ws, loaded.digest, data_digest), plan.expected_days)
+    gates = store.latest_gates(ws, loaded.digest, data_digest)
+    schedule = gates.get("schedule")
+    judged = schedule is not None and schedule.details.get("window_length")
+    # Without the schedule gate's replicas, the window's p90 comes from `sim.replicas` summary replicas here.
+    p90 = None if judged or not plan.fits else replica_p90_days(loaded.config, plan, loaded.config.sim.replicas)
+    request = approval_request(loaded.config, loaded.digest, data_digest, gates, plan.expected_days, p90)
     create_markdown_artifact(request.markdown(), key=_artifact_key(loaded.config.name),
                              description=f"Approval request: {request.headline()}")
     get_run_logger().info("approval requested: %s", request.headline())

@@ -49,6 +49,9 @@ def test_a_missing_gate_is_shown_as_not_run():
     del gates["rehearsal"]
     text = approval_request(load_config(DEMO).config, "c" * 64, "d" * 64, gates, None).markdown()
     assert "| rehearsal | **FAILED** | not run for these digests |" in text and "unknown (plan)" in text
+    gates["schedule"].details["window_length"] = {"p90_completion_days": None}  # judged: beyond the window
+    text = approval_request(load_config(DEMO).config, "c" * 64, "d" * 64, gates, 1.5).markdown()
+    assert "p90 beyond the window (replicas)" in text
 
 
 def test_the_marker_is_removed_only_by_the_run_that_wrote_it(tmp_path):
