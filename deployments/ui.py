@@ -30,6 +30,7 @@ def environment(home: Path, port: int) -> dict[str, str]:
     """What every process of the UI stack sees: its own PREFECT_HOME (so the SQLite database is under it) and API."""
     return {**os.environ, "PREFECT_HOME": str(home), "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
             "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_UI_URL": f"http://127.0.0.1:{port}",
+            "PREFECT_SERVER_UI_ENABLED": "true", "PREFECT_UI_ENABLED": "true",  # the point of `make ui`
             "PREFECT_WORKER_QUERY_SECONDS": "2", "PREFECT_WORKER_PREFETCH_SECONDS": "2"}
 
 
