@@ -14,7 +14,7 @@ from flows.forms import Setting, config_field_schema, overrides_field_schema, se
 
 
 class StageParams(BaseModel):
-    """Which campaign to work on. The same form serves every stage deployment (flows/forms.py builds its parts)."""
+    """Which campaign to work on, and what to change in its config. The same form serves every stage."""
 
     model_config = ConfigDict(extra="forbid")
 

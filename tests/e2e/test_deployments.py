@@ -3,6 +3,7 @@ work pool, `prefect deploy --all`, a process worker), the demo lifecycle run thr
 through the API, and the UI itself looked at in headless Chromium (Debian's `chromium`). Screenshots are kept in
 build/e2e/ (the test prints where)."""
 
+import html
 import json
 import re
 import shutil
@@ -105,6 +106,7 @@ def test_every_deployment_is_deployed_and_bad_input_is_refused_before_the_run(st
         assert {a.name for a in client.read_automations()} >= {"demo-validate-after-prepare",
                                                                  "demo-analyse-after-execute"}
         lifecycle = deployed["demo-lifecycle"]
+        RESULTS["lifecycle_deployment"] = lifecycle.id
         assert lifecycle.tags == ["campaign", "demo", "lifecycle"] and lifecycle.description
         assert any(s.active for d in deployed.values() for s in d.schedules)
         assert deployed["demo-execute-window"].global_concurrency_limit.limit == 1
@@ -218,7 +220,9 @@ def _shot(url: str, profile: Path, name: str) -> Path:
 
 
 def _text(dom: str) -> str:
-    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", re.sub(r"<(script|style)[^>]*>.*?</\1>", "", dom, flags=re.DOTALL)))
+    """The page's visible text: no scripts or styles, no tags, entities decoded, whitespace collapsed."""
+    dom = re.sub(r"<(script|style)[^>]*>.*?</\1>", "", dom, flags=re.DOTALL)
+    return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", dom)))
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium; .ci/run installs it)")
@@ -229,6 +233,7 @@ def test_the_ui_in_chromium_shows_the_runs_the_approval_and_the_report(stack, pa
         "lifecycle-run": f"{base}/runs/flow-run/{RESULTS['parent']}",
         "approval-artifact": f"{base}/artifacts/artifact/{RESULTS['artifact_id']}",
         "failed-validate-run": f"{base}/runs/flow-run/{RESULTS['failed_validate']}",
+        "lifecycle-form": f"{base}/deployments/deployment/{RESULTS['lifecycle_deployment']}/run",
         "report": (Path(params["workspace"]) / "report" / "report.html").as_uri(),
     }
     texts = {name: _text(_dom(url, tmp_path / f"dom-{name}")) for name, url in pages.items() if name != "report"}
@@ -236,5 +241,8 @@ def test_the_ui_in_chromium_shows_the_runs_the_approval_and_the_report(stack, pa
     assert "2027-01-04T00:00:00+00:00 .. 2027-01-06T00:00:00+00:00" in texts["approval-artifact"]
     assert "Reserved cost" in texts["approval-artifact"]
     assert "Failed" in texts["failed-validate-run"], texts["failed-validate-run"][:2000]
+    # The run form: the help keeps `<campaign name>` (not eaten as an HTML tag), no None toggle on the workspace.
+    assert "workspace/<campaign name>" in texts["lifecycle-form"], texts["lifecycle-form"][:3000]
+    assert "type None" not in texts["lifecycle-form"]
     shots = [_shot(url, tmp_path / f"shot-{name}", name) for name, url in pages.items()]
     print("screenshots:", *shots)
