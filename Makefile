@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install lint serve server clean
+.PHONY: run test install lint serve server ui stop clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,11 +26,21 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check campaign flows tasks data_checks tests
 
-# A real Prefect server with the UI on http://127.0.0.1:4200 (SQLite under ~/.prefect).
+# The team's control room: a local Prefect server (SQLite under workspace/.prefect-ui/), the `campaign` process work
+# pool, every deployment of deployments/prefect.yaml with its automations, and a worker; prints the UI address.
+# `make stop` stops exactly what `make ui` started (pid files in workspace/.prefect-ui/).
+UI_PORT ?= 4200
+ui: $(STAMP)
+	$(BIN)/python -m deployments.ui start --port $(UI_PORT)
+
+stop:
+	$(BIN)/python -m deployments.ui stop
+
+# A bare Prefect server with the UI on http://127.0.0.1:4200 (SQLite under ~/.prefect); `make ui` does more.
 server: $(STAMP)
 	PREFECT_SERVER_ANALYTICS_ENABLED=false $(BIN)/prefect server start --host 127.0.0.1 --port 4200
 
-# Serve every stage as a deployment from this process (needs `make server` running).
+# Serve every deployment of deployments/prefect.yaml from this process (needs `make server` running).
 serve: $(STAMP)
 	PREFECT_API_URL=http://127.0.0.1:4200/api $(BIN)/python -m deployments.serve
 

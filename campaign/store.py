@@ -136,35 +136,59 @@ def locked(ws: Workspace, command: str, wait_s: float | None = None) -> Iterator
         if key in _held:
             lock, depth = _held[key]
             _held[key] = (lock, depth + 1)
-            owner = False
         else:
-            lock = FileLock(str(ws.root / ".lock"), is_singleton=False)
-            try:
-                lock.acquire(timeout=wait)
-            except Timeout:
-                raise WorkspaceBusy(
-                    f"workspace is in use by {_describe_holder(ws)}",
-                    where=str(ws.root),
-                    fix="wait for that run to finish, or stop it; a killed holder releases the lock by itself",
-                ) from None
+            lock = _acquire(ws, command, wait)
             _held[key] = (lock, 1)
-            owner = True
-            atomic_write_json(ws.root / ".lock.json", {
-                "pid": os.getpid(), "host": socket.gethostname(), "command": command,
-                "since": datetime.now(UTC).isoformat(timespec="seconds"),
-            })
     try:
         yield
     finally:
         with _held_guard:
-            lock, depth = _held[key]
+            # Not held any more: let go by `released` and not taken back (its WorkspaceBusy is on its way up).
+            lock, depth = _held.get(key, (None, 0))
             if depth > 1:
                 _held[key] = (lock, depth - 1)
-            else:
+            elif lock is not None:
                 del _held[key]
-                if owner or depth == 1:
-                    (ws.root / ".lock.json").unlink(missing_ok=True)
-                    lock.release()
+                (ws.root / ".lock.json").unlink(missing_ok=True)
+                lock.release()
+
+
+@contextmanager
+def released(ws: Workspace, command: str, wait_s: float | None = None) -> Iterator[None]:
+    """Let go of this process's hold on the workspace lock (however deeply re-entered) for the block, then take it
+    back at the same depth: a run that waits for a person (commit's approval) must not keep others out meanwhile.
+    Whoever resumes must re-check what it relied on, since another process may have worked here in between.
+    Taking it back can fail with WorkspaceBusy naming the holder; the enclosing `locked` blocks then hold nothing."""
+    key = ws.root
+    with _held_guard:
+        held = _held.pop(key, None)
+        if held is not None:
+            (ws.root / ".lock.json").unlink(missing_ok=True)
+            held[0].release()
+    try:
+        yield
+    finally:
+        if held is not None:
+            lock = _acquire(ws, command, lock_wait_s() if wait_s is None else wait_s)
+            with _held_guard:
+                _held[key] = (lock, held[1])
+
+
+def _acquire(ws: Workspace, command: str, wait: float) -> FileLock:
+    lock = FileLock(str(ws.root / ".lock"), is_singleton=False)
+    try:
+        lock.acquire(timeout=wait)
+    except Timeout:
+        raise WorkspaceBusy(
+            f"workspace is in use by {_describe_holder(ws)}",
+            where=str(ws.root),
+            fix="wait for that run to finish, or stop it; a killed holder releases the lock by itself",
+        ) from None
+    atomic_write_json(ws.root / ".lock.json", {
+        "pid": os.getpid(), "host": socket.gethostname(), "command": command,
+        "since": datetime.now(UTC).isoformat(timespec="seconds"),
+    })
+    return lock
 
 
 def _describe_holder(ws: Workspace) -> str:

@@ -1,31 +1,56 @@
-"""Serve every stage as a deployment from one process (no work pool): `make serve` beside `make server`."""
+"""Serve every deployment of `deployments/prefect.yaml` from one process (no work pool): `make serve` beside a server.
 
-from prefect import serve
-from prefect.schedules import Cron
+The deployments are built from prefect.yaml itself (names, entrypoints, parameters, descriptions, tags, schedules
+with their active flags, concurrency limits, triggers), so `make serve` and `prefect deploy --all` show the same
+deployments; `tests/flows/test_deployment_specs.py` checks it field by field.
+"""
 
-from flows.analyse import analyse_flow
-from flows.calendar import calendar_report_flow
-from flows.commit import commit
-from flows.execute import execute
-from flows.lifecycle import campaign
-from flows.prepare import prepare
-from flows.simulate import simulate_flow
-from flows.validate import validate
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+PREFECT_YAML = Path(__file__).with_name("prefect.yaml")
+
+
+def deployment_specs(path: Path = PREFECT_YAML) -> list[dict[str, Any]]:
+    """The `deployments:` entries of prefect.yaml (YAML anchors resolved)."""
+    return yaml.safe_load(path.read_text(encoding="utf-8"))["deployments"]
+
+
+def load_entrypoint(entrypoint: str):
+    """`flows/lifecycle.py:campaign` -> the flow object (imported as a module of the repository)."""
+    file, name = entrypoint.split(":")
+    module = importlib.import_module(file.removesuffix(".py").replace("/", "."))
+    return getattr(module, name)
+
+
+def runner_deployments(path: Path = PREFECT_YAML) -> list[Any]:
+    """Every deployment of prefect.yaml as a RunnerDeployment for `prefect.serve`."""
+    from prefect.events import DeploymentEventTrigger
+    from prefect.schedules import Cron
+
+    out = []
+    for spec in deployment_specs(path):
+        flow = load_entrypoint(spec["entrypoint"])
+        schedules = [Cron(s["cron"], timezone=s.get("timezone"), active=s.get("active", True))
+                     for s in spec.get("schedules") or []]
+        triggers = [DeploymentEventTrigger(**t) for t in spec.get("triggers") or []]
+        out.append(flow.to_deployment(
+            name=spec["name"], description=spec.get("description"), tags=spec.get("tags"),
+            parameters=spec.get("parameters"), schedules=schedules or None, triggers=triggers or None,
+            concurrency_limit=spec.get("concurrency_limit"),
+        ))
+    return out
 
 
 def main() -> None:
-    serve(
-        campaign.to_deployment(name="campaign-demo"),
-        prepare.to_deployment(name="prepare-nightly", schedule=Cron("0 2 * * *", timezone="UTC")),
-        validate.to_deployment(name="validate"),
-        commit.to_deployment(name="commit"),
-        execute.to_deployment(name="execute-window", concurrency_limit=1),
-        analyse_flow.to_deployment(name="analyse"),
-        simulate_flow.to_deployment(name="simulate"),
-        calendar_report_flow.to_deployment(name="calendar-report", schedule=Cron("0 6 * * *", timezone="UTC")),
-        limit=4,
-        pause_on_shutdown=False,
-    )
+    from prefect import serve
+
+    serve(*runner_deployments(), limit=4, pause_on_shutdown=False)
 
 
 if __name__ == "__main__":

@@ -2,45 +2,97 @@
 
 import sys
 
-from prefect import flow
+from prefect import flow, get_run_logger
+from prefect.exceptions import FlowPauseTimeout
 from prefect.flow_runs import pause_flow_run
 from prefect.input import RunInput
+from pydantic import Field, create_model
 
 from campaign import store
+from campaign.approval import ApprovalRequest, clear_pending, write_pending
 from campaign.errors import CampaignError, Refused
 from campaign.window import window_inputs, with_start
 from flows.common import StageParams, failed, quiet_expected_errors, stage_run
 from tasks.calendar import book_calendar
-from tasks.commit import book_window, check_gates, schedule_execute
+from tasks.commit import (
+    book_window,
+    check_gates,
+    publish_approval_request,
+    recheck_after_approval,
+    record_answer,
+    schedule_execute,
+)
 from tasks.config import load_campaign
 from tasks.power import write_power_notice
 
 
 class Approval(RunInput):
-    approved: bool
-    approver: str
+    """The resume form of a commit that needs a person's approval. The form built for a run
+    (`approval_form`) carries that run's window, GPUs, days, cost, gates and digests in its description."""
+
+    approved: bool = Field(False, description="Book the window described above.")
+    approver: str = Field(min_length=1, max_length=200, description="Your name; recorded with the commitment.")
+    comment: str = Field("", max_length=2000, description="Why; required reading for the team when you reject.")
+
+
+def approval_form(request: ApprovalRequest) -> type[Approval]:
+    """The Approval form for this request: its description (shown above the form in the UI) is the request."""
+    form = create_model("Approval", __base__=Approval, approved=(bool, Field(False, description=(
+        f"{request.headline()}. Gates: {sum(g.passed for g in request.gates)}/{len(request.gates)} passed; "
+        f"config {request.config_digest[:12]}, data {request.data_digest[:12]}."))))
+    form._description = request.markdown()
+    return form
+
+
+def wait_for_approval(ws: store.Workspace, request: ApprovalRequest, timeout_s: int) -> Approval:
+    """Pause for a person's answer WITHOUT holding the workspace lock; `approval-pending.json` says where the run
+    waits meanwhile. The caller re-checks everything after this returns (the lock was let go)."""
+    from prefect.runtime import flow_run as current
+
+    run_id, url = str(current.id or "local"), current.ui_url
+    with store.released(ws, "campaign commit (approved; re-checking)"):
+        write_pending(ws.root, run_id, url, request.headline())
+        get_run_logger().info("waiting for approval (up to %d s): %s", timeout_s, request.headline())
+        try:
+            return pause_flow_run(wait_for_input=approval_form(request), timeout=timeout_s, poll_interval=2,
+                                  key=f"approval-{request.config_digest[:12]}-{request.data_digest[:12]}")
+        except FlowPauseTimeout:
+            raise Refused(f"no answer to the approval request within {timeout_s} s; nothing booked",
+                          where=str(ws.root), fix="commit again and answer the approval form in the Prefect UI "
+                          "(or raise commit.approval_timeout_s)") from None
+        finally:
+            clear_pending(ws.root, run_id)
 
 
 @flow(name="commit")
 def commit(params: StageParams = StageParams(), schedule_execution: bool = True):
     """Book the window; run as its own deployment with `schedule_execution`, it also schedules `execute-window`
-    at the window's start. The lifecycle runs execute itself right after, so it passes False (one execution)."""
+    at the window's start. The lifecycle runs execute itself right after, so it passes False (one execution).
+    With `commit.require_approval`, it publishes what is to be approved and waits for a person without holding the
+    workspace; after a yes it re-checks the config, the data, the gates and the calendar before booking."""
     quiet_expected_errors()
     try:
         loaded, ws = load_campaign(params.config, params.overrides, params.workspace)
         with stage_run(ws, "commit", loaded.digest) as run_id:
             data_digest = check_gates(ws, loaded)
-            approved_by = "automatic (every gate passed)"
+            approved_by, comment = "automatic (every gate passed)", ""
             if loaded.config.commit.require_approval:
-                answer = pause_flow_run(wait_for_input=Approval, timeout=int(loaded.config.commit.approval_timeout_s),
-                                        poll_interval=2)
+                request = publish_approval_request(ws, loaded, data_digest)
+                answer = wait_for_approval(ws, request, int(loaded.config.commit.approval_timeout_s))
                 if not answer.approved:
-                    raise Refused(f"booking rejected by {answer.approver}", where=str(ws.root),
-                                  fix="resolve the approver's concern and commit again")
-                approved_by = answer.approver
-            # The calendar lock is held inside book_calendar only (never while waiting for approval above).
+                    record_answer(ws, request, answer.approver, answer.comment, approved=False)
+                    raise Refused(f"booking rejected by {answer.approver}"
+                                  + (f": {answer.comment}" if answer.comment else " (no comment)"),
+                                  where=str(ws.root), fix="resolve the approver's concern and commit again")
+                # The lock was let go while waiting: whatever was approved must still be what is booked.
+                loaded, data_digest = recheck_after_approval(ws, params.config, params.overrides, params.workspace,
+                                                             request)
+                approved_by, comment = answer.approver, answer.comment
+                record_answer(ws, request, approved_by, comment, approved=True)
+            # The calendar lock is held inside book_calendar only (never while waiting for approval above), and
+            # the calendar is read afresh there.
             booking = book_calendar(ws, loaded, data_digest, store.now())
-            booked = book_window(ws, loaded, data_digest, run_id, approved_by, booking)
+            booked = book_window(ws, loaded, data_digest, run_id, approved_by, booking, comment)
             # The utility's warning: commitments/<id>-power.md and .json, and an artifact (issue 9).
             write_power_notice(ws.root / "commitments", booked.commitment_id,
                                window_inputs(with_start(loaded.config, booked.window_start)),

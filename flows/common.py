@@ -5,22 +5,41 @@ import logging
 from collections.abc import Iterator
 
 from prefect.states import Failed, State
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from campaign import store
 from campaign.data import read_manifest
 from campaign.errors import CampaignError
+from flows.forms import Setting, config_field_schema, overrides_field_schema, setting_overrides
 
 
 class StageParams(BaseModel):
-    """Which campaign to work on. The same form serves every stage deployment."""
+    """Which campaign to work on, and what to change in its config. The same form serves every stage."""
 
     model_config = ConfigDict(extra="forbid")
 
-    config: str = Field("configs/campaigns/demo.yaml", description="Campaign YAML, relative to the working dir.")
-    workspace: str | None = Field(None, description="Workspace folder (default workspace/<campaign name>).")
-    overrides: list[str] = Field(default_factory=list,
-                                 description="Config overrides as dotted.key=value, e.g. cluster.nodes=1024.")
+    config: str = Field("configs/campaigns/demo.yaml", json_schema_extra=config_field_schema(),
+                        description="Campaign YAML: one of the shipped campaigns (the CLI takes any path).")
+    workspace: str = Field("", description="Workspace folder; empty: `workspace/<campaign name>`.")
+    settings: list[Setting] = Field(default_factory=list, description=(
+        "Typed overrides: pick a config key and give its value (checked against the key's range before the run "
+        "starts); applied before `overrides`."))
+    overrides: list[str] = Field(default_factory=list, json_schema_extra=overrides_field_schema, description=(
+        "Config overrides as `dotted.key=value`, e.g. `cluster.nodes=1024`; the key must exist in the config."))
+
+    @field_validator("workspace", mode="before")
+    @classmethod
+    def _no_workspace_is_empty(cls, value: object) -> object:
+        """The CLI passes None for "no --workspace"; the form's field is a plain string (no None toggle)."""
+        return "" if value is None else value
+
+    @model_validator(mode="after")
+    def _settings_become_overrides(self) -> "StageParams":
+        """One list of overrides for every stage: the typed settings first, then the free ones."""
+        if self.settings:
+            self.overrides = [*setting_overrides(self.settings), *self.overrides]
+            self.settings = []
+        return self
 
 
 def failed(err: CampaignError) -> State:

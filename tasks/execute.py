@@ -8,6 +8,7 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_progress_artifact, update_progress_artifact
 
 from campaign import store
+from campaign.approval import read_pending
 from campaign.config import CampaignConfig, LoadedConfig
 from campaign.errors import Refused
 from campaign.evidence import read_evidence
@@ -38,6 +39,9 @@ def check_commitment(ws: store.Workspace, loaded: LoadedConfig) -> store.Commitm
     booked = store.commitments(ws)
     recorded = store.latest_gates(ws, loaded.digest, current) if current else {}
     problems = execute_problems(booked, loaded.digest, current, changed, recorded)
+    pending = read_pending(ws.root)
+    if problems and pending:
+        problems.insert(0, pending.describe())
     if problems:
         raise Refused("execute refused:\n  - " + "\n  - ".join(problems), where=str(ws.root),
                       fix="no flag skips this: prepare, validate and commit the data and config you want to run")

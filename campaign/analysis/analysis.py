@@ -22,6 +22,7 @@ import pandas as pd
 
 from campaign import goodput
 from campaign.analysis.statistics import checkpoint_overhead, optimal_interval_s, poisson_interval
+from campaign.approval import read_pending
 from campaign.errors import CampaignError, ConfigError, DataError, WorkspaceBusy
 from campaign.store import SCHEMA_VERSION, Workspace, existing_workspace, first_row
 
@@ -63,7 +64,9 @@ def check_catalog(con: duckdb.DuckDBPyConnection, where: str) -> None:
             fix="run `campaign execute CONFIG --workspace DIR` with this version once (it migrates the catalog and "
                 "records the executed window), then analyse again")
     if not first_row(con, "SELECT count(*) FROM executions")[0]:
-        raise DataError("nothing to analyse: this workspace has no executed window", where=where,
+        pending = read_pending(Path(where).parent)
+        waiting = f" ({pending.describe()})" if pending else ""
+        raise DataError(f"nothing to analyse: this workspace has no executed window{waiting}", where=where,
                         fix="run `campaign execute CONFIG --workspace DIR` (or `campaign run CONFIG`) first")
 
 

@@ -1,156 +1,254 @@
-"""A real Prefect server, `prefect deploy`, a process worker, and the demo campaign run to completion through it."""
+"""The UI stack of `make ui` for real (deployments/ui.py: a Prefect server on a free loopback port, the `campaign`
+work pool, `prefect deploy --all`, a process worker), the demo lifecycle run through it with its approval answered
+through the API, and the UI itself looked at in headless Chromium (Debian's `chromium`). Screenshots are kept in
+build/e2e/ (the test prints where)."""
 
+import html
 import json
-import os
-import signal
-import socket
+import re
+import shutil
 import subprocess
-import sys
-import textwrap
 import time
-import urllib.request
-from datetime import UTC, datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
-import duckdb
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
-from tests.paths import FAST_REHEARSAL
+from deployments import ui
+from tests.paths import FAST_REHEARSAL, REPO, future_start
+
+# A named window start (the shipped demo books `auto`), always in the future; the demo window is two days.
+START = future_start(30)
+WINDOW = (f"{START.replace('Z', '+00:00')} .. "
+          f"{(datetime.fromisoformat(START) + timedelta(days=2)).isoformat().replace('Z', '+00:00')}")
 
 pytestmark = pytest.mark.e2e
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 120) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, "prefect server exited"
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
-                if response.read().strip() == b"true":
-                    return
-        except OSError:
-            pass
-        time.sleep(0.5)
-    raise AssertionError("prefect server did not become healthy")
-
-
-def _stop(proc: subprocess.Popen, sig: int) -> None:
-    os.killpg(proc.pid, sig)
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+SHOTS = REPO / "build" / "e2e"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync"]
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    home = tmp_path_factory.mktemp("prefect_home")
-    port = _free_port()
-    api = f"http://127.0.0.1:{port}/api"
-    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_API_URL": api, "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-           "PREFECT_LOGGING_LEVEL": "WARNING", "PREFECT_WORKER_QUERY_SECONDS": "2", "PREFECT_WORKER_PREFETCH_SECONDS": "2"}
-    log = open(home / "server.log", "w")  # noqa: SIM115 - must outlive the server process
-    proc = subprocess.Popen([str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-                            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+def stack(tmp_path_factory):
+    """`make ui` in a private folder and port; `make stop` afterwards, checked to stop exactly what it started."""
+    import os
+
+    home = tmp_path_factory.mktemp("prefect_ui")
+    env = ui.start(home, ui.free_port(), worker_limit=3)
+    saved = {k: os.environ.get(k) for k in ("PREFECT_API_URL", "PREFECT_HOME")}
+    os.environ.update({k: env[k] for k in saved})  # this process's client too
+    started = [json.loads((home / f"{n}.pid").read_text())["pid"] for n in ("server", "worker")]
     try:
-        _wait_healthy(api, proc)
         yield env
     finally:
-        _stop(proc, signal.SIGTERM)
-        log.close()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        stopped = ui.stop(home)
+        assert len(stopped) == 2, stopped
+        assert not any(ui._running(pid) for pid in started)
 
 
-def _prefect(env, *args) -> str:
-    result = subprocess.run([str(BIN / "prefect"), *args], check=False, env=env, cwd=REPO, capture_output=True, text=True,
-                            timeout=180)
-    assert result.returncode == 0, result.stdout + result.stderr
-    return result.stdout
+def _client():
+    from prefect.client.orchestration import get_client
+
+    return get_client(sync_client=True)
 
 
-def _python(env, code: str) -> str:
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], check=False, env=env, cwd=REPO, capture_output=True,
-                            text=True, timeout=600)
-    assert result.returncode == 0, result.stdout + result.stderr
-    return result.stdout.strip().splitlines()[-1]
+def _flow_runs(client, flow: str | None = None, name_like: str | None = None, state: str | None = None):
+    from prefect.client.schemas.filters import (
+        FlowFilter,
+        FlowFilterName,
+        FlowRunFilter,
+        FlowRunFilterName,
+        FlowRunFilterState,
+        FlowRunFilterStateName,
+    )
+
+    run_filter = FlowRunFilter(
+        name=FlowRunFilterName(like_=name_like) if name_like else None,
+        state=FlowRunFilterState(name=FlowRunFilterStateName(any_=[state])) if state else None)
+    return client.read_flow_runs(flow_run_filter=run_filter,
+                                 flow_filter=FlowFilter(name=FlowFilterName(any_=[flow])) if flow else None)
 
 
-def test_deploy_worker_and_run_the_demo_to_completion(server, tmp_path):
-    env = server
-    _prefect(env, "work-pool", "create", "campaign-pool", "--type", "process")
-    _prefect(env, "--no-prompt", "deploy", "--all", "--prefect-file", "deployments/prefect.yaml")
+def _wait_final(client, run_id, timeout_s: float = 480):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        run = client.read_flow_run(run_id)
+        if run.state and run.state.is_final():
+            return run
+        time.sleep(1)
+    raise AssertionError(f"flow run {run_id} did not finish in {timeout_s} s")
 
-    names = json.loads(_python(env, """
-        import asyncio, json
-        from prefect.client.orchestration import get_client
-        async def main():
-            async with get_client() as client:
-                deployments = await client.read_deployments()
-                print(json.dumps({d.name: d.parameter_openapi_schema for d in deployments}))
-        asyncio.run(main())
-    """))
-    assert {"campaign-demo", "prepare-nightly", "validate", "commit", "execute-window", "analyse",
-            "simulate"} <= set(names)
-    # The UI builds its form from this schema: a typed StageParams model, not a free-form dict.
-    assert "StageParams" in json.dumps(names["validate"])
 
-    worker_log = open(tmp_path / "worker.log", "w")  # noqa: SIM115 - must outlive the worker
-    worker = subprocess.Popen([str(BIN / "prefect"), "worker", "start", "--pool", "campaign-pool", "--limit", "2"],
-                              env=env, cwd=REPO, stdout=worker_log, stderr=subprocess.STDOUT, start_new_session=True)
-    ws = tmp_path / "w"
-    demo = tmp_path / "demo_inputs"
-    params = {"config": str(REPO / "configs/campaigns/demo.yaml"), "workspace": str(ws), "overrides": [
-        f"data.demo_corpus_dir={demo}", f"data.sources.0.path={demo}/web/*.jsonl",
-        f"data.sources.1.path={demo}/docs/*.parquet", *FAST_REHEARSAL]}
-    try:
-        state = _python(env, f"""
-            from prefect.deployments import run_deployment
-            run = run_deployment("campaign/campaign-demo", parameters={{"params": {params!r}}}, timeout=480)
-            print(run.state.type.value)
-        """)
-        assert state == "COMPLETED", (tmp_path / "worker.log").read_text()[-3000:]
+def _deployment(client, name: str):
+    return next(d for d in client.read_deployments() if d.name == name)
+
+
+@pytest.fixture(scope="module")
+def params(tmp_path_factory):
+    demo = tmp_path_factory.mktemp("demo_inputs")
+    ws = tmp_path_factory.mktemp("e2e_ws") / "w"
+    return {"config": "configs/campaigns/demo.yaml", "workspace": str(ws),
+            "settings": [{"key": "commit.require_approval", "value": True}],
+            "overrides": [f"data.demo_corpus_dir={demo}", f"data.sources.0.path={demo}/web/*.jsonl",
+                          f"data.sources.1.path={demo}/docs/*.parquet", f"window.start={START}", *FAST_REHEARSAL]}
+
+
+RESULTS: dict = {}
+
+
+def test_every_deployment_is_deployed_and_bad_input_is_refused_before_the_run(stack):
+    from prefect.exceptions import PrefectHTTPStatusError
+
+    specs = [s["name"] for s in __import__("deployments.serve", fromlist=["x"]).deployment_specs()]
+    with _client() as client:
+        deployed = {d.name: d for d in client.read_deployments()}
+        assert set(specs) <= set(deployed)
+        assert {a.name for a in client.read_automations()} >= {"demo-validate-after-prepare",
+                                                                 "demo-analyse-after-execute"}
+        lifecycle = deployed["demo-lifecycle"]
+        RESULTS["lifecycle_deployment"] = lifecycle.id
+        assert lifecycle.tags == ["campaign", "demo", "lifecycle"] and lifecycle.description
+        assert any(s.active for d in deployed.values() for s in d.schedules)
+        assert deployed["demo-execute-window"].global_concurrency_limit.limit == 1
+        before = len(client.read_flow_runs())
+        for bad, field in (({"config": "configs/campaigns/nope.yaml"}, "params.config"),
+                           ({"overrides": ["cluster.nodez=4"]}, "params.overrides[0]"),
+                           ({"settings": [{"key": "cluster.nodes", "value": -3}]}, "params.settings[0]")):
+            with pytest.raises(PrefectHTTPStatusError) as err:
+                client.create_flow_run_from_deployment(lifecycle.id, parameters={"params": bad})
+            assert f"Validation failed for field '{field}'" in err.value.response.text
+        assert len(client.read_flow_runs()) == before  # nothing started
+
+
+def test_the_demo_lifecycle_waits_for_approval_then_executes_its_window_once(stack, params):
+    from prefect.flow_runs import resume_flow_run
+
+    from campaign import store
+
+    ws = Path(params["workspace"])
+    with _client() as client:
+        parent = client.create_flow_run_from_deployment(_deployment(client, "demo-lifecycle").id,
+                                                        parameters={"params": params})
+        deadline = time.monotonic() + 300
+        paused = []
+        while not paused and time.monotonic() < deadline:
+            paused = _flow_runs(client, flow="commit", state="Paused")
+            assert not client.read_flow_run(parent.id).state.is_final()
+            time.sleep(1)
+        assert paused, "the commit never paused for approval"
+        # While it waits: the marker names the run, and another process can take the workspace at once.
+        marker = json.loads((ws / "approval-pending.json").read_text())
+        assert marker["flow_run_id"] == str(paused[0].id) and marker["url"].startswith(stack["PREFECT_UI_URL"])
+        with store.locked(store.Workspace(ws), "e2e probe", wait_s=1):
+            pass
+        artifact = next(a for a in client.read_artifacts() if a.key == "approval-demo")
+        assert WINDOW in artifact.data
+        RESULTS.update(paused_run=paused[0].id, artifact_id=artifact.id, parent=parent.id)
+        resume_flow_run(paused[0].id, run_input={"approved": True, "approver": "e2e", "comment": "window checked"})
+        final = _wait_final(client, parent.id)
+        assert final.state.is_completed(), final.state.message
         assert (ws / "report" / "report.md").exists()
-        # The lifecycle executed its window once, itself: nothing is left scheduled to execute it again.
-        assert _python(env, """
-            import asyncio
-            from prefect.client.orchestration import get_client
-            from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
-            async def main():
-                async with get_client() as client:
-                    runs = await client.read_flow_runs(flow_run_filter=FlowRunFilter(
-                        name=FlowRunFilterName(like_="window-c-")))
-                    print(len(runs))
-            asyncio.run(main())
-        """) == "0"
+        booked = [json.loads(p.read_text()) for p in (ws / "commitments").glob("c-*.json")
+                  if not p.name.endswith("-power.json")]
+        assert [b["approved_by"] for b in booked] == ["e2e"]
+        # Exactly one execution of the window: the lifecycle's own; none scheduled, no second analyse.
+        assert len(_flow_runs(client, flow="execute")) == 1
+        assert _flow_runs(client, name_like="window-c-") == []
+        time.sleep(3)  # an automation would fire within a second or two of the completion event
+        assert len(_flow_runs(client, flow="analyse")) == 1
+    import duckdb
 
-        # Run as its own deployment, commit schedules the execute deployment at the window's start (once).
-        scheduled = _python(env, f"""
-            import asyncio
-            from prefect.deployments import run_deployment
-            from prefect.client.orchestration import get_client
-            from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
-            run = run_deployment("commit/commit", parameters={{"params": {params!r}}}, timeout=300)
-            assert run.state.type.value == "COMPLETED", run.state
-            async def main():
-                async with get_client() as client:
-                    runs = await client.read_flow_runs(flow_run_filter=FlowRunFilter(
-                        name=FlowRunFilterName(like_="window-c-")))
-                    print(",".join(f"{{r.state.type.value}}@{{r.expected_start_time.isoformat()}}" for r in runs))
-            asyncio.run(main())
-        """)
-        # The demo books `window.start: auto` on a UTC midnight: the start its commitment recorded.
-        with duckdb.connect(str(ws / "campaign.duckdb"), read_only=True) as con:
-            (booked,) = con.execute("SELECT window_start FROM commitments ORDER BY created_at DESC").fetchone()
-        assert booked.astimezone(UTC).hour == 0 and booked > datetime.now(UTC)
-        assert scheduled == f"SCHEDULED@{booked.astimezone(UTC).isoformat()}"
-    finally:
-        _stop(worker, signal.SIGINT)  # a Prefect worker ignores SIGTERM's first delivery
-        worker_log.close()
+    with duckdb.connect(str(ws / "campaign.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM executions").fetchone()[0] == 1
+
+
+def _approve_when_paused(client, parent_id, approver: str, comment: str):
+    """Poll until a commit run waits for approval (the parent must not end first), then answer yes."""
+    from prefect.flow_runs import resume_flow_run
+
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        paused = _flow_runs(client, flow="commit", state="Paused")
+        if paused:
+            resume_flow_run(paused[0].id, run_input={"approved": True, "approver": approver, "comment": comment})
+            return paused[0]
+        run = client.read_flow_run(parent_id)
+        assert not run.state.is_final(), run.state
+        time.sleep(1)
+    raise AssertionError("the commit never paused for approval")
+
+
+def test_a_commit_deployment_schedules_its_execute_window_once(stack, params):
+    """Run as its own deployment (same config, so the same gates), commit books the same window again and
+    schedules `demo-execute-window` at its start, once."""
+    with _client() as client:
+        run = client.create_flow_run_from_deployment(_deployment(client, "demo-commit").id,
+                                                     parameters={"params": params})
+        _approve_when_paused(client, run.id, "e2e", "second look")
+        assert _wait_final(client, run.id, 300).state.is_completed()
+        scheduled = _flow_runs(client, name_like="window-c-")
+        assert [(r.state.type.value, r.expected_start_time.isoformat()) for r in scheduled] == [
+            ("SCHEDULED", START.replace("Z", "+00:00"))]
+        assert client.read_deployment(scheduled[0].deployment_id).name == "demo-execute-window"
+
+
+def test_a_failed_gate_fails_the_validate_run(stack, params):
+    failing = {**params, "settings": [], "overrides": [*params["overrides"], "gates.data.min_documents=1000000000"]}
+    with _client() as client:
+        run = client.create_flow_run_from_deployment(_deployment(client, "demo-validate").id,
+                                                     parameters={"params": failing})
+        final = _wait_final(client, run.id, 300)
+        assert final.state.is_failed() and "data_volume" in (final.state.message or "")
+        RESULTS["failed_validate"] = run.id
+
+
+def _dom(url: str, profile: Path) -> str:
+    out = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=15000",
+                          "--dump-dom", url], capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout
+
+
+def _shot(url: str, profile: Path, name: str) -> Path:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    shot = SHOTS / f"{name}.png"
+    out = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=15000",
+                          "--window-size=1400,1000", "--hide-scrollbars", f"--screenshot={shot}", url],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0 and shot.is_file(), out.stderr[-2000:]
+    return shot
+
+
+def _text(dom: str) -> str:
+    """The page's visible text: no scripts or styles, no tags, entities decoded, whitespace collapsed."""
+    dom = re.sub(r"<(script|style)[^>]*>.*?</\1>", "", dom, flags=re.DOTALL)
+    return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", dom)))
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium; .ci/run installs it)")
+def test_the_ui_in_chromium_shows_the_runs_the_approval_and_the_report(stack, params, tmp_path):
+    assert {"parent", "paused_run", "artifact_id", "failed_validate"} <= set(RESULTS), "earlier tests did not run"
+    base = stack["PREFECT_UI_URL"]
+    pages = {
+        "lifecycle-run": f"{base}/runs/flow-run/{RESULTS['parent']}",
+        "approval-artifact": f"{base}/artifacts/artifact/{RESULTS['artifact_id']}",
+        "failed-validate-run": f"{base}/runs/flow-run/{RESULTS['failed_validate']}",
+        "lifecycle-form": f"{base}/deployments/deployment/{RESULTS['lifecycle_deployment']}/run",
+        "report": (Path(params["workspace"]) / "report" / "report.html").as_uri(),
+    }
+    texts = {name: _text(_dom(url, tmp_path / f"dom-{name}")) for name, url in pages.items() if name != "report"}
+    assert "Completed" in texts["lifecycle-run"], texts["lifecycle-run"][:2000]
+    assert WINDOW in texts["approval-artifact"]
+    assert "Reserved cost" in texts["approval-artifact"]
+    assert "Failed" in texts["failed-validate-run"], texts["failed-validate-run"][:2000]
+    # The run form: the help keeps `<campaign name>` (not eaten as an HTML tag), no None toggle on the workspace.
+    assert "workspace/<campaign name>" in texts["lifecycle-form"], texts["lifecycle-form"][:3000]
+    assert "type None" not in texts["lifecycle-form"]
+    shots = [_shot(url, tmp_path / f"shot-{name}", name) for name, url in pages.items()]
+    print("screenshots:", *shots)

@@ -1,46 +1,180 @@
-"""Commit with `commit.require_approval`: the flow pauses for a person's answer (the Prefect UI's form)."""
+"""Commit with `commit.require_approval`: the flow publishes what is to be approved, then pauses for a person's answer
+(the Prefect UI's form) without holding the workspace, and re-checks everything after the answer."""
 
+import json
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from flows.cli import main
 
-from .conftest import DEMO, set_args
+from .conftest import DEMO, REPO, set_args
+
+PROBE = """
+import sys
+from campaign import store
+from campaign.analysis.analysis import analysis_workspace
+from campaign.errors import CampaignError
+for root in sys.argv[1:]:
+    try:
+        with store.locked(store.Workspace(__import__("pathlib").Path(root)), "probe", wait_s=0.2):
+            print(root + "\\tlock free")
+        analysis_workspace(root)
+        print(root + "\\tanalysable")
+    except CampaignError as err:
+        print(root + "\\t" + str(err.exit_code) + " " + err.render().replace("\\n", " "))
+"""
 
 
-def _resume_when_paused(answer: dict) -> None:
-    from prefect.client.orchestration import get_client
+def _paused_run(client, deadline: float):
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterState, FlowRunFilterStateName
-    from prefect.flow_runs import resume_flow_run
 
-    deadline = time.monotonic() + 120
-    with get_client(sync_client=True) as client:
-        while time.monotonic() < deadline:
-            paused = client.read_flow_runs(flow_run_filter=FlowRunFilter(
-                state=FlowRunFilterState(name=FlowRunFilterStateName(any_=["Paused"]))))
-            if paused:
-                resume_flow_run(paused[0].id, run_input=answer)
-                return
-            time.sleep(0.5)
+    while time.monotonic() < deadline:
+        paused = client.read_flow_runs(flow_run_filter=FlowRunFilter(
+            state=FlowRunFilterState(name=FlowRunFilterStateName(any_=["Paused"]))))
+        if paused:
+            return paused[0]
+        time.sleep(0.3)
     raise AssertionError("commit never paused for approval")
 
 
-@pytest.mark.parametrize(("approved", "code"), [(True, 0), (False, 3)])
-def test_commit_waits_for_a_person(tmp_path, demo_inputs, approved, code, capsys):
-    ws = tmp_path / "w"
+def _while_paused(ws: Path, other_ws: Path, api_url: str, seen: dict, answer: dict) -> None:
+    """Look at everything a team member would while the run waits, then answer."""
+    from prefect.client.orchestration import get_client
+    from prefect.flow_runs import resume_flow_run
+
+    try:
+        with get_client(sync_client=True) as client:
+            run = _paused_run(client, time.monotonic() + 120)
+            keyset = run.state.state_details.run_input_keyset
+            seen["description"] = client.read_flow_run_input(run.id, keyset["description"])
+            schema = client.read_flow_run_input(run.id, keyset["schema"])
+            seen["schema"] = json.loads(schema) if isinstance(schema, str) else schema
+            seen["artifacts"] = [a.data for a in client.read_artifacts() if (a.key or "").startswith("approval-")]
+            seen["marker"] = json.loads((ws / "approval-pending.json").read_text())
+            seen["lock_holder"] = (ws / ".lock.json").exists()
+            # Another process, as `campaign analyse` does it (its check, then the lock): the lock of this workspace is
+            # free, analyse says where the run waits (exit 2: nothing executed yet) instead of "busy" (exit 4), and
+            # on another workspace it works.
+            started = time.monotonic()
+            probe = subprocess.run([sys.executable, "-c", PROBE, str(ws), str(other_ws)], cwd=REPO, capture_output=True,
+                                   text=True, timeout=120, check=True)
+            seen["analyse_s"] = time.monotonic() - started
+            seen["probe"] = probe.stdout.splitlines()
+            resume_flow_run(run.id, run_input=answer)
+    except BaseException as exc:  # noqa: BLE001 - reported by the test body
+        seen["error"] = repr(exc)
+
+
+@pytest.fixture(scope="module")
+def other_workspace(tmp_path_factory) -> Path:
+    from tests.unit.analysis_fixtures import executed_workspace
+
+    return executed_workspace(tmp_path_factory.mktemp("approval_other") / "ws").root
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory, demo_inputs) -> tuple[Path, list[str]]:
+    """One prepared and validated workspace for the module: a rejection books nothing, so the tests share it."""
+    ws = tmp_path_factory.mktemp("approval") / "ws"
     sets = set_args([*demo_inputs, "commit.require_approval=true"])
     for stage in ("prepare", "validate"):
         assert main([stage, str(DEMO), "--workspace", str(ws), *sets]) == 0
-    approver = threading.Thread(target=_resume_when_paused,
-                                args=({"approved": approved, "approver": "alice"},), daemon=True)
-    approver.start()
+    return ws, sets
+
+
+def _commit_answered(ws: Path, sets: list[str], other_ws: Path, answer: dict, capsys) -> tuple[int, dict, object]:
+    from prefect.settings import PREFECT_API_URL
+
+    seen: dict = {}
+    person = threading.Thread(target=_while_paused, args=(ws, other_ws, PREFECT_API_URL.value(), seen, answer),
+                              daemon=True)
+    person.start()
     capsys.readouterr()
-    assert main(["commit", str(DEMO), "--workspace", str(ws), *sets]) == code
-    approver.join(timeout=5)
-    out = capsys.readouterr()
-    if approved:
-        assert "approved by alice" in out.out
-    else:
-        assert "booking rejected by alice" in out.err
+    code = main(["commit", str(DEMO), "--workspace", str(ws), *sets])
+    person.join(timeout=5)
+    assert "error" not in seen, seen.get("error")
+    return code, seen, capsys.readouterr()
+
+
+def _shows_the_request(seen: dict) -> None:
+    """The form's description and the artifact carry the window, GPUs, days, cost, every gate, the digests."""
+    for text in (seen["description"], *seen["artifacts"]):
+        assert "2027-01-04T00:00:00+00:00 .. 2027-01-06T00:00:00+00:00" in text
+        assert "GPUs" in text and "Reserved cost" in text and "p90" in text
+        for gate in ("data_quality", "layout", "memory", "schedule", "rehearsal"):
+            assert f"| {gate} | passed |" in text
+        assert "Config digest" in text and "Data digest" in text
+    assert "Book demo" in json.dumps(seen["schema"])  # the approve toggle's own help names the window too
+    assert {"approved", "approver", "comment"} <= set(seen["schema"]["properties"])
+
+
+def test_a_rejection_fails_the_run_with_who_and_why_and_the_wait_holds_nothing(prepared, other_workspace, capsys):
+    ws, sets = prepared
+    answer = {"approved": False, "approver": "alice", "comment": "wait for Q3"}
+    code, seen, out = _commit_answered(ws, sets, other_workspace, answer, capsys)
+    assert code == 3
+    assert "booking rejected by alice: wait for Q3" in out.err
+    assert not list((ws / "commitments").glob("c-*.json"))
+    _shows_the_request(seen)
+    # While it waited: no lock held, a marker naming the run, and analyse answered at once on both workspaces.
+    assert seen["lock_holder"] is False
+    assert seen["marker"]["written_by"] == "campaign commit" and seen["marker"]["flow_run_id"]
+    lock_free, same, other_lock, other = seen["probe"]
+    assert lock_free == f"{ws}\tlock free" and other_lock == f"{other_workspace}\tlock free"
+    assert same.startswith(f"{ws}\t2 ") and "waits for approval" in same, same
+    assert seen["marker"]["flow_run_id"] in same
+    assert other == f"{other_workspace}\tanalysable", other
+    assert not (ws / "approval-pending.json").exists()  # cleared once answered
+    print(f"analyse subprocesses took {seen['analyse_s']:.1f} s")
+
+
+def test_approved_but_the_data_changed_meanwhile_is_refused(prepared):
+    """The lock is let go while waiting, so what was approved is checked again before booking."""
+    from prefect.client.orchestration import get_client
+    from prefect.flow_runs import resume_flow_run
+
+    ws, sets = prepared
+    clean = min((ws / "data" / "clean").glob("*.parquet"))
+    original = clean.read_bytes()
+
+    def change_then_approve():
+        with get_client(sync_client=True) as client:
+            run = _paused_run(client, time.monotonic() + 120)
+            clean.write_bytes(original + b"\0")
+            resume_flow_run(run.id, run_input={"approved": True, "approver": "bob"})
+
+    person = threading.Thread(target=change_then_approve, daemon=True)
+    person.start()
+    try:
+        assert main(["commit", str(DEMO), "--workspace", str(ws), *sets]) == 3
+    finally:
+        person.join(timeout=5)
+        clean.write_bytes(original)
+    assert not list((ws / "commitments").glob("c-*.json"))
+
+
+def test_an_approval_books_with_the_approver_and_comment(prepared, capsys):
+    from prefect.client.orchestration import get_client
+    from prefect.flow_runs import resume_flow_run
+
+    ws, sets = prepared
+
+    def approve():
+        with get_client(sync_client=True) as client:
+            run = _paused_run(client, time.monotonic() + 120)
+            resume_flow_run(run.id, run_input={"approved": True, "approver": "alice", "comment": "looks right"})
+
+    person = threading.Thread(target=approve, daemon=True)
+    person.start()
+    capsys.readouterr()
+    assert main(["commit", str(DEMO), "--workspace", str(ws), *sets]) == 0
+    person.join(timeout=5)
+    assert "approved by alice" in capsys.readouterr().out
+    (booked,) = [json.loads(p.read_text()) for p in (ws / "commitments").glob("c-*.json")
+                 if not p.name.endswith("-power.json")]
+    assert booked["approved_by"] == "alice" and booked["approval_comment"] == "looks right"
