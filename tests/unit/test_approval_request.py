@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+from datetime import timedelta
 from types import SimpleNamespace
 
 import pytest
@@ -11,7 +12,7 @@ from campaign.approval import PENDING_FILE, approval_request, clear_pending, rea
 from campaign.config import load_config
 from campaign.errors import WorkspaceBusy
 from campaign.gates import REQUIRED_GATES
-from tests.paths import DEMO
+from tests.paths import DEMO, future_start
 
 HOLD = """
 import sys, time
@@ -30,10 +31,11 @@ def _gates(failed: str | None = None) -> dict:
 
 
 def test_the_request_names_window_gpus_days_p90_cost_gates_and_digests():
-    config = load_config(DEMO).config
+    config = load_config(DEMO, [f"window.start={future_start(30)}"]).config
     request = approval_request(config, "c" * 64, "d" * 64, _gates(failed="memory"), 1.76)
     text = request.markdown()
-    assert "2027-01-04T00:00:00+00:00 .. 2027-01-06T00:00:00+00:00 (2 days)" in text
+    start = config.window.start
+    assert f"{start.isoformat()} .. {(start + timedelta(days=2)).isoformat()} (2 days)" in text
     booked = config.cluster.booked_nodes * config.cluster.gpus_per_node
     assert f"{config.cluster.gpus:,} for the job, {booked:,} booked with spares" in text
     assert "1.76 days (plan); p90 1.83 days (replicas)" in text
@@ -42,6 +44,11 @@ def test_the_request_names_window_gpus_days_p90_cost_gates_and_digests():
     assert f"({len(REQUIRED_GATES) - 1}/{len(REQUIRED_GATES)} passed)" in text
     assert "`" + "c" * 64 + "`" in text and "`" + "d" * 64 + "`" in text
     assert "<" not in text.replace("&lt;", "")  # Markdown for the UI: no raw HTML
+
+
+def test_an_auto_start_is_shown_as_found_when_booking():
+    text = approval_request(load_config(DEMO).config, "c" * 64, "d" * 64, _gates(), 1.76).markdown()
+    assert "| Window | auto (the earliest start that fits on the cluster's calendar, found when booking) (2 days) |" in text
 
 
 def test_a_missing_gate_is_shown_as_not_run():
