@@ -53,6 +53,6 @@ def compare_flow(params: CompareParams):
 
 
 if __name__ == "__main__":
-    from flows.cli import run_stage_main
+    from flows.terminal import flow_main
 
-    sys.exit(run_stage_main("analyse"))
+    sys.exit(flow_main(analyse_flow))

@@ -9,7 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from campaign import store
 from campaign.data import read_manifest
-from campaign.errors import CampaignError
+from campaign.data.manifest import MANIFEST_NAME
+from campaign.errors import CampaignError, Refused
 
 
 class StageParams(BaseModel):
@@ -39,7 +40,7 @@ def stage_run(ws: store.Workspace, stage: str, config_digest: str | None,
     if stage == "prepare":
         store.adopt_workspace(ws, ws.root.name)
     else:
-        store.require_workspace(ws, f"campaign {stage}")
+        require_prepared(ws, f"campaign {stage}")
     with store.locked(ws, f"campaign {stage}"):
         run_id = store.start_run(ws, stage, config_digest, data_digest)
         try:
@@ -52,6 +53,16 @@ def stage_run(ws: store.Workspace, stage: str, config_digest: str | None,
             store.finish_run(ws, run_id, "failed", f"{type(err).__name__}: {err}", data_digest=_data_digest(ws))
             raise
         store.finish_run(ws, run_id, "completed", data_digest=_data_digest(ws))
+
+
+def require_prepared(ws: store.Workspace, command: str) -> store.Workspace:
+    """The workspace of a finished prepare, or refuse without creating anything (no catalog, lock or run record)."""
+    store.require_workspace(ws, command)
+    if not (ws.data_dir / MANIFEST_NAME).is_file():
+        raise Refused(f"no prepared data in this workspace ({command} needs the data of an earlier prepare; "
+                      f"{ws.data_dir / MANIFEST_NAME} is missing)", where=str(ws.root),
+                      fix="run `campaign prepare CONFIG` (with the same --workspace) first")
+    return ws
 
 
 def _data_digest(ws: store.Workspace) -> str | None:
@@ -70,6 +81,7 @@ class _ExpectedErrorFilter(logging.Filter):
         if record.exc_info and isinstance(record.exc_info[1], CampaignError):
             record.exc_info = None
             record.exc_text = None
+            record.campaign_expected = True  # the terminal prints the error itself, once (flows/terminal.py)
         return True
 
 

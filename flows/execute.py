@@ -31,6 +31,6 @@ def execute(params: StageParams = StageParams()):
 
 
 if __name__ == "__main__":
-    from flows.cli import run_stage_main
+    from flows.terminal import stage_main
 
-    sys.exit(run_stage_main("execute"))
+    sys.exit(stage_main("execute"))

@@ -36,6 +36,6 @@ def campaign(params: StageParams = StageParams()):
 
 
 if __name__ == "__main__":
-    from flows.cli import run_stage_main
+    from flows.terminal import stage_main
 
-    sys.exit(run_stage_main("run"))
+    sys.exit(stage_main("run"))

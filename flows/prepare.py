@@ -81,6 +81,6 @@ def prepare(params: StageParams = StageParams()):
 
 
 if __name__ == "__main__":
-    from flows.cli import run_stage_main
+    from flows.terminal import stage_main
 
-    sys.exit(run_stage_main("prepare"))
+    sys.exit(stage_main("prepare"))

@@ -46,6 +46,6 @@ def validate(params: StageParams = StageParams()):
 
 
 if __name__ == "__main__":
-    from flows.cli import run_stage_main
+    from flows.terminal import stage_main
 
-    sys.exit(run_stage_main("validate"))
+    sys.exit(stage_main("validate"))
