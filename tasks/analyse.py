@@ -4,7 +4,6 @@ keyed by campaign; compare several runs side by side."""
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 from prefect import get_run_logger, task
@@ -16,12 +15,7 @@ from campaign.analysis.compare import load_run, render_compare, write_compare
 from campaign.analysis.power_detail import rebuild_one_second, smoothing_effect
 from campaign.analysis.report import BUCKETS, write_report
 from campaign.files import atomic_write_json
-
-
-def artifact_key(campaign: str, what: str) -> str:
-    """A Prefect artifact key for this campaign (lowercase letters, digits and dashes only)."""
-    slug = re.sub(r"[^a-z0-9]+", "-", campaign.lower()).strip("-") or "campaign"
-    return f"{what}-{slug}"[:100]
+from tasks.artifacts import artifact_key
 
 
 @task(name="analyse-window", cache_policy=None)

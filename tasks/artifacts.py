@@ -5,7 +5,9 @@ Prefect artifact keys may hold only lowercase letters, digits and dashes; the ca
 campaigns or workspaces.
 """
 
+import json
 import re
+from pathlib import Path
 
 MAX_KEY = 100  # characters; Prefect does not document a limit, the UI truncates long keys
 
@@ -23,3 +25,11 @@ def artifact_key(campaign: str, what: str) -> str:
 def campaign_tag(campaign: str) -> str:
     """The tag every run of this campaign carries (`campaign:demo`), to filter the UI's runs by campaign."""
     return f"campaign:{slug(campaign)}"
+
+
+def workspace_campaign(root: Path) -> str:
+    """The campaign a workspace belongs to (its `.campaign-workspace` marker), else the folder's name."""
+    try:
+        return str(json.loads((Path(root) / ".campaign-workspace").read_text(encoding="utf-8"))["campaign"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return Path(root).name
