@@ -263,10 +263,13 @@ def flow_main(flow: Any, argv: list[str] | None = None, call: Callable[[Any], An
     pydantic model from the terminal. The options are the model's fields (so they cannot drift from the UI form);
     a bad value is refused naming its field before anything runs; the result is printed as JSON. `call(params)`
     runs the flow instead of `flow(params, return_state=True)` where a flow needs its own runner set up."""
+    import inspect
+
     from pydantic import ValidationError
 
     model = _param_model(flow)
-    parser = argparse.ArgumentParser(prog=f"python -m {flow.fn.__module__}", description=flow.description)
+    prog = f"python -m flows.{Path(inspect.getfile(flow.fn)).stem}"
+    parser = argparse.ArgumentParser(prog=prog, description=flow.description)
     for name, info in model.model_fields.items():
         if name == "config":
             parser.add_argument("config", help=info.description)
@@ -286,7 +289,7 @@ def flow_main(flow: Any, argv: list[str] | None = None, call: Callable[[Any], An
             first = exc.errors()[0]
             field = ".".join(map(str, first["loc"]))
             raise ConfigError(f"{field}: {first['msg']}", where=f"--{field.replace('_', '-')}",
-                              fix=f"see python -m {flow.fn.__module__} --help") from None
+                              fix=f"see {prog} --help") from None
         with prefect_api(workspace_if_any(getattr(params, "workspace", None))):
             result = finish(call(params) if call else flow(params, return_state=True))
         print(json.dumps(result, indent=2, default=str))
