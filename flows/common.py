@@ -12,8 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from campaign import store
 from campaign.data import read_manifest
-from campaign.data.manifest import MANIFEST_NAME
-from campaign.errors import CampaignError, Refused
+from campaign.errors import CampaignError
+from campaign.readiness import require_prepared
 
 
 class StageParams(BaseModel):
@@ -61,16 +61,6 @@ def stage_run(ws: store.Workspace, stage: str, config_digest: str | None,
             store.finish_run(ws, run_id, "failed", f"{type(err).__name__}: {err}", data_digest=_data_digest(ws))
             raise
         store.finish_run(ws, run_id, "completed", data_digest=_data_digest(ws))
-
-
-def require_prepared(ws: store.Workspace, command: str) -> store.Workspace:
-    """The workspace of a finished prepare, or refuse without creating anything (no catalog, lock or run record)."""
-    store.require_workspace(ws, command)
-    if not (ws.data_dir / MANIFEST_NAME).is_file():
-        raise Refused(f"no prepared data in this workspace ({command} needs the data of an earlier prepare; "
-                      f"{ws.data_dir / MANIFEST_NAME} is missing)", where=str(ws.root),
-                      fix="run `campaign prepare CONFIG` (with the same --workspace) first")
-    return ws
 
 
 def _data_digest(ws: store.Workspace) -> str | None:

@@ -141,7 +141,7 @@ def run_stage(stage: str, config: str, workspace: str | None, overrides: list[st
     if stage in ("prepare", "run"):
         store.adopt_workspace(ws, loaded.config.name)  # refuses a folder campaign does not own, before anything
     else:
-        from flows.common import require_prepared
+        from campaign.readiness import require_prepared
 
         require_prepared(ws, f"campaign {stage}")  # refused before a Prefect API starts: printed once, writes nothing
     with calendar_env(calendar), prefect_api(ws, warm=stage_flows):
