@@ -20,14 +20,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pandas as pd
 from filelock import FileLock, Timeout
 
 from campaign.errors import ConfigError, DataError, Refused, WorkspaceBusy
 from campaign.files import atomic_write_json
+
+if TYPE_CHECKING:  # pandas costs ~1 s to import: a refusal that needs none answers without it
+    import pandas as pd
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from campaign import store
 from campaign.analysis.analysis import analysis_workspace
 from campaign.analysis.compare import check_targets
 from campaign.errors import CampaignError
-from flows.common import failed, quiet_expected_errors
+from flows.common import failed, quiet_expected_errors, stage_run_name
 from tasks.analyse import analyse, compare
 
 
@@ -28,7 +28,7 @@ class CompareParams(BaseModel):
     out_dir: str = Field("compare", description="Folder for compare.html and compare.json.")
 
 
-@flow(name="analyse")
+@flow(name="analyse", flow_run_name=stage_run_name("analyse"))
 def analyse_flow(params: AnalyseParams = AnalyseParams()):
     quiet_expected_errors()
     try:
@@ -53,6 +53,6 @@ def compare_flow(params: CompareParams):
 
 
 if __name__ == "__main__":
-    from flows.cli import run_stage_main
+    from flows.terminal import flow_main
 
-    sys.exit(run_stage_main("analyse"))
+    sys.exit(flow_main(analyse_flow))

@@ -38,6 +38,6 @@ def calendar_report_flow(params: CalendarParams = CalendarParams()):
 
 
 if __name__ == "__main__":
-    from flows.cli import main
+    from flows.terminal import flow_main
 
-    sys.exit(main(["calendar", "show", *sys.argv[1:]]))
+    sys.exit(flow_main(calendar_report_flow))

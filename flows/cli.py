@@ -1,22 +1,25 @@
 """The `campaign` command: parse, load the config, call a flow or a pure plan, print, exit with its code.
 
+The outermost layer: nothing imports it (tests/unit/test_layering.py). What running a flow from a terminal
+needs (its Prefect API, its console, its exit code) lives in flows/terminal.py, shared with `python -m flows.<x>`.
 Exit codes: 0 done; 1 a gate failed or a plan does not fit; 2 bad input; 3 refused; 4 workspace busy;
 70 an internal error (a bug).
 """
 
-import contextlib
 import json
-import logging
 import os
 import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from campaign.errors import CampaignError, ConfigError, InternalError
+from campaign.errors import CampaignError, ConfigError
+from flows.terminal import calendar_env as _calendar_env
+from flows.terminal import exit_code_of, print_validate, run_stage, stage_summary
+from flows.terminal import finish as _finish
+from flows.terminal import prefect_api as _prefect_api
+from flows.terminal import workspace_if_any as _workspace_if_any
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
@@ -34,186 +37,42 @@ CalendarOpt = Annotated[str | None, typer.Option("--calendar", help="The cluster
                                                  "CAMPAIGN_CALENDAR).")]
 
 
-def _say(text: str) -> None:
-    typer.echo(text, err=True)
-
-
-def _finish(state: Any) -> Any:
-    """The flow's result, or raise the CampaignError a Failed state carries."""
-    if state.is_completed():
-        return state.result()
-    data = getattr(state, "data", None)
-    if isinstance(data, CampaignError):
-        raise data
-    try:
-        state.result()
-    except CampaignError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - any other exception is a bug: report it as one, without a traceback
-        raise InternalError(f"{state.name}: {state.message or exc}", fix=_BUG_FIX) from None
-    raise InternalError(f"{state.name}: {state.message}", fix=_BUG_FIX)
-
-
-_BUG_FIX = ("this is a bug in campaign, not your input; rerun with CAMPAIGN_DEBUG=1 to see the traceback (the "
-            "Prefect run log keeps it too) and report it")
-
-
-def _stage(flow_name: str, config: str, workspace: str | None, overrides: list[str] | None,
-           calendar: str | None = None) -> Any:
-    from campaign import store
-    from campaign.config import load_config
-
-    loaded = load_config(config, list(overrides or []))  # bad input fails here, before a Prefect API starts
-    ws = store.workspace_for(loaded.config.name, workspace)
-    if flow_name in ("prepare", "run"):
-        store.adopt_workspace(ws, loaded.config.name)  # refuses a folder campaign does not own, before anything
-    with _calendar_env(calendar), _prefect_api(ws):
-        from flows.common import StageParams
-
-        params = StageParams(config=config, workspace=workspace, overrides=list(overrides or []))
-        flow = _flows()[flow_name]
-        return _finish(flow(params, return_state=True))
-
-
-def _workspace_if_any(workspace: str | None) -> Any:
-    """The --workspace folder as a Workspace when it already is one (its .prefect keeps the run history)."""
-    from campaign import store
-
-    if not workspace:
-        return None
-    ws = store.Workspace(Path(workspace).resolve())
-    return ws if store.is_workspace(ws) else None
-
-
-@contextlib.contextmanager
-def _calendar_env(calendar: str | None) -> Iterator[None]:
-    """`--calendar PATH` for this command: the flows find the calendar through CAMPAIGN_CALENDAR."""
-    from campaign.calendar import CALENDAR_ENV
-
-    if not calendar:
-        yield
-        return
-    saved = os.environ.get(CALENDAR_ENV)
-    folder = os.sep if calendar.endswith(("/", os.sep)) else ""  # a folder of calendars, one per cluster
-    os.environ[CALENDAR_ENV] = str(Path(calendar).expanduser().resolve()) + folder
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop(CALENDAR_ENV, None)
-        else:
-            os.environ[CALENDAR_ENV] = saved
-
-
-@contextlib.contextmanager
-def _prefect_api(ws: Any = None) -> Iterator[None]:
-    """A Prefect API for this command: PREFECT_API_URL if set, else a private server whose run history lives in
-    the workspace (`<workspace>/.prefect`), or in a temporary folder when there is no workspace (yet)."""
-    from campaign import store
-    from flows.local_api import local_api
-
-    with contextlib.ExitStack() as stack:
-        if ws is not None and store.is_workspace(ws):
-            home = ws.root / ".prefect"
-        else:
-            home = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="campaign-prefect-")))
-        stack.enter_context(local_api(home))
-        yield
-
-
-def _flows() -> dict[str, Any]:
-    _console_without_tracebacks()
-    from flows.commit import commit
-    from flows.execute import execute
-    from flows.lifecycle import campaign
-    from flows.prepare import prepare
-    from flows.validate import validate
-
-    return {"prepare": prepare, "validate": validate, "commit": commit, "execute": execute, "run": campaign}
-
-
-class _NoTraceback(logging.Formatter):
-    """Formats a record without its traceback (the message line stays); other handlers still get the record whole."""
-
-    def __init__(self, inner: logging.Formatter | None) -> None:
-        super().__init__()
-        self.inner = inner or logging.Formatter()
-
-    def format(self, record: logging.LogRecord) -> str:
-        saved = record.exc_info, record.exc_text, record.stack_info
-        record.exc_info, record.exc_text, record.stack_info = None, None, None
-        try:
-            return self.inner.format(record)
-        finally:
-            record.exc_info, record.exc_text, record.stack_info = saved
-
-
-def _console_without_tracebacks() -> None:
-    """On the terminal, a failure is one line (the CLI then says what to do); the Prefect API, and so the UI, keeps
-    the whole traceback. CAMPAIGN_DEBUG=1 shows it on the terminal too."""
-    if os.environ.get("CAMPAIGN_DEBUG"):
-        return
-    import prefect  # noqa: F401 - configures Prefect's logging, whose console handlers are changed here
-    from prefect.logging.handlers import PrefectConsoleHandler
-
-    for name in [None, *logging.root.manager.loggerDict]:
-        for handler in getattr(logging.getLogger(name), "handlers", []):
-            if isinstance(handler, PrefectConsoleHandler) and not isinstance(handler.formatter, _NoTraceback):
-                handler.setFormatter(_NoTraceback(handler.formatter))
-
-
-def _gate_table(results: list[Any]) -> str:
-    width = max(len(r.gate) for r in results)
-    lines = [f"{'gate'.ljust(width)}  result  detail", f"{'-' * width}  ------  ------"]
-    lines += [f"{r.gate.ljust(width)}  {'PASS' if r.passed else 'FAIL'}    {r.summary}" for r in results]
-    return "\n".join(lines)
-
-
 @app.command()
 def run(config: ConfigArg, workspace: WorkspaceOpt = None, set_: SetOpt = None,
         calendar: CalendarOpt = None) -> None:
     """The whole lifecycle: prepare, validate, commit, execute, analyse (exit 1 if a gate failed)."""
-    result = _stage("run", config, workspace, set_, calendar)
-    typer.echo(f"campaign done: ETTR {result['ettr']:.3f}, {result['tokens_trained']:.4g} of "
-               f"{result['tokens_target']:.4g} tokens trained, {result['interruptions']['unexpected']} unexpected "
-               f"interruptions\nreport: {result['report']}")
+    typer.echo(stage_summary("run", run_stage("run", config, workspace, set_, calendar)))
 
 
 @app.command()
 def prepare(config: ConfigArg, workspace: WorkspaceOpt = None, set_: SetOpt = None) -> None:
     """Clean and deduplicate the sources; keep every rejected document with its reason."""
-    r = _stage("prepare", config, workspace, set_)
-    typer.echo(f"prepared: {r.n_input:,} documents in, {r.n_kept:,} kept, {r.n_rejected:,} rejected, "
-               f"{r.n_tokens:,} tokens; data digest {r.data_digest[:12]}")
+    typer.echo(stage_summary("prepare", run_stage("prepare", config, workspace, set_)))
 
 
 @app.command()
 def validate(config: ConfigArg, workspace: WorkspaceOpt = None, set_: SetOpt = None) -> None:
     """Run every gate and print a table (exit 1 if any failed)."""
     try:
-        results = _stage("validate", config, workspace, set_)
+        results = run_stage("validate", config, workspace, set_)
     except CampaignError as err:
-        if getattr(err, "results", None):
-            typer.echo(_gate_table(err.results))
+        print_validate(err)
         raise
-    typer.echo(_gate_table(results))
+    print_validate(results)
 
 
 @app.command()
 def commit(config: ConfigArg, workspace: WorkspaceOpt = None, set_: SetOpt = None,
            calendar: CalendarOpt = None) -> None:
     """Book the window if every gate passed for this config and data (exit 3 if refused)."""
-    c = _stage("commit", config, workspace, set_, calendar)
-    typer.echo(f"committed {c.commitment_id}: window {c.window_start} .. {c.window_end}, approved by {c.approved_by}")
+    typer.echo(stage_summary("commit", run_stage("commit", config, workspace, set_, calendar)))
 
 
 @app.command()
 def execute(config: ConfigArg, workspace: WorkspaceOpt = None, set_: SetOpt = None,
             calendar: CalendarOpt = None) -> None:
     """Run (simulate) the committed window (exit 3 if nothing valid is committed)."""
-    r = _stage("execute", config, workspace, set_, calendar)
-    typer.echo(f"executed {r.commitment_id}{' (already executed; reused)' if r.reused else ''}: ETTR {r.ettr:.3f}, "
-               f"{r.tokens_trained:.4g} tokens, {'completed' if r.completed else 'not completed'}")
+    typer.echo(stage_summary("execute", run_stage("execute", config, workspace, set_, calendar)))
 
 
 @app.command()
@@ -236,7 +95,6 @@ def analyse(workspace: WorkspaceOpt = None, json_: JsonOpt = False,
         targets = [*compare, *(extra or [])]
         check_targets(targets)  # bad input refused before a Prefect API starts or anything is written
         with _prefect_api(None):
-            _console_without_tracebacks()
             from flows.analyse import CompareParams, compare_flow
 
             result = _finish(compare_flow(CompareParams(targets=targets, out_dir=out), return_state=True))
@@ -248,7 +106,6 @@ def analyse(workspace: WorkspaceOpt = None, json_: JsonOpt = False,
         return
     ws = analysis_workspace(workspace)  # bad input refused before a Prefect API starts or anything is written
     with _prefect_api(ws):
-        _console_without_tracebacks()
         from flows.analyse import AnalyseParams, analyse_flow
 
         result = _finish(analyse_flow(AnalyseParams(workspace=str(ws.root)), return_state=True))
@@ -333,7 +190,6 @@ def simulate(config: ConfigArg, replicas: Annotated[int | None, typer.Option(
 
     check_sweeps(config, list(set_ or []), list(sweep or []))  # bad input fails here, before a Prefect API starts
     with _prefect_api(_workspace_if_any(workspace)):
-        _console_without_tracebacks()
         from flows.simulate import SimulateParams, simulate_with_runner
 
         params = SimulateParams(config=config, overrides=list(set_ or []), replicas=replicas, seed=seed,
@@ -373,7 +229,6 @@ def power(config: ConfigArg, replicas: Annotated[int | None, typer.Option(
     loaded = load_config(config, list(set_ or []))  # bad input fails here, before a Prefect API starts
     ws = store.adopt_workspace(store.workspace_for(loaded.config.name, workspace), loaded.config.name)
     with _prefect_api(ws):
-        _console_without_tracebacks()
         from flows.power import PowerParams, power_flow
 
         params = PowerParams(config=config, overrides=list(set_ or []), replicas=replicas, workspace=workspace)
@@ -411,7 +266,6 @@ def calendar_show(cluster: ClusterOpt = None,
     path = locate_calendar(cluster, calendar, workspaces)
     horizon(cal.read_calendar(path), store.now(), from_, to)  # bad input fails here, before a Prefect API starts
     with _prefect_api(None):
-        _console_without_tracebacks()
         from flows.calendar import CalendarParams, calendar_report_flow
 
         report = _finish(calendar_report_flow(CalendarParams(calendar=str(path), start=from_, end=to),
@@ -532,34 +386,8 @@ def calendar_maintenance(config: ConfigArg,
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: run the app, turning every CampaignError into its message and exit code."""
-    try:
-        code = app(args=argv, standalone_mode=False)
-    except CampaignError as err:
-        _say(f"error: {err.render()}")
-        return err.exit_code
-    except typer.Exit as ex:
-        return ex.exit_code
-    except SystemExit as ex:
-        return int(ex.code or 0)
-    except KeyboardInterrupt:
-        _say("interrupted; rerun the same command to resume (completed work is kept)")
-        return 130
-    except Exception as exc:
-        if callable(getattr(exc, "show", None)) and hasattr(exc, "exit_code"):
-            exc.show()  # a usage error from the (vendored) click parser: print it as click would
-            return 2
-        if os.environ.get("CAMPAIGN_DEBUG"):
-            raise
-        _say(f"internal error: {type(exc).__name__}: {exc}\n  fix: this is a bug in campaign, not your input; "
-             "rerun with CAMPAIGN_DEBUG=1 to see the traceback and report it")
-        return InternalError.exit_code
-    return code if isinstance(code, int) else 0
-
-
-def run_stage_main(stage: str) -> int:
-    """`python -m flows.<stage> CONFIG [--workspace DIR] [--set k=v]...` is `campaign <stage> ...`."""
-    return main([stage, *sys.argv[1:]])
+    """Entry point: run the app, turning every CampaignError into its message (printed once) and exit code."""
+    return exit_code_of(lambda: app(args=argv, standalone_mode=False))
 
 
 if __name__ == "__main__":

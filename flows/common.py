@@ -2,7 +2,10 @@
 
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 from prefect.states import Failed, State
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -10,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from campaign import store
 from campaign.data import read_manifest
 from campaign.errors import CampaignError
+from campaign.readiness import require_prepared
 from flows.forms import Setting, config_field_schema, overrides_field_schema, setting_overrides
 
 
@@ -42,9 +46,14 @@ class StageParams(BaseModel):
         return self
 
 
-def failed(err: CampaignError) -> State:
-    """A clean Failed state that carries the error, so the CLI re-raises it with its exit code, untraced."""
-    return Failed(message=err.render(), data=err)
+def failed(err: CampaignError, prefix: str = "") -> State:
+    """A clean Failed state that carries the error, so the CLI re-raises it with its exit code, untraced. Its
+    message is one line (the UI and the state log show it as is, not with literal `\\n`)."""
+    return Failed(message=prefix + one_line(err.render()), data=err)
+
+
+def one_line(text: str) -> str:
+    return " ".join(part.strip() for part in text.splitlines() if part.strip())
 
 
 @contextlib.contextmanager
@@ -58,7 +67,7 @@ def stage_run(ws: store.Workspace, stage: str, config_digest: str | None,
     if stage == "prepare":
         store.adopt_workspace(ws, ws.root.name)
     else:
-        store.require_workspace(ws, f"campaign {stage}")
+        require_prepared(ws, f"campaign {stage}")
     with store.locked(ws, f"campaign {stage}"):
         run_id = store.start_run(ws, stage, config_digest, data_digest)
         try:
@@ -89,6 +98,7 @@ class _ExpectedErrorFilter(logging.Filter):
         if record.exc_info and isinstance(record.exc_info[1], CampaignError):
             record.exc_info = None
             record.exc_text = None
+            record.campaign_expected = True  # the terminal prints the error itself, once (flows/terminal.py)
         return True
 
 
@@ -100,3 +110,43 @@ def quiet_expected_errors() -> None:
         logger = logging.getLogger(name)
         if _FILTER not in logger.filters:
             logger.addFilter(_FILTER)
+
+
+# ------------------------------------------------------------------------------------------- campaign context
+
+def campaign_name_of(params: Any) -> str:
+    """The campaign a run's parameters name (its config's `name:`, overrides applied), for run names and tags;
+    the config file's stem, or the workspace folder's name, when the config cannot be read (the run says why)."""
+    from campaign.config import load_config
+
+    get = params.get if isinstance(params, dict) else (lambda key, default=None: getattr(params, key, default))
+    config, workspace = get("config"), get("workspace")
+    if config:
+        try:
+            return load_config(config, list(get("overrides") or [])).config.name
+        except CampaignError:
+            return Path(str(config)).stem
+    return Path(str(workspace)).name if workspace else "campaign"
+
+
+def stage_run_name(stage: str) -> Callable[[], str]:
+    """`flow_run_name` of a stage flow: `<stage>-<campaign>-<UTC time>`, e.g. `validate-demo-20261201-0457`."""
+    def name() -> str:
+        from prefect.runtime import flow_run
+
+        from tasks.artifacts import slug
+
+        campaign = campaign_name_of(flow_run.parameters.get("params") or {})
+        return f"{stage}-{slug(campaign)}-{datetime.now(UTC):%Y%m%d-%H%M%S}"
+    return name
+
+
+@contextlib.contextmanager
+def campaign_tags(campaign: str) -> Iterator[None]:
+    """Tag every task and subflow run inside with the campaign (`campaign:demo`), so the UI filters by it."""
+    from prefect import tags
+
+    from tasks.artifacts import campaign_tag
+
+    with tags(campaign_tag(campaign)):
+        yield

@@ -7,13 +7,13 @@ from prefect import flow
 from campaign import store
 from campaign.errors import CampaignError
 from campaign.window import with_start
-from flows.common import StageParams, failed, quiet_expected_errors, stage_run
+from flows.common import StageParams, failed, quiet_expected_errors, stage_run, stage_run_name
 from tasks.calendar import calendar_of, check_booking, record_actual_end
 from tasks.config import load_campaign
 from tasks.execute import check_commitment, simulate_window
 
 
-@flow(name="execute")
+@flow(name="execute", flow_run_name=stage_run_name("execute"))
 def execute(params: StageParams = StageParams()):
     quiet_expected_errors()
     try:
@@ -31,6 +31,6 @@ def execute(params: StageParams = StageParams()):
 
 
 if __name__ == "__main__":
-    from flows.cli import run_stage_main
+    from flows.terminal import stage_main
 
-    sys.exit(run_stage_main("execute"))
+    sys.exit(stage_main("execute"))

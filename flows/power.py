@@ -37,6 +37,6 @@ def power_flow(params: PowerParams = PowerParams()):
 
 
 if __name__ == "__main__":
-    from flows.cli import run_stage_main
+    from flows.terminal import flow_main
 
-    sys.exit(run_stage_main("power"))
+    sys.exit(flow_main(power_flow))

@@ -14,7 +14,7 @@ from prefect import flow, unmapped
 
 from campaign.config import DataConfig, RuntimeConfig
 from campaign.errors import CampaignError
-from flows.common import StageParams, failed, stage_run
+from flows.common import StageParams, failed, stage_run, stage_run_name
 from flows.runners import task_runner_for
 from tasks.config import load_campaign
 from tasks.prepare import (
@@ -65,7 +65,7 @@ def _workers_use_this_api():
         os.environ.pop("PREFECT_API_URL", None)
 
 
-@flow(name="prepare", log_prints=False)
+@flow(name="prepare", log_prints=False, flow_run_name=stage_run_name("prepare"))
 def prepare(params: StageParams = StageParams()):
     try:
         loaded, ws = load_campaign(params.config, params.overrides, params.workspace)
@@ -81,6 +81,6 @@ def prepare(params: StageParams = StageParams()):
 
 
 if __name__ == "__main__":
-    from flows.cli import run_stage_main
+    from flows.terminal import stage_main
 
-    sys.exit(run_stage_main("prepare"))
+    sys.exit(stage_main("prepare"))

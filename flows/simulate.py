@@ -144,6 +144,6 @@ def simulate_with_runner(params: SimulateParams):
 
 
 if __name__ == "__main__":
-    from flows.cli import run_stage_main
+    from flows.terminal import flow_main
 
-    sys.exit(run_stage_main("simulate"))
+    sys.exit(flow_main(simulate_flow, call=simulate_with_runner))

@@ -5,37 +5,42 @@ import sys
 from prefect import flow
 
 from campaign.errors import CampaignError, GateFailed
-from flows.common import StageParams, failed, quiet_expected_errors, stage_run
+from flows.common import StageParams, campaign_tags, failed, quiet_expected_errors, stage_run, stage_run_name
 from tasks.config import load_campaign
 from tasks.rehearsal import rehearsal_gate
 from tasks.validate import (
     configuration_gates,
     data_identity_gate,
     data_quality_gate,
+    judge_gate,
     load_evidence,
     record_gates,
     volume_gates,
 )
 
 
-@flow(name="validate")
+@flow(name="validate", flow_run_name=stage_run_name("validate"))
 def validate(params: StageParams = StageParams()):
     quiet_expected_errors()
     try:
         loaded, ws = load_campaign(params.config, params.overrides, params.workspace)
-        with stage_run(ws, "validate", loaded.digest) as run_id:
+        with stage_run(ws, "validate", loaded.digest) as run_id, campaign_tags(loaded.config.name):
             # Every gate judges the same bytes: read once here, and recorded against their digest.
             evidence = load_evidence(loaded.config, ws)
             results = [data_identity_gate(evidence), data_quality_gate(loaded.config, ws, evidence),
                        *volume_gates(loaded.config, evidence)]
-            plan_results, _ = configuration_gates(loaded.config)
+            plan_results, plan_json = configuration_gates(loaded.config)
             results += plan_results
             results.append(rehearsal_gate(loaded.config, ws, evidence))
-            record_gates(ws, run_id, loaded.digest, evidence.digest, results)
-            failing = [r for r in results if not r.passed]
+            rows = record_gates(ws, run_id, loaded.config, loaded.digest, evidence.digest, results, plan_json)
+            for row in rows:  # one run per gate: a failed gate is red in the graph, with its figure and threshold
+                judge_gate(row, return_state=True)
+            failing = [row for row in rows if not row.passed]
             if failing:
                 err = GateFailed(
-                    "gates failed:\n  - " + "\n  - ".join(f"{r.gate}: {r.summary}" for r in failing),
+                    f"{len(failing)} of {len(rows)} gates failed: "
+                    + "; ".join(f"{row.gate}: {row.figure} (threshold: {row.threshold})" for row in failing)
+                    + "\n  - " + "\n  - ".join(f"{row.gate}: {row.summary}" for row in failing),
                     where=str(ws.root), fix="fix the data or the config, then run `campaign validate` again",
                 )
                 err.results = results  # the CLI prints the whole table
@@ -46,6 +51,6 @@ def validate(params: StageParams = StageParams()):
 
 
 if __name__ == "__main__":
-    from flows.cli import run_stage_main
+    from flows.terminal import stage_main
 
-    sys.exit(run_stage_main("validate"))
+    sys.exit(stage_main("validate"))

@@ -4,7 +4,6 @@ keyed by campaign; compare several runs side by side."""
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 from prefect import get_run_logger, task
@@ -17,12 +16,7 @@ from campaign.analysis.report_inputs import gather_report_inputs
 from campaign.analysis.simulate_report import render_simulate_report, replica_values, report_stem
 from campaign.errors import CampaignError
 from campaign.files import atomic_write_json, atomic_write_text
-
-
-def artifact_key(campaign: str, what: str) -> str:
-    """A Prefect artifact key for this campaign (lowercase letters, digits and dashes only)."""
-    slug = re.sub(r"[^a-z0-9]+", "-", campaign.lower()).strip("-") or "campaign"
-    return f"{what}-{slug}"[:100]
+from tasks.artifacts import artifact_key
 
 
 @task(name="analyse-window", cache_policy=None)

@@ -17,6 +17,7 @@ from campaign.gates import execute_problems
 from campaign.plan import make_plan
 from campaign.sim import simulate
 from campaign.window import window_inputs
+from tasks.artifacts import artifact_key
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ def simulate_window(ws: store.Workspace, config: CampaignConfig, commitment: sto
                                summary["completed"], summary.get("completion_s"))
     plan = make_plan(config)
     # Progress as simulated time advances (issue 9): one Prefect progress artifact, updated every 2%.
-    progress_id = create_progress_artifact(0.0, key="execute-progress",
+    progress_id = create_progress_artifact(0.0, key=artifact_key(config.name, "execute-progress"),
                                            description=f"window {commitment.commitment_id}: simulated time")
 
     def report(fraction: float, t_s: float, tokens: float) -> None:
@@ -78,7 +79,7 @@ def simulate_window(ws: store.Workspace, config: CampaignConfig, commitment: sto
     store.record_replica(ws, run_id, commitment.commitment_id, replica, config.seed, summary, result.events,
                          result.power)
     store.record_execution(ws, run_id, commitment.commitment_id, replica, reused=False)
-    create_markdown_artifact(key="execute-summary", markdown=(
+    create_markdown_artifact(key=artifact_key(config.name, "execute-summary"), markdown=(
         f"# Window {commitment.commitment_id}\n\n* ETTR **{summary['ettr']:.3f}**\n"
         f"* tokens trained {summary['tokens_trained']:.4g} of {summary['tokens_target']:.4g}\n"
         f"* unexpected interruptions {summary['interruptions']['unexpected']}, "

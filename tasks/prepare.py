@@ -25,6 +25,7 @@ from campaign.data.pipeline import (
     write_run_manifest,
 )
 from campaign.data.shards import ShardSummary, run_shard
+from tasks.artifacts import artifact_key, workspace_campaign
 
 if TYPE_CHECKING:  # the shard tasks run in Dask worker processes: keep the store (DuckDB, pandas) out of them
     from campaign import store
@@ -108,12 +109,12 @@ def _publish(manifest: dict, ws: store.Workspace) -> PrepareRecord:
         n_tokens=manifest["totals"]["tokens_kept"],
         manifest_path=str(ws.data_dir / "manifest.json"),
     )
-    create_table_artifact(key="prepare-sources", description=f"data digest {record.data_digest[:12]}", table=[
+    create_table_artifact(key=artifact_key(workspace_campaign(ws.root), "prepare-sources"), description=f"data digest {record.data_digest[:12]}", table=[
         {"source": s["name"], "input": s["n_input"], "kept": s["n_kept"], "rejected": s["n_rejected"],
          "tokens": s["tokens_kept"], "top_reasons": ", ".join(f"{r} {n}" for r, n in sorted(
              s["by_reason"].items(), key=lambda kv: -kv[1])[:4])} for s in manifest["sources"]])
     create_table_artifact(
-        key="prepare-removals",
+        key=artifact_key(workspace_campaign(ws.root), "prepare-removals"),
         description=f"removed per source and reason in pipeline order ({manifest['tokenizer']}; "
                     "tokens estimated where tokens_exact is false)",
         table=manifest["removals"] or [{"source": "", "step": "", "reason": "nothing removed", "docs": 0}])

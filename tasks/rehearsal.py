@@ -18,6 +18,7 @@ from campaign.rehearsal.harness import RehearsalResult
 from campaign.rehearsal.plot import plot_loss_curve
 from campaign.rehearsal.sample import documents_from_tables
 from campaign.tokenizer import load_tokenizer
+from tasks.artifacts import artifact_key
 
 REHEARSAL_DIR = "rehearsal"
 
@@ -46,9 +47,9 @@ def rehearsal_gate(config: CampaignConfig, ws: store.Workspace, evidence: DataEv
         "loss_first_tenth", "loss_last_tenth", "loss_drop", "min_loss_drop", "heldout_first", "heldout_last",
         "kill_after_checkpoint", "killed_at_step", "resumed_step", "restore_check") if k in details]
     rows_table += [{"check": k, "value": v} for k, v in timings.items()]
-    create_table_artifact(key="rehearsal", table=rows_table, description=summary[:500])
+    create_table_artifact(key=artifact_key(config.name, "rehearsal"), table=rows_table, description=summary[:500])
     stderr = "\n".join(result.stderr_tail)
-    create_markdown_artifact(key="rehearsal-loss-curve", description="rehearsal loss curve", markdown=(
+    create_markdown_artifact(key=artifact_key(config.name, "rehearsal-loss-curve"), description="rehearsal loss curve", markdown=(
         f"**rehearsal {'passed' if result.passed else 'FAILED'}**: {summary}\n\n"
         f"![loss curve](data:image/png;base64,{base64.b64encode(png).decode()})\n"
         + (f"\ntrainer stderr (last lines):\n```\n{stderr}\n```\n" if stderr else "")))

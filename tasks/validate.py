@@ -5,6 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.states import Completed, Failed, State
 
 from campaign import store
 from campaign.calendar.window_length import judge_window
@@ -12,6 +13,7 @@ from campaign.config import CampaignConfig
 from campaign.errors import Refused
 from campaign.evidence import DataEvidence, read_evidence
 from campaign.files import atomic_write_json
+from campaign.gate_report import GateRow, gate_rows, gates_markdown
 from campaign.gates import (
     GateResult,
     data_figures,
@@ -21,9 +23,11 @@ from campaign.gates import (
     schedule_with_window_length,
 )
 from campaign.plan import make_plan
-from data_checks.runner import summarise, validate_frame
+from data_checks.runner import observed_text, summarise, validate_frame
 from data_checks.suites import suite_specs
+from tasks.artifacts import artifact_key
 
+DATA_DOCS_DIR = "data_docs"  # Great Expectations' Data Docs site, under the workspace's checks/
 GX_COLUMNS = ["doc_id", "source", "text", "n_words", "n_tokens", "n_bytes", "text_sha256"]
 
 
@@ -50,12 +54,22 @@ def data_quality_gate(config: CampaignConfig, ws: store.Workspace, evidence: Dat
     tables = [t.select([c for c in GX_COLUMNS if c in t.column_names]) for t in evidence.tables("clean")]
     frame = (pa.concat_tables(tables, promote_options="default") if tables else pa.table(
         {c: pa.array([], pa.string()) for c in GX_COLUMNS})).to_pandas()
-    result = validate_frame(frame, suite_specs(config))
+    result = validate_frame(frame, suite_specs(config), docs_dir=ws.checks_dir / DATA_DOCS_DIR)
     atomic_write_json(ws.checks_dir / "clean_data.json", result)
     summary = summarise(result)
-    create_table_artifact(key="data-quality", table=result["expectations"], description=summary)
+    rows = [{"expectation": r["expectation"], "column": r["column"], "bounds": r["bounds"],
+             "observed": observed_text(r), "passed": r["success"]} for r in result["expectations"]]
+    create_table_artifact(key=artifact_key(config.name, "data-quality"), table=rows,
+                          description=f"{summary}; Great Expectations Data Docs: {data_docs_uri(ws)}")
     get_run_logger().info("data_quality: %s", summary)
-    return GateResult("data_quality", result["success"], summary, {"checks_file": "checks/clean_data.json"})
+    n_passed = sum(1 for r in result["expectations"] if r["success"])
+    return GateResult("data_quality", result["success"], summary, {
+        "checks_file": "checks/clean_data.json", "data_docs": f"checks/{DATA_DOCS_DIR}/index.html",
+        "n_rows": result["n_rows"], "n_expectations": len(result["expectations"]), "n_passed": n_passed})
+
+
+def data_docs_uri(ws: store.Workspace) -> str:
+    return (ws.checks_dir / DATA_DOCS_DIR / "index.html").resolve().as_uri()
 
 
 @task(name="volume-and-mixture", cache_policy=None)
@@ -81,12 +95,28 @@ def configuration_gates(config: CampaignConfig) -> tuple[list[GateResult], dict]
 
 
 @task(name="record-gates", cache_policy=None)
-def record_gates(ws: store.Workspace, run_id: str, config_digest: str, data_digest: str,
-                 results: list[GateResult]) -> int:
-    inserted = store.record_gates(ws, run_id, config_digest, data_digest, [r.as_row() for r in results])
-    rows = [{"gate": r.gate, "passed": r.passed, "summary": r.summary} for r in results]
-    create_table_artifact(key="gates", table=rows, description=f"config {config_digest[:12]} data {data_digest[:12]}")
-    create_markdown_artifact(key="gates-detail", markdown="\n".join(
-        [f"# Gates for config `{config_digest[:12]}`, data `{data_digest[:12]}`", ""]
-        + [f"* **{r.gate}**: {'PASS' if r.passed else 'FAIL'}: {r.summary}" for r in results]))
-    return inserted
+def record_gates(ws: store.Workspace, run_id: str, config: CampaignConfig, config_digest: str, data_digest: str,
+                 results: list[GateResult], plan_json: dict) -> list[GateRow]:
+    """Record this validate's verdicts and publish them: the `gates` table and the `gates-detail` markdown table,
+    each gate with its figure and threshold, linked to Great Expectations' Data Docs."""
+    store.record_gates(ws, run_id, config_digest, data_digest, [r.as_row() for r in results])
+    rows = gate_rows(results, config, plan_json)
+    create_table_artifact(key=artifact_key(config.name, "gates"), table=[
+        {"gate": r.gate, "passed": r.passed, "figure": r.figure, "threshold": r.threshold} for r in rows],
+        description=f"config {config_digest[:12]} data {data_digest[:12]}")
+    links = {"Great Expectations Data Docs (clean data)": data_docs_uri(ws)} \
+        if (ws.checks_dir / DATA_DOCS_DIR / "index.html").exists() else {}
+    create_markdown_artifact(key=artifact_key(config.name, "gates-detail"),
+                             markdown=gates_markdown(rows, config_digest, data_digest, config.name, links),
+                             description="each gate's figure against its threshold")
+    return rows
+
+
+@task(name="gate", task_run_name="gate-{row.gate}", cache_policy=None)
+def judge_gate(row: GateRow) -> State:
+    """One run per gate, so the graph shows each gate: green when it passed, red (Failed) with its figure and
+    threshold in the state message when it did not. An expected outcome: returned as a state, never raised."""
+    if row.passed:
+        return Completed(message=row.message(), data=True)
+    get_run_logger().warning("%s", row.message())
+    return Failed(message=row.message(), data=False)

@@ -186,3 +186,20 @@ def test_plan_that_misses_its_window_still_exits_0_with_the_schedule_verdict(cap
     plan = json.loads(capsys.readouterr().out)
     assert plan["runs"] is True and plan["fits"] is False
     assert [v.split(":")[0] for v in plan["violations"]] == ["schedule"]
+
+
+def test_the_terminal_drops_outcomes_the_command_prints_itself():
+    """A refusal or failed gate is said once, by the command: Prefect's console keeps other lines."""
+    import logging
+
+    from flows.terminal import _said_once
+
+    def record(msg, **extra):
+        rec = logging.LogRecord("prefect.flow_runs", logging.INFO, __file__, 1, msg, None, None)
+        rec.__dict__.update(extra)
+        return rec
+
+    assert not _said_once(record("Finished in state Failed('refused')"))
+    assert not _said_once(record("Task run failed with exception: Refused(...)", campaign_expected=True))
+    assert _said_once(record("Finished in state Completed()"))
+    assert _said_once(record("Beginning flow run 'validate-demo-20261201-000000' for flow 'validate'"))

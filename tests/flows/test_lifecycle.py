@@ -10,6 +10,7 @@ from campaign.gates import REQUIRED_GATES
 from flows.cli import main
 
 from .conftest import DEMO, set_args
+from .prefect_api import latest_artifact, latest_flow_run, log_messages, task_runs_of
 
 
 def _catalog(ws: Path, sql: str) -> list[tuple]:
@@ -72,6 +73,30 @@ def test_failed_gate_stops_the_lifecycle_before_commit(tmp_path, demo_inputs, ca
     assert _catalog(ws, "SELECT count(*) FROM sim_replicas")[0][0] == 0
     failed = {g for (g,) in _catalog(ws, "SELECT gate FROM gates WHERE NOT passed")}
     assert failed == {"data_quality", "data_volume"}  # GX's row-count expectation and the volume gate
+
+    # What the Prefect UI shows (issue 11, items 3 and 5): one run per gate, the failed ones red with their figure
+    # and threshold; the parent names the stage and the gates; no engine error for an expected failure.
+    parent = latest_flow_run("lifecycle-demo-")
+    assert parent.state.is_failed() and "campaign:demo" in parent.tags
+    assert parent.state.message.startswith("stage validate failed: ")
+    assert "data_volume" in parent.state.message and "\n" not in parent.state.message
+    validate_run = latest_flow_run("validate-demo-")
+    gates = {t.name: t for t in task_runs_of(validate_run.id) if t.name.startswith("gate-")}
+    assert set(gates) == {f"gate-{g}" for g in REQUIRED_GATES}
+    assert {n for n, t in gates.items() if t.state.is_failed()} == {"gate-data_quality", "gate-data_volume"}
+    volume = gates["gate-data_volume"].state.message
+    assert volume.startswith("data_volume FAIL: ") and ">= 1,000,000 documents" in volume and "\n" not in volume
+    assert all(t.state.is_completed() for n, t in gates.items() if n not in ("gate-data_quality", "gate-data_volume"))
+    logs = log_messages([parent.id, validate_run.id])
+    assert not [m for m in logs if "Engine execution exited with unexpected exception" in m]
+    # Artifacts keyed by campaign: the gate table in markdown, the lifecycle's summary naming the stage.
+    detail = latest_artifact("gates-detail-demo")
+    assert detail.data.startswith("# Gates of `demo`: FAILED: data_quality, data_volume")
+    assert "| gate | passed | figure | threshold |" in detail.data and "checks/data_docs/index.html" in detail.data
+    assert (ws / "checks" / "data_docs" / "index.html").is_file()
+    quality = latest_artifact("data-quality-demo")
+    assert any(row["bounds"] == ">= 1,000,000" and row["passed"] is False for row in json.loads(quality.data))
+    assert "stopped at **validate**" in latest_artifact("campaign-summary-demo").data
 
 
 def test_validate_prints_the_gate_table_and_exits_1_on_failure(tmp_path, demo_inputs, capsys):

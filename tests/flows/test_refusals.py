@@ -31,10 +31,56 @@ def test_execute_without_commitment_names_each_missing_gate(tmp_path, demo_input
     assert "Traceback" not in err
 
 
-def test_execute_on_an_empty_workspace_is_refused(tmp_path, demo_inputs, capsys):
-    assert main(["execute", str(DEMO), "--workspace", str(tmp_path / "empty"), *set_args(demo_inputs)]) == 3
-    assert "run `campaign prepare CONFIG`" in capsys.readouterr().err
-    assert not (tmp_path / "empty").exists()  # a refusal creates nothing
+def _listing(root):
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*")) if root.exists() else None
+
+
+@pytest.mark.parametrize("folder", ["missing", "empty", "marker-only"])
+def test_execute_on_an_empty_workspace_is_refused_and_leaves_it_as_it_was(tmp_path, demo_inputs, capsys, folder):
+    ws = tmp_path / "w"
+    if folder != "missing":
+        ws.mkdir()
+    if folder == "marker-only":  # a workspace that never finished a prepare
+        from campaign import store
+
+        store.adopt_workspace(store.Workspace(ws), "demo")
+    before = _listing(ws)
+    capsys.readouterr()
+    assert main(["execute", str(DEMO), "--workspace", str(ws), *set_args(demo_inputs)]) == 3
+    err = capsys.readouterr().err
+    assert err.count("run `campaign prepare CONFIG`") == 1 and "Traceback" not in err
+    assert _listing(ws) == before  # no catalog, no lock, no .prefect: refused before anything starts
+
+
+def test_a_refusal_is_printed_once_on_the_terminal(tmp_path, demo_inputs):
+    """A real terminal, Prefect's console logging included: the refusal is said once, by the command."""
+    import os
+    import subprocess
+    import sys
+
+    from prefect.settings import PREFECT_API_URL
+
+    ws = tmp_path / "w"
+    ws.mkdir()
+    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value()}
+    result = subprocess.run([sys.executable, "-m", "flows.cli", "execute", str(DEMO), "--workspace", str(ws),
+                             *set_args(demo_inputs)], capture_output=True, text=True, env=env, timeout=300,
+                            check=False)
+    assert result.returncode == 3
+    assert result.stderr.count("no campaign workspace here") == 1, result.stderr
+    assert "Finished in state" not in result.stderr and "Traceback" not in result.stderr
+    assert list(ws.iterdir()) == []
+
+
+@pytest.mark.parametrize(("override", "field"), [("nosuch.key=1", "nosuch"),
+                                                 ("cluster.nodes=-1", "cluster.nodes"),
+                                                 ("gates.data.max_rejected_fraction=7", "gates.data.max_rejected_fraction")])
+def test_bad_input_is_refused_before_the_run_naming_the_field(tmp_path, demo_inputs, capsys, override, field):
+    ws = tmp_path / "w"
+    assert main(["run", str(DEMO), "--workspace", str(ws), *set_args([*demo_inputs, override])]) == 2
+    err = capsys.readouterr().err
+    assert field in err and "Traceback" not in err
+    assert not ws.exists()
 
 
 def test_commit_without_validate_is_refused(tmp_path, demo_inputs, capsys):

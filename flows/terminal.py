@@ -1,0 +1,305 @@
+"""Running a flow from a terminal: its Prefect API, its console, its result or error, its exit code.
+
+Shared by the `campaign` command (flows/cli.py, the outermost layer, which nothing imports) and by each flow's
+`python -m flows.<stage>` entry point, so the flows never import the CLI.
+
+Exit codes: 0 done; 1 a gate failed or a plan does not fit; 2 bad input; 3 refused; 4 workspace busy;
+70 an internal error (a bug).
+"""
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from campaign.errors import CampaignError, ConfigError, InternalError
+
+BUG_FIX = ("this is a bug in campaign, not your input; rerun with CAMPAIGN_DEBUG=1 to see the traceback (the "
+           "Prefect run log keeps it too) and report it")
+
+LIFECYCLE_STAGES = ("prepare", "validate", "commit", "execute", "run")
+
+
+def say(text: str) -> None:
+    print(text, file=sys.stderr)
+
+
+def finish(state: Any) -> Any:
+    """The flow's result, or raise the CampaignError a Failed state carries."""
+    if state.is_completed():
+        return state.result()
+    data = getattr(state, "data", None)
+    if isinstance(data, CampaignError):
+        raise data
+    try:
+        state.result()
+    except CampaignError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any other exception is a bug: report it as one, without a traceback
+        raise InternalError(f"{state.name}: {state.message or exc}", fix=BUG_FIX) from None
+    raise InternalError(f"{state.name}: {state.message}", fix=BUG_FIX)
+
+
+def exit_code_of(command: Callable[[], Any]) -> int:
+    """Run `command`, turning every CampaignError into its message (printed once, on stderr) and exit code."""
+    try:
+        code = command()
+    except CampaignError as err:
+        say(f"error: {err.render()}")
+        return err.exit_code
+    except SystemExit as ex:
+        return int(ex.code or 0) if not isinstance(ex.code, str) else 2
+    except KeyboardInterrupt:
+        say("interrupted; rerun the same command to resume (completed work is kept)")
+        return 130
+    except Exception as exc:
+        if callable(getattr(exc, "show", None)) and hasattr(exc, "exit_code"):
+            exc.show()  # a usage error from the (vendored) click parser: print it as click would
+            return 2
+        if isinstance(getattr(exc, "exit_code", None), int):  # typer.Exit(code): the command's chosen exit code
+            return exc.exit_code
+        if os.environ.get("CAMPAIGN_DEBUG"):
+            raise
+        say(f"internal error: {type(exc).__name__}: {exc}\n  fix: this is a bug in campaign, not your input; "
+            "rerun with CAMPAIGN_DEBUG=1 to see the traceback and report it")
+        return InternalError.exit_code
+    return code if isinstance(code, int) else 0
+
+
+@contextlib.contextmanager
+def calendar_env(calendar: str | None) -> Iterator[None]:
+    """`--calendar PATH` for this command: the flows find the calendar through CAMPAIGN_CALENDAR."""
+    from campaign.calendar import CALENDAR_ENV
+
+    if not calendar:
+        yield
+        return
+    saved = os.environ.get(CALENDAR_ENV)
+    folder = os.sep if calendar.endswith(("/", os.sep)) else ""  # a folder of calendars, one per cluster
+    os.environ[CALENDAR_ENV] = str(Path(calendar).expanduser().resolve()) + folder
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(CALENDAR_ENV, None)
+        else:
+            os.environ[CALENDAR_ENV] = saved
+
+
+def workspace_if_any(workspace: str | None) -> Any:
+    """The --workspace folder as a Workspace when it already is one (its .prefect keeps the run history)."""
+    from campaign import store
+
+    if not workspace:
+        return None
+    ws = store.Workspace(Path(workspace).resolve())
+    return ws if store.is_workspace(ws) else None
+
+
+@contextlib.contextmanager
+def prefect_api(ws: Any = None, warm: Callable[[], object] | None = None) -> Iterator[None]:
+    """The command's Prefect API: PREFECT_API_URL if set, else a private local one (flows/local_api.py) whose run
+    history lives in the workspace (`<workspace>/.prefect`) when the command starts in one, else nowhere.
+    `warm` (the command's imports) runs while a private server starts."""
+    from campaign import store
+    from flows.local_api import local_api
+
+    home = ws.root / ".prefect" if ws is not None and store.is_workspace(ws) else None
+    with local_api(home, warm):
+        console_without_tracebacks()
+        yield
+
+
+def stage_flows() -> dict[str, Any]:
+    from flows.analyse import analyse_flow
+    from flows.commit import commit
+    from flows.execute import execute
+    from flows.lifecycle import campaign
+    from flows.prepare import prepare
+    from flows.validate import validate
+
+    return {"prepare": prepare, "validate": validate, "commit": commit, "execute": execute, "run": campaign,
+            "analyse": analyse_flow}
+
+
+def run_stage(stage: str, config: str, workspace: str | None, overrides: list[str] | None,
+              calendar: str | None = None) -> Any:
+    """Run one lifecycle stage (or `run`, the whole lifecycle) and return its result; raise its CampaignError.
+
+    Bad input (the config, an override, a value out of range) is refused before any Prefect API starts, and a
+    stage that needs an existing workspace is refused before anything is written."""
+    from campaign import store
+    from campaign.config import load_config
+
+    loaded = load_config(config, list(overrides or []))  # bad input fails here, before a Prefect API starts
+    ws = store.workspace_for(loaded.config.name, workspace)
+    if stage in ("prepare", "run"):
+        store.adopt_workspace(ws, loaded.config.name)  # refuses a folder campaign does not own, before anything
+    else:
+        from campaign.readiness import require_prepared
+
+        require_prepared(ws, f"campaign {stage}")  # refused before a Prefect API starts: printed once, writes nothing
+    with calendar_env(calendar), prefect_api(ws, warm=stage_flows):
+        from prefect import tags
+
+        from flows.common import StageParams
+        from tasks.artifacts import campaign_tag
+
+        params = StageParams(config=config, workspace=workspace, overrides=list(overrides or []))
+        with tags(campaign_tag(loaded.config.name)):
+            return finish(stage_flows()[stage](params, return_state=True))
+
+
+class _NoTraceback(logging.Formatter):
+    """Formats a record without its traceback (the message line stays); other handlers still get the record whole."""
+
+    def __init__(self, inner: logging.Formatter | None) -> None:
+        super().__init__()
+        self.inner = inner or logging.Formatter()
+
+    def format(self, record: logging.LogRecord) -> str:
+        saved = record.exc_info, record.exc_text, record.stack_info
+        record.exc_info, record.exc_text, record.stack_info = None, None, None
+        try:
+            return self.inner.format(record)
+        finally:
+            record.exc_info, record.exc_text, record.stack_info = saved
+
+
+def console_without_tracebacks() -> None:
+    """On the terminal, a failure is one line (the CLI then says what to do); the Prefect API, and so the UI, keeps
+    the whole traceback. CAMPAIGN_DEBUG=1 shows it on the terminal too."""
+    if os.environ.get("CAMPAIGN_DEBUG"):
+        return
+    import prefect  # noqa: F401 - configures Prefect's logging, whose console handlers are changed here
+    from prefect.logging.handlers import PrefectConsoleHandler
+
+    for name in [None, *logging.root.manager.loggerDict]:
+        for handler in getattr(logging.getLogger(name), "handlers", []):
+            if isinstance(handler, PrefectConsoleHandler) and not isinstance(handler.formatter, _NoTraceback):
+                handler.setFormatter(_NoTraceback(handler.formatter))
+                handler.addFilter(_said_once)
+
+
+def _said_once(record: logging.LogRecord) -> bool:
+    """Keep an outcome off the terminal that the command prints itself, once, when it ends: an expected error
+    (a refusal, a failed gate) and every run's `Finished in state Failed(...)` line. The Prefect API, and so the
+    UI, still gets each record."""
+    if getattr(record, "campaign_expected", False):
+        return False
+    message = record.getMessage() if record.args else str(record.msg)
+    return "Finished in state Failed(" not in message
+
+
+# ------------------------------------------------------------------------------------------- what a stage prints
+
+def gate_table(results: list[Any]) -> str:
+    width = max(len(r.gate) for r in results)
+    lines = [f"{'gate'.ljust(width)}  result  detail", f"{'-' * width}  ------  ------"]
+    lines += [f"{r.gate.ljust(width)}  {'PASS' if r.passed else 'FAIL'}    {r.summary}" for r in results]
+    return "\n".join(lines)
+
+
+def stage_summary(stage: str, r: Any) -> str:
+    """What a lifecycle stage prints on stdout when it is done."""
+    if stage == "prepare":
+        return (f"prepared: {r.n_input:,} documents in, {r.n_kept:,} kept, {r.n_rejected:,} rejected, "
+                f"{r.n_tokens:,} tokens; data digest {r.data_digest[:12]}")
+    if stage == "validate":
+        return gate_table(r)
+    if stage == "commit":
+        return f"committed {r.commitment_id}: window {r.window_start} .. {r.window_end}, approved by {r.approved_by}"
+    if stage == "execute":
+        return (f"executed {r.commitment_id}{' (already executed; reused)' if r.reused else ''}: ETTR {r.ettr:.3f}, "
+                f"{r.tokens_trained:.4g} tokens, {'completed' if r.completed else 'not completed'}")
+    if stage == "run":
+        return (f"campaign done: ETTR {r['ettr']:.3f}, {r['tokens_trained']:.4g} of {r['tokens_target']:.4g} tokens "
+                f"trained, {r['interruptions']['unexpected']} unexpected interruptions\nreport: {r['report']}")
+    return json.dumps(r, indent=2, default=str)
+
+
+def print_validate(results_or_error: Any) -> None:
+    """validate prints its gate table whether the gates passed or not."""
+    results = getattr(results_or_error, "results", None) if isinstance(results_or_error, Exception) \
+        else results_or_error
+    if results:
+        print(gate_table(results))
+
+
+# ------------------------------------------------------------------------------------------- python -m flows.<stage>
+
+def stage_main(stage: str, argv: list[str] | None = None) -> int:
+    """`python -m flows.<stage> CONFIG [--workspace DIR] [--set dotted.key=value]... [--calendar PATH]`: the stage
+    flow from a terminal, with the same API, messages and exit codes as `campaign <stage>`."""
+    parser = argparse.ArgumentParser(prog=f"python -m flows.{'lifecycle' if stage == 'run' else stage}",
+                                     description=f"Run the {stage} flow on one campaign.")
+    parser.add_argument("config", help="Campaign YAML, e.g. configs/campaigns/demo.yaml.")
+    parser.add_argument("--workspace", "-w", help="Workspace folder (default workspace/<campaign name>).")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="dotted.key=value",
+                        help="Override one config value (repeatable).")
+    parser.add_argument("--calendar", help="The cluster's calendar file.")
+
+    def command() -> int:
+        args = parser.parse_args(argv if argv is not None else sys.argv[1:])
+        try:
+            result = run_stage(stage, args.config, args.workspace, args.overrides, args.calendar)
+        except CampaignError as err:
+            if stage == "validate":
+                print_validate(err)
+            raise
+        print(stage_summary(stage, result))
+        return 0
+
+    return exit_code_of(command)
+
+
+def flow_main(flow: Any, argv: list[str] | None = None, call: Callable[[Any], Any] | None = None) -> int:
+    """`python -m flows.<name> [CONFIG] [--set k=v]... [--<field> value]...`: run a flow whose one parameter is a
+    pydantic model from the terminal. The options are the model's fields (so they cannot drift from the UI form);
+    a bad value is refused naming its field before anything runs; the result is printed as JSON. `call(params)`
+    runs the flow instead of `flow(params, return_state=True)` where a flow needs its own runner set up."""
+    import inspect
+
+    from pydantic import ValidationError
+
+    model = _param_model(flow)
+    prog = f"python -m flows.{Path(inspect.getfile(flow.fn)).stem}"
+    parser = argparse.ArgumentParser(prog=prog, description=flow.description)
+    for name, info in model.model_fields.items():
+        if name == "config":
+            parser.add_argument("config", help=info.description)
+        elif name == "overrides":
+            parser.add_argument("--set", dest="overrides", action="append", default=[], help=info.description)
+        else:
+            many = "list" in str(info.annotation)
+            parser.add_argument(f"--{name.replace('_', '-')}", dest=name, help=info.description,
+                                action="append" if many else "store", default=None)
+
+    def command() -> int:
+        args = {k: v for k, v in vars(parser.parse_args(argv if argv is not None else sys.argv[1:])).items()
+                if v is not None}
+        try:
+            params = model.model_validate(args)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = ".".join(map(str, first["loc"]))
+            raise ConfigError(f"{field}: {first['msg']}", where=f"--{field.replace('_', '-')}",
+                              fix=f"see {prog} --help") from None
+        with prefect_api(workspace_if_any(getattr(params, "workspace", None))):
+            result = finish(call(params) if call else flow(params, return_state=True))
+        print(json.dumps(result, indent=2, default=str))
+        return 0
+
+    return exit_code_of(command)
+
+
+def _param_model(flow: Any) -> Any:
+    import inspect
+
+    (param,) = inspect.signature(flow.fn).parameters.values()
+    return param.annotation

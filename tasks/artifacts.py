@@ -1,0 +1,35 @@
+"""Prefect names that carry the campaign: artifact keys, run names and tags, one rule for every task and flow.
+
+Prefect artifact keys may hold only lowercase letters, digits and dashes; the campaign's name goes last
+(`gates-demo`), so the UI's artifact list keeps one series per campaign and the latest of a key never mixes two
+campaigns or workspaces.
+"""
+
+import json
+import re
+from pathlib import Path
+
+MAX_KEY = 100  # characters; Prefect does not document a limit, the UI truncates long keys
+
+
+def slug(name: str) -> str:
+    """`Demo_Gates v2` -> `demo-gates-v2`: lowercase letters, digits and single dashes."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "campaign"
+
+
+def artifact_key(campaign: str, what: str) -> str:
+    """The artifact key of `what` (e.g. `gates`) for this campaign: `gates-demo`."""
+    return f"{slug(what)}-{slug(campaign)}"[:MAX_KEY].rstrip("-")
+
+
+def campaign_tag(campaign: str) -> str:
+    """The tag every run of this campaign carries (`campaign:demo`), to filter the UI's runs by campaign."""
+    return f"campaign:{slug(campaign)}"
+
+
+def workspace_campaign(root: Path) -> str:
+    """The campaign a workspace belongs to (its `.campaign-workspace` marker), else the folder's name."""
+    try:
+        return str(json.loads((Path(root) / ".campaign-workspace").read_text(encoding="utf-8"))["campaign"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return Path(root).name
