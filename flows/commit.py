@@ -12,7 +12,7 @@ from campaign import store
 from campaign.approval import ApprovalRequest, clear_pending, write_pending
 from campaign.errors import CampaignError, Refused
 from campaign.window import window_inputs, with_start
-from flows.common import StageParams, failed, quiet_expected_errors, stage_run
+from flows.common import StageParams, campaign_tags, failed, quiet_expected_errors, stage_run, stage_run_name
 from tasks.calendar import book_calendar
 from tasks.commit import (
     book_window,
@@ -64,7 +64,7 @@ def wait_for_approval(ws: store.Workspace, request: ApprovalRequest, timeout_s: 
             clear_pending(ws.root, run_id)
 
 
-@flow(name="commit")
+@flow(name="commit", flow_run_name=stage_run_name("commit"))
 def commit(params: StageParams = StageParams(), schedule_execution: bool = True):
     """Book the window; run as its own deployment with `schedule_execution`, it also schedules `execute-window`
     at the window's start. The lifecycle runs execute itself right after, so it passes False (one execution).
@@ -73,7 +73,7 @@ def commit(params: StageParams = StageParams(), schedule_execution: bool = True)
     quiet_expected_errors()
     try:
         loaded, ws = load_campaign(params.config, params.overrides, params.workspace)
-        with stage_run(ws, "commit", loaded.digest) as run_id:
+        with stage_run(ws, "commit", loaded.digest) as run_id, campaign_tags(loaded.config.name):
             data_digest = check_gates(ws, loaded)
             approved_by, comment = "automatic (every gate passed)", ""
             if loaded.config.commit.require_approval:
@@ -105,6 +105,6 @@ def commit(params: StageParams = StageParams(), schedule_execution: bool = True)
 
 
 if __name__ == "__main__":
-    from flows.cli import run_stage_main
+    from flows.terminal import stage_main
 
-    sys.exit(run_stage_main("commit"))
+    sys.exit(stage_main("commit"))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import sys
 import time
 
@@ -13,6 +12,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from campaign import store
 from campaign.sim import SimInputs, simulate_batch
 from campaign.sim.replicas import summary_markdown, summary_table
+from tasks.artifacts import artifact_key
 
 
 @task(name="simulate-batch", task_run_name="simulate-replicas-{replicas.start}-{replicas.stop}", cache_policy=None)
@@ -59,9 +59,8 @@ def record_sweep(ws: store.Workspace, sweep_id: str, config_digest: str, seed: i
 
 
 def simulate_artifact_key(campaign: str) -> str:
-    """`<campaign>-simulate` (Prefect keys: lowercase letters, digits and dashes)."""
-    slug = re.sub(r"[^a-z0-9]+", "-", campaign.lower()).strip("-") or "campaign"
-    return f"{slug[:80]}-simulate"
+    """`simulate-<campaign>`, keyed like every campaign artifact (tasks/artifacts.py)."""
+    return artifact_key(campaign, "simulate")
 
 
 @task(name="publish-simulation", cache_policy=None)
@@ -71,8 +70,8 @@ def publish_simulation(campaign: str, result: dict) -> str:
     summary = result["summary"]
     create_markdown_artifact(key=key, markdown=summary_markdown(campaign, result["replicas"], result["seed"], summary),
                              description=f"campaign simulate {campaign}: {result['replicas']} replicas")
-    create_table_artifact(key=f"{key}-table", table=summary_table(summary),
+    create_table_artifact(key=artifact_key(campaign, "simulate-table"), table=summary_table(summary),
                           description=f"campaign simulate {campaign}: distributions over {result['replicas']} replicas")
-    get_run_logger().info("%d replicas: ETTR mean %.4f; artifacts %s, %s-table", result["replicas"],
-                          summary["ettr"]["mean"], key, key)
+    get_run_logger().info("%d replicas: ETTR mean %.4f; artifacts %s, %s", result["replicas"],
+                          summary["ettr"]["mean"], key, artifact_key(campaign, "simulate-table"))
     return key

@@ -23,6 +23,7 @@ def test_processes_and_dask_give_identical_results_and_publish_artifacts():
     from campaign.sim import simulate_batch, summarise_replicas
     from campaign.window import window_inputs
     from flows.simulate import simulation_task_runner
+    from tasks.artifacts import artifact_key
     from tasks.simulate import simulate_artifact_key
 
     processes = _run()
@@ -37,9 +38,10 @@ def test_processes_and_dask_give_identical_results_and_publish_artifacts():
     assert type(runner).__name__ == "ProcessPoolTaskRunner"
 
     key = simulate_artifact_key(config.name)
+    table_key = artifact_key(config.name, "simulate-table")
     with get_client(sync_client=True) as client:
         found = {a.key: a for a in client.read_artifacts(
-            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key, f"{key}-table"])))}
-    assert set(found) == {key, f"{key}-table"}
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key, table_key])))}
+    assert set(found) == {key, table_key}
     assert "ETTR" in found[key].data and "5 replicas" in found[key].data
-    assert "window utilisation" in str(found[f"{key}-table"].data)
+    assert "window utilisation" in str(found[table_key].data)
