@@ -39,8 +39,13 @@ def stack(tmp_path_factory):
     saved = {k: os.environ.get(k) for k in ("PREFECT_API_URL", "PREFECT_HOME")}
     os.environ.update({k: env[k] for k in saved})  # this process's client too
     started = [json.loads((home / f"{n}.pid").read_text())["pid"] for n in ("server", "worker")]
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
     try:
-        yield env
+        # In-process settings too: in a whole-suite run, the flow tests' session harness has set its own API URL
+        # in the settings context, which outranks the environment.
+        with temporary_settings({PREFECT_API_URL: env["PREFECT_API_URL"]}):
+            yield env
     finally:
         for key, value in saved.items():
             if value is None:

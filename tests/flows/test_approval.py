@@ -6,13 +6,20 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from flows.cli import main
+from tests.paths import future_start
 
 from .conftest import DEMO, REPO, set_args
+
+# A named start (the shipped demo books `auto`), so the request shows the window it would book.
+START = future_start(30)
+WINDOW = (f"{START.replace('Z', '+00:00')} .. "
+          f"{(datetime.fromisoformat(START) + timedelta(days=2)).isoformat().replace('Z', '+00:00')}")
 
 PROBE = """
 import sys
@@ -81,7 +88,7 @@ def other_workspace(tmp_path_factory) -> Path:
 def prepared(tmp_path_factory, demo_inputs) -> tuple[Path, list[str]]:
     """One prepared and validated workspace for the module: a rejection books nothing, so the tests share it."""
     ws = tmp_path_factory.mktemp("approval") / "ws"
-    sets = set_args([*demo_inputs, "commit.require_approval=true"])
+    sets = set_args([*demo_inputs, "commit.require_approval=true", f"window.start={START}"])
     for stage in ("prepare", "validate"):
         assert main([stage, str(DEMO), "--workspace", str(ws), *sets]) == 0
     return ws, sets
@@ -104,7 +111,7 @@ def _commit_answered(ws: Path, sets: list[str], other_ws: Path, answer: dict, ca
 def _shows_the_request(seen: dict) -> None:
     """The form's description and the artifact carry the window, GPUs, days, cost, every gate, the digests."""
     for text in (seen["description"], *seen["artifacts"]):
-        assert "2027-01-04T00:00:00+00:00 .. 2027-01-06T00:00:00+00:00" in text
+        assert WINDOW in text
         assert "GPUs" in text and "Reserved cost" in text and "p90" in text
         for gate in ("data_quality", "layout", "memory", "schedule", "rehearsal"):
             assert f"| {gate} | passed |" in text
