@@ -21,7 +21,9 @@ run: $(STAMP)
 	PREFECT_SERVER_ANALYTICS_ENABLED=false $(BIN)/campaign run configs/campaigns/demo.yaml --workspace workspace/demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	# Two workers, whole files each (module-scoped workspaces stay in one worker); most flow tests wait on
+	# subprocesses and servers, so two workers halve the wall time even on 2 cores.
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 lint: $(STAMP)
 	$(BIN)/ruff check campaign flows tasks data_checks tests
