@@ -1,5 +1,9 @@
 """Read what the Prefect UI shows (runs, their states and logs, artifacts) from the test harness's API."""
 
+import contextlib
+import time
+from collections.abc import Callable
+
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import (
     ArtifactFilter,
@@ -28,9 +32,21 @@ def latest_flow_run(name_prefix: str):
     return runs[0]
 
 
-def task_runs_of(flow_run_id) -> list:
-    with get_client(sync_client=True) as client:
-        return client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
+def task_runs_of(flow_run_id, settled: Callable[[list], bool] = lambda runs: True, timeout_s: float = 30) -> list:
+    """The flow run's task runs, read again until `settled(runs)` (or the timeout): Prefect 3 records task runs
+    from events, so a run's templated name (`gate-{row.gate}`) and final state reach the API a moment later."""
+    from prefect.events.worker import EventsWorker
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        drain()
+        with contextlib.suppress(Exception):
+            EventsWorker.drain_all(timeout=10)
+        with get_client(sync_client=True) as client:
+            runs = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
+        if settled(runs) or time.monotonic() > deadline:
+            return runs
+        time.sleep(0.5)
 
 
 def log_messages(flow_run_ids: list) -> list[str]:

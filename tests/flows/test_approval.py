@@ -88,7 +88,9 @@ def other_workspace(tmp_path_factory) -> Path:
 def prepared(tmp_path_factory, demo_inputs) -> tuple[Path, list[str]]:
     """One prepared and validated workspace for the module: a rejection books nothing, so the tests share it."""
     ws = tmp_path_factory.mktemp("approval") / "ws"
-    sets = set_args([*demo_inputs, "commit.require_approval=true", f"window.start={START}"])
+    # A short approval timeout: should the test's "person" fail, the commit gives up in minutes, not an hour.
+    sets = set_args([*demo_inputs, "commit.require_approval=true", "commit.approval_timeout_s=180",
+                     f"window.start={START}"])
     for stage in ("prepare", "validate"):
         assert main([stage, str(DEMO), "--workspace", str(ws), *sets]) == 0
     return ws, sets

@@ -81,7 +81,10 @@ def test_failed_gate_stops_the_lifecycle_before_commit(tmp_path, demo_inputs, ca
     assert parent.state.message.startswith("stage validate failed: ")
     assert "data_volume" in parent.state.message and "\n" not in parent.state.message
     validate_run = latest_flow_run("validate-demo-")
-    gates = {t.name: t for t in task_runs_of(validate_run.id) if t.name.startswith("gate-")}
+    expected = {f"gate-{g}" for g in REQUIRED_GATES}
+    runs = task_runs_of(validate_run.id, settled=lambda runs: expected <= {t.name for t in runs}
+                        and all(t.state and t.state.is_final() for t in runs if t.name in expected))
+    gates = {t.name: t for t in runs if t.name.startswith("gate-")}
     assert set(gates) == {f"gate-{g}" for g in REQUIRED_GATES}
     assert {n for n, t in gates.items() if t.state.is_failed()} == {"gate-data_quality", "gate-data_volume"}
     volume = gates["gate-data_volume"].state.message
