@@ -1,6 +1,7 @@
 """Commit with `commit.require_approval`: the flow publishes what is to be approved, then pauses for a person's answer
 (the Prefect UI's form) without holding the workspace, and re-checks everything after the answer."""
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -56,7 +57,8 @@ def _while_paused(ws: Path, other_ws: Path, api_url: str, seen: dict, answer: di
 
     try:
         with get_client(sync_client=True) as client:
-            run = _paused_run(client, time.monotonic() + 120)
+            run = _paused_run(client, time.monotonic() + 300)
+            seen["run"] = run.id
             keyset = run.state.state_details.run_input_keyset
             seen["description"] = client.read_flow_run_input(run.id, keyset["description"])
             schema = client.read_flow_run_input(run.id, keyset["schema"])
@@ -69,12 +71,15 @@ def _while_paused(ws: Path, other_ws: Path, api_url: str, seen: dict, answer: di
             # on another workspace it works.
             started = time.monotonic()
             probe = subprocess.run([sys.executable, "-c", PROBE, str(ws), str(other_ws)], cwd=REPO, capture_output=True,
-                                   text=True, timeout=120, check=True)
+                                   text=True, timeout=300, check=True)
             seen["analyse_s"] = time.monotonic() - started
             seen["probe"] = probe.stdout.splitlines()
             resume_flow_run(run.id, run_input=answer)
     except BaseException as exc:  # noqa: BLE001 - reported by the test body
         seen["error"] = repr(exc)
+        if "run" in seen:  # answer anyway, so the commit ends now and the test reports the error
+            with contextlib.suppress(Exception):
+                resume_flow_run(seen["run"], run_input={"approved": False, "approver": "test", "comment": repr(exc)})
 
 
 @pytest.fixture(scope="module")
@@ -153,7 +158,7 @@ def test_approved_but_the_data_changed_meanwhile_is_refused(prepared):
 
     def change_then_approve():
         with get_client(sync_client=True) as client:
-            run = _paused_run(client, time.monotonic() + 120)
+            run = _paused_run(client, time.monotonic() + 300)
             clean.write_bytes(original + b"\0")
             resume_flow_run(run.id, run_input={"approved": True, "approver": "bob"})
 
@@ -175,7 +180,7 @@ def test_an_approval_books_with_the_approver_and_comment(prepared, capsys):
 
     def approve():
         with get_client(sync_client=True) as client:
-            run = _paused_run(client, time.monotonic() + 120)
+            run = _paused_run(client, time.monotonic() + 300)
             resume_flow_run(run.id, run_input={"approved": True, "approver": "alice", "comment": "looks right"})
 
     person = threading.Thread(target=approve, daemon=True)
