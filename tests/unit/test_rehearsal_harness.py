@@ -48,7 +48,7 @@ def test_a_third_party_trainer_that_resumes_correctly_passes(data, tmp_path):
     result = run(data, tmp_path)
     assert result.passed, result.problems
     d = result.details
-    assert d["kill_after_checkpoint"] < d["kill_step"] < 40 and d["resumed_step"] == d["kill_after_checkpoint"]
+    assert d["kill_after_checkpoint"] < d["kill_step"] < 40 and d["kill_after_checkpoint"] <= d["resumed_step"]
     assert d["killed_at_step"] >= d["kill_step"]
     assert d["restore_check"].startswith("bit-identical over")
     assert d["loss_drop"] >= 0.5 and d["heldout_last"] < d["heldout_first"]

@@ -41,7 +41,9 @@ def test_the_reference_trainer_learns_and_resumes_bit_identically(data, tmp_path
     assert result.passed, (result.problems, result.stderr_tail)
     d = result.details
     assert d["restore_check"].startswith("bit-identical over")
-    assert d["resumed_step"] == d["kill_after_checkpoint"] < d["killed_at_step"]
+    # The kill lands at or after the chosen step; on a loaded machine the trainer may write one more checkpoint
+    # first, and resuming from that newest checkpoint is right.
+    assert d["kill_after_checkpoint"] <= d["resumed_step"] < d["killed_at_step"]
     assert d["restore_compared_steps"] == 40 - d["resumed_step"]
     # the kill was real: the faulted run's metrics show the steps after the checkpoint twice
     lines = [json.loads(x) for x in (tmp_path / "work" / "faulted" / "metrics.jsonl").read_text().splitlines()]
