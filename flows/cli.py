@@ -21,6 +21,16 @@ from flows.terminal import finish as _finish
 from flows.terminal import prefect_api as _prefect_api
 from flows.terminal import workspace_if_any as _workspace_if_any
 
+
+def _imports(*modules: str):
+    """The command's own imports, to run while a private Prefect API starts (flows/local_api.py `warm`): the
+    server takes ~2.5 s to answer and importing a flow with Prefect and its plots ~2 s, so overlapped they cost
+    the longer of the two, not the sum."""
+    import importlib
+
+    return lambda: [importlib.import_module(m) for m in modules]
+
+
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -94,7 +104,7 @@ def analyse(workspace: WorkspaceOpt = None, json_: JsonOpt = False,
                               fix="use --compare W1 W2 ... to compare runs, or --workspace DIR to analyse one")
         targets = [*compare, *(extra or [])]
         check_targets(targets)  # bad input refused before a Prefect API starts or anything is written
-        with _prefect_api(None):
+        with _prefect_api(None, warm=_imports("flows.analyse", "campaign.analysis.plots")):
             from flows.analyse import CompareParams, compare_flow
 
             result = _finish(compare_flow(CompareParams(targets=targets, out_dir=out), return_state=True))
@@ -105,7 +115,7 @@ def analyse(workspace: WorkspaceOpt = None, json_: JsonOpt = False,
                        f"report: {result['report_html']}")
         return
     ws = analysis_workspace(workspace)  # bad input refused before a Prefect API starts or anything is written
-    with _prefect_api(ws):
+    with _prefect_api(ws, warm=_imports("flows.analyse", "campaign.analysis.plots")):
         from flows.analyse import AnalyseParams, analyse_flow
 
         result = _finish(analyse_flow(AnalyseParams(workspace=str(ws.root)), return_state=True))
@@ -189,7 +199,7 @@ def simulate(config: ConfigArg, replicas: Annotated[int | None, typer.Option(
     from campaign.sim.sweeps import check_sweeps
 
     check_sweeps(config, list(set_ or []), list(sweep or []))  # bad input fails here, before a Prefect API starts
-    with _prefect_api(_workspace_if_any(workspace)):
+    with _prefect_api(_workspace_if_any(workspace), warm=_imports("flows.simulate", "campaign.analysis.plots")):
         from flows.simulate import SimulateParams, simulate_with_runner
 
         params = SimulateParams(config=config, overrides=list(set_ or []), replicas=replicas, seed=seed,
@@ -228,7 +238,7 @@ def power(config: ConfigArg, replicas: Annotated[int | None, typer.Option(
 
     loaded = load_config(config, list(set_ or []))  # bad input fails here, before a Prefect API starts
     ws = store.adopt_workspace(store.workspace_for(loaded.config.name, workspace), loaded.config.name)
-    with _prefect_api(ws):
+    with _prefect_api(ws, warm=_imports("flows.power")):
         from flows.power import PowerParams, power_flow
 
         params = PowerParams(config=config, overrides=list(set_ or []), replicas=replicas, workspace=workspace)
@@ -265,7 +275,7 @@ def calendar_show(cluster: ClusterOpt = None,
 
     path = locate_calendar(cluster, calendar, workspaces)
     horizon(cal.read_calendar(path), store.now(), from_, to)  # bad input fails here, before a Prefect API starts
-    with _prefect_api(None):
+    with _prefect_api(None, warm=_imports("flows.calendar")):
         from flows.calendar import CalendarParams, calendar_report_flow
 
         report = _finish(calendar_report_flow(CalendarParams(calendar=str(path), start=from_, end=to),

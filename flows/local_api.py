@@ -8,7 +8,8 @@ differences:
   never in the user's ~/.prefect;
 - a new database is a copy of one migrated once per Prefect version (cached under `~/.cache/campaign`, or
   `CAMPAIGN_CACHE_DIR`), so no command pays Prefect's migrations and block registration again;
-- on Linux the kernel kills the server when the command dies, even by SIGKILL (PR_SET_PDEATHSIG).
+- on Linux the kernel kills the server when the command dies, even by SIGKILL (PR_SET_PDEATHSIG);
+- no flow run heartbeats (nothing watches a private server for crashed runs; each run's end waits ~1 s for them).
 The command warms its own imports while the server starts (`warm`), so the two overlap.
 Measured in benchmarks/local_api.md.
 """
@@ -206,9 +207,18 @@ def local_api(home: Path | None, warm: Callable[[], object] | None = None) -> It
         os.environ["PREFECT_API_URL"] = url  # for a process this one starts (Dask workers, replica processes)
         try:
             # ... and for this process, whether or not it imported prefect already (its settings are read once)
-            from prefect.settings import PREFECT_API_URL, PREFECT_HOME, temporary_settings
+            from prefect.settings import (
+                PREFECT_API_URL,
+                PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
+                PREFECT_HOME,
+                temporary_settings,
+            )
 
-            stack.enter_context(temporary_settings({PREFECT_API_URL: url, PREFECT_HOME: str(home)}))
+            # No flow run heartbeats on a private API: they exist so a server can mark a crashed run (an automation
+            # watches them), and this server lives and dies with the command. Each flow run's end joins its
+            # heartbeat thread, which sleeps in 1 s steps (Prefect 3.9 flow_engine._send_heartbeats): ~1 s a run.
+            stack.enter_context(temporary_settings({PREFECT_API_URL: url, PREFECT_HOME: str(home),
+                                                    PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}))
             if warm:
                 warm()
             _wait_healthy(proc, url, home)

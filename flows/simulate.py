@@ -1,9 +1,11 @@
 """What-if: many seeded replicas of the window for a config, with percentiles; no gates, no commitment.
 
-The replicas are CPU-bound compiled code: they run in batches (one per worker) on processes, or on Dask
-(prefect-dask: a LocalCluster of processes by default, `runtime.dask_address` for an existing cluster), never on
-threads, whether the flow runs from the CLI or as the `simulate` deployment. The batches run in a subflow that
-carries that task runner, so the deployment's own runner does not matter. Results do not depend on the runner or
+The replicas are CPU-bound compiled code that releases the GIL (campaign/sim/compiled.py, `nogil=True`): they run
+in batches (one per worker) on threads of this process by default, so every core is busy without starting a
+process (spawning worker processes that import Prefect, campaign and the kernels cost ~3 s of a 1,000-replica run,
+and shutting them down ~1-2 s more), or on Dask when `runtime.task_runner` is `dask` (prefect-dask: a LocalCluster
+of processes by default, `runtime.dask_address` for an existing cluster). The batches run on that task runner
+whatever runner the deployment gave the flow. Results do not depend on the runner or
 the split: replica r always draws from SeedSequence([seed, r]).
 """
 
@@ -13,7 +15,7 @@ import sys
 import time
 
 from prefect import flow
-from prefect.task_runners import ProcessPoolTaskRunner
+from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import BaseModel, ConfigDict, Field
 
 from campaign.config import RuntimeConfig, load_config
@@ -84,21 +86,23 @@ def simulate_flow(params: SimulateParams = SimulateParams()):
 
 
 def simulation_task_runner(runtime: RuntimeConfig):
-    """Processes (the replicas are CPU-bound: threads would share one core), or Dask when the config asks."""
+    """Threads (the compiled replicas release the GIL, so each thread has a core), or Dask when the config asks."""
     if runtime.task_runner == "dask":
         return task_runner_for(runtime)
-    return ProcessPoolTaskRunner(max_workers=runtime.max_workers)
-
-
-@flow(name="simulate-batches", validate_parameters=False)
-def simulate_batches(points: list, batches: list) -> list[list[dict]]:
-    """Every (point, batch) as one task on this subflow's task runner; summaries per point in replica order."""
-    futures = [[simulate_replica_batch.submit(inputs, batch) for batch in batches] for inputs in points]
-    return [[s for f in point_futures for s in f.result()] for point_futures in futures]
+    return ThreadPoolTaskRunner(max_workers=runtime.max_workers)
 
 
 def _run_batches(runtime: RuntimeConfig, points: list, batches: list[range]) -> list[list[dict]]:
-    return simulate_batches.with_options(task_runner=simulation_task_runner(runtime))(points, batches)
+    """Every (point, batch) as one `simulate-batch` task of this flow run, on the simulation's own task runner
+    entered here (whatever runner the deployment gave the flow); summaries per point in replica order.
+
+    The runner is used directly rather than through a subflow that carries it: every Prefect 3.9 flow run ends by
+    joining its heartbeat thread, which sleeps in one-second steps (flow_engine._send_heartbeats), so a subflow
+    cost about 1 s of a 1,000-replica run that computes in about 2 s."""
+    with simulation_task_runner(runtime) as runner:
+        futures = [[runner.submit(simulate_replica_batch, {"inputs": inputs, "replicas": batch}) for batch in batches]
+                   for inputs in points]
+        return [[s for f in point_futures for s in f.result()] for point_futures in futures]
 
 
 def _sweep(params: SimulateParams, overrides: list[str], loaded, replicas: int):

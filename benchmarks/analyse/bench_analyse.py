@@ -37,7 +37,7 @@ from campaign.config import load_config
 from campaign.plan import make_plan
 from campaign.sim import simulate
 from campaign.sim.power import one_second_series, sampled_power
-from campaign.window import window_inputs
+from campaign.window import window_inputs, with_start
 
 REPO = Path(__file__).resolve().parents[2]
 DAY_S = 86_400
@@ -45,7 +45,8 @@ DAY_S = 86_400
 
 def build(root: Path) -> tuple[store.Workspace, dict, np.ndarray]:
     loaded = load_config(REPO / "configs/campaigns/llama3-405b.yaml")
-    config = loaded.config
+    # The shipped config books its start (`auto`); a booked start as commit would record it.
+    config = with_start(loaded.config, datetime(2027, 1, 4, tzinfo=UTC))
     plan = make_plan(config)
     result = simulate(window_inputs(config, plan), replica=0)
     summary = dict(result.summary)

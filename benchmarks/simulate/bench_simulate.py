@@ -75,21 +75,50 @@ def run_cli(config: str, replicas: int) -> dict:
     return {"end_to_end_s": wall, "flow_wall_s": json.loads(out)["wall_s"]}
 
 
-def memory_peaks(inputs) -> None:
-    """tracemalloc peak of one replica, summary path and event-by-event, at the window's length and twice it."""
+def memory_peaks(inputs, config: Path) -> None:
+    """Memory of one replica at the window's length, twice and four times it: the tracemalloc peak (Python and
+    NumPy allocations) in this process, and for the summary path the peak RSS of a fresh process (which also
+    counts what tracemalloc cannot see: arrays the compiled kernels allocate through Numba's runtime)."""
     import dataclasses
     import tracemalloc
 
     from campaign.sim import simulate_summary
 
-    for days in (inputs.window_s / 86_400, 2 * inputs.window_s / 86_400):
+    simulate_summary(inputs, 100)  # first-call allocations (kernel loading, NumPy's caches) are not the replica's
+    for factor in (1, 2, 4):
+        days = factor * inputs.window_s / 86_400
         x = dataclasses.replace(inputs, window_s=days * 86_400)
         for name, run in (("summary", simulate_summary), ("event-by-event", simulate)):
+            if name == "event-by-event" and factor > 2:
+                continue  # minutes per run; the trend shows at 2x
             tracemalloc.start()
             run(x, 0)
             peak = tracemalloc.get_traced_memory()[1]
             tracemalloc.stop()
-            print(f"{days:g} days, {name}: peak {peak / 1e6:.1f} MB")
+            print(f"{days:g} days, {name}: tracemalloc peak {peak / 1e6:.1f} MB")
+        print(f"{days:g} days, summary: peak RSS {_peak_rss_mb(days, config):.1f} MB (a fresh process: imports, kernels, "
+              "3 replicas)")
+
+
+RSS_CODE = """
+import dataclasses, resource, sys
+sys.path.insert(0, {repo!r})
+from campaign.config import load_config
+from campaign.sim import compiled, simulate_summary
+from campaign.window import window_inputs
+compiled.warm()
+x = window_inputs(load_config({config!r}).config)
+x = dataclasses.replace(x, window_s={days!r} * 86400.0)
+for r in range(3):
+    simulate_summary(x, r)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+"""
+
+
+def _peak_rss_mb(days: float, config: Path) -> float:
+    code = RSS_CODE.format(repo=str(ROOT), config=str(config), days=days)
+    return float(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                                text=True).stdout.strip().splitlines()[-1])
 
 
 def jit_costs() -> dict:
@@ -116,7 +145,7 @@ def main() -> None:
     args = ap.parse_args()
     inputs = window_inputs(load_config(ROOT / args.config).config)
     if args.memory:
-        return memory_peaks(inputs)
+        return memory_peaks(inputs, ROOT / args.config)
     print(json.dumps({"numba": jit_costs()}), flush=True)
     warm()  # this process loads the compiled kernels once, as SimPy's process imports SimPy before its timer
     rows = []

@@ -1,4 +1,4 @@
-"""The simulate flow (as the deployment runs it) on processes and on Dask: identical results, one task per batch,
+"""The simulate flow (as the deployment runs it) on threads and on Dask: identical results, one task per batch,
 and the run's result published as a markdown and a table artifact keyed by the campaign."""
 
 import pytest
@@ -15,7 +15,7 @@ def _run(*overrides: str) -> dict:
     return simulate_flow(params)
 
 
-def test_processes_and_dask_give_identical_results_and_publish_artifacts():
+def test_threads_and_dask_give_identical_results_and_publish_artifacts():
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
@@ -26,16 +26,16 @@ def test_processes_and_dask_give_identical_results_and_publish_artifacts():
     from tasks.artifacts import artifact_key
     from tasks.simulate import simulate_artifact_key
 
-    processes = _run()
+    threads = _run()
     dask = _run("runtime.task_runner=dask")
-    assert dask["summary"] == processes["summary"]
+    assert dask["summary"] == threads["summary"]
     # The same as the replicas run in this process, one after another.
     config = load_config(DEMO, ["seed=11"]).config
     inputs = window_inputs(config)
-    assert processes["summary"] == summarise_replicas(simulate_batch(inputs, range(5)), inputs.window_s)
-    # The deployment never batches on threads, whatever the config's runner.
+    assert threads["summary"] == summarise_replicas(simulate_batch(inputs, range(5)), inputs.window_s)
+    # Threads by default: the compiled kernels release the GIL (test_sim_compiled_releases_the_gil).
     runner = simulation_task_runner(load_config(DEMO, ["runtime.task_runner=threads"]).config.runtime)
-    assert type(runner).__name__ == "ProcessPoolTaskRunner"
+    assert type(runner).__name__ == "ThreadPoolTaskRunner"
 
     key = simulate_artifact_key(config.name)
     table_key = artifact_key(config.name, "simulate-table")
