@@ -226,6 +226,8 @@ def simulate(config: ConfigArg, replicas: Annotated[int | None, typer.Option(
         typer.echo(f"  {key:26s} mean {fmt(v['mean'])}  p10 {fmt(v['p10'])}  p50 {fmt(v['p50'])}  p90 {fmt(v['p90'])}")
     typer.echo(f"  P(complete in window) {s['p_complete_in_window']:.2f}")
     typer.echo(f"  ettr = {s['definitions']['ettr']}\n  window_utilisation = {s['definitions']['window_utilisation']}")
+    if result.get("report_html"):
+        typer.echo(f"report: {result['report_html']}")
 
 
 @app.command()

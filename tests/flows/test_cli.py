@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -90,8 +91,9 @@ def test_plan_search_ranks_layouts(capsys):
     assert speeds == sorted(speeds, reverse=True)
 
 
-def test_simulate_json_has_the_contract_keys(capsys):
-    assert main(["simulate", str(DEMO), "--replicas", "4", "--seed", "3", "--json"]) == 0
+def test_simulate_json_has_the_contract_keys(capsys, tmp_path):
+    ws = ["--workspace", str(tmp_path / "ws")]  # its report goes there, not into the current folder
+    assert main(["simulate", str(DEMO), "--replicas", "4", "--seed", "3", "--json", *ws]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["replicas"] == 4 and out["seed"] == 3 and out["wall_s"] >= 0
     summary = out["summary"]
@@ -101,14 +103,23 @@ def test_simulate_json_has_the_contract_keys(capsys):
     assert set(summary["power_mw"]) >= {"peak", "mean", "min"} and summary["energy_mwh"] > 0
     assert isinstance(summary["by_category"], dict)
     # Deterministic for a seed.
-    assert main(["simulate", str(DEMO), "--replicas", "4", "--seed", "3", "--json"]) == 0
+    assert main(["simulate", str(DEMO), "--replicas", "4", "--seed", "3", "--json", *ws]) == 0
     again = json.loads(capsys.readouterr().out)
     assert again["summary"] == summary
-    # The same whatever the number of workers (one batch each, in processes).
+    # The same whatever the number of workers (one batch each, on threads).
     assert main(["simulate", str(DEMO), "--replicas", "4", "--seed", "3", "--json", "--set",
-                 "runtime.max_workers=1"]) == 0
+                 "runtime.max_workers=1", *ws]) == 0
     assert json.loads(capsys.readouterr().out)["summary"] == summary
     assert 0 <= summary["window_utilisation"]["mean"] <= summary["ettr"]["mean"] <= 1
+
+
+def test_simulate_prints_its_figures_with_their_definitions_and_the_report_path(capsys, tmp_path):
+    assert main(["simulate", str(DEMO), "--replicas", "3", "--seed", "3", "--workspace", str(tmp_path / "ws")]) == 0
+    out = capsys.readouterr().out
+    assert "3 replicas (seed 3)" in out and "P(complete in window)" in out and "ettr = productive job time" in out
+    report = next(line for line in out.splitlines() if line.startswith("report: "))[len("report: "):]
+    assert report.startswith(str(tmp_path / "ws" / "simulate")) and report.endswith(".html")
+    assert Path(report).is_file()
 
 
 def test_simulate_refuses_more_replicas_than_memory_allows(capsys):

@@ -8,14 +8,15 @@ from .conftest import DEMO
 pytest.importorskip("prefect_dask")
 
 
-def _run(*overrides: str) -> dict:
+def _run(workspace, *overrides: str) -> dict:
     from flows.simulate import SimulateParams, simulate_flow
 
-    params = SimulateParams(config=str(DEMO), replicas=5, seed=11, overrides=["runtime.max_workers=2", *overrides])
+    params = SimulateParams(config=str(DEMO), replicas=5, seed=11, overrides=["runtime.max_workers=2", *overrides],
+                            workspace=str(workspace))  # its report goes there, not into the current folder
     return simulate_flow(params)
 
 
-def test_threads_and_dask_give_identical_results_and_publish_artifacts():
+def test_threads_and_dask_give_identical_results_and_publish_artifacts(tmp_path):
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
@@ -26,8 +27,8 @@ def test_threads_and_dask_give_identical_results_and_publish_artifacts():
     from tasks.artifacts import artifact_key
     from tasks.simulate import simulate_artifact_key
 
-    threads = _run()
-    dask = _run("runtime.task_runner=dask")
+    threads = _run(tmp_path / "ws")
+    dask = _run(tmp_path / "ws", "runtime.task_runner=dask")
     assert dask["summary"] == threads["summary"]
     # The same as the replicas run in this process, one after another.
     config = load_config(DEMO, ["seed=11"]).config
