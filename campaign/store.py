@@ -396,6 +396,7 @@ class Commitment:
     run_id: str
     created_at: datetime
     config_json: str | None = None   # the committed config; analyse reads it from here, the trust root
+    approval_comment: str | None = None  # the approver's comment ('' when every gate passed and none was asked)
 
 
 def record_commitment(ws: Workspace, commitment: Commitment) -> Commitment:
@@ -407,10 +408,10 @@ def record_commitment(ws: Workspace, commitment: Commitment) -> Commitment:
             return existing[0]
         con.execute(
             "INSERT INTO commitments (commitment_id, window_start, window_end, config_digest, data_digest, "
-            "approved_by, run_id, created_at, config_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "approved_by, run_id, created_at, config_json, approval_comment) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [commitment.commitment_id, commitment.window_start, commitment.window_end, commitment.config_digest,
              commitment.data_digest, commitment.approved_by, commitment.run_id, commitment.created_at,
-             commitment.config_json],
+             commitment.config_json, commitment.approval_comment],
         )
     return commitment
 
@@ -426,7 +427,7 @@ def commitments(ws: Workspace) -> list[Commitment]:
 def _commitment_rows(con: duckdb.DuckDBPyConnection, where: str, params: list[Any]) -> list[Commitment]:
     rows = con.execute(
         "SELECT commitment_id, window_start, window_end, config_digest, data_digest, approved_by, run_id, "
-        f"created_at, config_json FROM commitments {where} ORDER BY created_at DESC",
+        f"created_at, config_json, approval_comment FROM commitments {where} ORDER BY created_at DESC",
         params,
     ).fetchall()
     return [Commitment(*row) for row in rows]

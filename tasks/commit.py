@@ -112,6 +112,7 @@ def book_window(ws: store.Workspace, loaded: LoadedConfig, data_digest: str, run
         run_id=run_id,
         created_at=store.now(),
         config_json=json.dumps(loaded.config.model_dump(mode="json", by_alias=True), sort_keys=True),
+        approval_comment=approval_comment,
     ))
     # The committed config travels with the commitment, so analyse needs no config argument.
     atomic_write_json(ws.root / "commitments" / f"{commitment.commitment_id}.json", {

@@ -74,6 +74,8 @@ CREATE TABLE IF NOT EXISTS commitments (
 );
 -- The committed config, inside the trust root (commitments/<id>.json is a copy for people to read).
 ALTER TABLE commitments ADD COLUMN IF NOT EXISTS config_json VARCHAR;
+-- What the approver wrote when saying yes ('' for an automatic approval; a rejection books nothing).
+ALTER TABLE commitments ADD COLUMN IF NOT EXISTS approval_comment VARCHAR;
 CREATE TABLE IF NOT EXISTS sim_replicas (
     commitment_id VARCHAR NOT NULL,
     replica INTEGER NOT NULL,

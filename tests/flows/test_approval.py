@@ -192,3 +192,7 @@ def test_an_approval_books_with_the_approver_and_comment(prepared, capsys):
     (booked,) = [json.loads(p.read_text()) for p in (ws / "commitments").glob("c-*.json")
                  if not p.name.endswith("-power.json")]
     assert booked["approved_by"] == "alice" and booked["approval_comment"] == "looks right"
+    from campaign import store
+
+    (row,) = store.commitments(store.Workspace(ws))
+    assert (row.approved_by, row.approval_comment) == ("alice", "looks right")  # the catalog, not only the file
