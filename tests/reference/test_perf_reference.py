@@ -318,7 +318,7 @@ def test_shipped_calibration_is_the_recorded_fit(family):
 
     text = (Path(__file__).parent / "calibration_fit.txt").read_text()
     block = text.split(f"== {family}: fitted kernels")[1].split("\n\n")[0]
-    fitted = {m[0]: float(m[1]) for m in re.findall(r"^\s+(\w+): ([0-9.]+)\s+\(shipped", block, re.M)}
+    fitted = {m[0]: float(m[1]) for m in re.findall(r"^\s+(\w+): ([0-9.]+)\s+\(shipped", block, re.MULTILINE)}
     assert fitted and fitted == {k: accelerator(family)["kernels"][k] for k in fitted}
     if family == "H100":
         assert 0.2 < fitted["memory_bw_fraction"] < 0.95
