@@ -52,6 +52,9 @@ class KernelCalibrationConfig(Frozen):
         "GEMM inner dimension K at which the per-tile prologue/epilogue halves efficiency: eff x K/(K + this)."))
     attention_peak_fraction: float = Field(ge=0.01, le=1, description=(
         "Fraction of peak a fused (flash) attention kernel reaches fwd+bwd at long sequences and head dim 128."))
+    flash2_peak_fraction: float | None = Field(None, ge=0.01, le=1, description=(
+        "Fraction of peak FlashAttention-2 reaches fwd+bwd on this accelerator (for `plan.attention_kernel: flash2`); "
+        "absent = the same as attention_peak_fraction."))
     memory_bw_fraction: float = Field(ge=0.01, le=1, description=(
         "Fraction of hbm_gb_per_s that memory-bound kernels (norms, activations, softmax, optimizer) reach."))
     kernel_gap_us: float = Field(0.0, ge=0, le=1000, description=(
@@ -295,6 +298,10 @@ class PlanConfig(Frozen):
     attention: Literal["flash", "materialized"] = Field("flash", description=(
         "Attention kernel: flash (fused; the s x s scores are never stored) or materialized (QK^T, softmax, dropout "
         "and AV as separate kernels, Megatron-LM 2021-2022)."))
+    attention_kernel: Literal["fused", "flash2"] = Field("fused", description=(
+        "Which fused attention kernel `attention: flash` runs: fused (the accelerator's best, "
+        "kernels.attention_peak_fraction: cuDNN / FlashAttention-3 class on H100) or flash2 (FlashAttention-2, "
+        "kernels.flash2_peak_fraction)."))
     sequence_parallel: bool = Field(True, description=(
         "Shard norms, dropout and residuals over the TP group (Korthikanti et al. 2022); off = replicated."))
     cp_load_balance: bool = Field(True, description=(
@@ -305,6 +312,10 @@ class PlanConfig(Frozen):
         "the attention of the block before) or all_gather (Llama 3 §3.3.2 and TE cp_comm_type='all_gather': K and V "
         "gathered before attention, gathered again and dK/dV reduce-scattered in backward, all on the critical path)."))
     overlap: OverlapConfig = OverlapConfig()
+    grad_accumulation_fusion: bool = Field(True, description=(
+        "The weight-gradient GEMM accumulates into the fp32 gradient buffer (Megatron --gradient-accumulation-fusion, "
+        "on by default); off = a separate fp32 add per parameter per micro-batch (PyTorch autograd / FSDP "
+        "accumulation, memory-bound)."))
     target_tokens: float = Field(gt=0, le=1e17, description="Tokens to train in the campaign.")
     checkpoint: CheckpointConfig
     power_smoothing: PowerSmoothingConfig | None = Field(None, description="Absent means no smoothing.")

@@ -34,13 +34,19 @@ from tests.reference.published_runs import (
 )
 
 # name: (lower, upper) physical bounds. Attention: FlashAttention-2 on H100 reaches ~35 % of peak fwd+bwd and
-# FlashAttention-3 up to ~75 % (Shah et al. 2024, arXiv 2407.08608); memory-bound kernels: STREAM-like copies reach
-# 80-90 % of HBM peak, unfused chains of small PyTorch ops much less.
+# FlashAttention-3 up to ~75 % (Shah et al. 2024, arXiv 2407.08608). gemm_half_k and kernel_gap_us: 0 is the
+# physical floor (no short-K penalty, no idle gap), so a fit there means the table shows no such effect.
+# memory_bw_fraction is an effective rate: the bytes the model itemizes per memory-bound kernel (norms, residuals,
+# activation, RoPE, cross entropy, optimizer) over the time those kernels take. A single large copy reaches 80-90 %
+# of HBM peak; the floor of 0.2 leaves room for what the itemized bytes leave out (fp32 up-casts and statistics
+# inside norms and softmax, layout copies, the SMs that overlapped TP/DP communication kernels take from the
+# kernels beside them). The previous floor of 0.5 was binding on H100 (the fit stopped on it); free, it lands
+# inside the range at ~0.29 with kernel_gap_us at its 0 floor.
 BOUNDS = {
     "gemm_peak_fraction": (0.4, 0.95),
     "gemm_half_k": (0.0, 4096.0),
     "attention_peak_fraction": (0.3, 0.8),
-    "memory_bw_fraction": (0.5, 0.95),
+    "memory_bw_fraction": (0.2, 0.95),
     "kernel_gap_us": (0.0, 50.0),
 }
 FAMILIES = {

@@ -7,6 +7,8 @@
 * Fused (flash) attention: FLOPs / (peak x attention_peak_fraction x s/(s + FA_HALF_SEQ) x d-factor), with
   the backward pass 2.5x the forward's FLOPs (it recomputes the scores), the accounting FlashAttention-2 reports
   its fwd+bwd throughput in; the sequence and head-dim shape terms are fitted to FlashAttention-2's A100 curves.
+  The peak fraction is the accelerator's best fused kernel unless the plan names FlashAttention-2
+  (`plan.attention_kernel: flash2`, the accelerator's `flash2_peak_fraction`: 0.35 on H100, FlashAttention-3 abstract).
 * Every kernel launch leaves the GPU idle for `kernel_gap_us` (launch latency, stream synchronisation, host
   work between kernels): small models, whose kernels are short, lose a larger share of the step to it.
 * Memory-bound kernels (norms, residuals, dropout, activation functions, RoPE, softmax of materialized scores,
@@ -49,8 +51,13 @@ class Kernels:
     gap_s: float               # idle time between consecutive kernels
 
     @classmethod
-    def from_accelerator(cls, acc: AcceleratorConfig) -> Kernels:
+    def from_accelerator(cls, acc: AcceleratorConfig, attention_kernel: str = "fused") -> Kernels:
+        """The accelerator's calibrated kernels; `attention_kernel` picks the fused attention generation
+        (fused: the family's best, flash2: FlashAttention-2 where the accelerator file states its rate)."""
         k = acc.kernels
+        attention = k.attention_peak_fraction
+        if attention_kernel == "flash2" and k.flash2_peak_fraction is not None:
+            attention = k.flash2_peak_fraction
         return cls(
             peak_flops=acc.peak_bf16_tflops * 1e12,
             memory_bytes_per_s=acc.hbm_gb_per_s * 1e9 * k.memory_bw_fraction,
@@ -58,7 +65,7 @@ class Kernels:
             sm_count=acc.sm_count,
             gemm_peak_fraction=k.gemm_peak_fraction,
             gemm_half_k=k.gemm_half_k,
-            attention_peak_fraction=k.attention_peak_fraction,
+            attention_peak_fraction=attention,
             gap_s=k.kernel_gap_us * 1e-6,
         )
 

@@ -6,7 +6,9 @@ Per micro-batch and layer on one GPU (T = b*s/c tokens, TP shard t):
 * attention: fused (flash) kernels on the causal half, or materialized (Megatron 2021-2022): batched QK^T and AV
   GEMMs over the full s x s scores plus the softmax / dropout traffic;
 * memory-bound work timed from bytes moved: norms, residual adds, dropout, activation function, RoPE, and on the
-  last stage cross entropy over V/t logits; the optimizer step once per step.
+  last stage cross entropy over V/t logits; the optimizer step once per step; unless the framework fuses it into the
+  weight-gradient GEMM (Megatron; `plan.grad_accumulation_fusion`), the fp32 gradient accumulation of every
+  micro-batch (PyTorch autograd / FSDP, Llama 3 §3.3.2 "FP32 gradients accumulation ... over multiple micro-batches").
 Recompute adds forward work in the backward (selective: the attention core; full: the whole layer; pointwise:
 norms and the MLP activation).
 Communication: TP (sequence parallel: 4 all-gathers + 4 reduce-scatters of b*s*h per layer per micro-batch,
@@ -56,6 +58,10 @@ DROPOUT_FWD_BYTES, DROPOUT_BWD_BYTES = 5.0, 5.0
 # CP ring attention (TE): after each of the c-1 exchange steps the partial output (forward) or the dQ, dK, dV
 # accumulators (backward) are corrected in fp32: read + write 4 bytes each per element.
 CP_ACCUMULATOR_BYTES = 8.0
+# Unfused gradient accumulation (`plan.grad_accumulation_fusion: false`, PyTorch autograd's AccumulateGrad / FSDP
+# with fp32 gradients): per parameter per micro-batch the weight-gradient GEMM writes a bf16 gradient (2), a
+# separate add reads it (2) and reads and writes the fp32 accumulator (4 + 4). Megatron fuses it into the GEMM.
+GRAD_ACCUM_BYTES_PER_PARAM = 12.0
 # Memory-bound backward kernels read the saved input and the incoming gradient and write the outgoing one.
 POINTWISE_BACKWARD_FACTOR = 2.0
 
@@ -323,10 +329,13 @@ class StepModel:
             layers, extra = max(ranks, key=lambda r: r[0] * per_layer_s + r[1])
         else:
             layers, extra = model.layers, logits_s
-        mb_compute_s = layers * lt.total_s + extra
+        params_gpu = self.params_gpu(p, v, t)
+        accum_s = 0.0 if plan.grad_accumulation_fusion else self.kernels.memory_s(
+            GRAD_ACCUM_BYTES_PER_PARAM * params_gpu)
+        mb_compute_s = layers * lt.total_s + extra + accum_s
         mb_stage_s = mb_compute_s + layers * (tp_exposed + cp_exposed)
         compute_s = m * mb_compute_s
-        memory_bound_s = m * (layers * lt.memory_bound_s + (ce_mem_s if extra else 0.0))
+        memory_bound_s = m * (layers * lt.memory_bound_s + (ce_mem_s if extra else 0.0) + accum_s)
         tp_comm_s, cp_comm_s = m * layers * tp_exposed, m * layers * cp_exposed
         pp_bubble_s = (p - 1) / v * mb_stage_s if p > 1 else 0.0
 
@@ -341,7 +350,6 @@ class StepModel:
                 pp_comm_s += 2.0 * m * hop
 
         # DP (and CP: Megatron reduces gradients over dp x cp) on the stage's gradient shard.
-        params_gpu = self.params_gpu(p, v, t)
         dp_group = self.group(d, t * c * p)
         cp_grad_group = self.group(c, t)
         zero = plan.zero_stage
@@ -398,5 +406,6 @@ def step_time_s(config: CampaignConfig) -> float:
     plan = config.plan
     return estimate_step(
         config.model, plan.layout, plan, micro_batch=plan.micro_batch, micro_batches=config.micro_batches,
-        kernels=Kernels.from_accelerator(config.cluster.accelerator), fabric=Fabric.from_cluster(config.cluster),
+        kernels=Kernels.from_accelerator(config.cluster.accelerator, plan.attention_kernel),
+        fabric=Fabric.from_cluster(config.cluster),
     ).step_s

@@ -140,7 +140,7 @@ class PlanContext:
         gates = config.gates.config
         return cls(
             config=config, parameters=params, fabric=Fabric.from_cluster(cl),
-            kernels=(kernels := Kernels.from_accelerator(cl.accelerator)),
+            kernels=(kernels := Kernels.from_accelerator(cl.accelerator, plan.attention_kernel)),
             steps=StepModel(config.model, plan, kernels, Fabric.from_cluster(cl)),
             memory=MemoryModel(config.model, zero_stage=plan.zero_stage, recompute=plan.recompute,
                                attention=plan.attention, sequence_parallel=plan.sequence_parallel,

@@ -138,17 +138,13 @@ def test_korthikanti_no_recompute_activations_match_table2():
 
 # ------------------------------------------------------------------ (3) step times: one calibration per family
 
-# Stated tolerance per row, in points of the publication's metric; measured errors with the shipped calibration
-# (python benchmarks/plan/calibrate.py --check) are in the README. Default 5 points for in-sample rows and 5 for
-# the out-of-sample Korthikanti rows; the Megatron-Core 32B row is the model's known miss, 10 points. It is TP8 x
-# DP48 with four micro-batches of one sequence (the table gives no micro-batch; 1 for every row): Megatron runs all
-# but the last micro-batch under `no_sync` (schedules.py `forward_backward_no_pipelining`), so the fp32 gradient
-# reduce-scatter (0.32 s on the NIC) can start only in the last micro-batch's 0.13 s backward, and the bf16 weight
-# all-gather (0.16 s) is prefetched one bucket ahead of the next step's first forward (`next_param_gather_bucket_
-# group`), 0.06 s: 0.29 s stays exposed. With two sequences per micro-batch on the PP = 1 rows the H100 refit puts
-# 32B at -0.2 (max 4.1 points), with four at +5.9, but both bring back a size trend; neither is published.
-TOLERANCE_POINTS = {("mcore2024", "32B"): 10.0}
-DEFAULT_TOLERANCE = 5.0
+# Issue 8's limits, in points of each publication's own metric, one calibration per family: no row worse than 8
+# points, and the mean over every row of the three tables at most 3 points. Measured errors with the shipped
+# calibration (python benchmarks/plan/calibrate.py --check) are in tests/reference/calibration_fit.txt and the
+# README. The worst row is Megatron-Core 32B (-7.2: TP8 x DP48, four micro-batches of one sequence, so Megatron's
+# no_sync leaves most of the fp32 gradient reduce-scatter exposed; the table gives no micro-batch).
+ROW_LIMIT_POINTS = 8.0
+MEAN_LIMIT_POINTS = 3.0
 
 
 def _error_points(run: PublishedRun) -> float:
@@ -160,18 +156,17 @@ RUNS = all_runs()
 
 
 @pytest.mark.parametrize("run", RUNS, ids=[f"{r.table}-{r.name}" for r in RUNS])
-def test_published_row_within_its_tolerance(run):
-    assert abs(_error_points(run)) <= TOLERANCE_POINTS.get((run.table, run.name), DEFAULT_TOLERANCE)
+def test_published_row_within_the_row_limit(run):
+    """Issue 8: no row of the three tables worse than 8 points, no exception."""
+    assert abs(_error_points(run)) <= ROW_LIMIT_POINTS
 
 
 def test_accuracy_over_all_three_tables():
-    """Issue 8 targets: mean |error| <= 3 points over every row of the three tables (27 rows). The other target,
-    no row worse than 8, is missed by one row (Megatron-Core 32B, -8.5): asserted at 9 so a regression shows."""
+    """Issue 8 targets: mean |error| <= 3 points over every row of the three tables (27 rows), the worst <= 8."""
     errors = [abs(_error_points(r)) for r in RUNS]
     assert len(errors) == len(MEGATRON_2021) + len(MCORE_2024) + 2 * len(KORTHIKANTI_T5) == 27
-    assert statistics.mean(errors) <= 3.0
-    assert max(errors) <= 9.0
-    assert sum(e > 8.0 for e in errors) <= 1
+    assert statistics.mean(errors) <= MEAN_LIMIT_POINTS
+    assert max(errors) <= ROW_LIMIT_POINTS
 
 
 def test_out_of_sample_table_within_3_points_mean():
@@ -203,11 +198,11 @@ def test_llama3_parameter_count():
 # calibration comes from the Megatron-Core table). The paper reports BF16 MFU "(MFU; Chowdhery et al.)": PaLM's
 # 6N + 12 L H Q T per token (all parameters, attention over the whole T x T, not halved for causality), so the
 # published TFLOP/s are converted with `palm_flops_per_token`, against H100's 989 dense TFLOP/s. vpp is not
-# published: the config's 8 (one layer per virtual stage). The model's error in that convention is +6.1 / +7.4 /
-# +8.9 points (benchmarks/plan/llama3_table4.py, README): the issue's 4-point target for published runs outside the
-# tables is NOT met. Each tolerance below is the measured error plus about one point, so a regression shows.
-LLAMA3_TABLE4 = [(16384, 8192, (8, 1, 16, 128), 400.0, 7.0), (8192, 8192, (8, 1, 16, 64), 430.0, 8.5),
-                 (16384, 131072, (8, 16, 16, 8), 380.0, 10.0)]
+# published: the config's 8 (one layer per virtual stage). Issue 8's limit for published runs outside the tables:
+# each within 4 points (measured +0.2 / -0.2 / -1.3, benchmarks/plan/llama3_table4.py and the README).
+LLAMA3_LIMIT_POINTS = 4.0
+LLAMA3_TABLE4 = [(16384, 8192, (8, 1, 16, 128), 400.0), (8192, 8192, (8, 1, 16, 64), 430.0),
+                 (16384, 131072, (8, 16, 16, 8), 380.0)]
 
 
 def llama3_row_config(gpus, seq, cp, dp, *sets):
@@ -221,13 +216,13 @@ def llama3_palm_mfu(cfg, plan) -> float:
 
 @pytest.mark.parametrize("row", LLAMA3_TABLE4, ids=["16384-8K", "8192-8K", "16384-131K"])
 def test_llama3_published_layouts_fit_and_land_near_their_mfu(row):
-    gpus, seq, (tp, cp, pp, dp), tflops, tolerance = row
+    gpus, seq, (tp, cp, pp, dp), tflops = row
     cfg = llama3_row_config(gpus, seq, cp, dp)
     plan = make_plan(cfg)
     assert plan.layout == {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "vpp": 8}
     assert plan.runs, plan.violations
     assert plan.memory_gib_per_gpu <= 0.95 * 80
-    assert abs(llama3_palm_mfu(cfg, plan) - tflops / 989.0) * 100 <= tolerance
+    assert abs(llama3_palm_mfu(cfg, plan) - tflops / 989.0) * 100 <= LLAMA3_LIMIT_POINTS
 
 
 def test_llama3_palm_convention_is_the_papers_6n_plus_12lhqt():
@@ -279,25 +274,20 @@ def test_reference_fixture_is_what_the_tables_describe():
     assert run.step_s() == pytest.approx(102.63, rel=0.01)  # perf-model.md §3.1 derived iteration time
 
 
-def test_llama3_search_top_layout_is_explained_against_the_published_one():
-    """Issue 8 asks that the search no longer prefer CP at 8K and that its top be within 5 % of the published layout
-    (or explain why it is faster). With Llama 3's own settings priced (fp32 gradient accumulation: a full fp32
-    gradient buffer per rank, which rules out TP4 x PP8; all-gather CP exposed on the critical path; chunk-length
-    attention efficiency) the top is TP4 CP4 PP16 vpp8 at +5.1 % (it was TP4 CP2 PP8 vpp16 at +10.6 %): exposed TP
-    traffic at TP4 is under half of TP8's (no TP overlap is published) and 32 micro-batches per pipeline instead
-    of 16 halve the bubble, against more compute (short CP chunks), DP and CP traffic. It still prefers CP: that
-    half of the must-hold is NOT met; the top plan states the difference part by part, which this test holds."""
+def test_llama3_search_does_not_prefer_context_parallelism_at_8k():
+    """Issue 8: on Llama 3 405B at 8K the search no longer prefers CP, and its top layout is within 5 % of the
+    published one's throughput. With Llama 3's stack priced (unfused fp32 gradient accumulation per micro-batch, which
+    costs twice as much per GPU at TP4 as at TP8; FlashAttention-2-class attention, slower on short CP chunks;
+    exposed all-gather CP) the top is the published TP8 CP1 PP16 vpp8 itself; the best CP layout is below it."""
     from campaign.plan import search_layouts
 
     cfg = load_config(LLAMA).config
-    top = search_layouts(cfg, top=1)[0]
+    ranked = search_layouts(cfg, top=10)
     published = make_plan(cfg)
-    gain = top.tokens_per_s / published.tokens_per_s - 1
-    assert 0 < gain < 0.06
-    assert top.layout["tp"] * top.layout["cp"] * top.layout["pp"] == 256  # the fp32 gradient buffer rules out pp 8
-    note = top.notes[-1]
-    assert note.startswith(f"{gain:+.1%} tokens/s against the config's layout")
-    assert "tp_comm -" in note and "pp_bubble -" in note and "cp_comm_exposed +" in note
+    assert ranked[0].layout["cp"] == 1
+    assert ranked[0].tokens_per_s <= 1.05 * published.tokens_per_s
+    best_cp = next((p for p in ranked if p.layout["cp"] > 1), None)
+    assert best_cp is None or best_cp.tokens_per_s < ranked[0].tokens_per_s
 
 
 @pytest.mark.parametrize(("name", "params", "row"), [("gpt3-175b", 175.0e9, "175B"), ("turing-530b", 530e9, "530B"),
@@ -314,3 +304,21 @@ def test_gpt_family_model_files_are_the_reference_rows(name, params, row):
     assert parameter_count(model) == pytest.approx(params, rel=0.015)
     run = next(r for r in korthikanti_2022() if r.name == f"{row} full")
     assert model.model_dump(exclude={"name", "source"}) == run.config.model.model_dump(exclude={"name", "source"})
+
+
+@pytest.mark.parametrize("family", ["A100", "H100"])
+def test_shipped_calibration_is_the_recorded_fit(family):
+    """The accelerator files carry exactly the values benchmarks/plan/calibrate.py fitted (its recorded output,
+    tests/reference/calibration_fit.txt), and every H100 fitted value lies inside its bounds or on a physical floor
+    of 0 (a fit stopped by an artificial bound would be suspect)."""
+    import re
+    from pathlib import Path
+
+    from tests.reference.published_runs import accelerator
+
+    text = (Path(__file__).parent / "calibration_fit.txt").read_text()
+    block = text.split(f"== {family}: fitted kernels")[1].split("\n\n")[0]
+    fitted = {m[0]: float(m[1]) for m in re.findall(r"^\s+(\w+): ([0-9.]+)\s+\(shipped", block, re.MULTILINE)}
+    assert fitted and fitted == {k: accelerator(family)["kernels"][k] for k in fitted}
+    if family == "H100":
+        assert 0.2 < fitted["memory_bw_fraction"] < 0.95

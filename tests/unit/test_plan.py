@@ -306,3 +306,42 @@ def test_step_lower_bound_never_exceeds_the_estimate():
     for c in candidates(cfg)[::97]:
         m = ctx.micro_batches(c, c.micro_batch)
         assert ctx.steps.lower_bound_s(c, c.micro_batch, m) <= ctx.steps.estimate(c, c.micro_batch, m).step_s
+
+
+def test_unfused_gradient_accumulation_costs_12_bytes_per_parameter_per_micro_batch():
+    """Llama 3's FSDP accumulates fp32 gradients in a separate kernel each micro-batch (Megatron fuses it into the
+    weight-gradient GEMM): 12 B per parameter of the stage per micro-batch at the memory-bound rate, in the step
+    and in the bubble; it costs twice as much per GPU at TP4 as at TP8."""
+    from campaign.plan.kernels import Kernels
+    from campaign.plan.memory import split_layers, stage_parameters
+
+    published = {"tp": 8, "pp": 16, "dp": 128, "cp": 1, "vpp": 8}
+    unfused = _llama_step(published)
+    fused = _llama_step(published, "plan.grad_accumulation_fusion=true")
+    cfg = load_config(LLAMA).config
+    params_gpu = stage_parameters(cfg.model, split_layers(cfg.model.layers, 16, 8), 16) / 8
+    per_micro_batch = Kernels.from_accelerator(cfg.cluster.accelerator).memory_s(12.0 * params_gpu)
+    m = cfg.micro_batches
+    assert unfused.step_breakdown_s["compute_memory_bound"] - fused.step_breakdown_s["compute_memory_bound"] == (
+        pytest.approx(m * per_micro_batch, rel=1e-9))
+    added = unfused.step_time_s - fused.step_time_s
+    assert added == pytest.approx((m + 15 / 8) * per_micro_batch, rel=1e-6)  # m micro-batches and the bubble
+    tp4 = {"tp": 4, "pp": 16, "dp": 256, "cp": 1, "vpp": 8}
+    added_tp4 = _llama_step(tp4).step_time_s - _llama_step(tp4, "plan.grad_accumulation_fusion=true").step_time_s
+    m4 = load_config(LLAMA, ["plan.layout.tp=4", "plan.layout.dp=256"]).config.micro_batches
+    assert (added_tp4 / (m4 + 15 / 8)) / (added / (m + 15 / 8)) == pytest.approx(2.0, rel=0.1)
+
+
+def test_flash2_attention_runs_at_the_accelerators_flash2_rate():
+    """`plan.attention_kernel: flash2` prices fused attention at the accelerator file's FlashAttention-2 rate (H100:
+    0.35 of peak against 0.5 for the family's best fused kernel); nothing else changes."""
+    from campaign.plan.kernels import Kernels
+
+    acc = load_config(LLAMA).config.cluster.accelerator
+    best, fa2 = Kernels.from_accelerator(acc), Kernels.from_accelerator(acc, "flash2")
+    assert fa2.attention_efficiency(8192, 128) / best.attention_efficiency(8192, 128) == pytest.approx(0.35 / 0.5)
+    assert fa2.gemm_efficiency(8192, 8192, 8192) == best.gemm_efficiency(8192, 8192, 8192)
+    layout = {"tp": 8, "pp": 16, "dp": 8, "cp": 16, "vpp": 8}
+    long_fa2 = _llama_step(layout, "model.seq_len=131072", "cluster.nodes=2048")
+    long_best = _llama_step(layout, "model.seq_len=131072", "cluster.nodes=2048", "plan.attention_kernel=fused")
+    assert long_fa2.step_time_s > 1.15 * long_best.step_time_s
