@@ -8,6 +8,12 @@ against the ~2 ms the issue asks for (20x a plain SimPy model). Numba (numba.pyd
 NumPy code) compiles the same loop; `cache=True` keeps the machine code beside this file so a CLI run loads it
 instead of compiling (compile cost and cache are measured in benchmarks/simulate/README.md).
 
+Helpers that only read and write arrays their caller owns are compiled with `_nrt=False` (Numba's switch for the
+runtime's reference counting, `numba.njit(_nrt=False)`, numba/numba#2350): with it on, every call passing an array
+does an atomic incref and decref per array argument, which measured 80% of the event loop (1.84 ms of a Llama 3
+replica, against 0.46 ms without; benchmarks/simulate/README.md). Those helpers cannot allocate
+(Numba refuses to compile an allocation there), so only the kernels that allocate keep the runtime.
+
 The Python model stays the reference: `simulate()` (event log, sampled power) runs it, and
 tests/unit/test_sim_fast.py holds this kernel to it for any setting (same counts, figures to float rounding).
 Arrivals are drawn by campaign.sim.failures.draw_arrivals with NumPy's generators, exactly as the reference.
@@ -47,7 +53,7 @@ N_S = 27
 DAY_S = 86_400.0
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _nominal(a, t0, start, end):
     if end <= start:
         return 0.0
@@ -57,14 +63,14 @@ def _nominal(a, t0, start, end):
     return (end - start) - a / w * (math.sin(w * (end - t0)) - math.sin(w * (start - t0)))
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _sines(k, h, half, phase):
     if abs(half) < 1e-12:
         return k * math.sin(phase)
     return math.sin(k * h / 2.0) / half * math.sin(phase + (k - 1) * h / 2.0)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _nominal_periodic(a, t0, first, length, period, k):
     if length <= 0.0 or k <= 0:
         return 0.0
@@ -76,7 +82,7 @@ def _nominal_periodic(a, t0, first, length, period, k):
     return k * length - a / w * (_sines(k, h, half, w * (first + length - t0)) - _sines(k, h, half, w * (first - t0)))
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _time_for_nominal(a, t0, start, work):
     if work <= 0.0:
         return start
@@ -98,20 +104,20 @@ def _time_for_nominal(a, t0, start, work):
     return t
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _ramp_delay(rise, ramp):
     if ramp <= 0.0 or rise <= 0.0:  # ramp <= 0 encodes "no ramp limit"
         return 0.0
     return rise / (2.0 * ramp)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _before(EF, EI, i, j):
     """Event i runs before event j: earlier time, then earlier scheduling (the reference's (t, seq) order)."""
     return EF[i, 0] < EF[j, 0] or (EF[i, 0] == EF[j, 0] and EI[i, 0] < EI[j, 0])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _sift_up(H, EF, EI, pos):
     item = H[pos]
     while pos > 0:
@@ -124,7 +130,7 @@ def _sift_up(H, EF, EI, pos):
     H[pos] = item
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _sift_down(H, EF, EI, pos, n):
     item = H[pos]
     child = 2 * pos + 1
@@ -141,7 +147,7 @@ def _sift_down(H, EF, EI, pos, n):
     H[pos] = item
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _push(H, EF, EI, FE, S, t, kind, a, b, c, x):
     """Schedule an event: its fields go to a free row of the pool (EF, EI), its row number onto the heap H
     (heapq's algorithm on row numbers). The pool is sized for every event a replica can hold at once."""
@@ -167,7 +173,7 @@ def _push(H, EF, EI, FE, S, t, kind, a, b, c, x):
     _sift_up(H, EF, EI, n)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _pop(H, EF, EI, FE, S):
     """Remove the next event and return its pool row (read it before the next push reuses the row)."""
     top = H[0]
@@ -181,12 +187,12 @@ def _pop(H, EF, EI, FE, S):
     return top
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _next_s(H, EF, S):
     return EF[H[0], 0] if S[S_HEAP_N] > 0 else np.inf
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _facility_mw(S, P, JM, nodes):
     return (nodes - S[S_EMPTY_N]) * JM[S[S_STATE]] + S[S_FREE_N] * P[P_IDLE_NODE_MW]
 
@@ -201,7 +207,7 @@ def _grown(a, need):
     return out
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _record_power(S, F, PT, PM, mw):
     """Append a power step when the level changed (the caller made room for one more)."""
     if S[S_HAS_POWER] == 0 or F[F_LAST_MW] != mw:
@@ -213,12 +219,12 @@ def _record_power(S, F, PT, PM, mw):
         S[S_HAS_POWER] = 1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _segment_tokens(F, P, t):
     return P[P_RATE] * _nominal(P[P_AMP], P[P_T0], F[F_SEG_EFF], t)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _tokens_in_progress(S, F, P):
     total = F[F_COMMIT_TOK] + F[F_RUN_TOK] + F[F_PEND_TOK]
     if S[S_STATE] == RUNNING:
@@ -226,7 +232,7 @@ def _tokens_in_progress(S, F, P):
     return total
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _set_state(S, F, P, state, exact_tokens):
     now = F[F_NOW]
     if S[S_STATE] == RUNNING:
@@ -242,7 +248,7 @@ def _set_state(S, F, P, state, exact_tokens):
     F[F_SINCE] = now
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _start_running(S, F, P, JM, nodes, H, EF, EI, FE):
     before_mw = _facility_mw(S, P, JM, nodes)
     S[S_RAMP_BUCKET] = _BUCKET[S[S_STATE]]
@@ -261,7 +267,7 @@ def _start_running(S, F, P, JM, nodes, H, EF, EI, FE):
         _push(H, EF, EI, FE, S, t_checkpoint, E_SEGMENT_END, S[S_SEG_ID], 0, 0, 0.0)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _begin_checkpoint(S, F, P, PEND, H, EF, EI, FE, exact_tokens):
     _set_state(S, F, P, CHECKPOINT, exact_tokens)
     S[S_IDS] += 1
@@ -282,7 +288,7 @@ def _begin_checkpoint(S, F, P, PEND, H, EF, EI, FE, exact_tokens):
     _push(H, EF, EI, FE, S, F[F_NOW] + P[P_WRITE], E_CKPT_END, S[S_CKPT_ID], 0, 0, 0.0)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _commit(S, F, PEND, n):
     """Commit the oldest n pending snapshots (all when n < 0)."""
     cap = PEND.shape[0]
@@ -307,7 +313,7 @@ def _commit(S, F, PEND, n):
         F[F_PEND_TOK] = tokens
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _lose_uncommitted(S, F):
     lost_s = F[F_RUN_S] + F[F_PEND_S]
     S[S_PEND_N] = 0
@@ -319,7 +325,7 @@ def _lose_uncommitted(S, F):
     return lost_s
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _skip_cycles(S, F, P, JM, nodes, H, EF, EI, FE):
     """simulator._Replica._skip_cycles: whole run + checkpoint cycles before the next event, in closed form.
     Returns (k, first cycle start, run MW, checkpoint MW) for the caller to write the k cycles' power steps."""
@@ -353,7 +359,7 @@ def _skip_cycles(S, F, P, JM, nodes, H, EF, EI, FE):
     return k, now, run_mw, ckpt_mw
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _occupied_slot(EMPTY, slot, n):
     for k in range(n):
         s = (slot + k) % n
@@ -362,7 +368,7 @@ def _occupied_slot(EMPTY, slot, n):
     return -1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _swap(S, SLOTS, EMPTY, slot, node):
     SLOTS[slot] = node
     if EMPTY[slot] != 0:
@@ -370,7 +376,7 @@ def _swap(S, SLOTS, EMPTY, slot, node):
         S[S_EMPTY_N] -= 1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _advance(S, F, P, JM, nodes, H, EF, EI, FE):
     state = S[S_STATE]
     if state == RUNNING or state == CHECKPOINT or state == DONE:
@@ -637,7 +643,7 @@ def rate_limited(t, mw, end_s, ramp, start_mw):
     return out_t[:m].copy(), out_mw[:m].copy(), out_slope[:m].copy()
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _second_value(t, mw, slope, end_s, lo, hi, k):
     """Mean MW over [lo, hi], segment k holding lo: the level at the midpoint inside one segment, else the
     pieces' integrals (stable however short the interval)."""
