@@ -44,7 +44,13 @@ N_P = 12
 # Float state (F).
 (F_NOW, F_SINCE, F_SEG_START, F_SEG_EFF, F_RUN_S, F_RUN_TOK, F_PEND_S, F_PEND_TOK, F_COMMIT_S, F_COMMIT_TOK, F_LOST_S,
  F_HOLD, F_NEED_RESTART, F_COMPLETION, F_REWORK_S, F_LOST_END_S, F_LAST_MW, F_B0) = range(18)
-N_F = F_B0 + 4  # + the four buckets
+# After the four buckets: what the summarised cycles add to the curve's energy (MW s) and their largest 1-s change.
+F_CYCLES_MWS = F_B0 + 4
+F_CYCLES_RAMP = F_B0 + 5
+N_F = F_B0 + 6
+# A run or checkpoint segment at least this long holds a whole second wherever it starts, and a breakpoint's
+# neighbouring seconds then lie inside its two segments (see _write_cycles); a hair above 2 s covers float rounding.
+CYCLE_MIN_S = 2.0 + 1e-6
 # Int state (S).
 (S_STATE, S_IDS, S_SEG_ID, S_CKPT_ID, S_RESTART_ID, S_RAMP_BUCKET, S_DETECTIONS, S_PLANNED_STOP, S_FINAL, S_UNEXPECTED,
  S_PLANNED, S_CHECKPOINTS, S_EXHAUSTED, S_REWORK_N, S_EMPTY_N, S_SEQ, S_FREE_HEAD, S_FREE_N, S_AWAIT_HEAD, S_AWAIT_N,
@@ -360,6 +366,55 @@ def _skip_cycles(S, F, P, JM, nodes, H, EF, EI, FE):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
+def _summarised(P, k, summarise):
+    """Whether a block of k cycles is written as its first cycle, one long run and its last checkpoint (see
+    _write_cycles) instead of two steps per cycle: only for the summary of a curve without a ramp limit."""
+    return summarise != 0 and k >= 3 and P[P_RAMP] <= 0.0 and P[P_TAU] >= CYCLE_MIN_S and P[P_WRITE] >= CYCLE_MIN_S
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _write_cycles(S, F, P, PT, PM, first, k, run_mw, ckpt_mw, summarise):
+    """The power steps of k skipped cycles from `first`: run at first + i period, checkpoint at + tau.
+
+    Summarised (see _summarised), only cycle 0, the start of cycle 1 and the checkpoint of cycle k-1 are written,
+    as if the job ran from cycle 1's start to cycle k-1's checkpoint; the 1-s statistics of what that leaves out
+    are added here, exactly. Every segment lasting at least 2 s, a second next to a breakpoint lies inside the
+    breakpoint's two segments, so: the left-out seconds hold the same two levels as cycle 0's (the peak and the
+    minimum are unchanged); each left-out breakpoint T between levels A and B changes the 1-s series by exactly
+    (1 - frac(T)) |B - A| then frac(T) |B - A| (frac(T) = T - floor(T), the share of its second before it), and
+    nothing else changes; the energy left out is (k - 2) checkpoint writes at checkpoint instead of run level.
+    The times are the same expressions as the full path's, so the statistics agree with it to rounding.
+    """
+    n = S[S_POWER_N]
+    period = P[P_TAU] + P[P_WRITE]
+    if not _summarised(P, k, summarise):
+        for i in range(k):
+            t0 = first + i * period
+            PT[n + 2 * i] = t0
+            PM[n + 2 * i] = run_mw
+            PT[n + 2 * i + 1] = t0 + P[P_TAU]
+            PM[n + 2 * i + 1] = ckpt_mw
+        S[S_POWER_N] = n + 2 * k
+        return
+    PT[n], PM[n] = first, run_mw
+    PT[n + 1], PM[n + 1] = first + P[P_TAU], ckpt_mw
+    PT[n + 2], PM[n + 2] = first + period, run_mw
+    PT[n + 3], PM[n + 3] = first + (k - 1) * period + P[P_TAU], ckpt_mw
+    S[S_POWER_N] = n + 4
+    F[F_CYCLES_MWS] += (k - 2) * P[P_WRITE] * (ckpt_mw - run_mw)
+    # Left out: the checkpoints of cycles 1 .. k-2 and the run starts of cycles 2 .. k-1. The largest change at
+    # T is max(1 - frac, frac) |B - A|: the nearer T is to a whole second, the larger.
+    far = 0.0  # largest max(1 - frac, frac) so far
+    for i in range(1, k - 1):
+        t0 = first + i * period + P[P_TAU]
+        t1 = first + (i + 1) * period
+        f0 = t0 - math.floor(t0)
+        f1 = t1 - math.floor(t1)
+        far = max(far, f0, 1.0 - f0, f1, 1.0 - f1)
+    F[F_CYCLES_RAMP] = max(F[F_CYCLES_RAMP], far * abs(ckpt_mw - run_mw))
+
+
+@njit(cache=True, nogil=True, _nrt=False)
 def _occupied_slot(EMPTY, slot, n):
     for k in range(n):
         s = (slot + k) % n
@@ -405,10 +460,12 @@ def _advance(S, F, P, JM, nodes, H, EF, EI, FE):
 
 
 @njit(cache=True, nogil=True)
-def run_replica(P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, pend_cap):
+def run_replica(P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, pend_cap, summarise):
     """One replica. P: float parameters; JM: facility MW per job node in each state; CAT: per failure category
     (detect_s, restart_s, repair_s, loses a node); arrivals in scheduling order (kind E_PLANNED or E_FAILURE,
-    a = category, b = slot). Returns (F, S, by_category, power times, power MW)."""
+    a = category, b = slot). Returns (F, S, by_category, power times, power MW). With `summarise` (only for
+    the summary, never for the curve itself) blocks of skipped cycles write four power steps, not two per cycle,
+    and F[F_CYCLES_MWS], F[F_CYCLES_RAMP] hold what the left-out steps add to the statistics (_write_cycles)."""
     F = np.zeros(N_F)
     S = np.zeros(N_S, np.int64)
     F[F_COMPLETION] = np.nan
@@ -430,8 +487,8 @@ def run_replica(P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, p
     BYCAT = np.zeros(CAT.shape[0], np.int64)
     # Power steps: one per event at most plus two per skipped cycle; sized for the usual count (two per cycle of
     # the window, four per arrival), grown when a block would not fit.
-    cycles = P[P_WINDOW] / (P[P_TAU] + P[P_WRITE])
-    PT = np.empty(np.int64(2.0 * min(cycles, 1e7)) + 4 * arr_t.size + 1024)
+    cycles = 0.0 if _summarised(P, 3, summarise) else P[P_WINDOW] / (P[P_TAU] + P[P_WRITE])
+    PT = np.empty(np.int64(2.0 * min(cycles, 1e7)) + 8 * arr_t.size + 1024)
     PM = np.empty(PT.size)
     # The heap holds every arrival, and per arrival at most a detection, a repair, a maintenance end and a stale
     # segment, checkpoint or restart event; plus the snapshots uploading; plus two scratch rows at the end.
@@ -561,17 +618,9 @@ def run_replica(P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, p
                         _commit(S, F, PEND, 1)
                         k, first, run_mw, ckpt_mw = _skip_cycles(S, F, P, JM, nodes, H, EF, EI, FE)
                         if k > 0:
-                            n = S[S_POWER_N]
-                            PT = _grown(PT, n + 2 * k + 2)
-                            PM = _grown(PM, n + 2 * k + 2)
-                            period = P[P_TAU] + P[P_WRITE]
-                            for i in range(k):
-                                t0 = first + i * period
-                                PT[n + 2 * i] = t0
-                                PM[n + 2 * i] = run_mw
-                                PT[n + 2 * i + 1] = t0 + P[P_TAU]
-                                PM[n + 2 * i + 1] = ckpt_mw
-                            S[S_POWER_N] = n + 2 * k
+                            PT = _grown(PT, S[S_POWER_N] + 2 * k + 2)
+                            PM = _grown(PM, S[S_POWER_N] + 2 * k + 2)
+                            _write_cycles(S, F, P, PT, PM, first, k, run_mw, ckpt_mw, summarise)
                     _start_running(S, F, P, JM, nodes, H, EF, EI, FE)
         elif kind == E_UPLOAD:
             if S[S_PEND_N] > 0 and np.int64(PEND[S[S_PEND_HEAD], 0]) == ev_a:
@@ -700,6 +749,25 @@ def curve_stats(t, mw, slope, end_s):
     return peak, low, ramp, energy / 3600.0
 
 
+@njit(cache=True, nogil=True)
+def replica_summary(P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, pend_cap, start_mw):
+    """One replica's tallies and power statistics in one call: run_replica with its cycles summarised, the
+    step curve coalesced (rate-limited from `start_mw` under a ramp limit) and its statistics. Returns
+    (F, S, by_category, [peak MW, min MW, largest 1-s change MW, energy MWh])."""
+    F, S, BYCAT, PT, PM = run_replica(P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, pend_cap, 1)
+    t, mw = coalesce(PT, PM)
+    if P[P_RAMP] > 0.0:
+        t, mw, slope = rate_limited(t, mw, P[P_WINDOW], P[P_RAMP], start_mw)
+    else:
+        slope = np.zeros(t.size)
+    peak, low, ramp, energy_mwh = curve_stats(t, mw, slope, P[P_WINDOW])
+    stats = np.empty(4)
+    stats[0], stats[1] = peak, low
+    stats[2] = max(ramp, F[F_CYCLES_RAMP])
+    stats[3] = energy_mwh + F[F_CYCLES_MWS] / 3600.0
+    return F, S, BYCAT, stats
+
+
 def warm() -> float:
     """Compile (first use after install or a change to this file) or load from the cache every kernel, with the
     argument types the simulator passes; returns the seconds it took. `make install` calls it once."""
@@ -712,7 +780,9 @@ def warm() -> float:
     CAT = np.array([[60.0, 600.0, 7200.0, 1.0]])
     arrivals = np.array([100.0, 2000.0])
     kinds = np.array([E_PLANNED, E_FAILURE], np.int64)
-    _, _, _, t, mw = run_replica(P, JM, 2, 1, CAT, arrivals, kinds, np.zeros(2, np.int64), np.array([-1, 0]), 10)
+    arrival_args = (CAT, arrivals, kinds, np.zeros(2, np.int64), np.array([-1, 0]), 10)
+    _, _, _, t, mw = run_replica(P, JM, 2, 1, *arrival_args, 0)
+    replica_summary(P, JM, 2, 1, *arrival_args, 0.0)
     t, mw = coalesce(t, mw)
     curve_stats(t, mw, np.zeros_like(mw), 3600.0)
     curve_stats(*rate_limited(t, mw, 3600.0, 0.5, 0.0), 3600.0)
