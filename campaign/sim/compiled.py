@@ -459,44 +459,9 @@ def _advance(S, F, P, JM, nodes, H, EF, EI, FE):
         _push(H, EF, EI, FE, S, now + F[F_NEED_RESTART], E_RESTART_END, S[S_RESTART_ID], 0, 0, 0.0)
 
 
-@njit(cache=True, nogil=True)
-def run_replica(P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, pend_cap, summarise):
-    """One replica. P: float parameters; JM: facility MW per job node in each state; CAT: per failure category
-    (detect_s, restart_s, repair_s, loses a node); arrivals in scheduling order (kind E_PLANNED or E_FAILURE,
-    a = category, b = slot). Returns (F, S, by_category, power times, power MW). With `summarise` (only for
-    the summary, never for the curve itself) blocks of skipped cycles write four power steps, not two per cycle,
-    and F[F_CYCLES_MWS], F[F_CYCLES_RAMP] hold what the left-out steps add to the statistics (_write_cycles)."""
-    F = np.zeros(N_F)
-    S = np.zeros(N_S, np.int64)
-    F[F_COMPLETION] = np.nan
-    F[F_HOLD] = -np.inf
-    S[S_SEG_ID] = -1
-    S[S_CKPT_ID] = -1
-    S[S_RESTART_ID] = -1
-    S[S_RAMP_BUCKET] = B_RESTART
-    S[S_SEQ] = -1
-    SLOTS = np.arange(nodes)
-    EMPTY = np.zeros(nodes, np.int8)
-    free_cap = nodes + spare_nodes + 1
-    FREE = np.zeros(free_cap, np.int64)
-    for i in range(spare_nodes):
-        FREE[i] = nodes + i
-    S[S_FREE_N] = spare_nodes
-    AWAIT = np.zeros(nodes + 1, np.int64)
-    PEND = np.zeros((pend_cap, 3))
-    BYCAT = np.zeros(CAT.shape[0], np.int64)
-    # Power steps: one per event at most plus two per skipped cycle; sized for the usual count (two per cycle of
-    # the window, four per arrival), grown when a block would not fit.
-    cycles = 0.0 if _summarised(P, 3, summarise) else P[P_WINDOW] / (P[P_TAU] + P[P_WRITE])
-    PT = np.empty(np.int64(2.0 * min(cycles, 1e7)) + 8 * arr_t.size + 1024)
-    PM = np.empty(PT.size)
-    # The heap holds every arrival, and per arrival at most a detection, a repair, a maintenance end and a stale
-    # segment, checkpoint or restart event; plus the snapshots uploading; plus two scratch rows at the end.
-    cap = 5 * arr_t.size + pend_cap + 64
-    EF = np.empty((cap, 2))
-    EI = np.empty((cap, 5), np.int64)
-    H = np.empty(cap, np.int64)
-    FE = np.empty(cap, np.int64)
+@njit(cache=True, nogil=True, _nrt=False)
+def _load_arrivals(S, H, EF, EI, arr_t, arr_kind, arr_a, arr_b):
+    """Every arrival into the event pool and the heap, in scheduling order."""
     for i in range(arr_t.size):
         S[S_SEQ] += 1
         EF[i, 0] = arr_t[i]
@@ -512,10 +477,22 @@ def run_replica(P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, p
     for root in range(arr_t.size // 2 - 1, -1, -1):  # heapify
         _sift_down(H, EF, EI, root, arr_t.size)
 
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _run_events(P, JM, nodes, CAT, F, S, SLOTS, EMPTY, FREE, AWAIT, PEND, BYCAT, PT, PM, H, EF, EI, FE, summarise):
+    """The event loop, from where it stopped to the window's end (True), or until the power steps need more room
+    than PT and PM have (False: the state is whole between two events; grow them and call again)."""
     window = P[P_WINDOW]
-    _start_running(S, F, P, JM, nodes, H, EF, EI, FE)
-    _record_power(S, F, PT, PM, _facility_mw(S, P, JM, nodes))
+    period = P[P_TAU] + P[P_WRITE]
+    summarised = _summarised(P, 3, summarise)
+    free_cap = FREE.size
     while S[S_HEAP_N] > 0 and EF[H[0], 0] < window:
+        # Room for this event's steps: one, and a block of skipped cycles (at most two per cycle left).
+        need = S[S_POWER_N] + 6
+        if not summarised:
+            need += 2 * np.int64(math.ceil((window - F[F_NOW]) / period))
+        if need > PT.size:
+            return False
         row = _pop(H, EF, EI, FE, S)
         F[F_NOW] = EF[row, 0]
         kind = EI[row, 1]
@@ -618,8 +595,6 @@ def run_replica(P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, p
                         _commit(S, F, PEND, 1)
                         k, first, run_mw, ckpt_mw = _skip_cycles(S, F, P, JM, nodes, H, EF, EI, FE)
                         if k > 0:
-                            PT = _grown(PT, S[S_POWER_N] + 2 * k + 2)
-                            PM = _grown(PM, S[S_POWER_N] + 2 * k + 2)
                             _write_cycles(S, F, P, PT, PM, first, k, run_mw, ckpt_mw, summarise)
                     _start_running(S, F, P, JM, nodes, H, EF, EI, FE)
         elif kind == E_UPLOAD:
@@ -628,10 +603,55 @@ def run_replica(P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, p
         elif kind == E_RESTART_END and state == RESTART and ev_a == S[S_RESTART_ID]:
             F[F_NEED_RESTART] = 0.0
             _start_running(S, F, P, JM, nodes, H, EF, EI, FE)
-        PT = _grown(PT, S[S_POWER_N] + 1)
-        PM = _grown(PM, S[S_POWER_N] + 1)
         _record_power(S, F, PT, PM, _facility_mw(S, P, JM, nodes))
-    F[F_NOW] = max(F[F_NOW], window)
+    return True
+
+
+@njit(cache=True, nogil=True)
+def run_replica(P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, pend_cap, summarise):
+    """One replica. P: float parameters; JM: facility MW per job node in each state; CAT: per failure category
+    (detect_s, restart_s, repair_s, loses a node); arrivals in scheduling order (kind E_PLANNED or E_FAILURE,
+    a = category, b = slot). Returns (F, S, by_category, power times, power MW). With `summarise` (only for
+    the summary, never for the curve itself) blocks of skipped cycles write four power steps, not two per cycle,
+    and F[F_CYCLES_MWS], F[F_CYCLES_RAMP] hold what the left-out steps add to the statistics (_write_cycles).
+    This shell allocates; the work is in helpers without reference counting (see the module's docstring)."""
+    F = np.zeros(N_F)
+    S = np.zeros(N_S, np.int64)
+    F[F_COMPLETION] = np.nan
+    F[F_HOLD] = -np.inf
+    S[S_SEG_ID] = -1
+    S[S_CKPT_ID] = -1
+    S[S_RESTART_ID] = -1
+    S[S_RAMP_BUCKET] = B_RESTART
+    S[S_SEQ] = -1
+    SLOTS = np.arange(nodes)
+    EMPTY = np.zeros(nodes, np.int8)
+    FREE = np.zeros(nodes + spare_nodes + 1, np.int64)
+    FREE[:spare_nodes] = np.arange(nodes, nodes + spare_nodes)
+    S[S_FREE_N] = spare_nodes
+    AWAIT = np.zeros(nodes + 1, np.int64)
+    PEND = np.zeros((pend_cap, 3))
+    BYCAT = np.zeros(CAT.shape[0], np.int64)
+    # Power steps: one per event at most plus a block's; sized for the usual count (two per cycle of the window
+    # unless summarised, eight per arrival), grown when the next event might not fit.
+    cycles = 0.0 if _summarised(P, 3, summarise) else P[P_WINDOW] / (P[P_TAU] + P[P_WRITE])
+    PT = np.empty(np.int64(2.0 * min(cycles, 1e7)) + 8 * arr_t.size + 1024)
+    PM = np.empty(PT.size)
+    # The heap holds every arrival, and per arrival at most a detection, a repair, a maintenance end and a stale
+    # segment, checkpoint or restart event; plus the snapshots uploading; plus two scratch rows at the end.
+    cap = 5 * arr_t.size + pend_cap + 64
+    EF = np.empty((cap, 2))
+    EI = np.empty((cap, 5), np.int64)
+    H = np.empty(cap, np.int64)
+    FE = np.empty(cap, np.int64)
+    _load_arrivals(S, H, EF, EI, arr_t, arr_kind, arr_a, arr_b)
+    _start_running(S, F, P, JM, nodes, H, EF, EI, FE)
+    _record_power(S, F, PT, PM, _facility_mw(S, P, JM, nodes))
+    while not _run_events(P, JM, nodes, CAT, F, S, SLOTS, EMPTY, FREE, AWAIT, PEND, BYCAT, PT, PM, H, EF, EI, FE,
+                          summarise):
+        PT = _grown(PT, 2 * PT.size)
+        PM = _grown(PM, PT.size)
+    F[F_NOW] = max(F[F_NOW], P[P_WINDOW])
     # _finish
     _set_state(S, F, P, DONE if S[S_STATE] == DONE else INIT, np.nan)
     if math.isnan(F[F_COMPLETION]):
@@ -711,7 +731,7 @@ def _second_value(t, mw, slope, end_s, lo, hi, k):
     return total / (hi - lo)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def curve_stats(t, mw, slope, end_s):
     """power.power_stats_from_curve: (peak, min, largest 1-s change, energy MWh) of the 1-s series, from the
     seconds next to each breakpoint (their extremes and steps are there) and the sloped segments."""
