@@ -6,7 +6,7 @@ from numba.core.registry import CPUDispatcher
 
 from campaign.sim import compiled
 
-ALLOCATING = {"run_replica", "replica_summary", "coalesce", "rate_limited", "_grown"}
+ALLOCATING = {"run_replica", "replica_summary", "coalesce", "rate_limited", "pcg64_stream_states", "_grown"}
 
 
 def _kernels() -> dict[str, CPUDispatcher]:
