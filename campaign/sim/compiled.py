@@ -18,7 +18,8 @@ The Python model stays the reference: `simulate()` (event log, sampled power) ru
 tests/unit/test_sim_fast.py holds this kernel to it for any setting (same counts, figures to float rounding).
 Arrivals are drawn by campaign.sim.failures.draw_arrivals with NumPy's generators, exactly as the reference.
 Source: campaign/sim/simulator.py (the model and its sources); Numba documentation, "Supported Python features"
-and "Notes on caching"; the heap is heapq's algorithm on row numbers of an event pool (a typed list of tuples was slower).
+and "Notes on caching"; the heap is heapq's algorithm on row numbers of an event pool (a typed list of tuples was
+slower); the arrivals, known up front, are sorted once and merged with it rather than pushed into it.
 """
 
 from __future__ import annotations
@@ -54,8 +55,8 @@ CYCLE_MIN_S = 2.0 + 1e-6
 # Int state (S).
 (S_STATE, S_IDS, S_SEG_ID, S_CKPT_ID, S_RESTART_ID, S_RAMP_BUCKET, S_DETECTIONS, S_PLANNED_STOP, S_FINAL, S_UNEXPECTED,
  S_PLANNED, S_CHECKPOINTS, S_EXHAUSTED, S_REWORK_N, S_EMPTY_N, S_SEQ, S_FREE_HEAD, S_FREE_N, S_AWAIT_HEAD, S_AWAIT_N,
- S_PEND_HEAD, S_PEND_N, S_HAS_POWER, S_HEAP_N, S_POWER_N, S_FREE_EV_N, S_EV_USED) = range(27)
-N_S = 27
+ S_PEND_HEAD, S_PEND_N, S_HAS_POWER, S_HEAP_N, S_POWER_N, S_FREE_EV_N, S_EV_USED, S_ARR_NEXT) = range(28)
+N_S = 28
 DAY_S = 86_400.0
 
 
@@ -194,8 +195,28 @@ def _pop(H, EF, EI, FE, S):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _next_s(H, EF, S):
-    return EF[H[0], 0] if S[S_HEAP_N] > 0 else np.inf
+def _next_row(H, EF, EI, ORDER, S):
+    """The next event's pool row (-1 when none): the earlier, by (time, scheduling order), of the next arrival
+    (rows 0 .. n-1, sorted once in ORDER; they never enter the heap) and the heap's top (rows n and up)."""
+    j = S[S_ARR_NEXT]
+    if j < ORDER.size and (S[S_HEAP_N] == 0 or _before(EF, EI, ORDER[j], H[0])):
+        return ORDER[j]
+    return H[0] if S[S_HEAP_N] > 0 else -1
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _take(H, EF, EI, FE, ORDER, S, row):
+    """Remove the event _next_row gave (read its fields before the next push reuses a heap row)."""
+    if row < ORDER.size:
+        S[S_ARR_NEXT] += 1
+    else:
+        _pop(H, EF, EI, FE, S)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _next_s(H, EF, EI, ORDER, S):
+    row = _next_row(H, EF, EI, ORDER, S)
+    return EF[row, 0] if row >= 0 else np.inf
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -332,13 +353,13 @@ def _lose_uncommitted(S, F):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _skip_cycles(S, F, P, JM, nodes, H, EF, EI, FE):
+def _skip_cycles(S, F, P, JM, nodes, H, EF, EI, ORDER):
     """simulator._Replica._skip_cycles: whole run + checkpoint cycles before the next event, in closed form.
     Returns (k, first cycle start, run MW, checkpoint MW) for the caller to write the k cycles' power steps."""
     now = F[F_NOW]
     tau = P[P_TAU]
     period = tau + P[P_WRITE]
-    horizon = min(_next_s(H, EF, S), P[P_WINDOW])
+    horizon = min(_next_s(H, EF, EI, ORDER, S), P[P_WINDOW])
     k = math.ceil((horizon - now) / period) - 1
     if k <= 0:
         return 0, now, 0.0, 0.0
@@ -404,14 +425,12 @@ def _write_cycles(S, F, P, PT, PM, first, k, run_mw, ckpt_mw, summarise):
     F[F_CYCLES_MWS] += (k - 2) * P[P_WRITE] * (ckpt_mw - run_mw)
     # Left out: the checkpoints of cycles 1 .. k-2 and the run starts of cycles 2 .. k-1. The largest change at
     # T is max(1 - frac, frac) |B - A|: the nearer T is to a whole second, the larger.
-    far = 0.0  # largest max(1 - frac, frac) so far
+    off = 0.0  # largest |frac - 1/2| so far: max(1 - frac, frac) = 1/2 + |frac - 1/2|
     for i in range(1, k - 1):
         t0 = first + i * period + P[P_TAU]
         t1 = first + (i + 1) * period
-        f0 = t0 - math.floor(t0)
-        f1 = t1 - math.floor(t1)
-        far = max(far, f0, 1.0 - f0, f1, 1.0 - f1)
-    F[F_CYCLES_RAMP] = max(F[F_CYCLES_RAMP], far * abs(ckpt_mw - run_mw))
+        off = max(off, max(abs(t0 - math.floor(t0) - 0.5), abs(t1 - math.floor(t1) - 0.5)))
+    F[F_CYCLES_RAMP] = max(F[F_CYCLES_RAMP], (0.5 + off) * abs(ckpt_mw - run_mw))
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -460,8 +479,8 @@ def _advance(S, F, P, JM, nodes, H, EF, EI, FE):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _load_arrivals(S, H, EF, EI, arr_t, arr_kind, arr_a, arr_b):
-    """Every arrival into the event pool and the heap, in scheduling order."""
+def _load_arrivals(S, EF, EI, arr_t, arr_kind, arr_a, arr_b):
+    """Every arrival into the event pool's first rows, in scheduling order (ORDER sorts them by time)."""
     for i in range(arr_t.size):
         S[S_SEQ] += 1
         EF[i, 0] = arr_t[i]
@@ -471,29 +490,29 @@ def _load_arrivals(S, H, EF, EI, arr_t, arr_kind, arr_a, arr_b):
         EI[i, 2] = arr_a[i]
         EI[i, 3] = arr_b[i]
         EI[i, 4] = 0
-        H[i] = i
     S[S_EV_USED] = arr_t.size
-    S[S_HEAP_N] = arr_t.size
-    for root in range(arr_t.size // 2 - 1, -1, -1):  # heapify
-        _sift_down(H, EF, EI, root, arr_t.size)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _run_events(P, JM, nodes, CAT, F, S, SLOTS, EMPTY, FREE, AWAIT, PEND, BYCAT, PT, PM, H, EF, EI, FE, summarise):
+def _run_events(P, JM, nodes, CAT, F, S, SLOTS, EMPTY, FREE, AWAIT, PEND, BYCAT, PT, PM, H, EF, EI, FE, ORDER,
+                summarise):
     """The event loop, from where it stopped to the window's end (True), or until the power steps need more room
     than PT and PM have (False: the state is whole between two events; grow them and call again)."""
     window = P[P_WINDOW]
     period = P[P_TAU] + P[P_WRITE]
     summarised = _summarised(P, 3, summarise)
     free_cap = FREE.size
-    while S[S_HEAP_N] > 0 and EF[H[0], 0] < window:
+    while True:
+        row = _next_row(H, EF, EI, ORDER, S)
+        if row < 0 or EF[row, 0] >= window:
+            return True
         # Room for this event's steps: one, and a block of skipped cycles (at most two per cycle left).
         need = S[S_POWER_N] + 6
         if not summarised:
             need += 2 * np.int64(math.ceil((window - F[F_NOW]) / period))
         if need > PT.size:
             return False
-        row = _pop(H, EF, EI, FE, S)
+        _take(H, EF, EI, FE, ORDER, S, row)
         F[F_NOW] = EF[row, 0]
         kind = EI[row, 1]
         ev_a, ev_b, ev_c, ev_x = EI[row, 2], EI[row, 3], EI[row, 4], EF[row, 1]
@@ -593,7 +612,7 @@ def _run_events(P, JM, nodes, CAT, F, S, SLOTS, EMPTY, FREE, AWAIT, PEND, BYCAT,
                         _push(H, EF, EI, FE, S, F[F_NOW] + P[P_BG], E_UPLOAD, snapshot_id, 0, 0, 0.0)
                     else:
                         _commit(S, F, PEND, 1)
-                        k, first, run_mw, ckpt_mw = _skip_cycles(S, F, P, JM, nodes, H, EF, EI, FE)
+                        k, first, run_mw, ckpt_mw = _skip_cycles(S, F, P, JM, nodes, H, EF, EI, ORDER)
                         if k > 0:
                             _write_cycles(S, F, P, PT, PM, first, k, run_mw, ckpt_mw, summarise)
                     _start_running(S, F, P, JM, nodes, H, EF, EI, FE)
@@ -604,7 +623,6 @@ def _run_events(P, JM, nodes, CAT, F, S, SLOTS, EMPTY, FREE, AWAIT, PEND, BYCAT,
             F[F_NEED_RESTART] = 0.0
             _start_running(S, F, P, JM, nodes, H, EF, EI, FE)
         _record_power(S, F, PT, PM, _facility_mw(S, P, JM, nodes))
-    return True
 
 
 @njit(cache=True, nogil=True)
@@ -637,18 +655,20 @@ def run_replica(P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, p
     cycles = 0.0 if _summarised(P, 3, summarise) else P[P_WINDOW] / (P[P_TAU] + P[P_WRITE])
     PT = np.empty(np.int64(2.0 * min(cycles, 1e7)) + 8 * arr_t.size + 1024)
     PM = np.empty(PT.size)
-    # The heap holds every arrival, and per arrival at most a detection, a repair, a maintenance end and a stale
-    # segment, checkpoint or restart event; plus the snapshots uploading; plus two scratch rows at the end.
+    # The pool holds every arrival (its first rows, outside the heap), and per arrival at most a detection, a
+    # repair, a maintenance end and a stale segment, checkpoint or restart event in the heap; plus the snapshots
+    # uploading; plus slack.
     cap = 5 * arr_t.size + pend_cap + 64
     EF = np.empty((cap, 2))
     EI = np.empty((cap, 5), np.int64)
     H = np.empty(cap, np.int64)
     FE = np.empty(cap, np.int64)
-    _load_arrivals(S, H, EF, EI, arr_t, arr_kind, arr_a, arr_b)
+    _load_arrivals(S, EF, EI, arr_t, arr_kind, arr_a, arr_b)
+    ORDER = np.argsort(arr_t, kind="mergesort")  # stable: equal times keep their scheduling order
     _start_running(S, F, P, JM, nodes, H, EF, EI, FE)
     _record_power(S, F, PT, PM, _facility_mw(S, P, JM, nodes))
     while not _run_events(P, JM, nodes, CAT, F, S, SLOTS, EMPTY, FREE, AWAIT, PEND, BYCAT, PT, PM, H, EF, EI, FE,
-                          summarise):
+                          ORDER, summarise):
         PT = _grown(PT, 2 * PT.size)
         PM = _grown(PM, PT.size)
     F[F_NOW] = max(F[F_NOW], P[P_WINDOW])

@@ -99,3 +99,32 @@ def test_a_block_writes_four_steps_and_short_checkpoints_or_a_ramp_limit_write_e
     assert cycle_statistics(limited, 0)[2] > cycles
     # Under a ramp limit the summary takes the full path: the curve path's figures, bit for bit.
     assert simulate_summary(limited, 0) == simulate_curve(limited, 0)[0]
+
+
+def test_arrivals_at_equal_times_and_on_cycle_boundaries_run_in_the_event_models_order(monkeypatch):
+    """The kernel merges the sorted arrivals with its heap instead of pushing them: ties between arrivals, and
+    between an arrival and a checkpoint's end or a detection, must still run in scheduling order."""
+    from campaign.sim import simulator
+    from campaign.sim.failures import Arrivals
+
+    inputs = make_inputs(checkpoint_interval_s=100.0, checkpoint_write_s=10.0, checkpoint_background_s=0.0,
+                         planned_duration_s=600.0, window_s=0.2 * DAY, spare_nodes=1)
+    # Planned maintenance and failures at the same instants, on checkpoint ends (110 s per cycle from t = 0),
+    # on checkpoint starts, and at another failure's detection (faulty_gpu: detect_s below).
+    gpu_detect = inputs.failures[0].detect_s
+    times = [1100.0, 2200.0, 2300.0, 5500.0, 5500.0 + gpu_detect, 9900.0]
+
+    def arrivals(x, replica):
+        planned = Arrivals("planned", "", np.array([1100.0, 5500.0, 9900.0]), np.full(3, -1))
+        categories = [
+            Arrivals(c.name, c.scope, np.array(times),
+                     np.array([3, 3, 5, 7, 7, 1]) if c.scope in ("gpu", "node") else np.full(len(times), -1))
+            for c in x.failures
+        ]
+        return planned, categories
+
+    monkeypatch.setattr(simulator, "draw_arrivals", arrivals)
+    slow = simulate(inputs, 0).summary
+    assert slow["interruptions"]["unexpected"] == len(times) * len(inputs.failures)
+    assert_same(slow, simulate_summary(inputs, 0))
+    assert_summary_equals_the_curve_path(inputs, 0)
