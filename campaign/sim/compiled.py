@@ -2,9 +2,10 @@
 one Numba function (LLVM machine code, cached on disk), with the routine checkpoint cycles between random events
 in closed form and the power statistics from the step curve's breakpoints.
 
-Why compiled: a Llama 3 405B replica is ~3,500 events (failures, detections, restarts, repairs, maintenance, the
-partial cycle before each) plus ~35,000 power breakpoints; at a few microseconds per Python call that is ~50 ms,
-against the ~2 ms the issue asks for (20x a plain SimPy model). Numba (numba.pydata.org, BSD, the standard JIT for
+Why compiled: a Llama 3 405B replica is ~3,600 events (failures, detections, restarts, repairs, maintenance, the
+partial cycle before each) plus ~35,000 power breakpoints (~5,400 when the summary writes four per block of
+cycles, _write_cycles); at a few microseconds per Python call that is ~50 ms, against the ~2 ms the issue asks
+for (20x a plain SimPy model). Numba (numba.pydata.org, BSD, the standard JIT for
 NumPy code) compiles the same loop; `cache=True` keeps the machine code beside this file so a CLI run loads it
 instead of compiling (compile cost and cache are measured in benchmarks/simulate/README.md).
 
