@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from campaign.sim import compiled, simulate
 from campaign.sim.simulator import compiled_inputs, kernel_arguments, simulate_curve, simulate_summary
-from tests.unit.test_sim import DAY, make_inputs
+from tests.unit.test_sim import DAY, PROPERTY_SETTINGS, input_cases, make_inputs
 from tests.unit.test_sim_fast import assert_same
 
 POWER_KEYS = ("power_mw", "energy_mwh", "cost_usd")
@@ -56,6 +56,16 @@ def test_summarised_cycles_give_the_curve_paths_statistics_for_any_phase(interva
     inputs = make_inputs(checkpoint_interval_s=interval, checkpoint_write_s=write, window_s=days * DAY, nodes=nodes,
                          spare_nodes=spares, diurnal_amplitude=amp, checkpoint_background_s=0.0, seed=seed)
     assert_summary_equals_the_curve_path(inputs, seed % 4)
+
+
+@PROPERTY_SETTINGS
+@given(inputs=input_cases, replica=st.integers(0, 3), write=st.floats(0.0, 8.0), finishing=st.booleans())
+def test_summarised_cycles_equal_the_event_by_event_model_for_any_setting(inputs, replica, write, finishing):
+    # No background upload and no ramp limit: the settings where blocks of cycles are summarised.
+    inputs = dataclasses.replace(inputs, checkpoint_background_s=0.0, checkpoint_write_s=write, ramp_mw_per_s=None)
+    if finishing:
+        inputs = dataclasses.replace(inputs, target_tokens=inputs.tokens_per_s * inputs.window_s * 0.4)
+    assert_same(simulate(inputs, replica).summary, simulate_summary(inputs, replica))
 
 
 @pytest.mark.parametrize(
