@@ -2,17 +2,25 @@
 one Numba function (LLVM machine code, cached on disk), with the routine checkpoint cycles between random events
 in closed form and the power statistics from the step curve's breakpoints.
 
-Why compiled: a Llama 3 405B replica is ~3,500 events (failures, detections, restarts, repairs, maintenance, the
-partial cycle before each) plus ~35,000 power breakpoints; at a few microseconds per Python call that is ~50 ms,
-against the ~2 ms the issue asks for (20x a plain SimPy model). Numba (numba.pydata.org, BSD, the standard JIT for
+Why compiled: a Llama 3 405B replica is ~3,600 events (failures, detections, restarts, repairs, maintenance, the
+partial cycle before each) plus ~35,000 power breakpoints (~5,400 when the summary writes four per block of
+cycles, _write_cycles); at a few microseconds per Python call that is ~50 ms, against the ~2 ms the issue asks
+for (20x a plain SimPy model). Numba (numba.pydata.org, BSD, the standard JIT for
 NumPy code) compiles the same loop; `cache=True` keeps the machine code beside this file so a CLI run loads it
 instead of compiling (compile cost and cache are measured in benchmarks/simulate/README.md).
+
+Helpers that only read and write arrays their caller owns are compiled with `_nrt=False` (Numba's switch for the
+runtime's reference counting, `numba.njit(_nrt=False)`, numba/numba#2350): with it on, every call passing an array
+does an atomic incref and decref per array argument, which measured 80% of the event loop (1.84 ms of a Llama 3
+replica, against 0.46 ms without; benchmarks/simulate/README.md). Those helpers cannot allocate
+(Numba refuses to compile an allocation there), so only the kernels that allocate keep the runtime.
 
 The Python model stays the reference: `simulate()` (event log, sampled power) runs it, and
 tests/unit/test_sim_fast.py holds this kernel to it for any setting (same counts, figures to float rounding).
 Arrivals are drawn by campaign.sim.failures.draw_arrivals with NumPy's generators, exactly as the reference.
 Source: campaign/sim/simulator.py (the model and its sources); Numba documentation, "Supported Python features"
-and "Notes on caching"; the heap is heapq's algorithm on row numbers of an event pool (a typed list of tuples was slower).
+and "Notes on caching"; the heap is heapq's algorithm on row numbers of an event pool (a typed list of tuples was
+slower); the arrivals, known up front, are sorted once and merged with it rather than pushed into it.
 """
 
 from __future__ import annotations
@@ -38,16 +46,22 @@ N_P = 12
 # Float state (F).
 (F_NOW, F_SINCE, F_SEG_START, F_SEG_EFF, F_RUN_S, F_RUN_TOK, F_PEND_S, F_PEND_TOK, F_COMMIT_S, F_COMMIT_TOK, F_LOST_S,
  F_HOLD, F_NEED_RESTART, F_COMPLETION, F_REWORK_S, F_LOST_END_S, F_LAST_MW, F_B0) = range(18)
-N_F = F_B0 + 4  # + the four buckets
+# After the four buckets: what the summarised cycles add to the curve's energy (MW s) and their largest 1-s change.
+F_CYCLES_MWS = F_B0 + 4
+F_CYCLES_RAMP = F_B0 + 5
+N_F = F_B0 + 6
+# A run or checkpoint segment at least this long holds a whole second wherever it starts, and a breakpoint's
+# neighbouring seconds then lie inside its two segments (see _write_cycles); a hair above 2 s covers float rounding.
+CYCLE_MIN_S = 2.0 + 1e-6
 # Int state (S).
 (S_STATE, S_IDS, S_SEG_ID, S_CKPT_ID, S_RESTART_ID, S_RAMP_BUCKET, S_DETECTIONS, S_PLANNED_STOP, S_FINAL, S_UNEXPECTED,
  S_PLANNED, S_CHECKPOINTS, S_EXHAUSTED, S_REWORK_N, S_EMPTY_N, S_SEQ, S_FREE_HEAD, S_FREE_N, S_AWAIT_HEAD, S_AWAIT_N,
- S_PEND_HEAD, S_PEND_N, S_HAS_POWER, S_HEAP_N, S_POWER_N, S_FREE_EV_N, S_EV_USED) = range(27)
-N_S = 27
+ S_PEND_HEAD, S_PEND_N, S_HAS_POWER, S_HEAP_N, S_POWER_N, S_FREE_EV_N, S_EV_USED, S_ARR_NEXT) = range(28)
+N_S = 28
 DAY_S = 86_400.0
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _nominal(a, t0, start, end):
     if end <= start:
         return 0.0
@@ -57,14 +71,14 @@ def _nominal(a, t0, start, end):
     return (end - start) - a / w * (math.sin(w * (end - t0)) - math.sin(w * (start - t0)))
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _sines(k, h, half, phase):
     if abs(half) < 1e-12:
         return k * math.sin(phase)
     return math.sin(k * h / 2.0) / half * math.sin(phase + (k - 1) * h / 2.0)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _nominal_periodic(a, t0, first, length, period, k):
     if length <= 0.0 or k <= 0:
         return 0.0
@@ -76,7 +90,7 @@ def _nominal_periodic(a, t0, first, length, period, k):
     return k * length - a / w * (_sines(k, h, half, w * (first + length - t0)) - _sines(k, h, half, w * (first - t0)))
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _time_for_nominal(a, t0, start, work):
     if work <= 0.0:
         return start
@@ -98,20 +112,20 @@ def _time_for_nominal(a, t0, start, work):
     return t
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _ramp_delay(rise, ramp):
     if ramp <= 0.0 or rise <= 0.0:  # ramp <= 0 encodes "no ramp limit"
         return 0.0
     return rise / (2.0 * ramp)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _before(EF, EI, i, j):
     """Event i runs before event j: earlier time, then earlier scheduling (the reference's (t, seq) order)."""
     return EF[i, 0] < EF[j, 0] or (EF[i, 0] == EF[j, 0] and EI[i, 0] < EI[j, 0])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _sift_up(H, EF, EI, pos):
     item = H[pos]
     while pos > 0:
@@ -124,7 +138,7 @@ def _sift_up(H, EF, EI, pos):
     H[pos] = item
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _sift_down(H, EF, EI, pos, n):
     item = H[pos]
     child = 2 * pos + 1
@@ -141,7 +155,7 @@ def _sift_down(H, EF, EI, pos, n):
     H[pos] = item
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _push(H, EF, EI, FE, S, t, kind, a, b, c, x):
     """Schedule an event: its fields go to a free row of the pool (EF, EI), its row number onto the heap H
     (heapq's algorithm on row numbers). The pool is sized for every event a replica can hold at once."""
@@ -167,7 +181,7 @@ def _push(H, EF, EI, FE, S, t, kind, a, b, c, x):
     _sift_up(H, EF, EI, n)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _pop(H, EF, EI, FE, S):
     """Remove the next event and return its pool row (read it before the next push reuses the row)."""
     top = H[0]
@@ -181,12 +195,32 @@ def _pop(H, EF, EI, FE, S):
     return top
 
 
-@njit(cache=True, nogil=True)
-def _next_s(H, EF, S):
-    return EF[H[0], 0] if S[S_HEAP_N] > 0 else np.inf
+@njit(cache=True, nogil=True, _nrt=False)
+def _next_row(H, EF, EI, ORDER, S):
+    """The next event's pool row (-1 when none): the earlier, by (time, scheduling order), of the next arrival
+    (rows 0 .. n-1, sorted once in ORDER; they never enter the heap) and the heap's top (rows n and up)."""
+    j = S[S_ARR_NEXT]
+    if j < ORDER.size and (S[S_HEAP_N] == 0 or _before(EF, EI, ORDER[j], H[0])):
+        return ORDER[j]
+    return H[0] if S[S_HEAP_N] > 0 else -1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
+def _take(H, EF, EI, FE, ORDER, S, row):
+    """Remove the event _next_row gave (read its fields before the next push reuses a heap row)."""
+    if row < ORDER.size:
+        S[S_ARR_NEXT] += 1
+    else:
+        _pop(H, EF, EI, FE, S)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _next_s(H, EF, EI, ORDER, S):
+    row = _next_row(H, EF, EI, ORDER, S)
+    return EF[row, 0] if row >= 0 else np.inf
+
+
+@njit(cache=True, nogil=True, _nrt=False)
 def _facility_mw(S, P, JM, nodes):
     return (nodes - S[S_EMPTY_N]) * JM[S[S_STATE]] + S[S_FREE_N] * P[P_IDLE_NODE_MW]
 
@@ -201,7 +235,7 @@ def _grown(a, need):
     return out
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _record_power(S, F, PT, PM, mw):
     """Append a power step when the level changed (the caller made room for one more)."""
     if S[S_HAS_POWER] == 0 or F[F_LAST_MW] != mw:
@@ -213,12 +247,12 @@ def _record_power(S, F, PT, PM, mw):
         S[S_HAS_POWER] = 1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _segment_tokens(F, P, t):
     return P[P_RATE] * _nominal(P[P_AMP], P[P_T0], F[F_SEG_EFF], t)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _tokens_in_progress(S, F, P):
     total = F[F_COMMIT_TOK] + F[F_RUN_TOK] + F[F_PEND_TOK]
     if S[S_STATE] == RUNNING:
@@ -226,7 +260,7 @@ def _tokens_in_progress(S, F, P):
     return total
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _set_state(S, F, P, state, exact_tokens):
     now = F[F_NOW]
     if S[S_STATE] == RUNNING:
@@ -242,7 +276,7 @@ def _set_state(S, F, P, state, exact_tokens):
     F[F_SINCE] = now
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _start_running(S, F, P, JM, nodes, H, EF, EI, FE):
     before_mw = _facility_mw(S, P, JM, nodes)
     S[S_RAMP_BUCKET] = _BUCKET[S[S_STATE]]
@@ -261,7 +295,7 @@ def _start_running(S, F, P, JM, nodes, H, EF, EI, FE):
         _push(H, EF, EI, FE, S, t_checkpoint, E_SEGMENT_END, S[S_SEG_ID], 0, 0, 0.0)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _begin_checkpoint(S, F, P, PEND, H, EF, EI, FE, exact_tokens):
     _set_state(S, F, P, CHECKPOINT, exact_tokens)
     S[S_IDS] += 1
@@ -282,7 +316,7 @@ def _begin_checkpoint(S, F, P, PEND, H, EF, EI, FE, exact_tokens):
     _push(H, EF, EI, FE, S, F[F_NOW] + P[P_WRITE], E_CKPT_END, S[S_CKPT_ID], 0, 0, 0.0)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _commit(S, F, PEND, n):
     """Commit the oldest n pending snapshots (all when n < 0)."""
     cap = PEND.shape[0]
@@ -307,7 +341,7 @@ def _commit(S, F, PEND, n):
         F[F_PEND_TOK] = tokens
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _lose_uncommitted(S, F):
     lost_s = F[F_RUN_S] + F[F_PEND_S]
     S[S_PEND_N] = 0
@@ -319,14 +353,14 @@ def _lose_uncommitted(S, F):
     return lost_s
 
 
-@njit(cache=True, nogil=True)
-def _skip_cycles(S, F, P, JM, nodes, H, EF, EI, FE):
+@njit(cache=True, nogil=True, _nrt=False)
+def _skip_cycles(S, F, P, JM, nodes, H, EF, EI, ORDER):
     """simulator._Replica._skip_cycles: whole run + checkpoint cycles before the next event, in closed form.
     Returns (k, first cycle start, run MW, checkpoint MW) for the caller to write the k cycles' power steps."""
     now = F[F_NOW]
     tau = P[P_TAU]
     period = tau + P[P_WRITE]
-    horizon = min(_next_s(H, EF, S), P[P_WINDOW])
+    horizon = min(_next_s(H, EF, EI, ORDER, S), P[P_WINDOW])
     k = math.ceil((horizon - now) / period) - 1
     if k <= 0:
         return 0, now, 0.0, 0.0
@@ -353,7 +387,54 @@ def _skip_cycles(S, F, P, JM, nodes, H, EF, EI, FE):
     return k, now, run_mw, ckpt_mw
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
+def _summarised(P, k, summarise):
+    """Whether a block of k cycles is written as its first cycle, one long run and its last checkpoint (see
+    _write_cycles) instead of two steps per cycle: only for the summary of a curve without a ramp limit."""
+    return summarise != 0 and k >= 3 and P[P_RAMP] <= 0.0 and P[P_TAU] >= CYCLE_MIN_S and P[P_WRITE] >= CYCLE_MIN_S
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _write_cycles(S, F, P, PT, PM, first, k, run_mw, ckpt_mw, summarise):
+    """The power steps of k skipped cycles from `first`: run at first + i period, checkpoint at + tau.
+
+    Summarised (see _summarised), only cycle 0, the start of cycle 1 and the checkpoint of cycle k-1 are written,
+    as if the job ran from cycle 1's start to cycle k-1's checkpoint; the 1-s statistics of what that leaves out
+    are added here, exactly. Every segment lasting at least 2 s, a second next to a breakpoint lies inside the
+    breakpoint's two segments, so: the left-out seconds hold the same two levels as cycle 0's (the peak and the
+    minimum are unchanged); each left-out breakpoint T between levels A and B changes the 1-s series by exactly
+    (1 - frac(T)) |B - A| then frac(T) |B - A| (frac(T) = T - floor(T), the share of its second before it), and
+    nothing else changes; the energy left out is (k - 2) checkpoint writes at checkpoint instead of run level.
+    The times are the same expressions as the full path's, so the statistics agree with it to rounding.
+    """
+    n = S[S_POWER_N]
+    period = P[P_TAU] + P[P_WRITE]
+    if not _summarised(P, k, summarise):
+        for i in range(k):
+            t0 = first + i * period
+            PT[n + 2 * i] = t0
+            PM[n + 2 * i] = run_mw
+            PT[n + 2 * i + 1] = t0 + P[P_TAU]
+            PM[n + 2 * i + 1] = ckpt_mw
+        S[S_POWER_N] = n + 2 * k
+        return
+    PT[n], PM[n] = first, run_mw
+    PT[n + 1], PM[n + 1] = first + P[P_TAU], ckpt_mw
+    PT[n + 2], PM[n + 2] = first + period, run_mw
+    PT[n + 3], PM[n + 3] = first + (k - 1) * period + P[P_TAU], ckpt_mw
+    S[S_POWER_N] = n + 4
+    F[F_CYCLES_MWS] += (k - 2) * P[P_WRITE] * (ckpt_mw - run_mw)
+    # Left out: the checkpoints of cycles 1 .. k-2 and the run starts of cycles 2 .. k-1. The largest change at
+    # T is max(1 - frac, frac) |B - A|: the nearer T is to a whole second, the larger.
+    off = 0.0  # largest |frac - 1/2| so far: max(1 - frac, frac) = 1/2 + |frac - 1/2|
+    for i in range(1, k - 1):
+        t0 = first + i * period + P[P_TAU]
+        t1 = first + (i + 1) * period
+        off = max(off, max(abs(t0 - math.floor(t0) - 0.5), abs(t1 - math.floor(t1) - 0.5)))
+    F[F_CYCLES_RAMP] = max(F[F_CYCLES_RAMP], (0.5 + off) * abs(ckpt_mw - run_mw))
+
+
+@njit(cache=True, nogil=True, _nrt=False)
 def _occupied_slot(EMPTY, slot, n):
     for k in range(n):
         s = (slot + k) % n
@@ -362,7 +443,7 @@ def _occupied_slot(EMPTY, slot, n):
     return -1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _swap(S, SLOTS, EMPTY, slot, node):
     SLOTS[slot] = node
     if EMPTY[slot] != 0:
@@ -370,7 +451,7 @@ def _swap(S, SLOTS, EMPTY, slot, node):
         S[S_EMPTY_N] -= 1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _advance(S, F, P, JM, nodes, H, EF, EI, FE):
     state = S[S_STATE]
     if state == RUNNING or state == CHECKPOINT or state == DONE:
@@ -398,42 +479,9 @@ def _advance(S, F, P, JM, nodes, H, EF, EI, FE):
         _push(H, EF, EI, FE, S, now + F[F_NEED_RESTART], E_RESTART_END, S[S_RESTART_ID], 0, 0, 0.0)
 
 
-@njit(cache=True, nogil=True)
-def run_replica(P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, pend_cap):
-    """One replica. P: float parameters; JM: facility MW per job node in each state; CAT: per failure category
-    (detect_s, restart_s, repair_s, loses a node); arrivals in scheduling order (kind E_PLANNED or E_FAILURE,
-    a = category, b = slot). Returns (F, S, by_category, power times, power MW)."""
-    F = np.zeros(N_F)
-    S = np.zeros(N_S, np.int64)
-    F[F_COMPLETION] = np.nan
-    F[F_HOLD] = -np.inf
-    S[S_SEG_ID] = -1
-    S[S_CKPT_ID] = -1
-    S[S_RESTART_ID] = -1
-    S[S_RAMP_BUCKET] = B_RESTART
-    S[S_SEQ] = -1
-    SLOTS = np.arange(nodes)
-    EMPTY = np.zeros(nodes, np.int8)
-    free_cap = nodes + spare_nodes + 1
-    FREE = np.zeros(free_cap, np.int64)
-    for i in range(spare_nodes):
-        FREE[i] = nodes + i
-    S[S_FREE_N] = spare_nodes
-    AWAIT = np.zeros(nodes + 1, np.int64)
-    PEND = np.zeros((pend_cap, 3))
-    BYCAT = np.zeros(CAT.shape[0], np.int64)
-    # Power steps: one per event at most plus two per skipped cycle; sized for the usual count (two per cycle of
-    # the window, four per arrival), grown when a block would not fit.
-    cycles = P[P_WINDOW] / (P[P_TAU] + P[P_WRITE])
-    PT = np.empty(np.int64(2.0 * min(cycles, 1e7)) + 4 * arr_t.size + 1024)
-    PM = np.empty(PT.size)
-    # The heap holds every arrival, and per arrival at most a detection, a repair, a maintenance end and a stale
-    # segment, checkpoint or restart event; plus the snapshots uploading; plus two scratch rows at the end.
-    cap = 5 * arr_t.size + pend_cap + 64
-    EF = np.empty((cap, 2))
-    EI = np.empty((cap, 5), np.int64)
-    H = np.empty(cap, np.int64)
-    FE = np.empty(cap, np.int64)
+@njit(cache=True, nogil=True, _nrt=False)
+def _load_arrivals(S, EF, EI, arr_t, arr_kind, arr_a, arr_b):
+    """Every arrival into the event pool's first rows, in scheduling order (ORDER sorts them by time)."""
     for i in range(arr_t.size):
         S[S_SEQ] += 1
         EF[i, 0] = arr_t[i]
@@ -443,17 +491,29 @@ def run_replica(P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, p
         EI[i, 2] = arr_a[i]
         EI[i, 3] = arr_b[i]
         EI[i, 4] = 0
-        H[i] = i
     S[S_EV_USED] = arr_t.size
-    S[S_HEAP_N] = arr_t.size
-    for root in range(arr_t.size // 2 - 1, -1, -1):  # heapify
-        _sift_down(H, EF, EI, root, arr_t.size)
 
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _run_events(P, JM, nodes, CAT, F, S, SLOTS, EMPTY, FREE, AWAIT, PEND, BYCAT, PT, PM, H, EF, EI, FE, ORDER,
+                summarise):
+    """The event loop, from where it stopped to the window's end (True), or until the power steps need more room
+    than PT and PM have (False: the state is whole between two events; grow them and call again)."""
     window = P[P_WINDOW]
-    _start_running(S, F, P, JM, nodes, H, EF, EI, FE)
-    _record_power(S, F, PT, PM, _facility_mw(S, P, JM, nodes))
-    while S[S_HEAP_N] > 0 and EF[H[0], 0] < window:
-        row = _pop(H, EF, EI, FE, S)
+    period = P[P_TAU] + P[P_WRITE]
+    summarised = _summarised(P, 3, summarise)
+    free_cap = FREE.size
+    while True:
+        row = _next_row(H, EF, EI, ORDER, S)
+        if row < 0 or EF[row, 0] >= window:
+            return True
+        # Room for this event's steps: one, and a block of skipped cycles (at most two per cycle left).
+        need = S[S_POWER_N] + 6
+        if not summarised:
+            need += 2 * np.int64(math.ceil((window - F[F_NOW]) / period))
+        if need > PT.size:
+            return False
+        _take(H, EF, EI, FE, ORDER, S, row)
         F[F_NOW] = EF[row, 0]
         kind = EI[row, 1]
         ev_a, ev_b, ev_c, ev_x = EI[row, 2], EI[row, 3], EI[row, 4], EF[row, 1]
@@ -553,19 +613,9 @@ def run_replica(P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, p
                         _push(H, EF, EI, FE, S, F[F_NOW] + P[P_BG], E_UPLOAD, snapshot_id, 0, 0, 0.0)
                     else:
                         _commit(S, F, PEND, 1)
-                        k, first, run_mw, ckpt_mw = _skip_cycles(S, F, P, JM, nodes, H, EF, EI, FE)
+                        k, first, run_mw, ckpt_mw = _skip_cycles(S, F, P, JM, nodes, H, EF, EI, ORDER)
                         if k > 0:
-                            n = S[S_POWER_N]
-                            PT = _grown(PT, n + 2 * k + 2)
-                            PM = _grown(PM, n + 2 * k + 2)
-                            period = P[P_TAU] + P[P_WRITE]
-                            for i in range(k):
-                                t0 = first + i * period
-                                PT[n + 2 * i] = t0
-                                PM[n + 2 * i] = run_mw
-                                PT[n + 2 * i + 1] = t0 + P[P_TAU]
-                                PM[n + 2 * i + 1] = ckpt_mw
-                            S[S_POWER_N] = n + 2 * k
+                            _write_cycles(S, F, P, PT, PM, first, k, run_mw, ckpt_mw, summarise)
                     _start_running(S, F, P, JM, nodes, H, EF, EI, FE)
         elif kind == E_UPLOAD:
             if S[S_PEND_N] > 0 and np.int64(PEND[S[S_PEND_HEAD], 0]) == ev_a:
@@ -573,10 +623,56 @@ def run_replica(P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, p
         elif kind == E_RESTART_END and state == RESTART and ev_a == S[S_RESTART_ID]:
             F[F_NEED_RESTART] = 0.0
             _start_running(S, F, P, JM, nodes, H, EF, EI, FE)
-        PT = _grown(PT, S[S_POWER_N] + 1)
-        PM = _grown(PM, S[S_POWER_N] + 1)
         _record_power(S, F, PT, PM, _facility_mw(S, P, JM, nodes))
-    F[F_NOW] = max(F[F_NOW], window)
+
+
+@njit(cache=True, nogil=True)
+def run_replica(P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, pend_cap, summarise):
+    """One replica. P: float parameters; JM: facility MW per job node in each state; CAT: per failure category
+    (detect_s, restart_s, repair_s, loses a node); arrivals in scheduling order (kind E_PLANNED or E_FAILURE,
+    a = category, b = slot). Returns (F, S, by_category, power times, power MW). With `summarise` (only for
+    the summary, never for the curve itself) blocks of skipped cycles write four power steps, not two per cycle,
+    and F[F_CYCLES_MWS], F[F_CYCLES_RAMP] hold what the left-out steps add to the statistics (_write_cycles).
+    This shell allocates; the work is in helpers without reference counting (see the module's docstring)."""
+    F = np.zeros(N_F)
+    S = np.zeros(N_S, np.int64)
+    F[F_COMPLETION] = np.nan
+    F[F_HOLD] = -np.inf
+    S[S_SEG_ID] = -1
+    S[S_CKPT_ID] = -1
+    S[S_RESTART_ID] = -1
+    S[S_RAMP_BUCKET] = B_RESTART
+    S[S_SEQ] = -1
+    SLOTS = np.arange(nodes)
+    EMPTY = np.zeros(nodes, np.int8)
+    FREE = np.zeros(nodes + spare_nodes + 1, np.int64)
+    FREE[:spare_nodes] = np.arange(nodes, nodes + spare_nodes)
+    S[S_FREE_N] = spare_nodes
+    AWAIT = np.zeros(nodes + 1, np.int64)
+    PEND = np.zeros((pend_cap, 3))
+    BYCAT = np.zeros(CAT.shape[0], np.int64)
+    # Power steps: one per event at most plus a block's; sized for the usual count (two per cycle of the window
+    # unless summarised, eight per arrival), grown when the next event might not fit.
+    cycles = 0.0 if _summarised(P, 3, summarise) else P[P_WINDOW] / (P[P_TAU] + P[P_WRITE])
+    PT = np.empty(np.int64(2.0 * min(cycles, 1e7)) + 8 * arr_t.size + 1024)
+    PM = np.empty(PT.size)
+    # The pool holds every arrival (its first rows, outside the heap), and per arrival at most a detection, a
+    # repair, a maintenance end and a stale segment, checkpoint or restart event in the heap; plus the snapshots
+    # uploading; plus slack.
+    cap = 5 * arr_t.size + pend_cap + 64
+    EF = np.empty((cap, 2))
+    EI = np.empty((cap, 5), np.int64)
+    H = np.empty(cap, np.int64)
+    FE = np.empty(cap, np.int64)
+    _load_arrivals(S, EF, EI, arr_t, arr_kind, arr_a, arr_b)
+    ORDER = np.argsort(arr_t, kind="mergesort")  # stable: equal times keep their scheduling order
+    _start_running(S, F, P, JM, nodes, H, EF, EI, FE)
+    _record_power(S, F, PT, PM, _facility_mw(S, P, JM, nodes))
+    while not _run_events(P, JM, nodes, CAT, F, S, SLOTS, EMPTY, FREE, AWAIT, PEND, BYCAT, PT, PM, H, EF, EI, FE,
+                          ORDER, summarise):
+        PT = _grown(PT, 2 * PT.size)
+        PM = _grown(PM, PT.size)
+    F[F_NOW] = max(F[F_NOW], P[P_WINDOW])
     # _finish
     _set_state(S, F, P, DONE if S[S_STATE] == DONE else INIT, np.nan)
     if math.isnan(F[F_COMPLETION]):
@@ -637,7 +733,7 @@ def rate_limited(t, mw, end_s, ramp, start_mw):
     return out_t[:m].copy(), out_mw[:m].copy(), out_slope[:m].copy()
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _second_value(t, mw, slope, end_s, lo, hi, k):
     """Mean MW over [lo, hi], segment k holding lo: the level at the midpoint inside one segment, else the
     pieces' integrals (stable however short the interval)."""
@@ -656,7 +752,7 @@ def _second_value(t, mw, slope, end_s, lo, hi, k):
     return total / (hi - lo)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def curve_stats(t, mw, slope, end_s):
     """power.power_stats_from_curve: (peak, min, largest 1-s change, energy MWh) of the 1-s series, from the
     seconds next to each breakpoint (their extremes and steps are there) and the sloped segments."""
@@ -694,6 +790,118 @@ def curve_stats(t, mw, slope, end_s):
     return peak, low, ramp, energy / 3600.0
 
 
+# ----------------------------------------------------------------------------------------------- random streams
+# NumPy's SeedSequence (NEP 19: its output is stable across NumPy versions) and PCG64's seeding, computed without
+# building 19 SeedSequence and PCG64 objects per replica (~0.15 ms of Python). Source: numpy/random/bit_generator.pyx
+# (SeedSequence: hashmix, mix, mix_entropy, generate_state) and O'Neill's PCG (pcg_setseq_128_srandom_r), the
+# algorithms re-stated here; tests/unit/test_sim_streams.py holds every state to NumPy's own.
+_M32 = np.uint64(0xFFFFFFFF)
+_INIT_A, _MULT_A = np.uint64(0x43B0D7E5), np.uint64(0x931E8875)
+_INIT_B, _MULT_B = np.uint64(0x8B51F9DD), np.uint64(0x58F38DED)
+_MIX_L, _MIX_R = np.uint64(0xCA01F9DD), np.uint64(0x4973F715)
+_PCG_MULT_HI, _PCG_MULT_LO = np.uint64(0x2360ED051FC65DA4), np.uint64(0x4385DF649FCCF645)
+_U16, _U32, _U1 = np.uint64(16), np.uint64(32), np.uint64(1)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _hashmix(value, h):
+    """(mixed value, next hash constant), both 32-bit words held in uint64."""
+    value ^= h
+    h = (h * _MULT_A) & _M32
+    value = (value * h) & _M32
+    return value ^ (value >> _U16), h
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _mix(x, y):
+    r = (_MIX_L * x - _MIX_R * y) & _M32
+    return r ^ (r >> _U16)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _mulhi64(a, b):
+    """The high 64 bits of the 128-bit product a b."""
+    a_lo, a_hi = a & _M32, a >> _U32
+    b_lo, b_hi = b & _M32, b >> _U32
+    lo_lo = a_lo * b_lo
+    mid1 = a_hi * b_lo + (lo_lo >> _U32)
+    mid2 = a_lo * b_hi + (mid1 & _M32)
+    return a_hi * b_hi + (mid1 >> _U32) + (mid2 >> _U32)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _pcg_step(s_hi, s_lo, i_hi, i_lo):
+    """state x multiplier + increment, modulo 2^128, as (high, low) words."""
+    lo = s_lo * _PCG_MULT_LO
+    hi = _mulhi64(s_lo, _PCG_MULT_LO) + s_hi * _PCG_MULT_LO + s_lo * _PCG_MULT_HI
+    new_lo = lo + i_lo
+    carry = _U1 if new_lo < lo else np.uint64(0)
+    return hi + i_hi + carry, new_lo
+
+
+@njit(cache=True, nogil=True)
+def pcg64_stream_states(entropy, n_children):
+    """PCG64 state of each child of SeedSequence(entropy words).spawn(n_children), as rows (state high, state low,
+    increment high, increment low). `entropy`: the run entropy as 32-bit words (uint64 array), lowest first."""
+    out = np.empty((n_children, 4), np.uint64)
+    words = np.zeros(max(entropy.size, 4) + 1, np.uint64)  # the run entropy padded to the pool, then the spawn key
+    words[: entropy.size] = entropy
+    pool = np.empty(4, np.uint64)
+    seed = np.empty(4, np.uint64)
+    for child in range(n_children):
+        words[-1] = np.uint64(child)  # a spawn key below 2^32 is one word
+        h = _INIT_A
+        for i in range(4):
+            pool[i], h = _hashmix(words[i], h)
+        for src in range(4):
+            for dst in range(4):
+                if src != dst:
+                    v, h = _hashmix(pool[src], h)
+                    pool[dst] = _mix(pool[dst], v)
+        for src in range(4, words.size):
+            for dst in range(4):
+                v, h = _hashmix(words[src], h)
+                pool[dst] = _mix(pool[dst], v)
+        h = _INIT_B
+        for i in range(4):  # generate_state(4, uint64): eight 32-bit words, little-endian pairs
+            pair = np.uint64(0)
+            for half in range(2):
+                v = pool[(2 * i + half) % 4] ^ h
+                h = (h * _MULT_B) & _M32
+                v = (v * h) & _M32
+                v ^= v >> _U16
+                pair |= v << np.uint64(32 * half)
+            seed[i] = pair
+        # pcg_setseq_128_srandom_r(initstate = seed[0]:seed[1], initseq = seed[2]:seed[3])
+        i_hi = (seed[2] << _U1) | (seed[3] >> np.uint64(63))
+        i_lo = (seed[3] << _U1) | _U1
+        s_hi, s_lo = _pcg_step(np.uint64(0), np.uint64(0), i_hi, i_lo)
+        lo = s_lo + seed[1]
+        s_hi = s_hi + seed[0] + (_U1 if lo < s_lo else np.uint64(0))
+        s_hi, s_lo = _pcg_step(s_hi, lo, i_hi, i_lo)
+        out[child, 0], out[child, 1], out[child, 2], out[child, 3] = s_hi, s_lo, i_hi, i_lo
+    return out
+
+
+@njit(cache=True, nogil=True)
+def replica_summary(P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, pend_cap, start_mw):
+    """One replica's tallies and power statistics in one call: run_replica with its cycles summarised, the
+    step curve coalesced (rate-limited from `start_mw` under a ramp limit) and its statistics. Returns
+    (F, S, by_category, [peak MW, min MW, largest 1-s change MW, energy MWh])."""
+    F, S, BYCAT, PT, PM = run_replica(P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, pend_cap, 1)
+    t, mw = coalesce(PT, PM)
+    if P[P_RAMP] > 0.0:
+        t, mw, slope = rate_limited(t, mw, P[P_WINDOW], P[P_RAMP], start_mw)
+    else:
+        slope = np.zeros(t.size)
+    peak, low, ramp, energy_mwh = curve_stats(t, mw, slope, P[P_WINDOW])
+    stats = np.empty(4)
+    stats[0], stats[1] = peak, low
+    stats[2] = max(ramp, F[F_CYCLES_RAMP])
+    stats[3] = energy_mwh + F[F_CYCLES_MWS] / 3600.0
+    return F, S, BYCAT, stats
+
+
 def warm() -> float:
     """Compile (first use after install or a change to this file) or load from the cache every kernel, with the
     argument types the simulator passes; returns the seconds it took. `make install` calls it once."""
@@ -706,8 +914,11 @@ def warm() -> float:
     CAT = np.array([[60.0, 600.0, 7200.0, 1.0]])
     arrivals = np.array([100.0, 2000.0])
     kinds = np.array([E_PLANNED, E_FAILURE], np.int64)
-    _, _, _, t, mw = run_replica(P, JM, 2, 1, CAT, arrivals, kinds, np.zeros(2, np.int64), np.array([-1, 0]), 10)
+    arrival_args = (CAT, arrivals, kinds, np.zeros(2, np.int64), np.array([-1, 0]), 10)
+    _, _, _, t, mw = run_replica(P, JM, 2, 1, *arrival_args, 0)
+    replica_summary(P, JM, 2, 1, *arrival_args, 0.0)
     t, mw = coalesce(t, mw)
+    pcg64_stream_states(np.array([405, 0], np.uint64), 3)
     curve_stats(t, mw, np.zeros_like(mw), 3600.0)
     curve_stats(*rate_limited(t, mw, 3600.0, 0.5, 0.0), 3600.0)
     return time.perf_counter() - started

@@ -187,17 +187,29 @@ def compiled_inputs(x: SimInputs) -> CompiledInputs:
                           running - baseline, kinds, index)
 
 
-def _compiled_replica(x: SimInputs, replica: int, c: CompiledInputs, want_curve: bool):
+def kernel_arguments(x: SimInputs, replica: int, c: CompiledInputs) -> tuple:
+    """compiled.run_replica's arguments for one replica but the last (`summarise`): its arrivals drawn."""
     planned, arrivals = draw_arrivals(x, replica)
     sources = [planned, *arrivals]  # in the reference's scheduling order
     counts = [a.t_s.size for a in sources]
-    arr_t = np.concatenate([a.t_s for a in sources])
-    arr_kind = np.repeat(c.source_kinds, counts)
-    arr_a = np.repeat(c.source_index, counts)
-    arr_b = np.concatenate([a.slot for a in sources])
-    f, s, by_cat, power_t, power_mw = compiled.run_replica(
-        c.params, c.job_node_mw, x.nodes, x.spare_nodes, c.categories, arr_t, arr_kind, arr_a, arr_b,
-        c.pending_capacity)
+    return (c.params, c.job_node_mw, x.nodes, x.spare_nodes, c.categories, np.concatenate([a.t_s for a in sources]),
+            np.repeat(c.source_kinds, counts), np.repeat(c.source_index, counts),
+            np.concatenate([a.slot for a in sources]), c.pending_capacity)
+
+
+def _compiled_replica(x: SimInputs, replica: int, c: CompiledInputs, want_curve: bool):
+    args = kernel_arguments(x, replica, c)
+    if want_curve:  # every power step, for the curve itself
+        f, s, by_cat, power_t, power_mw = compiled.run_replica(*args, 0)
+        t, mw = compiled.coalesce(power_t, power_mw)
+        if x.ramp_mw_per_s is None:
+            slope = np.zeros_like(mw)
+        else:
+            t, mw, slope = compiled.rate_limited(t, mw, x.window_s, x.ramp_mw_per_s, c.baseline_mw)
+        peak, low, ramp, energy_mwh = compiled.curve_stats(t, mw, slope, x.window_s)
+    else:  # one call: tallies and statistics, the routine cycles' power steps summarised (compiled._write_cycles)
+        f, s, by_cat, power = compiled.replica_summary(*args, c.baseline_mw)
+        peak, low, ramp, energy_mwh = power.tolist()
     completion = float(f[compiled.F_COMPLETION])
     tallies = Tallies(
         committed_run_s=float(f[compiled.F_COMMIT_S]),
@@ -217,12 +229,6 @@ def _compiled_replica(x: SimInputs, replica: int, c: CompiledInputs, want_curve:
         n_rework_failures=int(s[compiled.S_REWORK_N]),
         lost_window_end_s=float(f[compiled.F_LOST_END_S]),
     )
-    t, mw = compiled.coalesce(power_t, power_mw)
-    if x.ramp_mw_per_s is None:
-        slope = np.zeros_like(mw)
-    else:
-        t, mw, slope = compiled.rate_limited(t, mw, x.window_s, x.ramp_mw_per_s, c.baseline_mw)
-    peak, low, ramp, energy_mwh = compiled.curve_stats(t, mw, slope, x.window_s)
     stats = {"peak": peak, "mean": energy_mwh * 3600.0 / x.window_s, "min": low, "max_ramp_mw_per_s": ramp,
              "energy_mwh": energy_mwh}
     summary = summary_dict(x, replica, tallies, stats, c.job_start_swing_mw)

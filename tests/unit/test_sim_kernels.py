@@ -1,0 +1,23 @@
+"""The compiled kernels' build options: helpers that only touch their caller's arrays skip the Numba runtime's
+reference counting (an atomic incref and decref per array argument per call was 80% of the event loop), and the
+runtime stays on where an array is allocated."""
+
+from numba.core.registry import CPUDispatcher
+
+from campaign.sim import compiled
+
+ALLOCATING = {"run_replica", "replica_summary", "coalesce", "rate_limited", "pcg64_stream_states", "_grown"}
+
+
+def _kernels() -> dict[str, CPUDispatcher]:
+    return {name: f for name, f in vars(compiled).items() if isinstance(f, CPUDispatcher)}
+
+
+def test_helpers_skip_reference_counting_and_allocating_kernels_keep_it():
+    kernels = _kernels()
+    assert ALLOCATING <= set(kernels)
+    with_runtime = {name for name, f in kernels.items() if f.targetoptions.get("_nrt", True)}
+    assert with_runtime <= ALLOCATING
+    assert {"_run_events", "_push", "_pop", "_sift_down", "_before", "_second_value", "curve_stats"} <= (
+        set(kernels) - with_runtime
+    )
