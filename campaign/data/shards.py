@@ -16,10 +16,13 @@ for those dedup removes later); rejected documents are not tokenized (the manife
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import hashlib
 import json
 import os
 import shutil
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,12 +36,15 @@ from campaign.config import DataConfig
 from campaign.data.filters import filter_batch
 from campaign.data.inputs import Shard
 from campaign.data.minhash import band_keys, signatures
-from campaign.data.normalise import normalise_text
+from campaign.data.normalise import normalise_texts
 from campaign.data.readers import FileDigest, RawDocument, read_shard
 from campaign.errors import DataError
 from campaign.files import atomic_write_json
 from campaign.tokenizer import load_tokenizer
 
+# A batch also ends at this many characters of text: its temporaries (Arrow copies, word and n-gram ids, the
+# tokenizer's and Parquet writer's buffers) take 5-10 bytes per character at their peak.
+BATCH_CHARS = 2_000_000
 PIPELINE_VERSION = 4  # bump when a change alters what a shard writes for the same input and config
 MARKER = "done.json"
 KEPT = "kept.parquet"
@@ -182,13 +188,16 @@ def _process(shard: Shard, data: DataConfig, out: Path, summary: ShardSummary) -
     }
     try:
         batch: list[RawDocument] = []
+        chars = 0
         records = read_shard(shard, source, shard.source_index, max_record_bytes=cleaning.max_record_bytes,
                              digest=digest)
         for doc in records:
             batch.append(doc)
-            if len(batch) >= data.batch_docs:
+            chars += len(doc.text)
+            if len(batch) >= data.batch_docs or chars >= BATCH_CHARS:
                 _batch(batch, data, tokenizer, writers, summary, by_reason, chars_by_reason)
-                batch = []
+                batch, chars = [], 0
+                release_memory()
         if batch:
             _batch(batch, data, tokenizer, writers, summary, by_reason, chars_by_reason)
     finally:
@@ -200,13 +209,31 @@ def _process(shard: Shard, data: DataConfig, out: Path, summary: ShardSummary) -
         summary.file_bytes, summary.file_sha256 = digest.bytes, digest.sha256
 
 
+def release_memory() -> None:
+    """Give the C heap's free memory back to the system after a batch (glibc's `malloc_trim`; nothing
+    elsewhere): a batch's NumPy and Arrow temporaries would otherwise stay in the process's resident memory."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim():
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
 def _batch(batch: list[RawDocument], data: DataConfig, tokenizer, writers: dict[str, pq.ParquetWriter],
            summary: ShardSummary, by_reason: Counter[str], chars_by_reason: Counter[str]) -> None:
     cleaning = data.cleaning
     kept: dict[str, list] = {name: [] for name in CLEAN_SCHEMA.names if name != "n_tokens"}
     rej: dict[str, list] = {name: [] for name in REJECTED_SCHEMA.names}
     readable = [doc for doc in batch if doc.reason is None]
-    results = iter(filter_batch([normalise_text(doc.text) for doc in readable], cleaning))
+    results = iter(filter_batch(normalise_texts([doc.text for doc in readable]), cleaning))
     for doc in batch:
         summary.n_input += 1
         summary.chars_in += len(doc.text)

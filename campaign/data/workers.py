@@ -1,0 +1,220 @@
+"""Lean worker processes for the data work of a local prepare (the threads runner with `max_workers` > 1).
+
+Prefect maps the shard tasks on threads in the command's process; each task hands its shard to an idle worker
+and waits for the summary. With `max_workers` = N there are N workers: N - 1 worker processes and the
+command's own process, which already holds the imports (one shard at a time, on the task's thread). The
+global dedup pass and each source's finalise step run in a worker process, so what they hold never stays
+with the command's process. A worker is `python -m campaign.data.workers`: it imports only what
+`run_shard` needs (NumPy, pyarrow, rensa, the tokenizer backend: ~160 MB RSS, ~0.3 CPU-seconds), never
+Prefect, Dask or the store, so a local run pays neither a second Prefect import per core nor Dask's scheduler
+and nannies (measured in benchmarks/README.md, prepare section). Outputs are the same as in-process
+`run_shard`: the worker runs the same function on the same arguments.
+
+Protocol: pickled `(function, args)` requests on the worker's stdin (a function of `campaign.data`, pickled
+by reference), one pickled `("ok", result)` or `("error", exception)` reply per request on its stdout, each framed by an 8-byte length. A worker exits at
+end of input, or as soon as the process that started it is gone (it checks its parent every half second), so
+a killed prepare leaves no worker writing into a shard folder that a resumed run will redo.
+
+Why not `concurrent.futures.ProcessPoolExecutor`: its spawned children re-run the parent's main script
+(`multiprocessing.spawn` "fixes up" `__main__`), which for the `campaign` console script imports the CLI and
+Prefect into every worker.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import queue
+import struct
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, BinaryIO, TypeVar
+
+T = TypeVar("T")
+
+_HEADER = struct.Struct("<Q")
+
+
+def _send(stream: BinaryIO, obj: Any) -> None:
+    blob = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_HEADER.pack(len(blob)) + blob)
+    stream.flush()
+
+
+def _receive(stream: BinaryIO) -> Any:
+    header = stream.read(_HEADER.size)
+    if len(header) < _HEADER.size:
+        raise EOFError
+    (size,) = _HEADER.unpack(header)
+    blob = stream.read(size)
+    if len(blob) < size:
+        raise EOFError
+    return pickle.loads(blob)
+
+
+class WorkerDied(RuntimeError):
+    """A worker process ended without answering (killed, out of memory)."""
+
+
+class _Worker:
+    def __init__(self) -> None:
+        root = str(Path(__file__).resolve().parents[2])
+        # Arrow's system allocator: memory freed after a batch goes back with `shards.release_memory`
+        # (mimalloc, pyarrow's default, keeps its segments: ~50 MB more per worker, measured).
+        env = {"ARROW_DEFAULT_MEMORY_POOL": "system", **os.environ,
+               "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+        self.proc = subprocess.Popen([sys.executable, "-m", "campaign.data.workers", str(os.getpid())],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+
+    def call(self, request: tuple) -> Any:
+        try:
+            _send(self.proc.stdin, request)
+            kind, value = _receive(self.proc.stdout)
+        except (EOFError, BrokenPipeError, OSError):
+            code = self.proc.wait()
+            raise WorkerDied(f"a prepare worker process ended with exit code {code} while cleaning a shard "
+                             "(killed, or out of memory?)") from None
+        if kind == "error":
+            raise value
+        return value
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class _HereSlot:
+    """The command's own process as one more worker: it already holds the imports, so a run with `size`
+    workers starts only `size - 1` processes."""
+
+    def call(self, request: tuple) -> Any:
+        fn, args = request
+        return fn(*args)
+
+    def close(self) -> None:
+        pass
+
+
+class WorkerPool:
+    """`size` workers: this process (one shard at a time, on the task's thread) and `size - 1` lean worker
+    processes, started at once (their imports overlap the flow's start-up). Calls that may not run here
+    (`here=False`: the dedup pass and the finalise steps, whose memory would stay with the command's process
+    after they return) wait for a worker process."""
+
+    def __init__(self, size: int) -> None:
+        self._idle: queue.Queue[_Worker] = queue.Queue()
+        self._here: queue.Queue[_HereSlot] = queue.Queue()
+        self._all = [_Worker() for _ in range(size - 1)]
+        for worker in self._all:
+            self._idle.put(worker)
+        self._here.put(_HereSlot())
+
+    def _take(self, here: bool) -> _Worker | _HereSlot:
+        while True:
+            try:
+                return self._idle.get(timeout=0.05)
+            except queue.Empty:
+                pass
+            if here:
+                try:
+                    return self._here.get_nowait()
+                except queue.Empty:
+                    pass
+
+    def call(self, fn: Callable[..., T], *args: Any, here: bool = True) -> T:
+        worker = self._take(here)
+        if isinstance(worker, _HereSlot):
+            try:
+                return worker.call((fn, args))
+            finally:
+                self._here.put(worker)
+        try:
+            return worker.call((fn, args))
+        except WorkerDied:
+            worker.close()
+            self._all.remove(worker)
+            worker = _Worker()  # replace it, so the other shards still have a worker
+            self._all.append(worker)
+            raise
+        finally:
+            self._idle.put(worker)
+
+    def close(self) -> None:
+        for worker in self._all:
+            worker.close()
+
+
+_active: WorkerPool | None = None
+_lock = threading.Lock()
+
+
+@contextmanager
+def shard_workers(size: int) -> Iterator[WorkerPool | None]:
+    """While open, `in_worker` sends its calls to `size` workers: this process and `size - 1` worker processes
+    (none when size < 2)."""
+    global _active
+    if size < 2:
+        yield None
+        return
+    pool = WorkerPool(size)
+    with _lock:
+        _active = pool
+    try:
+        yield pool
+    finally:
+        with _lock:
+            _active = None
+        pool.close()
+
+
+def in_worker(fn: Callable[..., T], *args: Any, here: bool = True) -> T:
+    """`fn(*args)` on a worker of the open `shard_workers` pool (a worker process, or this process when `here`
+    and its slot is free), else in this process (a Dask worker, one worker, the pure path). `fn` must be
+    importable by name (a module-level function)."""
+    pool = _active
+    if pool is not None:
+        return pool.call(fn, *args, here=here)
+    return fn(*args)
+
+
+def _watch_parent(parent: int) -> None:
+    import time
+
+    while True:
+        time.sleep(0.5)
+        if os.getppid() != parent:
+            os._exit(3)
+
+
+def _serve(parent: int) -> None:
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # anything printed goes to stderr, never into the reply stream
+    while True:
+        try:
+            fn, args = _receive(stdin)
+        except EOFError:
+            return
+        try:
+            reply: tuple[str, Any] = ("ok", fn(*args))
+        except Exception as err:  # noqa: BLE001 - sent back and raised in the task that asked
+            reply = ("error", err)
+        try:
+            _send(stdout, reply)
+        except (pickle.PicklingError, TypeError, AttributeError):
+            _send(stdout, ("error", RuntimeError(f"{type(reply[1]).__name__}: {reply[1]}")))
+
+
+if __name__ == "__main__":
+    _serve(int(sys.argv[1]))
