@@ -75,7 +75,7 @@ def clean_shard(shard: Shard, data: DataConfig, data_dir: Path) -> ShardSummary:
 @task(name="dedup", cache_policy=None)
 def dedup_task(summaries: list[ShardSummary], data: DataConfig, data_dir: Path) -> DedupStats:
     check_problems(summaries)
-    stats = in_worker(dedup_pass, summaries, data, work_dir_of(data_dir), here=False)
+    stats = in_worker(dedup_pass, summaries, data, work_dir_of(data_dir))
     get_run_logger().info("dedup: %d exact duplicates, %d near duplicates in %d clusters (largest %d)",
                           stats.exact_removed, stats.near_removed, stats.near_clusters, stats.largest_cluster)
     return stats
@@ -83,7 +83,7 @@ def dedup_task(summaries: list[ShardSummary], data: DataConfig, data_dir: Path) 
 
 @task(name="finalise-source", cache_policy=None, task_run_name="finalise-{name}")
 def finalise_task(name: str, summaries: list[ShardSummary], data_dir: Path) -> SourceResult:
-    return in_worker(finalise_source, name, summaries, data_dir, here=False)
+    return in_worker(finalise_source, name, summaries, data_dir)
 
 
 @task(name="write-manifest", cache_policy=None)

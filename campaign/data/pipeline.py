@@ -60,6 +60,7 @@ from campaign.data.shards import (
     REJECTED_SCHEMA,
     SIG,
     ShardSummary,
+    bound_heap_growth,
     release_memory,
     run_shard,
     shard_dir,
@@ -248,6 +249,7 @@ def finalise_source(source_name: str, summaries: Sequence[ShardSummary], data_di
     """Write clean/<source>.parquet and rejected/<source>.parquet from the source's shard parts."""
     data_dir = Path(data_dir)
     work_dir = work_dir_of(data_dir)
+    bound_heap_growth()
     mine = sorted((s for s in summaries if s.source == source_name), key=lambda s: s.index)
     dedup = pq.read_table(work_dir / DEDUP_FILE)
     shard_col = dedup.column("shard").to_numpy()

@@ -217,12 +217,30 @@ def release_memory() -> None:
         trim(0)
 
 
-@functools.cache
+def bound_heap_growth(threshold: int = 4 * 2**20) -> None:
+    """Serve allocations of `threshold` bytes or more with their own memory maps, returned when freed (glibc's
+    `mallopt(M_MMAP_THRESHOLD)`; nothing elsewhere). glibc raises that threshold after each large free, so a
+    step that allocates and frees many multi-megabyte buffers (finalise's row groups) otherwise keeps them in
+    its heap: measured on a 256 MB corpus, finalise's peak fell from 341 to 292 MB at the same CPU time. Not
+    used for the shards, where it cost CPU (page faults) and saved nothing."""
+    libc = _libc()
+    if libc is not None:
+        libc.mallopt(-3, threshold)  # M_MMAP_THRESHOLD
+
+
 def _malloc_trim():
+    libc = _libc()
+    return None if libc is None else libc.malloc_trim
+
+
+@functools.cache
+def _libc():
     if not sys.platform.startswith("linux"):
         return None
     try:
-        return ctypes.CDLL("libc.so.6").malloc_trim
+        libc = ctypes.CDLL("libc.so.6")
+        libc.malloc_trim, libc.mallopt  # noqa: B018 - glibc only
+        return libc
     except (OSError, AttributeError):
         return None
 

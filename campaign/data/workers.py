@@ -1,10 +1,11 @@
 """Lean worker processes for the data work of a local prepare (the threads runner with `max_workers` > 1).
 
 Prefect maps the shard tasks on threads in the command's process; each task hands its shard to an idle worker
-and waits for the summary. With `max_workers` = N there are N workers: N - 1 worker processes and the
-command's own process, which already holds the imports (one shard at a time, on the task's thread). The
-global dedup pass and each source's finalise step run in a worker process, so what they hold never stays
-with the command's process. A worker is `python -m campaign.data.workers`: it imports only what
+process and waits for the summary; the global dedup pass and each source's finalise step run in a worker
+the same way, so the command's process (Prefect's flow engine) never holds data. Running one of the shards
+in the command's own process instead (one process fewer) was measured and rejected: that process's heap
+(Prefect's threads, Arrow's mimalloc) kept 150-250 MB more after its shards than a worker process's, and the
+run took more CPU. A worker is `python -m campaign.data.workers`: it imports only what
 `run_shard` needs (NumPy, pyarrow, rensa, the tokenizer backend: ~160 MB RSS, ~0.3 CPU-seconds), never
 Prefect, Dask or the store, so a local run pays neither a second Prefect import per core nor Dask's scheduler
 and nannies (measured in benchmarks/README.md, prepare section). Outputs are the same as in-process
@@ -94,51 +95,17 @@ class _Worker:
             self.proc.wait()
 
 
-class _HereSlot:
-    """The command's own process as one more worker: it already holds the imports, so a run with `size`
-    workers starts only `size - 1` processes."""
-
-    def call(self, request: tuple) -> Any:
-        fn, args = request
-        return fn(*args)
-
-    def close(self) -> None:
-        pass
-
-
 class WorkerPool:
-    """`size` workers: this process (one shard at a time, on the task's thread) and `size - 1` lean worker
-    processes, started at once (their imports overlap the flow's start-up). Calls that may not run here
-    (`here=False`: the dedup pass and the finalise steps, whose memory would stay with the command's process
-    after they return) wait for a worker process."""
+    """`size` lean worker processes, started at once (their imports overlap the flow's start-up)."""
 
     def __init__(self, size: int) -> None:
         self._idle: queue.Queue[_Worker] = queue.Queue()
-        self._here: queue.Queue[_HereSlot] = queue.Queue()
-        self._all = [_Worker() for _ in range(size - 1)]
+        self._all = [_Worker() for _ in range(size)]
         for worker in self._all:
             self._idle.put(worker)
-        self._here.put(_HereSlot())
 
-    def _take(self, here: bool) -> _Worker | _HereSlot:
-        while True:
-            try:
-                return self._idle.get(timeout=0.05)
-            except queue.Empty:
-                pass
-            if here:
-                try:
-                    return self._here.get_nowait()
-                except queue.Empty:
-                    pass
-
-    def call(self, fn: Callable[..., T], *args: Any, here: bool = True) -> T:
-        worker = self._take(here)
-        if isinstance(worker, _HereSlot):
-            try:
-                return worker.call((fn, args))
-            finally:
-                self._here.put(worker)
+    def call(self, fn: Callable[..., T], *args: Any) -> T:
+        worker = self._idle.get()
         try:
             return worker.call((fn, args))
         except WorkerDied:
@@ -161,8 +128,8 @@ _lock = threading.Lock()
 
 @contextmanager
 def shard_workers(size: int) -> Iterator[WorkerPool | None]:
-    """While open, `in_worker` sends its calls to `size` workers: this process and `size - 1` worker processes
-    (none when size < 2)."""
+    """While open, `in_worker` sends its calls to `size` worker processes (none when size < 2: the work then
+    runs in this process, as before)."""
     global _active
     if size < 2:
         yield None
@@ -178,13 +145,12 @@ def shard_workers(size: int) -> Iterator[WorkerPool | None]:
         pool.close()
 
 
-def in_worker(fn: Callable[..., T], *args: Any, here: bool = True) -> T:
-    """`fn(*args)` on a worker of the open `shard_workers` pool (a worker process, or this process when `here`
-    and its slot is free), else in this process (a Dask worker, one worker, the pure path). `fn` must be
-    importable by name (a module-level function)."""
+def in_worker(fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)` in a worker process of the open `shard_workers` pool, else in this process (a Dask worker,
+    one worker, the pure path). `fn` must be importable by name (a module-level function)."""
     pool = _active
     if pool is not None:
-        return pool.call(fn, *args, here=here)
+        return pool.call(fn, *args)
     return fn(*args)
 
 
