@@ -1,8 +1,8 @@
 """Process one shard: read in bounded batches, normalise, filter, count tokens, sign; write parts and a marker.
 
 A shard writes into its own folder of the run's work directory:
-- `kept.parquet`: documents that passed every rule (CLEAN_SCHEMA), one row group per batch, zstd;
-- `rejected.parquet`: documents a reader or rule rejected (REJECTED_SCHEMA), zstd;
+- `kept.parquet`: documents that passed every rule (CLEAN_SCHEMA), one row group per batch;
+- `rejected.parquet`: documents a reader or rule rejected (REJECTED_SCHEMA);
 - `sig.parquet`: per kept row, what the global dedup passes need (doc id, 128-bit text hash, LSH keys);
 - `done.json`, written last: the completion marker, holding the shard's counts and a fingerprint of
   everything its output depends on (the `data:` config, the shard's place in its file, the file's size and
@@ -46,6 +46,10 @@ from campaign.tokenizer import load_tokenizer
 # tokenizer's and Parquet writer's buffers) take 5-10 bytes per character at their peak.
 BATCH_CHARS = 2_000_000
 PIPELINE_VERSION = 4  # bump when a change alters what a shard writes for the same input and config
+# The parts are read once (by finalise) and then deleted: LZ4 without dictionary encoding writes and reads
+# them in about a third of zstd-with-dictionaries' CPU time (measured on a 48 MB part: 0.12 s against 0.33 s),
+# for files about 1.5x larger. The final files stay zstd.
+PART_OPTIONS: dict[str, Any] = {"compression": "lz4", "use_dictionary": False}
 MARKER = "done.json"
 KEPT = "kept.parquet"
 REJECTED = "rejected.parquet"
@@ -182,9 +186,9 @@ def _process(shard: Shard, data: DataConfig, out: Path, summary: ShardSummary) -
     by_reason: Counter[str] = Counter()
     chars_by_reason: Counter[str] = Counter()
     writers = {
-        KEPT: pq.ParquetWriter(out / KEPT, CLEAN_SCHEMA, compression="zstd"),
-        REJECTED: pq.ParquetWriter(out / REJECTED, REJECTED_SCHEMA, compression="zstd"),
-        SIG: pq.ParquetWriter(out / SIG, sig_schema(near.bands), compression="zstd"),
+        KEPT: pq.ParquetWriter(out / KEPT, CLEAN_SCHEMA, **PART_OPTIONS),
+        REJECTED: pq.ParquetWriter(out / REJECTED, REJECTED_SCHEMA, **PART_OPTIONS),
+        SIG: pq.ParquetWriter(out / SIG, sig_schema(near.bands), **PART_OPTIONS),
     }
     try:
         batch: list[RawDocument] = []
