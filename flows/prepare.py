@@ -15,7 +15,7 @@ from pathlib import Path
 from prefect import flow, unmapped
 
 from campaign.config import DataConfig, RuntimeConfig
-from campaign.data.workers import shard_workers
+from campaign.data.workers import keep_workers, shard_workers
 from campaign.errors import CampaignError
 from flows.common import StageParams, failed, stage_run, stage_run_name
 from flows.runners import task_runner_for
@@ -37,6 +37,7 @@ def prepare_shards(data: DataConfig, ws) -> PrepareRecord:
     """Plan, clean every shard (mapped), dedup, finalise every source (mapped), write the manifest."""
     shards = plan_shards_task(data, ws.data_dir)
     summaries = [f.result() for f in clean_shard.map(shards, unmapped(data), unmapped(ws.data_dir))]
+    keep_workers(len(data.sources))  # the local runner's idle worker processes beyond one per source end here
     stats = dedup_task(summaries, data, ws.data_dir)
     names = [s.name for s in data.sources]
     results = [f.result() for f in finalise_task.map(names, unmapped(summaries), unmapped(ws.data_dir))]

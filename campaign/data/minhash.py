@@ -2,15 +2,17 @@
 
 Shingles: the text is lowercased and split on whitespace; every run of `ngram` consecutive words is one
 shingle (a text with fewer words is one shingle of all its words; a text with none has no signature and
-is never a near-duplicate). Words are hashed to 64 bits by rensa (`RMinHash.hash_token_sets`) and a
-shingle's hash is a multiply-xor chain of its words' hashes (NumPy, vectorised per document).
+is never a near-duplicate). Words are hashed to 64 bits by rensa (`RMinHash.hash_token_sets`, each distinct
+word of a batch once) and a shingle's hash is a multiply-xor chain of its words' hashes (NumPy, vectorised
+over the whole batch).
 
 Signatures: rensa's `RMinHash` (a Rust MinHash over `bands x rows` seeded permutations, 32-bit values),
 computed for a whole batch at once with `digest_matrix_from_flat_token_hashes`. Library choice, measured
 here on 12.2 MB of licence and copyright texts (317 documents, one core, 112 hashes):
 rensa's batch matrix 955 MB/s on pre-hashed shingles; a vectorised NumPy multiply-shift MinHash 15 MB/s;
 rensa fed shingle strings 21 MB/s; datasketch (pure Python permutations) is slower still by its own
-benchmarks. The end-to-end cost is dominated by splitting and hashing words (~25 MB/s in total).
+benchmarks. The end-to-end cost is dominated by splitting and hashing words: with Arrow splitting the batch
+and each distinct word hashed once, signatures cost about 7 % of a shard's CPU time (64 MB shard, profiled).
 
 Banding: the signature is cut into `bands` bands of `rows` values; each band is folded into one 64-bit
 bucket key. Two documents sharing a bucket key in any band are candidates, with probability

@@ -9,8 +9,9 @@ A shard writes into its own folder of the run's work directory:
   modification time, `PIPELINE_VERSION`). A shard whose marker matches is not run again, so a killed
   prepare redoes only unfinished shards; the parts are deterministic, so the end result is byte-identical.
 
-Memory is bounded by `data.batch_docs` documents (plus the Parquet writers' row-group buffers), not by the
-size of the shard or corpus. Tokens are counted exactly for every document that passed the rules (so also
+Memory is bounded by the batch, `data.batch_docs` documents or `BATCH_CHARS` characters of text, whichever
+comes first (plus the Parquet writers' row-group buffers), not by the size of the shard or corpus; after each
+batch the C heap's free memory goes back to the system (`release_memory`). Tokens are counted exactly for every document that passed the rules (so also
 for those dedup removes later); rejected documents are not tokenized (the manifest estimates them).
 """
 

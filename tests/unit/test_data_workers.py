@@ -27,6 +27,17 @@ def test_in_worker_runs_in_a_worker_process_and_gives_the_same_result() -> None:
     assert workers.in_worker(os.getpid) == os.getpid()  # closed again
 
 
+def test_keep_workers_ends_idle_processes() -> None:
+    workers.keep_workers(1)  # no pool open: nothing happens
+    with workers.shard_workers(3) as pool:
+        assert pool is not None
+        procs = [w.proc for w in pool._all]
+        workers.keep_workers(1)
+        assert len(pool._all) == 1
+        assert sum(p.poll() is not None for p in procs) == 2
+        assert workers.in_worker(len, "abcd") == 4
+
+
 def test_one_worker_means_no_process() -> None:
     with workers.shard_workers(1) as pool:
         assert pool is None
