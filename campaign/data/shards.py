@@ -45,7 +45,7 @@ from campaign.tokenizer import load_tokenizer
 
 # A batch also ends at this many characters of text: its temporaries (Arrow copies, word and n-gram ids, the
 # tokenizer's and Parquet writer's buffers) take 5-10 bytes per character at their peak.
-BATCH_CHARS = 2_000_000
+BATCH_CHARS = 1_000_000
 PIPELINE_VERSION = 4  # bump when a change alters what a shard writes for the same input and config
 # The parts are read once (by finalise) and then deleted: LZ4 without dictionary encoding writes and reads
 # them in about a third of zstd-with-dictionaries' CPU time (measured on a 48 MB part: 0.12 s against 0.33 s),
