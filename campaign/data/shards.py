@@ -11,8 +11,9 @@ A shard writes into its own folder of the run's work directory:
 
 Memory is bounded by the batch, `data.batch_docs` documents or `BATCH_CHARS` characters of text, whichever
 comes first (plus the Parquet writers' row-group buffers), not by the size of the shard or corpus; after each
-batch the C heap's free memory goes back to the system (`release_memory`). Tokens are counted exactly for every document that passed the rules (so also
-for those dedup removes later); rejected documents are not tokenized (the manifest estimates them).
+batch the C heap's free memory goes back to the system (`release_memory`). Tokens are counted exactly for
+every document that passed the rules (so also for those dedup removes later); rejected documents are not
+tokenized (the manifest estimates them).
 """
 
 from __future__ import annotations

@@ -1,24 +1,27 @@
 """Lean worker processes for the data work of a local prepare (the threads runner with `max_workers` > 1).
 
 Prefect maps the shard tasks on threads in the command's process; each task hands its shard to an idle worker
-process and waits for the summary; the global dedup pass and each source's finalise step run in a worker
-the same way, so the command's process (Prefect's flow engine) never holds data. Running one of the shards
-in the command's own process instead (one process fewer) was measured and rejected: that process's heap
-(Prefect's threads, Arrow's mimalloc) kept 150-250 MB more after its shards than a worker process's, and the
-run took more CPU. A worker is `python -m campaign.data.workers`: it imports only what
-`run_shard` needs (NumPy, pyarrow, rensa, the tokenizer backend: ~160 MB RSS, ~0.3 CPU-seconds), never
-Prefect, Dask or the store, so a local run pays neither a second Prefect import per core nor Dask's scheduler
-and nannies (measured in benchmarks/README.md, prepare section). Outputs are the same as in-process
-`run_shard`: the worker runs the same function on the same arguments.
+process and waits for the summary; the global dedup pass and each source's finalise step run in a worker the
+same way, so the command's process (Prefect's flow engine) never holds data. A worker is
+`python -m campaign.data.workers`: it imports only what the data work needs (NumPy, pyarrow, rensa, the
+tokenizer backend: ~95 MB PSS after imports, ~150 MB once Arrow's compute functions and the cl100k vocabulary
+are loaded, ~0.5 CPU-seconds), never Prefect, Dask or the store, so a local run pays neither a Prefect import per
+core nor Dask's scheduler and nannies (benchmarks/README.md, prepare section). Outputs are those of running the
+same functions in this process: the worker runs the same function on the same arguments.
 
-Protocol: pickled `(function, args)` requests on the worker's stdin (a function of `campaign.data`, pickled
-by reference), one pickled `("ok", result)` or `("error", exception)` reply per request on its stdout, each framed by an 8-byte length. A worker exits at
-end of input, or as soon as the process that started it is gone (it checks its parent every half second), so
-a killed prepare leaves no worker writing into a shard folder that a resumed run will redo.
+Running one of the shards in the command's own process instead (one process fewer) was measured and rejected:
+that process (Prefect's threads, Arrow's mimalloc) kept 150-250 MB more after its shards than a worker, and the
+run took more CPU.
+
+Protocol: pickled `(function, args)` requests on the worker's stdin (a module-level function, pickled by
+reference), one pickled `("ok", result)` or `("error", exception)` reply per request on its stdout, each framed by
+an 8-byte length. A worker exits at end of input, or as soon as the process that started it is gone (it checks
+its parent every half second), so a killed prepare leaves no worker writing into a shard folder that a resumed
+run will redo.
 
 Why not `concurrent.futures.ProcessPoolExecutor`: its spawned children re-run the parent's main script
-(`multiprocessing.spawn` "fixes up" `__main__`), which for the `campaign` console script imports the CLI and
-Prefect into every worker.
+(`multiprocessing.spawn` "fixes up" `__main__`; checked), which for the `campaign` console script imports the
+CLI and Prefect into every worker.
 """
 
 from __future__ import annotations
