@@ -1,7 +1,9 @@
 """The prepare stage: assemble and clean the sources into Parquet with every rejected document kept.
 
 The shard work runs in a subflow on the task runner `runtime` asks for: threads, or Dask through
-prefect-dask (a LocalCluster, or the scheduler at `runtime.dask_address`).
+prefect-dask (a LocalCluster, or the scheduler at `runtime.dask_address`). On the threads runner with
+`runtime.max_workers` > 1 each shard task hands its CPU work to one of that many lean worker processes
+(campaign.data.workers: no Prefect, no Dask), so every core is busy without a Dask cluster's processes.
 """
 
 import json
@@ -13,6 +15,7 @@ from pathlib import Path
 from prefect import flow, unmapped
 
 from campaign.config import DataConfig, RuntimeConfig
+from campaign.data.workers import keep_workers, shard_workers
 from campaign.errors import CampaignError
 from flows.common import StageParams, failed, stage_run, stage_run_name
 from flows.runners import task_runner_for
@@ -34,6 +37,7 @@ def prepare_shards(data: DataConfig, ws) -> PrepareRecord:
     """Plan, clean every shard (mapped), dedup, finalise every source (mapped), write the manifest."""
     shards = plan_shards_task(data, ws.data_dir)
     summaries = [f.result() for f in clean_shard.map(shards, unmapped(data), unmapped(ws.data_dir))]
+    keep_workers(len(data.sources))  # the local runner's idle worker processes beyond one per source end here
     stats = dedup_task(summaries, data, ws.data_dir)
     names = [s.name for s in data.sources]
     results = [f.result() for f in finalise_task.map(names, unmapped(summaries), unmapped(ws.data_dir))]
@@ -43,7 +47,8 @@ def prepare_shards(data: DataConfig, ws) -> PrepareRecord:
 def run_prepare_shards(data: DataConfig, ws, runtime: RuntimeConfig) -> PrepareRecord:
     runner = task_runner_for(runtime)
     if runtime.task_runner != "dask":
-        return prepare_shards.with_options(task_runner=runner)(data, ws)
+        with shard_workers(runtime.max_workers):
+            return prepare_shards.with_options(task_runner=runner)(data, ws)
     with _workers_use_this_api():
         return prepare_shards.with_options(task_runner=runner)(data, ws)
 

@@ -25,6 +25,7 @@ from campaign.data.pipeline import (
     write_run_manifest,
 )
 from campaign.data.shards import ShardSummary, run_shard
+from campaign.data.workers import in_worker
 from tasks.artifacts import artifact_key, workspace_campaign
 
 if TYPE_CHECKING:  # the shard tasks run in Dask worker processes: keep the store (DuckDB, pandas) out of them
@@ -63,7 +64,7 @@ def plan_shards_task(data: DataConfig, data_dir: Path) -> list[Shard]:
 
 @task(name="clean-shard", cache_policy=None, task_run_name="clean-shard-{shard.key}")
 def clean_shard(shard: Shard, data: DataConfig, data_dir: Path) -> ShardSummary:
-    summary = run_shard(shard, data, work_dir_of(data_dir))
+    summary = in_worker(run_shard, shard, data, work_dir_of(data_dir))
     if summary.problem:
         get_run_logger().warning("%s: %s", summary.problem["where"], summary.problem["message"])
     elif summary.reused:
@@ -74,7 +75,7 @@ def clean_shard(shard: Shard, data: DataConfig, data_dir: Path) -> ShardSummary:
 @task(name="dedup", cache_policy=None)
 def dedup_task(summaries: list[ShardSummary], data: DataConfig, data_dir: Path) -> DedupStats:
     check_problems(summaries)
-    stats = dedup_pass(summaries, data, work_dir_of(data_dir))
+    stats = in_worker(dedup_pass, summaries, data, work_dir_of(data_dir))
     get_run_logger().info("dedup: %d exact duplicates, %d near duplicates in %d clusters (largest %d)",
                           stats.exact_removed, stats.near_removed, stats.near_clusters, stats.largest_cluster)
     return stats
@@ -82,7 +83,7 @@ def dedup_task(summaries: list[ShardSummary], data: DataConfig, data_dir: Path) 
 
 @task(name="finalise-source", cache_policy=None, task_run_name="finalise-{name}")
 def finalise_task(name: str, summaries: list[ShardSummary], data_dir: Path) -> SourceResult:
-    return finalise_source(name, summaries, data_dir)
+    return in_worker(finalise_source, name, summaries, data_dir)
 
 
 @task(name="write-manifest", cache_policy=None)

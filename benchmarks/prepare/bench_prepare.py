@@ -8,9 +8,15 @@ Both sides run the same rules (Gopher quality, Gopher repetition, C4 with filter
 FineWeb with char_duplicates_ratio 0.1) and exact dedup; campaign also runs MinHash near-dedup (14 x 8,
 word 5-grams) and counts tokens with cl100k_base (bpe-openai) unless --tokenizer says otherwise.
 Runs alternate (campaign, datatrove, campaign, ...); the table gives medians. CPU seconds are the
-user+system time of the whole process tree (Dask workers and datatrove's worker processes included),
-from getrusage(RUSAGE_CHILDREN); peak RSS is the largest sum of the tree's resident memory, sampled
-every 0.1 s with psutil.
+user+system time of the whole process tree (Prefect's server, campaign's worker processes or Dask's,
+datatrove's pool workers included), from getrusage(RUSAGE_CHILDREN) or per-process samples, whichever is
+larger.
+
+Peak memory is the largest sum over the tree of each process's PSS (proportional set size: a page shared by
+k processes counts 1/k in each), sampled every 0.1 s from /proc/<pid>/smaps_rollup with psutil: the physical
+memory the tree holds at that moment, each page counted once. The largest sum of RSS is printed too; it
+counts every shared page (the Python runtime, NumPy's and Arrow's libraries mapped by several processes)
+once per process, so it overstates the tree's memory. Each process's own peak RSS and PSS are printed as well.
 """
 
 from __future__ import annotations
@@ -45,9 +51,12 @@ def _measure(cmd: list[str], env: dict | None = None, retry: bool = True) -> dic
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=REPO, text=True)
-    peak = [0]
+    peak = [0]  # largest sum of PSS
+    peak_rss = [0]  # largest sum of RSS (counts shared pages once per process)
     cpu_by_pid: dict[int, float] = {}
     rss_by_pid: dict[int, tuple[float, str]] = {}  # peak RSS (MB) and what the process is
+    pss_by_pid: dict[int, float] = {}  # peak PSS (MB)
+    at_peak: list = [[]]  # (what, PSS MB) of every process at the moment of the tree's peak
 
     def sample() -> None:
         root = psutil.Process(proc.pid)
@@ -56,18 +65,24 @@ def _measure(cmd: list[str], env: dict | None = None, retry: bool = True) -> dic
                 tree = [root, *root.children(recursive=True)]
             except psutil.Error:
                 break
-            rss = 0
+            rss = pss = 0
+            now = []
             for p in tree:
                 try:
-                    mem = p.memory_info().rss
-                    rss += mem
+                    info = p.memory_full_info()
+                    rss += info.rss
+                    pss += info.pss
                     t = p.cpu_times()
                     cpu_by_pid[p.pid] = t.user + t.system
-                    if mem / 2**20 > rss_by_pid.get(p.pid, (0.0, ""))[0]:
-                        rss_by_pid[p.pid] = (mem / 2**20, _label(p))
+                    if info.rss / 2**20 > rss_by_pid.get(p.pid, (0.0, ""))[0]:
+                        rss_by_pid[p.pid] = (info.rss / 2**20, _label(p))
+                    pss_by_pid[p.pid] = max(pss_by_pid.get(p.pid, 0.0), info.pss / 2**20)
+                    now.append((rss_by_pid[p.pid][1], round(info.pss / 2**20)))
                 except psutil.Error:
                     pass
-            peak[0] = max(peak[0], rss)
+            if pss > peak[0]:
+                peak[0], at_peak[0] = pss, now
+            peak_rss[0] = max(peak_rss[0], rss)
             time.sleep(0.1)
 
     thread = threading.Thread(target=sample, daemon=True)
@@ -84,9 +99,10 @@ def _measure(cmd: list[str], env: dict | None = None, retry: bool = True) -> dic
     if proc.returncode != 0:
         print(out[-4000:])
         raise SystemExit(f"command failed ({proc.returncode}): {' '.join(cmd)}")
-    return {"wall_s": wall, "cpu_s": cpu, "peak_rss_mb": peak[0] / 2**20, "cores_busy": cpu / wall,
-            "processes": len(cpu_by_pid), "log": out,
-            "per_process": sorted(((round(mb), label, round(cpu_by_pid.get(pid, 0.0), 1))
+    return {"wall_s": wall, "cpu_s": cpu, "peak_pss_mb": peak[0] / 2**20, "peak_rss_sum_mb": peak_rss[0] / 2**20,
+            "cores_busy": cpu / wall, "processes": len(cpu_by_pid), "log": out, "at_peak": at_peak[0],
+            "per_process": sorted(((round(mb), round(pss_by_pid.get(pid, 0.0)), label,
+                                    round(cpu_by_pid.get(pid, 0.0), 1))
                                    for pid, (mb, label) in rss_by_pid.items()), reverse=True)}
 
 
@@ -97,7 +113,7 @@ def _label(p: psutil.Process) -> str:
     except psutil.Error:
         return "?"
     for key in ("prefect server", "uvicorn", "multiprocessing.spawn", "multiprocessing.forkserver",
-                "datatrove_pipeline", "campaign prepare", "dask"):
+                "datatrove_pipeline", "campaign prepare", "campaign.data.workers", "dask"):
         if key in cmd:
             return key
     return cmd[:60]
@@ -161,7 +177,9 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--tokenizer", default="cl100k_base")
-    ap.add_argument("--runner", default="dask", choices=["dask", "threads"])
+    ap.add_argument("--runner", default="threads", choices=["dask", "threads"],
+                    help="threads: the local default (shard work in campaign's lean worker processes); "
+                         "dask: a prefect-dask LocalCluster")
     ap.add_argument("--skip-datatrove", action="store_true")
     ap.add_argument("--scratch", type=Path, default=Path("/tmp/bench-prepare"))
     args = ap.parse_args()
@@ -188,12 +206,14 @@ def main() -> None:
             r["mb_per_cpu_s"] = mb / r["cpu_s"]
             results[side].append(r)
             print(f"run {run} {side}: wall {r['wall_s']:.1f} s, cpu {r['cpu_s']:.1f} s, {r['mb_per_cpu_s']:.2f} MB/cpu-s, "
-                  f"peak {r['peak_rss_mb']:.0f} MB, {r['cores_busy']:.2f} cores busy", flush=True)
-            print(f"  per process (peak MB, what, CPU s): {r['per_process']}", flush=True)
+                  f"peak {r['peak_pss_mb']:.0f} MB (sum of PSS; sum of RSS {r['peak_rss_sum_mb']:.0f} MB), "
+                  f"{r['cores_busy']:.2f} cores busy", flush=True)
+            print(f"  per process (peak RSS MB, peak PSS MB, what, CPU s): {r['per_process']}", flush=True)
+            print(f"  at the tree's peak (what, PSS MB): {r['at_peak']}", flush=True)
         if run == args.runs - 1 and not args.skip_datatrove:
             rows = agreement(ws, out, n_docs)
     summary = {side: {k: statistics.median(r[k] for r in rs) for k in ("wall_s", "cpu_s", "mb_per_cpu_s",
-                                                                          "peak_rss_mb", "cores_busy")}
+                                                                          "peak_pss_mb", "peak_rss_sum_mb", "cores_busy")}
                for side, rs in results.items()}
     manifest = json.loads((args.scratch / "ws" / "data" / "manifest.json").read_text())
     print(json.dumps({"corpus_mb": mb, "documents": n_docs, "runs": args.runs, "medians": summary,

@@ -212,9 +212,12 @@ class TextStats:
 
     @cached_property
     def paragraphs(self) -> list[str]:
-        if "\n\n" not in self.text:
-            return [self.text] if self.text else []
-        return [p for p in _PARAGRAPHS.split(self.text) if p]
+        text = self.text
+        if "\n\n" not in text:
+            return [text] if text else []
+        if "\n\n\n" not in text:  # every break is exactly two newlines: str.split does what the regex does
+            return list(filter(None, text.split("\n\n")))
+        return [p for p in _PARAGRAPHS.split(text) if p]
 
     @cached_property
     def line_counts(self) -> tuple[int, int]:
@@ -267,28 +270,52 @@ def _factorize(keys: np.ndarray) -> np.ndarray:
     return pc.dictionary_encode(pa.array(keys, pa.int64())).indices.to_numpy().astype(np.int64)
 
 
+def split_words(texts: list[str]) -> tuple[pa.Array, np.ndarray]:
+    """The `str.split()` words of every text, all in one Arrow string array, and each text's word count.
+
+    Arrow's `utf8_split_whitespace` splits on exactly the characters `str.isspace` calls whitespace (checked
+    for every code point in tests/unit/test_data_filters.py) but returns empty pieces at a text's ends and for
+    a text of only whitespace; dropping the empty pieces leaves `str.split()`'s words. No Python string is made
+    per word. Raises `pa.ArrowException` for a text Arrow cannot hold (a lone surrogate).
+
+    pyarrow 26's kernel misreads a multi-byte whitespace character (U+1680, U+3000...) that ends the array's
+    data buffer, now and then returning it as a word (found by tests/unit/test_data_batch_equivalence.py);
+    a one-letter text appended after the batch, and dropped, keeps every real text away from the buffer's end."""
+    pieces = pc.utf8_split_whitespace(pa.array([*texts, "x"], pa.string())).slice(0, len(texts))
+    flat = pc.list_flatten(pieces)
+    parent = pc.list_parent_indices(pieces).to_numpy()
+    nonempty = pc.binary_length(flat).to_numpy(zero_copy_only=False) > 0
+    if not nonempty.all():
+        flat = flat.filter(pa.array(nonempty))
+        parent = parent[nonempty]
+    counts = np.bincount(parent, minlength=len(texts)).astype(np.int64)
+    return flat, counts
+
+
 def word_tables(stats: list[TextStats]) -> None:
     """Fill words, n_words, word_chars, mean_word_length and n_alpha_words of every text in one pass:
     words get batch-wide ids, so lengths and the has-a-letter test run once per distinct word."""
-    counts = np.fromiter((len(st.words) for st in stats), dtype=np.int64, count=len(stats))
-    flat = list(itertools.chain.from_iterable(st.words for st in stats))
-    try:  # Arrow's hash encoding of the words (equal strings <=> equal UTF-8 bytes)
-        encoded = pc.dictionary_encode(pa.array(flat, pa.string()))
+    try:  # Arrow splits the texts and hash-encodes the words (equal strings <=> equal UTF-8 bytes)
+        flat_arrow, counts = split_words([st.text for st in stats])
+        encoded = pc.dictionary_encode(flat_arrow)
+        del flat_arrow
         wid = encoded.indices.to_numpy().astype(np.int64)
-        vocab: list[str] = encoded.dictionary.to_pylist()
-        wid_from_arrow = True
+        vocab: list[str] | None = None
+        length_v = pc.utf8_length(encoded.dictionary).to_numpy(zero_copy_only=False).astype(np.int64)
+        no_letter_v = _no_letter(None, encoded.dictionary)
     except (pa.ArrowException, UnicodeEncodeError):  # a lone surrogate (only from unnormalised text)
+        counts = np.fromiter((len(st.words) for st in stats), dtype=np.int64, count=len(stats))
         ids: dict[str, int] = {}
-        wid = np.fromiter((ids.setdefault(w, len(ids)) for w in flat), dtype=np.int64, count=len(flat))
+        flat = itertools.chain.from_iterable(st.words for st in stats)
+        wid = np.fromiter((ids.setdefault(w, len(ids)) for w in flat), dtype=np.int64, count=int(counts.sum()))
         vocab = list(ids)
-        wid_from_arrow = False
-    del flat
-    length_v = np.fromiter(map(len, vocab), dtype=np.int64, count=len(vocab))
-    no_letter_v = _no_letter(vocab, encoded.dictionary if wid_from_arrow else None)
+        length_v = np.fromiter(map(len, vocab), dtype=np.int64, count=len(vocab))
+        no_letter_v = _no_letter(vocab, None)
+    n_vocab = len(length_v)
     doc = np.repeat(np.arange(len(stats)), counts)
     chars = np.bincount(doc, weights=length_v[wid], minlength=len(stats)).astype(np.int64)
     no_letter = np.bincount(doc, weights=no_letter_v[wid], minlength=len(stats)).astype(np.int64)
-    shared = (wid, len(vocab), length_v)  # one object for the whole batch, for ngram_tables
+    shared = (wid, n_vocab, length_v)  # one object for the whole batch, for ngram_tables
     for i, st in enumerate(stats):
         d = st.__dict__
         d["n_words"] = n = int(counts[i])
@@ -302,16 +329,17 @@ def word_tables(stats: list[TextStats]) -> None:
         st.__dict__["_span"] = (int(starts[i]), int(starts[i + 1]))
 
 
-def _no_letter(vocab: list[str], arrow_vocab: pa.Array | None) -> np.ndarray:
+def _no_letter(vocab: list[str] | None, arrow_vocab: pa.Array | None) -> np.ndarray:
     """Per distinct word: made only of punctuation, digits and "_" (no letter). For an ASCII word that is
     "no character in A-Z or a-z" (ASCII \\w is [A-Za-z0-9_]), tested by Arrow; other words by the regex."""
     fullmatch = _NO_LETTER_WORD_FULL.fullmatch
     if arrow_vocab is None:
+        assert vocab is not None
         return np.fromiter((fullmatch(w) is not None for w in vocab), dtype=bool, count=len(vocab))
     ascii_ = pc.string_is_ascii(arrow_vocab).to_numpy(zero_copy_only=False)
     out = ~pc.match_substring_regex(arrow_vocab, "[A-Za-z]").to_numpy(zero_copy_only=False)
     for i in np.flatnonzero(~ascii_).tolist():
-        out[i] = fullmatch(vocab[i]) is not None
+        out[i] = fullmatch(vocab[i] if vocab is not None else arrow_vocab[i].as_py()) is not None
     return out
 
 
@@ -616,7 +644,7 @@ def apply_filters(text: str, cleaning: CleaningConfig) -> FilterResult:
 
 # Texts measured together at most: the batch measures take about 20 bytes per character at their peak
 # (word ids, n-gram ids, hash tables), so this bounds a worker's extra memory near 40 MB per chunk.
-CHUNK_CHARS = 2_000_000
+CHUNK_CHARS = 1_000_000
 
 
 def filter_batch(texts: list[str], cleaning: CleaningConfig) -> list[FilterResult]:

@@ -2,15 +2,17 @@
 
 Shingles: the text is lowercased and split on whitespace; every run of `ngram` consecutive words is one
 shingle (a text with fewer words is one shingle of all its words; a text with none has no signature and
-is never a near-duplicate). Words are hashed to 64 bits by rensa (`RMinHash.hash_token_sets`) and a
-shingle's hash is a multiply-xor chain of its words' hashes (NumPy, vectorised per document).
+is never a near-duplicate). Words are hashed to 64 bits by rensa (`RMinHash.hash_token_sets`, each distinct
+word of a batch once) and a shingle's hash is a multiply-xor chain of its words' hashes (NumPy, vectorised
+over the whole batch).
 
 Signatures: rensa's `RMinHash` (a Rust MinHash over `bands x rows` seeded permutations, 32-bit values),
 computed for a whole batch at once with `digest_matrix_from_flat_token_hashes`. Library choice, measured
 here on 12.2 MB of licence and copyright texts (317 documents, one core, 112 hashes):
 rensa's batch matrix 955 MB/s on pre-hashed shingles; a vectorised NumPy multiply-shift MinHash 15 MB/s;
 rensa fed shingle strings 21 MB/s; datasketch (pure Python permutations) is slower still by its own
-benchmarks. The end-to-end cost is dominated by splitting and hashing words (~25 MB/s in total).
+benchmarks. The end-to-end cost is dominated by splitting and hashing words: with Arrow splitting the batch
+and each distinct word hashed once, signatures cost about 7 % of a shard's CPU time (64 MB shard, profiled).
 
 Banding: the signature is cut into `bands` bands of `rows` values; each band is folded into one 64-bit
 bucket key. Two documents sharing a bucket key in any band are candidates, with probability
@@ -29,6 +31,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import rensa
 
 _MULT = np.uint64(0x9E3779B97F4A7C15)
@@ -53,10 +57,50 @@ def shingle_hashes(word_hashes: Sequence[int], ngram: int) -> np.ndarray:
 
 
 def signatures(texts: Sequence[str], *, ngram: int, num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(signature matrix uint32 [len(texts), num_perm], has_signature bool [len(texts)])."""
+    """(signature matrix uint32 [len(texts), num_perm], has_signature bool [len(texts)]).
+
+    The whole batch at once: the lowercased texts are split into words by Arrow (`filters.split_words`,
+    the words of `str.split()`), each *distinct* word is hashed once by rensa, and the shingle hashes of all
+    documents are built together with NumPy (the multiply-xor chain of `shingle_hashes`). A MinHash is a
+    minimum over the shingle set, so repeated shingles need not be removed first: the signatures are those
+    of `shingle_hashes` document by document (`_signatures_per_document`, kept for texts Arrow cannot hold)."""
     n = len(texts)
     if n == 0:
         return np.zeros((0, num_perm), dtype=np.uint32), np.zeros(0, dtype=bool)
+    from campaign.data.filters import split_words
+
+    try:
+        words, counts = split_words([t.lower() for t in texts])
+    except (pa.ArrowException, UnicodeEncodeError):
+        return _signatures_per_document(texts, ngram=ngram, num_perm=num_perm, seed=seed)
+    encoded = pc.dictionary_encode(words)
+    del words
+    vocab_hash = np.asarray(rensa.RMinHash.hash_token_sets([encoded.dictionary.to_pylist()])[0], dtype=np.uint64)
+    h = vocab_hash[encoded.indices.to_numpy()] if len(vocab_hash) else np.zeros(0, dtype=np.uint64)
+    del encoded
+    starts = np.concatenate([[0], np.cumsum(counts)])[:-1]
+    # Document d has max(counts[d] - ngram + 1, 1) shingles when it has words (a short text is one shingle of
+    # all its words), none otherwise; shingle j of d starts at word starts[d] + j and spans min(ngram, counts[d]).
+    per_doc = np.where(counts > 0, np.maximum(counts - ngram + 1, 1), 0)
+    doc = np.repeat(np.arange(n), per_doc)
+    first = np.repeat(starts - np.concatenate([[0], np.cumsum(per_doc)])[:-1], per_doc) + np.arange(len(doc))
+    span = np.minimum(counts, ngram)[doc]
+    acc = h[first] if len(first) else np.zeros(0, dtype=np.uint64)
+    for i in range(1, ngram):
+        more = span > i
+        if not more.any():
+            break
+        acc[more] = acc[more] * _MULT ^ h[first[more] + i]
+    offsets = np.concatenate([[0], np.cumsum(per_doc)]).astype(np.uint64)
+    matrix = rensa.RMinHash.digest_matrix_from_flat_token_hashes(acc, offsets, num_perm, seed)
+    sig = np.asarray(matrix.to_rows(), dtype=np.uint32).reshape(n, num_perm)
+    return sig, per_doc > 0
+
+
+def _signatures_per_document(texts: Sequence[str], *, ngram: int, num_perm: int, seed: int
+                             ) -> tuple[np.ndarray, np.ndarray]:
+    """`signatures` one document at a time with `shingle_hashes` (what the batch code must equal)."""
+    n = len(texts)
     word_hashes = rensa.RMinHash.hash_token_sets([t.lower().split() for t in texts])
     shingles = [shingle_hashes(h, ngram) for h in word_hashes]
     lengths = np.fromiter((len(s) for s in shingles), dtype=np.int64, count=n)

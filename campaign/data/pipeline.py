@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,6 +60,8 @@ from campaign.data.shards import (
     REJECTED_SCHEMA,
     SIG,
     ShardSummary,
+    bound_heap_growth,
+    release_memory,
     run_shard,
     shard_dir,
 )
@@ -191,7 +193,9 @@ class SourceResult:
 
 
 ROW_GROUP_ROWS = 2048
-ROW_GROUP_TEXT_BYTES = 32 * 2**20
+DICTIONARY_COLUMNS = ("source", "file", "reason")
+READ_ROWS = 1024  # rows per batch read back from a shard's parts
+ROW_GROUP_TEXT_BYTES = 8 * 2**20  # a flush holds about 4x this (concatenation, encoding, compression)
 
 
 class RowGroupWriter:
@@ -200,7 +204,10 @@ class RowGroupWriter:
     closes at `ROW_GROUP_ROWS` rows or once its text reaches `ROW_GROUP_TEXT_BYTES`, bounding memory."""
 
     def __init__(self, path: Path, schema: pa.Schema) -> None:
-        self._writer = pq.ParquetWriter(path, schema, compression="zstd")
+        # Dictionary encoding only for the columns that repeat (a distinct text or id per row would only grow
+        # a dictionary until the writer falls back to plain encoding, holding the row group's pages meanwhile).
+        self._writer = pq.ParquetWriter(path, schema, compression="zstd",
+                                        use_dictionary=[c for c in DICTIONARY_COLUMNS if c in schema.names])
         self._schema = schema
         self._pending: list[pa.Table] = []
         self._rows = 0
@@ -242,13 +249,11 @@ def finalise_source(source_name: str, summaries: Sequence[ShardSummary], data_di
     """Write clean/<source>.parquet and rejected/<source>.parquet from the source's shard parts."""
     data_dir = Path(data_dir)
     work_dir = work_dir_of(data_dir)
+    bound_heap_growth()
     mine = sorted((s for s in summaries if s.source == source_name), key=lambda s: s.index)
     dedup = pq.read_table(work_dir / DEDUP_FILE)
     shard_col = dedup.column("shard").to_numpy()
-    removals: dict[int, dict[int, tuple[str, str]]] = defaultdict(dict)
-    wanted = {s.index for s in mine}
-    for row in dedup.filter(pa.array(np.isin(shard_col, list(wanted)))).to_pylist():
-        removals[row["shard"]][row["row"]] = (row["reason"], row["kept_doc_id"])
+    dedup = dedup.filter(pa.array(np.isin(shard_col, [s.index for s in mine])))
     clean_path = data_dir / CLEAN_DIR / f"{source_name}.parquet"
     rejected_path = data_dir / REJECTED_DIR / f"{source_name}.parquet"
     record_written(data_dir, [f"{CLEAN_DIR}/{clean_path.name}", f"{REJECTED_DIR}/{rejected_path.name}"])
@@ -263,38 +268,47 @@ def finalise_source(source_name: str, summaries: Sequence[ShardSummary], data_di
     with RowGroupWriter(clean_tmp, CLEAN_SCHEMA) as clean_w, RowGroupWriter(rejected_tmp, REJECTED_SCHEMA) as rejected_w:
         for s in mine:
             folder = work_dir / "shards" / s.key
-            for batch in pq.ParquetFile(folder / REJECTED).iter_batches(batch_size=4096):
+            for batch in pq.ParquetFile(folder / REJECTED).iter_batches(batch_size=READ_ROWS):
                 rejected_w.write(pa.Table.from_batches([batch], REJECTED_SCHEMA))
-            gone = removals.get(s.index, {})
+                release_memory()
+            # this shard's dedup removals, by row of its kept part (rows are unique: one removal each)
+            gone = dedup.filter(pc.equal(dedup.column("shard"), s.index)).sort_by("row")
+            gone_rows = gone.column("row").to_numpy()
             counts: Counter[str] = Counter()
             offset = 0
-            for batch in pq.ParquetFile(folder / KEPT).iter_batches(batch_size=4096):
+            for batch in pq.ParquetFile(folder / KEPT).iter_batches(batch_size=READ_ROWS):
                 table = pa.Table.from_batches([batch], CLEAN_SCHEMA)
-                rows = np.arange(offset, offset + table.num_rows)
+                lo, hi = np.searchsorted(gone_rows, [offset, offset + table.num_rows])
+                drop = np.zeros(table.num_rows, dtype=bool)
+                drop[gone_rows[lo:hi] - offset] = True
                 offset += table.num_rows
-                drop = np.array([r in gone for r in rows.tolist()], dtype=bool)
-                keep_table = table.filter(pa.array(~drop)) if drop.any() else table
+                keep_table = table.filter(pa.array(~drop)) if lo < hi else table
                 if keep_table.num_rows:
                     clean_w.write(keep_table)
                     n_kept += keep_table.num_rows
                     tokens_kept += int(pc.sum(keep_table.column("n_tokens")).as_py() or 0)
                     bytes_kept += int(pc.sum(keep_table.column("n_bytes")).as_py() or 0)
                     chars_kept += int(pc.sum(pc.utf8_length(keep_table.column("text"))).as_py() or 0)
-                if drop.any():
-                    dropped = table.filter(pa.array(drop)).to_pylist()
-                    out = {name: [] for name in REJECTED_SCHEMA.names}
-                    for rec, r in zip(dropped, rows[drop].tolist(), strict=True):
-                        why, kept_id = gone[r]
-                        counts[why] += 1
-                        dedup_chars[why] += len(rec["text"])
-                        dedup_tokens[why] += rec["n_tokens"]
-                        detail = (f"same text as kept doc {kept_id}" if why == EXACT_DUPLICATE
-                                  else f"near-duplicate of kept doc {kept_id}")
-                        for name, value in (("doc_id", rec["doc_id"]), ("source", rec["source"]),
-                                            ("file", rec["file"]), ("line", rec["line"]), ("reason", why),
-                                            ("detail", detail), ("text", rec["text"])):
-                            out[name].append(value)
-                    rejected_w.write(pa.table(out, schema=REJECTED_SCHEMA))
+                if lo < hi:
+                    dropped = table.filter(pa.array(drop))
+                    why = gone.column("reason").slice(lo, hi - lo).combine_chunks()
+                    kept_id = gone.column("kept_doc_id").slice(lo, hi - lo).combine_chunks()
+                    exact = pc.equal(why, EXACT_DUPLICATE)
+                    prefix = pc.if_else(exact, "same text as kept doc ", "near-duplicate of kept doc ")
+                    detail = pc.binary_join_element_wise(prefix, kept_id, "")
+                    text_chars = pc.utf8_length(dropped.column("text")).to_numpy(zero_copy_only=False)
+                    tokens = dropped.column("n_tokens").to_numpy()
+                    for reason in (EXACT_DUPLICATE, NEAR_DUPLICATE):
+                        mask = (pc.equal(why, reason).to_numpy(zero_copy_only=False))
+                        if mask.any():
+                            counts[reason] += int(mask.sum())
+                            dedup_chars[reason] += int(text_chars[mask].sum())
+                            dedup_tokens[reason] += int(tokens[mask].sum())
+                    rejected_w.write(pa.table({
+                        "doc_id": dropped.column("doc_id"), "source": dropped.column("source"),
+                        "file": dropped.column("file"), "line": dropped.column("line"), "reason": why,
+                        "detail": detail, "text": dropped.column("text")}, schema=REJECTED_SCHEMA))
+                release_memory()
             dedup_counts[s.key] = dict(counts)
     files = []
     for kind, tmp, final in ((CLEAN_DIR, clean_tmp, clean_path), (REJECTED_DIR, rejected_tmp, rejected_path)):

@@ -1,0 +1,208 @@
+"""Lean worker processes for the data work of a local prepare (the threads runner with `max_workers` > 1).
+
+Prefect maps the shard tasks on threads in the command's process; each task hands its shard to an idle worker
+process and waits for the summary; the global dedup pass and each source's finalise step run in a worker the
+same way, so the command's process (Prefect's flow engine) never holds data. A worker is
+`python -m campaign.data.workers`: it imports only what the data work needs (NumPy, pyarrow, rensa, the
+tokenizer backend: ~95 MB PSS after imports, ~150 MB once Arrow's compute functions and the cl100k vocabulary
+are loaded, ~0.5 CPU-seconds), never Prefect, Dask or the store, so a local run pays neither a Prefect import per
+core nor Dask's scheduler and nannies (benchmarks/README.md, prepare section). Outputs are those of running the
+same functions in this process: the worker runs the same function on the same arguments.
+
+Running one of the shards in the command's own process instead (one process fewer) was measured and rejected:
+that process (Prefect's threads, Arrow's mimalloc) kept 150-250 MB more after its shards than a worker, and the
+run took more CPU.
+
+Protocol: pickled `(function, args)` requests on the worker's stdin (a module-level function, pickled by
+reference), one pickled `("ok", result)` or `("error", exception)` reply per request on its stdout, each framed by
+an 8-byte length. A worker exits at end of input, or as soon as the process that started it is gone (it checks
+its parent every half second), so a killed prepare leaves no worker writing into a shard folder that a resumed
+run will redo.
+
+Why not `concurrent.futures.ProcessPoolExecutor`: its spawned children re-run the parent's main script
+(`multiprocessing.spawn` "fixes up" `__main__`; checked), which for the `campaign` console script imports the
+CLI and Prefect into every worker.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import queue
+import struct
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, BinaryIO, TypeVar
+
+T = TypeVar("T")
+
+_HEADER = struct.Struct("<Q")
+
+
+def _send(stream: BinaryIO, obj: Any) -> None:
+    blob = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_HEADER.pack(len(blob)) + blob)
+    stream.flush()
+
+
+def _receive(stream: BinaryIO) -> Any:
+    header = stream.read(_HEADER.size)
+    if len(header) < _HEADER.size:
+        raise EOFError
+    (size,) = _HEADER.unpack(header)
+    blob = stream.read(size)
+    if len(blob) < size:
+        raise EOFError
+    return pickle.loads(blob)
+
+
+class WorkerDied(RuntimeError):
+    """A worker process ended without answering (killed, out of memory)."""
+
+
+class _Worker:
+    def __init__(self) -> None:
+        root = str(Path(__file__).resolve().parents[2])
+        # Arrow's system allocator: memory freed after a batch goes back with `shards.release_memory`
+        # (mimalloc, pyarrow's default, keeps its segments: ~50 MB more per worker, measured).
+        env = {"ARROW_DEFAULT_MEMORY_POOL": "system", **os.environ,
+               "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+        self.proc = subprocess.Popen([sys.executable, "-m", "campaign.data.workers", str(os.getpid())],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+
+    def call(self, request: tuple) -> Any:
+        try:
+            _send(self.proc.stdin, request)
+            kind, value = _receive(self.proc.stdout)
+        except (EOFError, BrokenPipeError, OSError):
+            code = self.proc.wait()
+            raise WorkerDied(f"a prepare worker process ended with exit code {code} while cleaning a shard "
+                             "(killed, or out of memory?)") from None
+        if kind == "error":
+            raise value
+        return value
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class WorkerPool:
+    """`size` lean worker processes, started at once (their imports overlap the flow's start-up)."""
+
+    def __init__(self, size: int) -> None:
+        self._idle: queue.Queue[_Worker] = queue.Queue()
+        self._all = [_Worker() for _ in range(size)]
+        for worker in self._all:
+            self._idle.put(worker)
+
+    def call(self, fn: Callable[..., T], *args: Any) -> T:
+        worker = self._idle.get()
+        try:
+            return worker.call((fn, args))
+        except WorkerDied:
+            worker.close()
+            self._all.remove(worker)
+            worker = _Worker()  # replace it, so the other shards still have a worker
+            self._all.append(worker)
+            raise
+        finally:
+            self._idle.put(worker)
+
+    def shrink(self, size: int) -> None:
+        """End idle worker processes until at most `size` (at least one) remain."""
+        while len(self._all) > max(size, 1):
+            try:
+                worker = self._idle.get_nowait()
+            except queue.Empty:
+                return
+            self._all.remove(worker)
+            worker.close()
+
+    def close(self) -> None:
+        for worker in self._all:
+            worker.close()
+
+
+_active: WorkerPool | None = None
+_lock = threading.Lock()
+
+
+@contextmanager
+def shard_workers(size: int) -> Iterator[WorkerPool | None]:
+    """While open, `in_worker` sends its calls to `size` worker processes (none when size < 2: the work then
+    runs in this process, as before)."""
+    global _active
+    if size < 2:
+        yield None
+        return
+    pool = WorkerPool(size)
+    with _lock:
+        _active = pool
+    try:
+        yield pool
+    finally:
+        with _lock:
+            _active = None
+        pool.close()
+
+
+def keep_workers(size: int) -> None:
+    """End the open pool's idle worker processes beyond `size` (no pool open: nothing to do). After the
+    shards, the dedup pass and the finalise steps need one worker per source at most; a worker that only
+    waits would keep the heap of its last shard (~200 MB PSS, measured) through them."""
+    pool = _active
+    if pool is not None:
+        pool.shrink(size)
+
+
+def in_worker(fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)` in a worker process of the open `shard_workers` pool, else in this process (a Dask worker,
+    one worker, the pure path). `fn` must be importable by name (a module-level function)."""
+    pool = _active
+    if pool is not None:
+        return pool.call(fn, *args)
+    return fn(*args)
+
+
+def _watch_parent(parent: int) -> None:
+    import time
+
+    while True:
+        time.sleep(0.5)
+        if os.getppid() != parent:
+            os._exit(3)
+
+
+def _serve(parent: int) -> None:
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # anything printed goes to stderr, never into the reply stream
+    while True:
+        try:
+            fn, args = _receive(stdin)
+        except EOFError:
+            return
+        try:
+            reply: tuple[str, Any] = ("ok", fn(*args))
+        except Exception as err:  # noqa: BLE001 - sent back and raised in the task that asked
+            reply = ("error", err)
+        try:
+            _send(stdout, reply)
+        except (pickle.PicklingError, TypeError, AttributeError):
+            _send(stdout, ("error", RuntimeError(f"{type(reply[1]).__name__}: {reply[1]}")))
+
+
+if __name__ == "__main__":
+    _serve(int(sys.argv[1]))

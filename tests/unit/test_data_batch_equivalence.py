@@ -1,0 +1,55 @@
+"""The batch code of prepare equals the document-by-document definitions it replaced: Arrow's word split is
+`str.split()`, batch normalisation is `normalise_text`, batch MinHash signatures are per-document ones."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from campaign.data.filters import split_words
+from campaign.data.minhash import _signatures_per_document, signatures
+from campaign.data.normalise import normalise_text, normalise_texts
+
+# Characters that decide splitting and normalisation, mixed with ordinary ones.
+TRICKY = ["a", "b", "é", "e\u0301", " ", "\t", "\n", "\n\n\n\n", "\r\n", "\r", "\x00", "\x0b", "\x0c", "\x1c",
+          "\x1f", "\x7f", "\x85", "\x9f", "\xa0", "\u1680", "\u2000", "\u200b", "\u2028", "\u2029", "\u202f",
+          "\u3000", "\ufeff", "  \n", "the", "İ", "K"]
+texts = st.lists(st.lists(st.sampled_from(TRICKY), max_size=30).map("".join), max_size=8)
+
+
+def test_arrow_split_is_str_split_for_every_code_point() -> None:
+    code_points = [c for c in range(sys.maxunicode + 1) if not 0xD800 <= c <= 0xDFFF]
+    samples = [f"a{chr(c)}b" for c in code_points]
+    words, counts = split_words(samples)
+    assert counts.tolist() == [len(s.split()) for s in samples]
+    assert int(counts.sum()) == len(words)
+
+
+@given(texts)
+def test_split_words_equals_str_split(batch: list[str]) -> None:
+    words, counts = split_words(batch)
+    assert words.to_pylist() == [w for t in batch for w in t.split()]
+    assert counts.tolist() == [len(t.split()) for t in batch]
+
+
+@given(texts)
+def test_normalise_texts_equals_normalise_text(batch: list[str]) -> None:
+    assert normalise_texts(batch) == [normalise_text(t) for t in batch]
+
+
+def test_normalise_texts_with_a_lone_surrogate_falls_back() -> None:
+    assert normalise_texts(["a\ud800b", "x\x00y"]) == ["ab", "xy"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(["a", "b", "c", "d", " ", "\n", "É", "x y"]), max_size=60).map("".join),
+                max_size=12),
+       st.integers(min_value=1, max_value=6))
+def test_batch_signatures_equal_per_document_signatures(batch: list[str], ngram: int) -> None:
+    sig, has = signatures(batch, ngram=ngram, num_perm=16, seed=3)
+    ref_sig, ref_has = _signatures_per_document(batch, ngram=ngram, num_perm=16, seed=3)
+    assert np.array_equal(has, ref_has)
+    assert np.array_equal(sig[has], ref_sig[has])

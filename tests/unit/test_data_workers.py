@@ -1,0 +1,95 @@
+"""Lean worker processes of a local prepare: same results as in this process, errors come back, a dead worker
+is reported and replaced."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from campaign.data import workers
+from campaign.data.normalise import normalise_text
+from campaign.errors import DataError
+
+
+def _fail(message: str) -> None:
+    raise DataError(message, fix="nothing")
+
+
+def test_in_worker_runs_in_a_worker_process_and_gives_the_same_result() -> None:
+    assert workers.in_worker(os.getpid) == os.getpid()  # no pool open: this process
+    with workers.shard_workers(2) as pool:
+        assert pool is not None
+        pids = {workers.in_worker(os.getpid) for _ in range(6)}
+        assert os.getpid() not in pids and 1 <= len(pids) <= 2
+        assert workers.in_worker(normalise_text, "a\r\nb  \n\n\n\n\nc") == normalise_text("a\r\nb  \n\n\n\n\nc")
+    assert workers.in_worker(os.getpid) == os.getpid()  # closed again
+
+
+def test_keep_workers_ends_idle_processes() -> None:
+    workers.keep_workers(1)  # no pool open: nothing happens
+    with workers.shard_workers(3) as pool:
+        assert pool is not None
+        procs = [w.proc for w in pool._all]
+        workers.keep_workers(1)
+        assert len(pool._all) == 1
+        assert sum(p.poll() is not None for p in procs) == 2
+        assert workers.in_worker(len, "abcd") == 4
+
+
+def test_one_worker_means_no_process() -> None:
+    with workers.shard_workers(1) as pool:
+        assert pool is None
+        assert workers.in_worker(os.getpid) == os.getpid()
+
+
+def test_errors_come_back_as_raised() -> None:
+    with workers.shard_workers(2):
+        with pytest.raises(DataError, match="broken input"):
+            workers.in_worker(_fail, "broken input")
+        assert workers.in_worker(len, "abc") == 3  # the worker still serves
+
+
+def test_a_killed_worker_is_reported_and_replaced() -> None:
+    with workers.shard_workers(2) as pool:
+        assert pool is not None
+        victim = pool._all[0]
+        pool._idle = type(pool._idle)()  # hand out the victim first
+        pool._idle.put(victim)
+        for other in pool._all[1:]:
+            pool._idle.put(other)
+        os.kill(victim.proc.pid, signal.SIGKILL)
+        victim.proc.wait()
+        with pytest.raises(workers.WorkerDied, match="exit code"):
+            workers.in_worker(len, "abc")
+        assert len(pool._all) == 2 and victim not in pool._all
+        assert [workers.in_worker(len, "ab") for _ in range(3)] == [2, 2, 2]
+
+
+def test_workers_end_with_their_parent_gone(tmp_path) -> None:
+    import subprocess
+    import sys
+    import time
+
+    script = ("import sys, time\nfrom campaign.data.workers import WorkerPool\n"
+              "pool = WorkerPool(1)\nprint(pool._all[0].proc.pid, flush=True)\ntime.sleep(60)\n")
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                              cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    child = int(parent.stdout.readline())
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return
+        try:  # reap it if it became our child's orphan adopted by init: only the pid's existence matters
+            with open(f"/proc/{child}/stat") as handle:
+                if handle.read().split()[2] == "Z":
+                    return
+        except OSError:
+            return
+        time.sleep(0.2)
+    raise AssertionError("the worker outlived the process that started it")
