@@ -103,7 +103,9 @@ def cache_dir() -> Path:
 def _server_env(home: Path, fresh_schema: bool) -> dict[str, str]:
     env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
            "PREFECT__SERVER_FINAL": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-           "PREFECT_API_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{home / DB_NAME}"}
+           "PREFECT_API_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{home / DB_NAME}",
+           # no automations on a private API: their triggers' periodic evaluation only costs CPU
+           "PREFECT_SERVER_SERVICES_TRIGGERS_ENABLED": "false"}
     if not fresh_schema:  # the database is at this version's head with its blocks registered: skip both
         env |= {"PREFECT_API_DATABASE_MIGRATE_ON_START": "false", "PREFECT_API_BLOCKS_REGISTER_ON_START": "false"}
     return env
@@ -115,7 +117,7 @@ def _start_server(home: Path, fresh_schema: bool) -> tuple[subprocess.Popen, str
     with open(home / "server.log", "ab") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "--app-dir", str(app_dir), "--factory",
-             "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(port),
+             "flows.private_api_app:create_app", "--host", "127.0.0.1", "--port", str(port),
              "--log-level", "error", "--lifespan", "on"],
             env=_server_env(home, fresh_schema), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
             # before any thread: the CLI starts its API before it imports Prefect's engine

@@ -115,16 +115,20 @@ def prefect_api(ws: Any = None, warm: Callable[[], object] | None = None) -> Ite
         yield
 
 
-def stage_flows() -> dict[str, Any]:
-    from flows.analyse import analyse_flow
-    from flows.commit import commit
-    from flows.execute import execute
-    from flows.lifecycle import campaign
-    from flows.prepare import prepare
-    from flows.validate import validate
+# Each stage's flow and its module. A command imports only its own stage's flow: importing all of them (Great
+# Expectations, matplotlib, pandas, SciPy, Numba) cost `campaign prepare` 120 MB and 1.2 CPU-seconds for
+# nothing (benchmarks/README.md, prepare).
+STAGE_FLOWS = {"prepare": ("flows.prepare", "prepare"), "validate": ("flows.validate", "validate"),
+               "commit": ("flows.commit", "commit"), "execute": ("flows.execute", "execute"),
+               "run": ("flows.lifecycle", "campaign"), "analyse": ("flows.analyse", "analyse_flow")}
 
-    return {"prepare": prepare, "validate": validate, "commit": commit, "execute": execute, "run": campaign,
-            "analyse": analyse_flow}
+
+def stage_flow(stage: str) -> Any:
+    """The flow of one stage (`run`: the whole lifecycle), imported on first use."""
+    import importlib
+
+    module, name = STAGE_FLOWS[stage]
+    return getattr(importlib.import_module(module), name)
 
 
 def run_stage(stage: str, config: str, workspace: str | None, overrides: list[str] | None,
@@ -144,7 +148,7 @@ def run_stage(stage: str, config: str, workspace: str | None, overrides: list[st
         from campaign.readiness import require_prepared
 
         require_prepared(ws, f"campaign {stage}")  # refused before a Prefect API starts: printed once, writes nothing
-    with calendar_env(calendar), prefect_api(ws, warm=stage_flows):
+    with calendar_env(calendar), prefect_api(ws, warm=lambda: stage_flow(stage)):
         from prefect import tags
 
         from flows.common import StageParams
@@ -152,7 +156,7 @@ def run_stage(stage: str, config: str, workspace: str | None, overrides: list[st
 
         params = StageParams(config=config, workspace=workspace, overrides=list(overrides or []))
         with tags(campaign_tag(loaded.config.name)):
-            return finish(stage_flows()[stage](params, return_state=True))
+            return finish(stage_flow(stage)(params, return_state=True))
 
 
 class _NoTraceback(logging.Formatter):

@@ -125,44 +125,45 @@ def band_keys(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
 def clusters(keys: np.ndarray, eligible: np.ndarray) -> np.ndarray:
     """Cluster root (the smallest member index) of every row: rows sharing a bucket key in any band are
     joined, transitively. `keys` is [n, bands] uint64; rows not `eligible` are their own cluster."""
-    n = keys.shape[0]
-    parent = np.arange(n, dtype=np.int64)
+    label = np.arange(keys.shape[0], dtype=np.int64)
     idx = np.flatnonzero(eligible)
-    if len(idx) < 2:
-        return parent
-    src: list[np.ndarray] = []
-    dst: list[np.ndarray] = []
-    for b in range(keys.shape[1]):
-        col = keys[idx, b]
-        order = np.argsort(col, kind="stable")
-        sorted_keys = col[order]
-        rows_sorted = idx[order]
-        starts = np.r_[True, sorted_keys[1:] != sorted_keys[:-1]]
-        group_first = rows_sorted[np.maximum.accumulate(np.where(starts, np.arange(len(order)), 0))]
-        linked = ~starts
-        if linked.any():
-            src.append(rows_sorted[linked])
-            dst.append(group_first[linked])
-    if not src:
-        return parent
-    a = np.concatenate(src)
-    b = np.concatenate(dst)
-    # Connected components by min-label propagation with pointer jumping; converges in O(log n) rounds.
-    label = parent
+    if len(idx) >= 2:
+        for b in range(keys.shape[1]):
+            join_band(label, idx, keys[idx, b])
+    return label
+
+
+def join_band(label: np.ndarray, rows: np.ndarray, keys: np.ndarray) -> None:
+    """Join, in `label` (in place), the rows that share a bucket key in one band (`keys[i]` is row `rows[i]`'s
+    key). The dedup pass calls this one band at a time, so only one band's keys are in memory at once."""
+    if len(rows) < 2:
+        return
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    rows_sorted = rows[order]
+    starts = np.r_[True, sorted_keys[1:] != sorted_keys[:-1]]
+    group_first = rows_sorted[np.maximum.accumulate(np.where(starts, np.arange(len(order)), 0))]
+    linked = ~starts
+    if linked.any():
+        join_edges(label, rows_sorted[linked], group_first[linked])
+
+
+def join_edges(label: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
+    """Union the components of a[i] and b[i] in `label`, in place. `label` maps every row to its component's
+    root, the smallest member (identity for rows on their own). Roots are hooked under the smaller root, then
+    every label is shortcut to its root (pointer jumping), until every edge has one root: O(log n) rounds."""
     while True:
-        low = np.minimum(label[a], label[b])
-        new = label.copy()
-        np.minimum.at(new, a, low)
-        np.minimum.at(new, b, low)
-        new = new[new]
+        ra, rb = label[a], label[b]
+        apart = ra != rb
+        if not apart.any():
+            return
+        a, b, ra, rb = a[apart], b[apart], ra[apart], rb[apart]
+        np.minimum.at(label, np.maximum(ra, rb), np.minimum(ra, rb))
         while True:
-            jumped = new[new]
-            if np.array_equal(jumped, new):
+            jumped = label[label]
+            if np.array_equal(jumped, label):
                 break
-            new = jumped
-        if np.array_equal(new, label):
-            return label
-        label = new
+            label[:] = jumped
 
 
 def estimated_jaccard(sig_a: np.ndarray, sig_b: np.ndarray) -> float:

@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from campaign.config import DataConfig
-from campaign.data.filters import filter_batch
+from campaign.data.filters import TOO_LARGE, filter_batch
 from campaign.data.inputs import Shard
 from campaign.data.minhash import band_keys, signatures
 from campaign.data.normalise import normalise_texts
@@ -47,7 +47,7 @@ from campaign.tokenizer import load_tokenizer
 # A batch also ends at this many characters of text: its temporaries (Arrow copies, word and n-gram ids, the
 # tokenizer's and Parquet writer's buffers) take 5-10 bytes per character at their peak.
 BATCH_CHARS = 1_000_000
-PIPELINE_VERSION = 4  # bump when a change alters what a shard writes for the same input and config
+PIPELINE_VERSION = 5  # bump when a change alters what a shard writes for the same input and config
 # The parts are read once (by finalise) and then deleted: LZ4 without dictionary encoding writes and reads
 # them in about a third of zstd-with-dictionaries' CPU time (measured on a 48 MB part: 0.12 s against 0.33 s),
 # for files about 1.5x larger. The final files stay zstd.
@@ -81,13 +81,18 @@ REJECTED_SCHEMA = pa.schema([
 
 
 def sig_schema(bands: int) -> pa.Schema:
+    """One column per LSH band, so the dedup pass can read one band of every shard at a time."""
     return pa.schema([
         ("doc_id", pa.string()),
         ("key_hi", pa.uint64()),    # first 16 bytes of the text's sha256: the exact-dedup key
         ("key_lo", pa.uint64()),
         ("has_sig", pa.bool_()),
-        ("bands", pa.list_(pa.uint64(), bands)),
+        *[(band_column(b), pa.uint64()) for b in range(bands)],
     ])
+
+
+def band_column(band: int) -> str:
+    return f"band_{band}"
 
 
 @dataclass
@@ -251,18 +256,29 @@ def _libc():
         return None
 
 
+def utf8_bytes(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
 def _batch(batch: list[RawDocument], data: DataConfig, tokenizer, writers: dict[str, pq.ParquetWriter],
            summary: ShardSummary, by_reason: Counter[str], chars_by_reason: Counter[str]) -> None:
     cleaning = data.cleaning
     kept: dict[str, list] = {name: [] for name in CLEAN_SCHEMA.names if name != "n_tokens"}
     rej: dict[str, list] = {name: [] for name in REJECTED_SCHEMA.names}
-    readable = [doc for doc in batch if doc.reason is None]
+    # The size cap applies to the document as read (its UTF-8 bytes), before normalisation: an oversized record
+    # (megabytes of one changelog) costs neither normalising nor the rules, and never sits in a batch's copies.
+    cap = cleaning.max_doc_bytes
+    oversized = {i: size for i, doc in enumerate(batch)
+                 if doc.reason is None and len(doc.text) * 4 > cap and (size := utf8_bytes(doc.text)) > cap}
+    readable = [doc for i, doc in enumerate(batch) if doc.reason is None and i not in oversized]
     results = iter(filter_batch(normalise_texts([doc.text for doc in readable]), cleaning))
-    for doc in batch:
+    for i, doc in enumerate(batch):
         summary.n_input += 1
         summary.chars_in += len(doc.text)
         reason, detail = doc.reason, doc.detail
-        if reason is None:
+        if i in oversized:
+            reason, detail = TOO_LARGE, f"{oversized[i]:,} bytes as read > max_doc_bytes {cap:,}"
+        elif reason is None:
             result = next(results)
             if result.rejection is None:
                 text = result.text
@@ -297,7 +313,6 @@ def _batch(batch: list[RawDocument], data: DataConfig, tokenizer, writers: dict[
     else:
         has = np.zeros(len(texts), dtype=bool)
         bands = np.zeros((len(texts), near.bands), dtype=np.uint64)
-    band_col = pa.FixedSizeListArray.from_arrays(pa.array(bands.reshape(-1), pa.uint64()), near.bands)
     writers[SIG].write_table(pa.table({
         "doc_id": kept["doc_id"], "key_hi": keys[:, 0].astype(np.uint64), "key_lo": keys[:, 1].astype(np.uint64),
-        "has_sig": has, "bands": band_col}, schema=sig_schema(near.bands)))
+        "has_sig": has, **{band_column(b): bands[:, b] for b in range(near.bands)}}, schema=sig_schema(near.bands)))

@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from campaign.config import CleaningConfig, DataConfig, GopherRepetitionConfig, NearDedupConfig, SourceConfig
 from campaign.data import prepare_data
@@ -70,6 +72,40 @@ def test_clusters_are_transitive_and_rooted_at_the_first_member() -> None:
     assert roots.tolist() == [0, 0, 2, 0, 4]
     ineligible = np.array([True, False, True, True, True])
     assert clusters(keys, ineligible).tolist() == [0, 1, 2, 3, 4]  # without row 1 nothing links
+
+
+def _components_reference(keys: np.ndarray, eligible: np.ndarray) -> list[int]:
+    """Connected components by a plain breadth-first search over "shares a key in some band" (the smallest member
+    names each component): what `clusters` must return."""
+    n = len(keys)
+    root = list(range(n))
+    seen = [False] * n
+    for start in range(n):
+        if seen[start] or not eligible[start]:
+            continue
+        todo, members = [start], []
+        seen[start] = True
+        while todo:
+            i = todo.pop()
+            members.append(i)
+            for j in range(n):
+                if not seen[j] and eligible[j] and (keys[i] == keys[j]).any():
+                    seen[j] = True
+                    todo.append(j)
+        for i in members:
+            root[i] = min(members)
+    return root
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(2, 40).flatmap(lambda n: st.tuples(
+    st.lists(st.lists(st.integers(0, 6), min_size=3, max_size=3), min_size=n, max_size=n),
+    st.lists(st.booleans(), min_size=n, max_size=n))))
+def test_clusters_band_by_band_equal_a_plain_search(case) -> None:
+    rows, flags = case
+    keys = np.array(rows, dtype=np.uint64)
+    eligible = np.array(flags, dtype=bool)
+    assert clusters(keys, eligible).tolist() == _components_reference(keys, eligible)
 
 
 def test_band_keys_and_empty_texts() -> None:

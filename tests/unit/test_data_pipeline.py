@@ -365,3 +365,22 @@ def test_removal_table_in_the_catalog(two_sources: DataConfig, tmp_path: Path) -
         (r["source"], r["step"], r["reason"], r["docs"]) for r in manifest["removals"]]
     assert [r[1] for r in rows] == list(range(len(rows)))
     assert all(r[5] > 0 for r in rows) and [r[7] for r in rows] == [False, False, True, True]
+
+
+def test_the_size_cap_applies_to_the_document_as_read(tmp_path: Path) -> None:
+    """A record above max_doc_bytes as read is too_large before normalisation (so it costs no normalising or
+    rule work), even when normalising would have shrunk it under the cap; one at the cap is measured as usual."""
+    padded = PROSE + " " * 400 + "\n"  # 667 bytes as read; normalised (trailing spaces stripped) 266
+    at_cap = ("é" * 150) + " " + PROSE  # 300 + 1 + 266 = 567 bytes: not above 600
+    _write_jsonl(tmp_path / "web" / "a.jsonl", [padded, at_cap])
+    data = DataConfig(sources=(SourceConfig(name="web", path=str(tmp_path / "web" / "*.jsonl"), format="jsonl",
+                                            weight=1),), cleaning=CleaningConfig(max_doc_bytes=600))
+    run = Run(data, tmp_path / "data")
+    rejected = run.rejected["web"].to_pylist()
+    too_large = [r for r in rejected if r["reason"] == "too_large"]
+    assert len(too_large) == 1 and too_large[0]["line"] == 1
+    assert too_large[0]["detail"] == "667 bytes as read > max_doc_bytes 600"
+    assert too_large[0]["text"] == padded  # kept as read
+    assert [r["line"] for r in rejected if r["reason"] != "too_large"] + run.clean["web"].column("line").to_pylist() \
+        == [2]
+    assert run.stats["web"]["n_input"] == 2 == run.stats["web"]["n_kept"] + run.stats["web"]["n_rejected"]
