@@ -24,7 +24,7 @@ async def _no_background_worker(docket, ephemeral: bool = False, webserver_only:
 
 def create_app():
     """uvicorn's `--factory` entry point."""
-    import prefect.server.api.server as server
+    from prefect.server.api import server
 
     if hasattr(server, "background_worker"):  # Prefect 3.5+: the lifespan enters it by this module-level name
         server.background_worker = _no_background_worker

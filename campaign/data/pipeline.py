@@ -62,6 +62,10 @@ from campaign.data.shards import (
     ShardSummary,
     band_column,
     bound_heap_growth,
+    part_batches,
+    part_column,
+    part_rows,
+    part_take,
     release_memory,
     run_shard,
     shard_dir,
@@ -140,12 +144,12 @@ def dedup_pass(summaries: Sequence[ShardSummary], data: DataConfig, work_dir: Pa
     summaries = sorted(summaries, key=lambda s: s.index)
     cleaning = data.cleaning
     paths = [Path(work_dir) / "shards" / s.key / SIG for s in summaries]
-    sizes = np.array([pq.ParquetFile(p).metadata.num_rows for p in paths], dtype=np.int64)
+    sizes = np.array([part_rows(p) for p in paths], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(sizes)])
     n = int(offsets[-1])
 
     def column(name: str) -> np.ndarray:
-        parts = [pq.read_table(p, columns=[name]).column(0).to_numpy() for p in paths]
+        parts = [part_column(p, name) for p in paths]
         return np.concatenate(parts) if parts else np.zeros(0)
 
     keep_as = np.arange(n, dtype=np.int64)
@@ -187,8 +191,7 @@ def dedup_pass(summaries: Sequence[ShardSummary], data: DataConfig, work_dir: Pa
         lo, hi = bounds[i], bounds[i + 1]
         if lo < hi:
             want = order[lo:hi]
-            ids = pq.read_table(p, columns=["doc_id"]).column(0)
-            taken.append((want, ids.take(pa.array(kept_rows[want] - offsets[i]))))
+            taken.append((want, part_take(p, "doc_id", kept_rows[want] - offsets[i])))
     if taken:
         where = np.concatenate([w for w, _ in taken])
         ids = pa.chunked_array([a for _, a in taken], pa.string()).combine_chunks()
@@ -222,7 +225,6 @@ class SourceResult:
 
 ROW_GROUP_ROWS = 2048
 DICTIONARY_COLUMNS = ("source", "file", "reason")
-READ_ROWS = 1024  # rows per batch read back from a shard's parts
 ROW_GROUP_TEXT_BYTES = 8 * 2**20  # a flush holds about 4x this (concatenation, encoding, compression)
 
 
@@ -296,7 +298,7 @@ def finalise_source(source_name: str, summaries: Sequence[ShardSummary], data_di
     with RowGroupWriter(clean_tmp, CLEAN_SCHEMA) as clean_w, RowGroupWriter(rejected_tmp, REJECTED_SCHEMA) as rejected_w:
         for s in mine:
             folder = work_dir / "shards" / s.key
-            for batch in pq.ParquetFile(folder / REJECTED).iter_batches(batch_size=READ_ROWS):
+            for batch in part_batches(folder / REJECTED):
                 rejected_w.write(pa.Table.from_batches([batch], REJECTED_SCHEMA))
                 release_memory()
             # this shard's dedup removals, by row of its kept part (rows are unique: one removal each)
@@ -304,7 +306,7 @@ def finalise_source(source_name: str, summaries: Sequence[ShardSummary], data_di
             gone_rows = gone.column("row").to_numpy()
             counts: Counter[str] = Counter()
             offset = 0
-            for batch in pq.ParquetFile(folder / KEPT).iter_batches(batch_size=READ_ROWS):
+            for batch in part_batches(folder / KEPT):
                 table = pa.Table.from_batches([batch], CLEAN_SCHEMA)
                 lo, hi = np.searchsorted(gone_rows, [offset, offset + table.num_rows])
                 drop = np.zeros(table.num_rows, dtype=bool)
