@@ -65,6 +65,7 @@ from campaign.data.shards import (
     part_batches,
     part_column,
     part_rows,
+    part_select,
     part_take,
     release_memory,
     run_shard,
@@ -133,50 +134,82 @@ class DedupStats:
     candidates: int  # documents that entered near-dedup
 
 
-def dedup_pass(summaries: Sequence[ShardSummary], data: DataConfig, work_dir: Path) -> DedupStats:
+PARTITION_ROWS = 1 << 18  # rows of one partition of the dedup pass, at most about (keys are uniform)
+
+
+def dedup_pass(summaries: Sequence[ShardSummary], data: DataConfig, work_dir: Path,
+               partition_rows: int = PARTITION_ROWS) -> DedupStats:
     """Global exact then near dedup over all shards; writes work_dir/dedup.parquet (shard, row, reason, kept).
 
     Rows are numbered in run order (shards by index, rows in order), so "first occurrence" is the smallest
-    number. Memory: the exact pass holds the 16-byte keys of every kept row (with np.unique's sort, about
-    50 bytes a row); the near pass holds one band's keys at a time plus the cluster labels (about 40 bytes a
-    row), each column read from the shards' `sig` parts only when it is needed; document ids are read back
-    only for the rows removed. About 0.5 GB for 10 M kept documents, never the text."""
+    number. The keys are hashes, so their top bits split the rows into partitions of about `partition_rows`
+    that can be deduplicated one at a time: equal keys always fall in one partition. The exact pass takes one
+    partition of the 16-byte keys at a time, the near pass one partition of one band's keys at a time, each
+    read shard by shard from the `sig` parts (memory-mapped); what stays for every row is the cluster label (8
+    bytes) and two flags, about 10 bytes a kept document plus one partition's work (benchmarks/README.md:
+    `bench_dedup_memory.py`). Document ids are read back only for the rows removed; never any text."""
     summaries = sorted(summaries, key=lambda s: s.index)
     cleaning = data.cleaning
     paths = [Path(work_dir) / "shards" / s.key / SIG for s in summaries]
     sizes = np.array([part_rows(p) for p in paths], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(sizes)])
     n = int(offsets[-1])
+    bits = max(0, int(np.ceil(np.log2(max(n, 1) / partition_rows)))) if n > partition_rows else 0
+    shift = np.uint64(64 - bits) if bits else None
 
-    def column(name: str) -> np.ndarray:
-        parts = [part_column(p, name) for p in paths]
-        return np.concatenate(parts) if parts else np.zeros(0)
+    def partition(name: str, p: int, among: np.ndarray | None = None, also: str | None = None):
+        """(keys, global row numbers[, `also` column]) of the rows whose `name` key lies in partition p (and
+        that `among` allows), in run order."""
+        keys, rows, more = [], [], []
+        for i, path in enumerate(paths):
+            allowed = None if among is None else among[offsets[i]:offsets[i + 1]]
 
-    keep_as = np.arange(n, dtype=np.int64)
+            def mask_of(col, allowed=allowed):
+                mask = np.ones(len(col), dtype=bool) if shift is None else (col >> shift) == np.uint64(p)
+                return mask if allowed is None else mask & allowed
+
+            values, sel = part_select(path, name, mask_of)
+            keys.append(values)
+            rows.append(sel + offsets[i])
+            if also is not None:
+                more.append(part_take(path, also, sel).to_numpy())
+        cat = (lambda xs, t: np.concatenate(xs) if xs else np.zeros(0, t))
+        return cat(keys, np.uint64), cat(rows, np.int64), (cat(more, np.uint64) if also else None)
+
+    exact = np.zeros(n, dtype=bool)
+    exact_rows: list[np.ndarray] = []
+    exact_kept: list[np.ndarray] = []
     if n and cleaning.exact_dedup:
-        keys = np.empty(n, dtype=[("hi", "<u8"), ("lo", "<u8")])
-        keys["hi"] = column("key_hi")
-        keys["lo"] = column("key_lo")
-        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-        del keys
-        keep_as = first[inverse.reshape(-1)].astype(np.int64)
-        del first, inverse
-    exact = keep_as != np.arange(n)
+        for p in range(1 << bits):
+            hi, rows, lo = partition("key_hi", p, also="key_lo")
+            keys = np.empty(len(rows), dtype=[("hi", "<u8"), ("lo", "<u8")])
+            keys["hi"], keys["lo"] = hi, lo
+            del hi, lo
+            _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+            kept = rows[first[inverse.reshape(-1)]]
+            gone = kept != rows
+            exact_rows.append(rows[gone])
+            exact_kept.append(kept[gone])
+        exact[np.concatenate(exact_rows)] = True
     near = np.zeros(n, dtype=bool)
+    label = None
     near_clusters = largest = candidates = 0
     if n and cleaning.near_dedup.enabled:
-        rows = np.flatnonzero(column("has_sig").astype(bool) & ~exact)
-        candidates = len(rows)
+        eligible = np.concatenate([part_column(p, "has_sig").astype(bool) for p in paths]) & ~exact
+        candidates = int(eligible.sum())
         label = np.arange(n, dtype=np.int64)
         for b in range(cleaning.near_dedup.bands):
-            join_band(label, rows, column(band_column(b))[rows])
-        near[rows] = label[rows] != rows
-        keep_as[near] = label[near]
-        if near.any():
-            _, sizes_of = np.unique(label[rows], return_counts=True)
-            multi = sizes_of[sizes_of > 1]
-            near_clusters, largest = len(multi), int(multi.max())
-        del label, rows
+            for p in range(1 << bits):
+                keys, rows, _ = partition(band_column(b), p, among=eligible)
+                join_band(label, rows, keys)
+        near = eligible & (label != np.arange(n))
+        if near.any():  # a cluster of k > 1 members is its root (kept) and k - 1 near rows naming it
+            _, members = np.unique(label[near], return_counts=True)
+            near_clusters, largest = len(members), int(members.max()) + 1
+        del eligible
+    keep_as = np.arange(n, dtype=np.int64) if label is None else label
+    if exact_rows:
+        keep_as[np.concatenate(exact_rows)] = np.concatenate(exact_kept)
     removed = np.flatnonzero(exact | near)
     kept_rows = keep_as[removed]
     del keep_as

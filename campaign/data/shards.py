@@ -251,6 +251,16 @@ def part_column(path: Path, name: str) -> np.ndarray:
         return table.column(name).to_numpy().copy()
 
 
+def part_select(path: Path, name: str, mask_of) -> tuple[np.ndarray, np.ndarray]:
+    """(values, row numbers) of the rows of one column of a part that `mask_of(values)` selects, copied out of the
+    memory map; the column is never copied whole."""
+    with pa.memory_map(str(path), "r") as source:
+        column = pa.ipc.open_file(source).read_all().column(name)
+        values = column.to_numpy() if column.num_chunks != 1 else column.chunk(0).to_numpy()
+        rows = np.flatnonzero(mask_of(values))
+        return values[rows], rows
+
+
 def part_take(path: Path, name: str, rows: np.ndarray) -> pa.Array:
     """Rows `rows` of one column of a part (a copy: `take` builds new buffers before the map is closed)."""
     with pa.memory_map(str(path), "r") as source:
