@@ -15,8 +15,8 @@ mapped over shards on threads or Dask):
    read (path, bytes, sha256), per-source and per-shard counts, and the removal table.
 
 Conservation: for every shard and every source, input documents = kept + rejected (asserted; a failure
-is a bug). Memory is bounded by the batch size in stages 2 and 4; stage 3 holds about 50 bytes per kept
-document at its peak (the exact keys, or one band's keys and the cluster labels), e.g. 0.5 GB for 10 M.
+is a bug). Memory is bounded by the batch size in stages 2 and 4; stage 3 works in partitions of the keys and
+keeps a cluster label and two flags per kept document: ~40 MB + ~27 bytes per kept document, measured.
 """
 
 from __future__ import annotations
@@ -146,8 +146,8 @@ def dedup_pass(summaries: Sequence[ShardSummary], data: DataConfig, work_dir: Pa
     that can be deduplicated one at a time: equal keys always fall in one partition. The exact pass takes one
     partition of the 16-byte keys at a time, the near pass one partition of one band's keys at a time, each
     read shard by shard from the `sig` parts (memory-mapped); what stays for every row is the cluster label (8
-    bytes) and two flags, about 10 bytes a kept document plus one partition's work (benchmarks/README.md:
-    `bench_dedup_memory.py`). Document ids are read back only for the rows removed; never any text."""
+    bytes) and two flags, with temporaries about 27 bytes a kept document, plus one partition's work (~40 MB;
+    benchmarks/README.md: `bench_dedup_memory.py`). Document ids are read back only for the rows removed; never any text."""
     summaries = sorted(summaries, key=lambda s: s.index)
     cleaning = data.cleaning
     paths = [Path(work_dir) / "shards" / s.key / SIG for s in summaries]
