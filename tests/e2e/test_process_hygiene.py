@@ -27,6 +27,14 @@ def _children(pid: int) -> list[int]:
     return out
 
 
+def _cmdline(pid: int) -> str:
+    """The process's command line, or "" if it ended since it was listed (children come and go while we look)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text(errors="replace")
+    except OSError:
+        return ""
+
+
 def _alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -50,7 +58,7 @@ def test_kill_9_of_a_run_leaves_no_server_and_nothing_in_the_users_home(tmp_path
         while not server or not (ws / "data" / "manifest.json").exists():
             assert proc.poll() is None, "the run ended before it could be killed"
             assert time.monotonic() < deadline, "the run did not get going"
-            server = [c for c in _children(proc.pid) if "uvicorn" in Path(f"/proc/{c}/cmdline").read_text()]
+            server = [c for c in _children(proc.pid) if "uvicorn" in _cmdline(c)]
             time.sleep(0.2)
         assert (ws / ".prefect" / "server.log").exists()  # the run history lives in the workspace
         proc.send_signal(signal.SIGKILL)
