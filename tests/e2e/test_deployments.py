@@ -132,7 +132,6 @@ def test_every_deployment_is_deployed_and_bad_input_is_refused_before_the_run(st
 
 
 def test_the_demo_lifecycle_waits_for_approval_then_executes_its_window_once(stack, params):
-    from prefect.flow_runs import resume_flow_run
 
     from campaign import store
 
@@ -155,7 +154,7 @@ def test_the_demo_lifecycle_waits_for_approval_then_executes_its_window_once(sta
         artifact = next(a for a in client.read_artifacts() if a.key == "approval-demo")
         assert WINDOW in artifact.data
         RESULTS.update(paused_run=paused[0].id, artifact_id=artifact.id, parent=parent.id)
-        resume_flow_run(paused[0].id, run_input={"approved": True, "approver": "e2e", "comment": "window checked"})
+        _resume(paused[0].id, run_input={"approved": True, "approver": "e2e", "comment": "window checked"})
         final = _wait_final(client, parent.id)
         assert final.state.is_completed(), final.state.message
         assert (ws / "report" / "report.md").exists()
@@ -173,15 +172,30 @@ def test_the_demo_lifecycle_waits_for_approval_then_executes_its_window_once(sta
         assert con.execute("SELECT count(*) FROM executions").fetchone()[0] == 1
 
 
+def _resume(run_id, run_input: dict) -> None:
+    """Answer a paused run. Prefect sets the Paused state before it saves the form's schema (prefect/flow_runs.py,
+    `pause_flow_run`), and the server refuses an answer without one ("Run input schema not found"): a person
+    who answers that fast is asked again, so this answers again."""
+    from prefect.flow_runs import resume_flow_run
+
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return resume_flow_run(run_id, run_input=run_input)
+        except RuntimeError as err:
+            if "schema not found" not in str(err) or time.monotonic() > deadline:
+                raise
+        time.sleep(0.5)
+
+
 def _approve_when_paused(client, parent_id, approver: str, comment: str):
     """Poll until a commit run waits for approval (the parent must not end first), then answer yes."""
-    from prefect.flow_runs import resume_flow_run
 
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         paused = _flow_runs(client, flow="commit", state="Paused")
         if paused:
-            resume_flow_run(paused[0].id, run_input={"approved": True, "approver": approver, "comment": comment})
+            _resume(paused[0].id, run_input={"approved": True, "approver": approver, "comment": comment})
             return paused[0]
         run = client.read_flow_run(parent_id)
         assert not run.state.is_final(), run.state

@@ -50,6 +50,23 @@ def _paused_run(client, deadline: float):
     raise AssertionError("commit never paused for approval")
 
 
+def _run_input(client, run_id, key: str, wait_s: float = 60.0):
+    """A run input of a paused run. Prefect sets the Paused state first and saves the form's inputs right after
+    (prefect/flow_runs.py, `pause_flow_run`), so a page opened in between finds none yet: look again, as a
+    reload of the UI would."""
+    from prefect.exceptions import ObjectNotFound, PrefectHTTPStatusError
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return client.read_flow_run_input(run_id, key)
+        except (ObjectNotFound, PrefectHTTPStatusError) as err:
+            status = getattr(getattr(err, "response", None), "status_code", 404)
+            if status != 404 or time.monotonic() > deadline:
+                raise
+        time.sleep(0.2)
+
+
 def _while_paused(ws: Path, other_ws: Path, api_url: str, seen: dict, answer: dict) -> None:
     """Look at everything a team member would while the run waits, then answer."""
     from prefect.client.orchestration import get_client
@@ -60,8 +77,8 @@ def _while_paused(ws: Path, other_ws: Path, api_url: str, seen: dict, answer: di
             run = _paused_run(client, time.monotonic() + 300)
             seen["run"] = run.id
             keyset = run.state.state_details.run_input_keyset
-            seen["description"] = client.read_flow_run_input(run.id, keyset["description"])
-            schema = client.read_flow_run_input(run.id, keyset["schema"])
+            seen["description"] = _run_input(client, run.id, keyset["description"])
+            schema = _run_input(client, run.id, keyset["schema"])
             seen["schema"] = json.loads(schema) if isinstance(schema, str) else schema
             seen["artifacts"] = [a.data for a in client.read_artifacts() if (a.key or "").startswith("approval-")]
             seen["marker"] = json.loads((ws / "approval-pending.json").read_text())

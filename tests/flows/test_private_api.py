@@ -1,6 +1,6 @@
 """The private Prefect API of a CLI command: Prefect's own app without its background-task worker."""
 
-import prefect.server.api.server as server
+from prefect.server.api import server
 
 from flows import private_api_app
 from flows.local_api import _server_env
