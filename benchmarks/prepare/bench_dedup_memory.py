@@ -76,8 +76,11 @@ def main() -> None:
     for rows in (int(r) for r in args.rows.split(",")):
         with tempfile.TemporaryDirectory() as tmp:
             write_parts(Path(tmp), rows, args.shards, bands=14)
-            out = json.loads(subprocess.run([sys.executable, "-c", CHILD, tmp, str(args.shards)], check=True,
-                                            capture_output=True, text=True, cwd=REPO).stdout)
+            child = subprocess.run([sys.executable, "-c", CHILD, tmp, str(args.shards)], capture_output=True,
+                                   text=True, cwd=REPO)
+            if child.returncode:
+                sys.exit(f"the pass failed on {rows:,} rows:\n{child.stderr}")
+            out = json.loads(child.stdout)
         print(f"| {rows:,} | {out['extra_mb']:.0f} MB | {out['extra_mb'] * 2**20 / rows:.0f} | {out['cpu_s']:.1f} |",
               flush=True)
 

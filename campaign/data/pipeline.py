@@ -5,9 +5,9 @@ mapped over shards on threads or Dask):
 1. `plan_run`: find the inputs and cut them into shards; every unreadable input is reported at once.
 2. `run_shard` (campaign.data.shards) per shard: read, normalise, filter, count tokens, sign; parts + marker.
    A shard that hits a file-level failure returns it; `check_problems` then reports all of them together.
-3. `dedup_pass`: exact dedup on the 128-bit prefix of each kept text's sha256 across all shards and sources
-   (first occurrence kept, in run order: sources in config order, files sorted, lines in order), then
-   MinHash LSH near-dedup on what is left (campaign.data.minhash). Reads only the small `sig` parts.
+3. `dedup_pass` (campaign.data.global_dedup): exact dedup on the 128-bit prefix of each kept text's sha256
+   across all shards and sources (first occurrence kept, in run order: sources in config order, files sorted,
+   lines in order), then MinHash LSH near-dedup (campaign.data.minhash) on DuckDB. Reads only the `sig` parts.
 4. `finalise_source` per source: stream the source's shard parts into clean/<source>.parquet and
    rejected/<source>.parquet (zstd, one row group per batch), dropping what dedup removed into rejected
    with the kept document's id.
@@ -15,8 +15,8 @@ mapped over shards on threads or Dask):
    read (path, bytes, sha256), per-source and per-shard counts, and the removal table.
 
 Conservation: for every shard and every source, input documents = kept + rejected (asserted; a failure
-is a bug). Memory is bounded by the batch size in stages 2 and 4; stage 3 works in partitions of the keys and
-keeps a cluster label and two flags per kept document: ~40 MB + ~27 bytes per kept document, measured.
+is a bug). Memory is bounded by the batch size in stages 2 and 4, and by DuckDB's memory limit in stage 3
+(its per-row tables live on disk), so it does not grow with the corpus.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ import pyarrow.parquet as pq
 from campaign.config import DataConfig
 from campaign.data.dedup import EXACT_DUPLICATE
 from campaign.data.filters import filter_reasons
+from campaign.data.global_dedup import DEDUP_FILE, NEAR_DUPLICATE, DedupStats, dedup_pass
 from campaign.data.inputs import InputProblem, Shard, plan_shards, problems_error
 from campaign.data.manifest import (
     CLEAN_DIR,
@@ -50,7 +51,6 @@ from campaign.data.manifest import (
     write_manifest,
     written_files,
 )
-from campaign.data.minhash import join_band
 from campaign.data.mixture import mixture_report
 from campaign.data.readers import READER_REASONS
 from campaign.data.shards import (
@@ -58,15 +58,9 @@ from campaign.data.shards import (
     KEPT,
     REJECTED,
     REJECTED_SCHEMA,
-    SIG,
     ShardSummary,
-    band_column,
     bound_heap_growth,
     part_batches,
-    part_column,
-    part_rows,
-    part_select,
-    part_take,
     release_memory,
     run_shard,
     shard_dir,
@@ -78,9 +72,7 @@ from campaign.tokenizer import check_spec, is_estimate, load_tokenizer
 
 log = logging.getLogger(__name__)
 
-NEAR_DUPLICATE = "near_duplicate"
 WORK_DIR = "_work"
-DEDUP_FILE = "dedup.parquet"
 # Every reason a document can be rejected for, in the order the pipeline applies them.
 REASONS: tuple[str, ...] = READER_REASONS + filter_reasons() + (EXACT_DUPLICATE, NEAR_DUPLICATE)
 
@@ -123,122 +115,6 @@ def check_problems(summaries: Sequence[ShardSummary]) -> None:
     if problems:
         unique = list({(p.where, p.message): p for p in problems}.values())
         raise problems_error(unique)
-
-
-@dataclass(frozen=True)
-class DedupStats:
-    exact_removed: int
-    near_removed: int
-    near_clusters: int  # clusters with more than one member
-    largest_cluster: int
-    candidates: int  # documents that entered near-dedup
-
-
-PARTITION_ROWS = 1 << 18  # rows of one partition of the dedup pass, at most about (keys are uniform)
-
-
-def dedup_pass(summaries: Sequence[ShardSummary], data: DataConfig, work_dir: Path,
-               partition_rows: int = PARTITION_ROWS) -> DedupStats:
-    """Global exact then near dedup over all shards; writes work_dir/dedup.parquet (shard, row, reason, kept).
-
-    Rows are numbered in run order (shards by index, rows in order), so "first occurrence" is the smallest
-    number. The keys are hashes, so their top bits split the rows into partitions of about `partition_rows`
-    that can be deduplicated one at a time: equal keys always fall in one partition. The exact pass takes one
-    partition of the 16-byte keys at a time, the near pass one partition of one band's keys at a time, each
-    read shard by shard from the `sig` parts (memory-mapped); what stays for every row is the cluster label (8
-    bytes) and two flags, with temporaries about 27 bytes a kept document, plus one partition's work (~40 MB;
-    benchmarks/README.md: `bench_dedup_memory.py`). Document ids are read back only for the rows removed; never any text."""
-    summaries = sorted(summaries, key=lambda s: s.index)
-    cleaning = data.cleaning
-    paths = [Path(work_dir) / "shards" / s.key / SIG for s in summaries]
-    sizes = np.array([part_rows(p) for p in paths], dtype=np.int64)
-    offsets = np.concatenate([[0], np.cumsum(sizes)])
-    n = int(offsets[-1])
-    bits = max(0, int(np.ceil(np.log2(max(n, 1) / partition_rows)))) if n > partition_rows else 0
-    shift = np.uint64(64 - bits) if bits else None
-
-    def partition(name: str, p: int, among: np.ndarray | None = None, also: str | None = None):
-        """(keys, global row numbers[, `also` column]) of the rows whose `name` key lies in partition p (and
-        that `among` allows), in run order."""
-        keys, rows, more = [], [], []
-        for i, path in enumerate(paths):
-            allowed = None if among is None else among[offsets[i]:offsets[i + 1]]
-
-            def mask_of(col, allowed=allowed):
-                mask = np.ones(len(col), dtype=bool) if shift is None else (col >> shift) == np.uint64(p)
-                return mask if allowed is None else mask & allowed
-
-            values, sel = part_select(path, name, mask_of)
-            keys.append(values)
-            rows.append(sel + offsets[i])
-            if also is not None:
-                more.append(part_take(path, also, sel).to_numpy())
-        cat = (lambda xs, t: np.concatenate(xs) if xs else np.zeros(0, t))
-        return cat(keys, np.uint64), cat(rows, np.int64), (cat(more, np.uint64) if also else None)
-
-    exact = np.zeros(n, dtype=bool)
-    exact_rows: list[np.ndarray] = []
-    exact_kept: list[np.ndarray] = []
-    if n and cleaning.exact_dedup:
-        for p in range(1 << bits):
-            hi, rows, lo = partition("key_hi", p, also="key_lo")
-            keys = np.empty(len(rows), dtype=[("hi", "<u8"), ("lo", "<u8")])
-            keys["hi"], keys["lo"] = hi, lo
-            del hi, lo
-            _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-            kept = rows[first[inverse.reshape(-1)]]
-            gone = kept != rows
-            exact_rows.append(rows[gone])
-            exact_kept.append(kept[gone])
-        exact[np.concatenate(exact_rows)] = True
-    near = np.zeros(n, dtype=bool)
-    label = None
-    near_clusters = largest = candidates = 0
-    if n and cleaning.near_dedup.enabled:
-        eligible = np.concatenate([part_column(p, "has_sig").astype(bool) for p in paths]) & ~exact
-        candidates = int(eligible.sum())
-        label = np.arange(n, dtype=np.int64)
-        for b in range(cleaning.near_dedup.bands):
-            for p in range(1 << bits):
-                keys, rows, _ = partition(band_column(b), p, among=eligible)
-                join_band(label, rows, keys)
-        near = eligible & (label != np.arange(n))
-        if near.any():  # a cluster of k > 1 members is its root (kept) and k - 1 near rows naming it
-            _, members = np.unique(label[near], return_counts=True)
-            near_clusters, largest = len(members), int(members.max()) + 1
-        del eligible
-    keep_as = np.arange(n, dtype=np.int64) if label is None else label
-    if exact_rows:
-        keep_as[np.concatenate(exact_rows)] = np.concatenate(exact_kept)
-    removed = np.flatnonzero(exact | near)
-    kept_rows = keep_as[removed]
-    del keep_as
-    shard_of = np.searchsorted(offsets, removed, side="right") - 1
-    # the kept documents' ids: read each shard's ids once, take the rows asked for, in order
-    kept_shard = np.searchsorted(offsets, kept_rows, side="right") - 1
-    kept_ids: list[pa.Array] = []
-    order = np.argsort(kept_shard, kind="stable")
-    bounds = np.searchsorted(kept_shard[order], np.arange(len(paths) + 1))
-    taken: list[tuple[np.ndarray, pa.Array]] = []
-    for i, p in enumerate(paths):
-        lo, hi = bounds[i], bounds[i + 1]
-        if lo < hi:
-            want = order[lo:hi]
-            taken.append((want, part_take(p, "doc_id", kept_rows[want] - offsets[i])))
-    if taken:
-        where = np.concatenate([w for w, _ in taken])
-        ids = pa.chunked_array([a for _, a in taken], pa.string()).combine_chunks()
-        kept_ids = ids.take(pa.array(np.argsort(where, kind="stable")))
-    else:
-        kept_ids = pa.array([], pa.string())
-    pq.write_table(pa.table({
-        "shard": pa.array(np.asarray([summaries[i].index for i in shard_of.tolist()], dtype=np.int64), pa.int64()),
-        "row": pa.array(removed - offsets[shard_of], pa.int64()),
-        "reason": pa.array(np.where(exact[removed], EXACT_DUPLICATE, NEAR_DUPLICATE).tolist(), pa.string()),
-        "kept_doc_id": kept_ids,
-    }), Path(work_dir) / DEDUP_FILE, compression="zstd")
-    return DedupStats(exact_removed=int(exact.sum()), near_removed=int(near.sum()),
-                      near_clusters=near_clusters, largest_cluster=largest, candidates=candidates)
 
 
 @dataclass
@@ -314,9 +190,6 @@ def finalise_source(source_name: str, summaries: Sequence[ShardSummary], data_di
     work_dir = work_dir_of(data_dir)
     bound_heap_growth()
     mine = sorted((s for s in summaries if s.source == source_name), key=lambda s: s.index)
-    dedup = pq.read_table(work_dir / DEDUP_FILE)
-    shard_col = dedup.column("shard").to_numpy()
-    dedup = dedup.filter(pa.array(np.isin(shard_col, [s.index for s in mine])))
     clean_path = data_dir / CLEAN_DIR / f"{source_name}.parquet"
     rejected_path = data_dir / REJECTED_DIR / f"{source_name}.parquet"
     record_written(data_dir, [f"{CLEAN_DIR}/{clean_path.name}", f"{REJECTED_DIR}/{rejected_path.name}"])
@@ -335,7 +208,7 @@ def finalise_source(source_name: str, summaries: Sequence[ShardSummary], data_di
                 rejected_w.write(pa.Table.from_batches([batch], REJECTED_SCHEMA))
                 release_memory()
             # this shard's dedup removals, by row of its kept part (rows are unique: one removal each)
-            gone = dedup.filter(pc.equal(dedup.column("shard"), s.index)).sort_by("row")
+            gone = pq.read_table(work_dir / DEDUP_FILE, filters=[("shard", "=", s.index)]).sort_by("row")
             gone_rows = gone.column("row").to_numpy()
             counts: Counter[str] = Counter()
             offset = 0

@@ -384,25 +384,3 @@ def test_the_size_cap_applies_to_the_document_as_read(tmp_path: Path) -> None:
     assert [r["line"] for r in rejected if r["reason"] != "too_large"] + run.clean["web"].column("line").to_pylist() \
         == [2]
     assert run.stats["web"]["n_input"] == 2 == run.stats["web"]["n_kept"] + run.stats["web"]["n_rejected"]
-
-
-def test_the_dedup_pass_in_partitions_equals_one_pass(tmp_path: Path) -> None:
-    """Split by the keys' top bits into many partitions (as a corpus of millions of documents is), the dedup pass
-    removes the same rows for the same reasons, naming the same kept documents."""
-    from campaign.data.pipeline import DEDUP_FILE, dedup_pass, plan_run, work_dir_of
-    from campaign.data.shards import run_shard
-
-    texts = [f"{PROSE} Number {i % 7}." + f" word{i % 5}" * (i % 3) for i in range(60)]
-    texts += [t.replace("Number", "Numero") for t in texts[:20]]  # near duplicates of the first twenty
-    for i in range(8):  # a shard per file
-        _write_jsonl(tmp_path / "web" / f"p{i}.jsonl", texts[i::8])
-    data = DataConfig(sources=(SourceConfig(name="web", path=str(tmp_path / "web" / "*.jsonl"), format="jsonl",
-                                            weight=1),), cleaning=CleaningConfig())
-    work = work_dir_of(tmp_path / "data")
-    summaries = [run_shard(s, data, work) for s in plan_run(data)]
-    assert len(summaries) > 3
-    one = dedup_pass(summaries, data, work)
-    whole = pq.read_table(work / DEDUP_FILE)
-    many = dedup_pass(summaries, data, work, partition_rows=2)  # 2**6 partitions for these rows
-    assert many == one and one.exact_removed > 0 and one.near_removed > 0
-    assert pq.read_table(work / DEDUP_FILE).equals(whole)
