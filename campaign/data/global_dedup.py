@@ -27,14 +27,17 @@ import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 
 from campaign.config import DataConfig
 from campaign.data.dedup import EXACT_DUPLICATE
 from campaign.data.shards import SIG, ShardSummary, band_column
+
+if TYPE_CHECKING:
+    import duckdb
 
 NEAR_DUPLICATE = "near_duplicate"
 DEDUP_FILE = "dedup.parquet"
@@ -55,6 +58,8 @@ def dedup_pass(summaries: Sequence[ShardSummary], data: DataConfig, work_dir: Pa
                memory_mb: int = DEDUP_MEMORY_MB) -> DedupStats:
     """Global exact then near dedup over all shards; writes work_dir/dedup.parquet (shard, row, reason,
     kept_doc_id), ordered by shard and row. Reads only the `sig` parts; never any text."""
+    import duckdb  # here, not at the top: the shard workers import this module and never need it (~30 MB each)
+
     work_dir = Path(work_dir)
     summaries = sorted(summaries, key=lambda s: s.index)
     cleaning = data.cleaning
