@@ -71,8 +71,9 @@ def dedup_pass(summaries: Sequence[ShardSummary], data: DataConfig, work_dir: Pa
         "preserve_insertion_order": False})
     try:
         con.execute("PRAGMA disable_progress_bar")  # it writes to fd 1: a worker's reply stream
-        docs = _sig_reader(work_dir, summaries, bands)  # noqa: F841 - read by DuckDB by name
-        con.execute("CREATE TABLE docs AS SELECT * FROM docs")
+        con.register("sig_stream", _sig_reader(work_dir, summaries, bands))
+        con.execute("CREATE TABLE docs AS SELECT * FROM sig_stream")
+        con.unregister("sig_stream")
         con.execute("CREATE TABLE exact (row BIGINT, kept BIGINT)")
         if cleaning.exact_dedup:
             con.execute("""
