@@ -7,7 +7,9 @@ keep/drop agreement per rule. Run by hand (never in the test suite):
 Both sides run the same rules (Gopher quality, Gopher repetition, C4 with filter_no_terminal_punct=False,
 FineWeb with char_duplicates_ratio 0.1) and exact dedup; campaign also runs MinHash near-dedup (14 x 8,
 word 5-grams) and counts tokens with cl100k_base (bpe-openai) unless --tokenizer says otherwise.
-Runs alternate (campaign, datatrove, campaign, ...); the table gives medians. CPU seconds are the
+Runs alternate (campaign, datatrove, campaign, ...); the table gives medians. `--bracket` makes each run
+campaign, datatrove, campaign, so datatrove's long run (about 20 minutes on 1 GB against campaign's 1.5) is set
+against campaign runs on both sides of it, not one phase of a machine whose speed drifts. CPU seconds are the
 user+system time of the whole process tree (Prefect's server, campaign's worker processes or Dask's,
 datatrove's pool workers included), from getrusage(RUSAGE_CHILDREN) or per-process samples, whichever is
 larger.
@@ -181,6 +183,9 @@ def main() -> None:
                     help="threads: the local default (shard work in campaign's lean worker processes); "
                          "dask: a prefect-dask LocalCluster")
     ap.add_argument("--skip-datatrove", action="store_true")
+    ap.add_argument("--bracket", action="store_true",
+                    help="each run is campaign, datatrove, campaign: datatrove's long run is set against campaign "
+                         "runs on both sides of it, not in one phase of the machine only")
     ap.add_argument("--scratch", type=Path, default=Path("/tmp/bench-prepare"))
     args = ap.parse_args()
     corpus = args.corpus.resolve()
@@ -197,9 +202,13 @@ def main() -> None:
         args.scratch.mkdir(parents=True)
         ws, out = args.scratch / "ws", args.scratch / "dt"
         order = ["campaign", "datatrove"] if run % 2 == 0 else ["datatrove", "campaign"]
+        if args.bracket:
+            order = ["campaign", "datatrove", "campaign"]
         for side in order:
             if side == "datatrove" and args.skip_datatrove:
                 continue
+            if side == "campaign":
+                shutil.rmtree(ws, ignore_errors=True)  # every campaign run starts from nothing (no shard reused)
             cmd = (campaign_cmd(corpus, ws, args.workers, args.tokenizer, args.runner) if side == "campaign"
                    else datatrove_cmd(corpus, out, args.workers))
             r = _measure(cmd, env)
