@@ -198,12 +198,15 @@ class TextStats:
         """The distinct Gopher stop words in the text, found up to `enough` of them: a stop word counts when
         it is bounded by whitespace, punctuation or the text's ends ("The", "(of)", "to." count; "other",
         "tothe" do not), case-insensitively."""
-        found: set[str] = set()
-        for match in _STOP_WORD.finditer(self.text):
-            found.add(match.group(0).lower())
-            if len(found) >= enough:
-                break
-        return frozenset(found)
+        text = self.text
+        if not text.isascii():  # Unicode case folding and \\w: the regex (a lowercase copy may change lengths)
+            found: set[str] = set()
+            for match in _STOP_WORD.finditer(text):
+                found.add(match.group(0).lower())
+                if len(found) >= enough:
+                    break
+            return frozenset(found)
+        return _ascii_stop_words(text.lower(), enough)
 
     @cached_property
     def lines(self) -> list[str]:
@@ -246,6 +249,32 @@ class TextStats:
 
 
 _BULLET_SET = frozenset(BULLETS)  # every bullet is one character
+_SORTED_STOP_WORDS = tuple(sorted(STOP_WORDS))
+
+
+def _ascii_stop_words(lower: str, enough: int) -> frozenset[str]:
+    """`TextStats.stop_words_present` for a lowercased ASCII text: each stop word found with `str.find` and its
+    ends checked (in ASCII, \\w is [A-Za-z0-9_]), about twice as fast as the case-insensitive regex with
+    look-arounds (measured on the benchmark corpus). Which words are found can differ from the regex's only once
+    `enough` are found; a text with fewer is scanned whole either way, so it reports the same set."""
+    found: set[str] = set()
+    end = len(lower)
+    for word in _SORTED_STOP_WORDS:
+        size = len(word)
+        i = lower.find(word)
+        while i >= 0:
+            j = i + size
+            if (i == 0 or not _is_ascii_word_char(lower[i - 1])) and (j >= end or not _is_ascii_word_char(lower[j])):
+                found.add(word)
+                break
+            i = lower.find(word, i + 1)
+        if len(found) >= enough:
+            break
+    return frozenset(found)
+
+
+def _is_ascii_word_char(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
 _NO_LETTER_WORD_FULL = re.compile(r"(?:[^\w\s]|[\d_])+")
 
 
@@ -556,13 +585,13 @@ def apply_c4(text: str, cfg: C4Config) -> tuple[str, Rejection | None]:
             continue
         if cfg.filter_curly_bracket and "{" in line:
             return text, Rejection(C4_CURLY_BRACKET, "a line contains '{'")
-        if cfg.filter_policy and _POLICY.search(lower):
+        if cfg.filter_policy and _has_policy_phrase(lower):
             continue
         kept.append(line)
     joined = "\n".join(kept)
     # Kept lines are stripped and hold no "\n", so a sentence end before the joining "\n" is one before the
     # line's end: counting over the joined lines counts what counting line by line would.
-    n_sentences = len(_SENTENCE_END.findall(joined))
+    n_sentences = _count_sentences(joined, cfg.min_sentences)
     if n_sentences < cfg.min_sentences:
         return text, Rejection(C4_TOO_FEW_SENTENCES, f"{n_sentences} sentences in kept lines < {cfg.min_sentences}")
     return joined.strip(), None
@@ -578,7 +607,19 @@ def _c4_page_words(text: str, cfg: C4Config) -> bool:
         return False
     lower = (_CITATION.sub("", text) if "[" in text else text).lower()
     return ((cfg.filter_lorem_ipsum and "lorem ipsum" in lower) or (cfg.filter_javascript and "javascript" in lower)
-            or (cfg.filter_policy and _POLICY.search(lower) is not None))
+            or (cfg.filter_policy and _has_policy_phrase(lower)))
+
+
+def _has_policy_phrase(lower: str) -> bool:
+    """Whether a lowercased text holds one of C4's policy phrases: one `in` test per phrase (C's fast substring
+    search) instead of a regex alternation, which tries every phrase at every position."""
+    return any(phrase in lower for phrase in C4_POLICY_SUBSTRINGS)
+
+
+def _count_sentences(text: str, enough: int) -> int:
+    """Sentence ends in `text`, counted up to `enough` (the page rule only asks whether there are that many;
+    a page with fewer is counted whole, so a rejection's detail gives the exact count)."""
+    return sum(1 for _ in itertools.islice(_SENTENCE_END.finditer(text), max(enough, 0)))
 
 
 def _c4_lines_only(text: str, cfg: C4Config) -> tuple[str, Rejection | None]:
@@ -587,8 +628,11 @@ def _c4_lines_only(text: str, cfg: C4Config) -> tuple[str, Rejection | None]:
     per-line work runs in C (`map` over str methods); only lines longer than `max_word_length` are looked at
     word by word."""
     lines = list(map(str.strip, text.split("\n")))
-    n_words = list(map(len, map(str.split, lines)))
-    keep = list(map(cfg.min_words_per_line.__le__, n_words))
+    need = cfg.min_words_per_line
+    # min(words, need) per line: a split that stops after need - 1 cuts makes at most `need` pieces, not one
+    # string per word
+    n_words = list(map(len, map(methodcaller("split", None, need - 1), lines))) if need > 0 else [0] * len(lines)
+    keep = list(map(need.__le__, n_words))
     max_len = cfg.max_word_length
     if lines and max(map(len, lines)) > max_len:
         for i, line in enumerate(lines):
@@ -597,7 +641,7 @@ def _c4_lines_only(text: str, cfg: C4Config) -> tuple[str, Rejection | None]:
     joined = "\n".join(itertools.compress(lines, keep))
     if "[" in joined:  # citation marks hold no line break: removing them from the joined lines is per line
         joined = _CITATION.sub("", joined)
-    n_sentences = len(_SENTENCE_END.findall(joined))
+    n_sentences = _count_sentences(joined, cfg.min_sentences)
     if n_sentences < cfg.min_sentences:
         return text, Rejection(C4_TOO_FEW_SENTENCES, f"{n_sentences} sentences in kept lines < {cfg.min_sentences}")
     return joined.strip(), None
@@ -624,7 +668,6 @@ def check_fineweb(stats: TextStats, cfg: FineWebConfig) -> Rejection | None:
     return None
 
 
-_POLICY = re.compile("|".join(map(re.escape, C4_POLICY_SUBSTRINGS)))
 _TERMINAL_SET = frozenset(TERMINAL_PUNCTUATION)  # every mark is one character
 
 

@@ -255,3 +255,32 @@ def test_c4_edits_that_leave_too_few_words_remove_the_document() -> None:
     assert F.check_document(text, c4.model_copy(update={"c4": C4Config(enabled=False)})) is None  # 26 words
     rejection = F.check_document(text, c4)
     assert rejection.reason == F.GOPHER_SHORT_DOC and "after C4 line edits" in rejection.detail
+
+
+_STOPWORDY = st.text(alphabet=st.sampled_from(list("theboftandwivaxTHE_1 .-(\n'")), max_size=80)
+
+
+@given(_STOPWORDY, st.integers(min_value=1, max_value=8))
+def test_ascii_stop_word_search_is_the_regex(text: str, enough: int) -> None:
+    """The ASCII fast path finds stop words exactly where the case-insensitive regex with look-arounds does:
+    the same set when fewer than `enough` are present, at least `enough` otherwise."""
+    by_regex = {m.group(0).lower() for m in F._STOP_WORD.finditer(text)}
+    fast = F._ascii_stop_words(text.lower(), enough)
+    if len(by_regex) < enough:
+        assert fast == by_regex
+    else:
+        assert len(fast) >= enough and fast <= by_regex
+
+
+@given(st.text(alphabet=st.sampled_from(list("a.!? \n\t")), max_size=60), st.integers(min_value=0, max_value=6))
+def test_sentence_count_stops_at_enough_and_is_exact_below(text: str, enough: int) -> None:
+    full = len(F._SENTENCE_END.findall(text))
+    assert F._count_sentences(text, enough) == min(full, enough)
+
+
+@given(st.text(alphabet=st.sampled_from(list("termsofuseprivacylicookiepbt \n")), max_size=80))
+def test_policy_phrase_test_is_any_phrase(text: str) -> None:
+    import re
+
+    alternation = re.compile("|".join(map(re.escape, F.C4_POLICY_SUBSTRINGS)))
+    assert F._has_policy_phrase(text) == (alternation.search(text) is not None)
