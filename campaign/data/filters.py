@@ -374,7 +374,45 @@ def _no_letter(vocab: list[str] | None, arrow_vocab: pa.Array | None) -> np.ndar
 
 def ngram_tables(stats: list[TextStats], top_ns: list[int], dup_ns: list[int]) -> None:
     """Fill `top_ngrams` and `dup_ngrams` of every text for the given n, exactly as counting the n-grams
-    of each text with a Counter would.
+    of each text with a Counter would: document by document in a compiled kernel (`ngram_kernel`), the same
+    values as `ngram_tables_numpy` (property-tested)."""
+    if not stats or not (top_ns or dup_ns):
+        for st in stats:
+            st.top_ngrams, st.dup_ngrams = {}, {}
+        return
+    from campaign.data.ngram_kernel import ngram_measures
+
+    wid, starts, wlen, n_vocab = _batch_words(stats)
+    top_count, top_chars, top_first, dup_has, dup_chars = ngram_measures(wid, starts, wlen, n_vocab, top_ns, dup_ns)
+    top_ns, dup_ns = sorted(set(top_ns)), sorted(set(dup_ns))
+    counts = top_count[:, top_ns].tolist()
+    chars = top_chars[:, top_ns].tolist()
+    firsts = top_first[:, top_ns].tolist()
+    has = dup_has[:, dup_ns].tolist()
+    covered = dup_chars[:, dup_ns].tolist()
+    for i, st in enumerate(stats):
+        st.top_ngrams = {n: (c, ch, f) for n, c, ch, f in zip(top_ns, counts[i], chars[i], firsts[i], strict=True)
+                         if c > 1}
+        st.dup_ngrams = dict(zip(dup_ns, zip(has[i], covered[i], strict=True), strict=True))
+
+
+def _batch_words(stats: list[TextStats]) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """(word ids of the texts one after another, each text's start in them (+ the end), each word's characters,
+    the number of distinct words), from `word_tables` (run here if the texts do not share one)."""
+    if "_wid" not in stats[0].__dict__ or any(st.__dict__.get("_wid") is not stats[0].__dict__["_wid"]
+                                              for st in stats):
+        word_tables(stats)
+    wid_all, n_vocab, length_v = stats[0].__dict__["_wid"]
+    spans = [st.__dict__["_span"] for st in stats]
+    counts = np.array([b - a for a, b in spans], dtype=np.int64)
+    wid = np.concatenate([wid_all[a:b] for a, b in spans]) if spans else np.zeros(0, np.int64)
+    starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    wlen = length_v[wid] if len(wid) else np.zeros(0, np.int64)
+    return wid, starts, wlen, n_vocab
+
+
+def ngram_tables_numpy(stats: list[TextStats], top_ns: list[int], dup_ns: list[int]) -> None:
+    """`ngram_tables` with batch-wide NumPy arrays (the reference the compiled kernel is tested against).
 
     Every n-gram of a text gets a dense id: level 1 is the (text, word) pair, level n the pair (id of the
     (n-1)-gram at i, word i+n-1), each level hash-encoded in order of first appearance. Only n-grams whose

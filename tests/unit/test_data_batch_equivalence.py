@@ -53,3 +53,23 @@ def test_batch_signatures_equal_per_document_signatures(batch: list[str], ngram:
     ref_sig, ref_has = _signatures_per_document(batch, ngram=ngram, num_perm=16, seed=3)
     assert np.array_equal(has, ref_has)
     assert np.array_equal(sig[has], ref_sig[has])
+
+
+_repetitive = st.lists(st.lists(st.sampled_from(["a", "b", "c", "dd", "eee", "a b", "b a"]), max_size=40)
+                       .map(" ".join), min_size=1, max_size=6)
+_ns = st.lists(st.integers(min_value=1, max_value=12), max_size=4, unique=True)
+
+
+@given(_repetitive, _ns, _ns)
+@settings(max_examples=200, deadline=None)  # the first example compiles the kernel (or loads its cache)
+def test_compiled_ngram_tables_equal_the_numpy_tables(batch: list[str], top_ns: list[int], dup_ns: list[int]) -> None:
+    """The compiled per-document kernel gives every text the same top and duplicated n-gram measures as the
+    batch-wide NumPy tables, for any n from 1 (short texts, texts without repeats, long runs of one word)."""
+    from campaign.data.filters import TextStats, ngram_tables, ngram_tables_numpy
+
+    compiled, reference = [TextStats(t) for t in batch], [TextStats(t) for t in batch]
+    ngram_tables(compiled, top_ns, dup_ns)
+    ngram_tables_numpy(reference, top_ns, dup_ns)
+    for got, want in zip(compiled, reference, strict=True):
+        assert got.top_ngrams == want.top_ngrams
+        assert got.dup_ngrams == want.dup_ngrams
