@@ -322,8 +322,56 @@ def split_words(texts: list[str]) -> tuple[pa.Array, np.ndarray]:
 
 
 def word_tables(stats: list[TextStats]) -> None:
-    """Fill words, n_words, word_chars, mean_word_length and n_alpha_words of every text in one pass:
-    words get batch-wide ids, so lengths and the has-a-letter test run once per distinct word."""
+    """Fill n_words, word_chars, mean_word_length and n_alpha_words of every text in one compiled scan of the
+    texts' UTF-8 bytes (`word_kernels.split_words_compiled`), and keep the words' byte spans for `ngram_tables`.
+    Only words with a non-ASCII character take the regex for the has-a-letter test (once per distinct word)."""
+    from campaign.data.word_kernels import split_words_compiled
+
+    data, offsets = _utf8_buffer([st.text for st in stats])
+    wstart, wend, wlen, non_ascii, counts, no_letter = split_words_compiled(data, offsets)
+    doc = np.repeat(np.arange(len(stats)), counts)
+    chars = np.bincount(doc, weights=wlen, minlength=len(stats)).astype(np.int64)
+    odd = np.flatnonzero(non_ascii)
+    if len(odd):
+        fullmatch, seen = _NO_LETTER_WORD_FULL.fullmatch, {}
+        raw = data.tobytes()
+        for w, s0, e0 in zip(odd.tolist(), wstart[odd].tolist(), wend[odd].tolist(), strict=True):
+            piece = raw[s0:e0]
+            hit = seen.get(piece)
+            if hit is None:
+                hit = seen[piece] = fullmatch(piece.decode("utf-8", "surrogatepass")) is not None
+            if hit:
+                no_letter[doc[w]] += 1
+    shared = (data, wstart, wend, wlen)  # one object for the whole batch, for ngram_tables
+    starts = np.concatenate([[0], np.cumsum(counts)]).tolist()
+    for i, (st, n, c, nl) in enumerate(zip(stats, counts.tolist(), chars.tolist(), no_letter.tolist(), strict=True)):
+        d = st.__dict__
+        d["n_words"] = n
+        d["word_chars"] = c
+        d["mean_word_length"] = c / n if n else 0.0
+        d["n_alpha_words"] = n - nl
+        d["_words"] = shared
+        d["_span"] = (starts[i], starts[i + 1])
+        d.pop("words", None)  # split again only if a rule quotes them
+
+
+def _utf8_buffer(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The texts' UTF-8 bytes one after another and each text's byte offsets (Arrow builds them in C; a lone
+    surrogate, which Arrow refuses and only unnormalised text can hold, is encoded as Python's surrogatepass does)."""
+    try:
+        array = pa.array(texts, pa.large_string())
+        offsets = np.frombuffer(array.buffers()[1], np.int64)[array.offset:array.offset + len(texts) + 1]
+        data = np.frombuffer(array.buffers()[2], np.uint8) if array.buffers()[2] is not None else np.zeros(0, np.uint8)
+        return data, offsets
+    except (pa.ArrowException, UnicodeEncodeError):
+        encoded = [t.encode("utf-8", "surrogatepass") for t in texts]
+        offsets = np.concatenate([[0], np.cumsum([len(e) for e in encoded])]).astype(np.int64)
+        return np.frombuffer(b"".join(encoded), np.uint8), offsets
+
+
+def word_tables_vocab(stats: list[TextStats]) -> None:
+    """`word_tables` with batch-wide word ids from Arrow's dictionary encoding (what `ngram_tables_numpy`, the
+    reference for the compiled n-gram kernel, reads): lengths and the has-a-letter test once per distinct word."""
     try:  # Arrow splits the texts and hash-encodes the words (equal strings <=> equal UTF-8 bytes)
         flat_arrow, counts = split_words([st.text for st in stats])
         encoded = pc.dictionary_encode(flat_arrow)
@@ -374,16 +422,17 @@ def _no_letter(vocab: list[str] | None, arrow_vocab: pa.Array | None) -> np.ndar
 
 def ngram_tables(stats: list[TextStats], top_ns: list[int], dup_ns: list[int]) -> None:
     """Fill `top_ngrams` and `dup_ngrams` of every text for the given n, exactly as counting the n-grams
-    of each text with a Counter would: document by document in a compiled kernel (`ngram_kernel`), the same
+    of each text with a Counter would: document by document in a compiled kernel (`word_kernels`), the same
     values as `ngram_tables_numpy` (property-tested)."""
     if not stats or not (top_ns or dup_ns):
         for st in stats:
             st.top_ngrams, st.dup_ngrams = {}, {}
         return
-    from campaign.data.ngram_kernel import ngram_measures
+    from campaign.data.word_kernels import ngram_measures
 
-    wid, starts, wlen, n_vocab = _batch_words(stats)
-    top_count, top_chars, top_first, dup_has, dup_chars = ngram_measures(wid, starts, wlen, n_vocab, top_ns, dup_ns)
+    data, wstart, wend, starts, wlen = _batch_words(stats)
+    top_count, top_chars, top_first, dup_has, dup_chars = ngram_measures(data, wstart, wend, starts, wlen, top_ns,
+                                                                         dup_ns)
     top_ns, dup_ns = sorted(set(top_ns)), sorted(set(dup_ns))
     counts = top_count[:, top_ns].tolist()
     chars = top_chars[:, top_ns].tolist()
@@ -396,19 +445,25 @@ def ngram_tables(stats: list[TextStats], top_ns: list[int], dup_ns: list[int]) -
         st.dup_ngrams = dict(zip(dup_ns, zip(has[i], covered[i], strict=True), strict=True))
 
 
-def _batch_words(stats: list[TextStats]) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """(word ids of the texts one after another, each text's start in them (+ the end), each word's characters,
-    the number of distinct words), from `word_tables` (run here if the texts do not share one)."""
-    if "_wid" not in stats[0].__dict__ or any(st.__dict__.get("_wid") is not stats[0].__dict__["_wid"]
-                                              for st in stats):
+def _batch_words(stats: list[TextStats]) -> tuple[np.ndarray, ...]:
+    """(UTF-8 bytes, word start and end bytes of the texts one after another, each text's first word (+ the
+    end), each word's characters), from `word_tables` (run here if the texts do not share one)."""
+    shared = stats[0].__dict__.get("_words")
+    if shared is None or any(st.__dict__.get("_words") is not shared for st in stats):
         word_tables(stats)
-    wid_all, n_vocab, length_v = stats[0].__dict__["_wid"]
+        shared = stats[0].__dict__["_words"]
+    data, wstart_all, wend_all, wlen_all = shared
     spans = [st.__dict__["_span"] for st in stats]
     counts = np.array([b - a for a, b in spans], dtype=np.int64)
-    wid = np.concatenate([wid_all[a:b] for a, b in spans]) if spans else np.zeros(0, np.int64)
+    total = int(counts.sum())
+    if total == len(wstart_all) and spans and spans[0][0] == 0 and all(
+            spans[i][1] == spans[i + 1][0] for i in range(len(spans) - 1)):
+        index = None  # every word of the batch, in order: no copy
+    else:
+        index = np.concatenate([np.arange(a, b) for a, b in spans]) if spans else np.zeros(0, np.int64)
+    pick = (lambda x: x) if index is None else (lambda x: x[index])
     starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    wlen = length_v[wid] if len(wid) else np.zeros(0, np.int64)
-    return wid, starts, wlen, n_vocab
+    return data, pick(wstart_all), pick(wend_all), starts, pick(wlen_all)
 
 
 def ngram_tables_numpy(stats: list[TextStats], top_ns: list[int], dup_ns: list[int]) -> None:
@@ -427,7 +482,7 @@ def ngram_tables_numpy(stats: list[TextStats], top_ns: list[int], dup_ns: list[i
         return
     if "_wid" not in stats[0].__dict__ or any(st.__dict__.get("_wid") is not stats[0].__dict__["_wid"]
                                               for st in stats):
-        word_tables(stats)
+        word_tables_vocab(stats)
     wid_all, n_vocab, length_v = stats[0].__dict__["_wid"]
     spans = [st.__dict__["_span"] for st in stats]
     counts = np.array([b - a for a, b in spans], dtype=np.int64)

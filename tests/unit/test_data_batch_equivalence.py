@@ -73,3 +73,40 @@ def test_compiled_ngram_tables_equal_the_numpy_tables(batch: list[str], top_ns: 
     for got, want in zip(compiled, reference, strict=True):
         assert got.top_ngrams == want.top_ngrams
         assert got.dup_ngrams == want.dup_ngrams
+
+
+def test_compiled_split_is_str_split_for_every_code_point() -> None:
+    """The compiled scan's whitespace is `str.isspace`'s, character for character (lone surrogates included,
+    as unnormalised text may hold them)."""
+    from campaign.data.filters import _utf8_buffer
+    from campaign.data.word_kernels import split_words_compiled
+
+    samples = [f"a{chr(c)}b" for c in range(sys.maxunicode + 1)]
+    data, offsets = _utf8_buffer(samples)
+    wstart, wend, wlen, _, counts, _ = split_words_compiled(data, offsets)
+    assert counts.tolist() == [len(s.split()) for s in samples]
+    raw = data.tobytes()
+    words = [raw[s:e].decode("utf-8", "surrogatepass") for s, e in zip(wstart.tolist(), wend.tolist(), strict=True)]
+    assert words == [w for s in samples for w in s.split()]
+    assert wlen.tolist() == [len(w) for w in words]
+
+
+_SURROGATE_OR_TRICKY = st.lists(st.lists(st.sampled_from([*TRICKY, "\ud800", "1", "_", "#", "..", "٣", "ǅ"]),
+                                         max_size=30).map("".join), max_size=8)
+
+
+@given(_SURROGATE_OR_TRICKY)
+@settings(deadline=None)
+def test_compiled_word_tables_equal_the_vocabulary_tables(batch: list[str]) -> None:
+    """Word counts, characters, mean word length and words with a letter from the compiled scan equal the
+    per-distinct-word Arrow tables (and `str.split`), for any characters, lone surrogates included."""
+    from campaign.data.filters import TextStats, word_tables, word_tables_vocab
+
+    compiled, reference = [TextStats(t) for t in batch], [TextStats(t) for t in batch]
+    word_tables(compiled)
+    word_tables_vocab(reference)
+    for got, want, text in zip(compiled, reference, batch, strict=True):
+        assert got.n_words == want.n_words == len(text.split())
+        assert got.word_chars == want.word_chars
+        assert got.n_alpha_words == want.n_alpha_words
+        assert got.mean_word_length == want.mean_word_length
