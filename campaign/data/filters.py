@@ -50,9 +50,12 @@ How it runs (the decisions are those of checking one document at a time, rule by
 holds the batch code to the per-document code it replaced, `tests/unit/filters_reference.py`, on real text):
 `filter_batch` takes the normalised texts of a shard's batch and runs each rule group over the texts still
 in play, so a document stops at its first failing rule and later groups never measure it. Word measures
-are computed for the whole batch at once: the words are hash-encoded by Arrow (`dictionary_encode`), lengths
-and the has-a-letter test run once per distinct word, per-document sums are NumPy `bincount`s. The n-gram
-measures come from dense n-gram ids built level by level with NumPy (see `ngram_tables`). Line counts use
+come from one compiled scan of the batch's UTF-8 bytes (`word_kernels.split_words_compiled`: word spans, their
+characters, ASCII words without a letter; the regex only for words with a non-ASCII character), and the n-gram
+measures from a compiled pass per document with cache-sized tables (`word_kernels.ngram_measures`); the NumPy
+and Arrow versions they replaced (`word_tables_vocab`, `ngram_tables_numpy`) stay as the property-tested
+reference. C4's phrase rules use substring tests, its sentence count stops at `min_sentences`, and ASCII texts
+find stop words with `str.find`. Line counts use
 C-level iterators (`map`, `filter`, `sorted`) instead of Python loops, and cheap upper bounds (bullet
 characters, ellipses) decide the bullet and end-ellipsis rules before any line is examined.
 
