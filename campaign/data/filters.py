@@ -278,6 +278,8 @@ def _ascii_stop_words(lower: str, enough: int) -> frozenset[str]:
 
 def _is_ascii_word_char(ch: str) -> bool:
     return ch.isalnum() or ch == "_"
+
+
 _NO_LETTER_WORD_FULL = re.compile(r"(?:[^\w\s]|[\d_])+")
 
 
