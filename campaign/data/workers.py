@@ -205,4 +205,8 @@ def _serve(parent: int) -> None:
 
 
 if __name__ == "__main__":
+    # Numba looks for SciPy's BLAS the first time it sets up its CPU target (numba/np/arraymath.py), which
+    # imports SciPy's linear algebra: ~16 MB PSS per worker for nothing, as the word kernels do no linear
+    # algebra. Marking SciPy absent makes Numba skip it (it treats SciPy as optional).
+    sys.modules.setdefault("scipy", None)
     _serve(int(sys.argv[1]))
