@@ -79,7 +79,8 @@ def _measure(cmd: list[str], env: dict | None = None, retry: bool = True) -> dic
                     if info.rss / 2**20 > rss_by_pid.get(p.pid, (0.0, ""))[0]:
                         rss_by_pid[p.pid] = (info.rss / 2**20, _label(p))
                     pss_by_pid[p.pid] = max(pss_by_pid.get(p.pid, 0.0), info.pss / 2**20)
-                    now.append((rss_by_pid[p.pid][1], round(info.pss / 2**20)))
+                    # a process that is exiting can show 0 RSS before it was ever recorded
+                    now.append((rss_by_pid.get(p.pid, (0.0, _label(p)))[1], round(info.pss / 2**20)))
                 except psutil.Error:
                     pass
             if pss > peak[0]:
