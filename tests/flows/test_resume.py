@@ -85,12 +85,20 @@ def _utc_day() -> date:
     return datetime.now(UTC).date()
 
 
-@pytest.mark.parametrize("kill_point", ["data/manifest.json", "commitments"])
-def test_killed_lifecycle_resumes_to_the_same_catalog(tmp_path, demo_inputs, kill_point):
-    # Each in its own folder, so each books its window on its own cluster calendar (calendars/ beside it).
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, demo_inputs) -> tuple[Path, date]:
+    """One uninterrupted lifecycle, the same for every kill point (a full demo run: the slowest part of each test),
+    and the UTC day it started on."""
     day = _utc_day()
-    reference = tmp_path / "r" / "reference"
-    _run(reference, demo_inputs)
+    ws = tmp_path_factory.mktemp("resume") / "r" / "reference"
+    _run(ws, demo_inputs)
+    return ws, day
+
+
+@pytest.mark.parametrize("kill_point", ["data/manifest.json", "commitments"])
+def test_killed_lifecycle_resumes_to_the_same_catalog(tmp_path, demo_inputs, reference, kill_point):
+    # Each in its own folder, so each books its window on its own cluster calendar (calendars/ beside it).
+    reference, day = reference
     killed = tmp_path / "k" / "killed"
     assert _run(killed, demo_inputs, kill_when=killed / kill_point) == -signal.SIGKILL
     recorded = _commitments(killed) if (killed / "campaign.duckdb").exists() else []
