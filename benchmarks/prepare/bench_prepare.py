@@ -76,11 +76,11 @@ def _measure(cmd: list[str], env: dict | None = None, retry: bool = True) -> dic
                     pss += info.pss
                     t = p.cpu_times()
                     cpu_by_pid[p.pid] = t.user + t.system
-                    if info.rss / 2**20 > rss_by_pid.get(p.pid, (0.0, ""))[0]:
+                    # recorded at first sight too: a process seen first while exiting shows 0 RSS
+                    if p.pid not in rss_by_pid or info.rss / 2**20 > rss_by_pid[p.pid][0]:
                         rss_by_pid[p.pid] = (info.rss / 2**20, _label(p))
                     pss_by_pid[p.pid] = max(pss_by_pid.get(p.pid, 0.0), info.pss / 2**20)
-                    # a process that is exiting can show 0 RSS before it was ever recorded
-                    now.append((rss_by_pid.get(p.pid, (0.0, _label(p)))[1], round(info.pss / 2**20)))
+                    now.append((rss_by_pid[p.pid][1], round(info.pss / 2**20)))
                 except psutil.Error:
                     pass
             if pss > peak[0]:

@@ -1,13 +1,13 @@
 """Lean worker processes for the data work of a local prepare (the threads runner with `max_workers` > 1).
 
 Prefect maps the shard tasks on threads in the command's process; each task hands its shard to an idle worker
-process and waits for the summary; the global dedup pass and each source's finalise step run in a worker the
-same way, so the command's process (Prefect's flow engine) never holds data. A worker is
-`python -m campaign.data.workers`: it imports only what the data work needs (NumPy, pyarrow, rensa, the
-tokenizer backend, Numba for the word kernels: NumPy and Arrow ~91 MB PSS, campaign's data modules ~30 MB, Numba
-~57 MB and its cached kernels ~50 MB, ~230 MB before a batch, measured 2026-12-03), never Prefect, Dask or the store, so a local run pays neither a Prefect import per
-core nor Dask's scheduler and nannies (benchmarks/README.md, prepare section). Outputs are those of running the
-same functions in this process: the worker runs the same function on the same arguments.
+process and waits for the summary; the global dedup pass and each source's finalise step run in a worker the same
+way, so the command's process (Prefect's flow engine) never holds data. A worker is `python -m
+campaign.data.workers`: it imports only what the data work needs (NumPy, pyarrow, rensa, the tokenizer backend,
+Numba for the word kernels: NumPy and Arrow ~91 MB PSS, campaign's data modules ~30 MB, Numba ~57 MB and its cached
+kernels ~50 MB, ~230 MB before a batch, measured 2026-12-03), never Prefect, Dask or the store, so a local run pays
+neither a Prefect import per core nor Dask's scheduler and nannies (benchmarks/README.md, prepare section). Outputs
+are those of running the same functions in this process: the worker runs the same function on the same arguments.
 
 Running one of the shards in the command's own process instead (one process fewer) was measured and rejected:
 that process (Prefect's threads, Arrow's mimalloc) kept 150-250 MB more after its shards than a worker, and the
