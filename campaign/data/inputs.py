@@ -193,9 +193,11 @@ def source_files(source: SourceConfig, index: int = 0) -> list[tuple[Path, str]]
     """
     matches = expand_glob(source.path)
     if not matches:
+        fix = f"check data.sources[{index}].path (a glob, absolute or relative to the campaign file)"
+        if "[" in str(source.path):  # a folder named with brackets: they are a character class in a glob
+            fix += "; [ and ] are glob characters: write [[] and []] for literal brackets"
         raise DataError(f"source '{source.name}': path '{source.path}' matched no files",
-                        where=f"data.sources[{index}].path",
-                        fix=f"check data.sources[{index}].path (a glob, absolute or relative to the campaign file)")
+                        where=f"data.sources[{index}].path", fix=fix)
     root = glob_root(source.path)
     return [(path, relative_name(path, root)) for path in matches]
 

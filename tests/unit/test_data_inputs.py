@@ -130,3 +130,16 @@ def test_a_file_failing_part_way_is_reported_with_the_others(tmp_path: Path) -> 
     text = err.value.render()
     assert "2 input file(s) cannot be read" in text
     assert "a.jsonl.gz" in text and "b.jsonl.gz" in text and "c.jsonl.gz" not in text
+
+
+def test_a_folder_named_with_brackets_is_found_when_escaped_and_the_error_says_how(tmp_path):
+    folder = tmp_path / "run [v2]"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text('{"id": "1", "text": "hello"}\n')
+    from campaign.data.inputs import source_files
+
+    with pytest.raises(DataError) as err:
+        source_files(_source(f"{folder}/*.jsonl"))
+    assert "[[]" in err.value.fix and "data.sources[0].path" in err.value.where
+    escaped = f"{tmp_path}/run [[]v2[]]/*.jsonl"
+    assert [p.name for p, _ in source_files(_source(escaped))] == ["a.jsonl"]
