@@ -29,7 +29,9 @@ def main() -> None:
     parser.add_argument("--workspace", default=str(REPO / "workspace" / "demo"))
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--set", action="append", default=[], dest="overrides")
-    parser.add_argument("--tokenizer", help="tokenizer spec instead of the config's data.tokenizer (cl100k_base)")
+    parser.add_argument(
+        "--tokenizer", help="tokenizer spec instead of the config's data.tokenizer (cl100k_base)"
+    )
     args = parser.parse_args()
     config = load_config(REPO / "configs/campaigns/demo.yaml", args.overrides).config
     tables = [pq.read_table(p) for p in sorted((Path(args.workspace) / "data" / "clean").glob("*.parquet"))]
@@ -38,26 +40,33 @@ def main() -> None:
     if args.tokenizer:  # select by this tokenizer's counts, as prepare would have counted them with it
         everything = documents_from_tables(tables, 2**62)
         counts = tokenizer.count_many([d.text for d in everything])
-        docs = select_documents([Document(d.doc_id, d.text, d.text_sha256, n)
-                                 for d, n in zip(everything, counts, strict=True)], config.rehearsal.sample_tokens)
+        docs = select_documents(
+            [Document(d.doc_id, d.text, d.text_sha256, n) for d, n in zip(everything, counts, strict=True)],
+            config.rehearsal.sample_tokens,
+        )
     walls, cpus = [], []
     for repeat in range(args.repeats):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         with tempfile.TemporaryDirectory() as tmp:
-            result, sample = run_rehearsal(docs, tokenizer, config.rehearsal, config.model, config.seed,
-                                           Path(tmp) / "rehearsal")
+            result, sample = run_rehearsal(
+                docs, tokenizer, config.rehearsal, config.model, config.seed, Path(tmp) / "rehearsal"
+            )
         wall = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         walls.append(wall)
         cpus.append(cpu)
-        print(f"repeat {repeat + 1}: {wall:.1f} s wall, {cpu:.1f} s trainer CPU, load {os.getloadavg()[0]:.1f}; "
-              f"passed={result.passed}; {result.summary()}; "
-              + ", ".join(f"{k} {v:,.1f}" for k, v in result.timings.items()))
-    print(f"demo rehearsal ({tokenizer.name}, vocab {sample.vocab}, {config.rehearsal.steps} steps): median "
-          f"{statistics.median(walls):.1f} s wall, {statistics.median(cpus):.1f} s trainer CPU over {args.repeats} "
-          f"repeats on {os.cpu_count()} cores")
+        print(
+            f"repeat {repeat + 1}: {wall:.1f} s wall, {cpu:.1f} s trainer CPU, load {os.getloadavg()[0]:.1f}; "
+            f"passed={result.passed}; {result.summary()}; "
+            + ", ".join(f"{k} {v:,.1f}" for k, v in result.timings.items())
+        )
+    print(
+        f"demo rehearsal ({tokenizer.name}, vocab {sample.vocab}, {config.rehearsal.steps} steps): median "
+        f"{statistics.median(walls):.1f} s wall, {statistics.median(cpus):.1f} s trainer CPU over {args.repeats} "
+        f"repeats on {os.cpu_count()} cores"
+    )
 
 
 if __name__ == "__main__":

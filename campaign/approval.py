@@ -41,14 +41,16 @@ class GateLine:
 @dataclass(frozen=True)
 class ApprovalRequest:
     campaign: str
-    window_start: str              # ISO 8601, or "auto (...)" when the calendar picks it at booking
+    window_start: str  # ISO 8601, or "auto (...)" when the calendar picks it at booking
     window_end: str | None
     window_days: float
-    gpus: int                      # the job's GPUs
-    booked_gpus: int               # job and spares: what the booking holds
-    expected_days: float | None    # the plan's expected campaign length
-    p90_days: float | None         # p90 completion time of the window's replicas; inf beyond the window; None unknown
-    cost_usd: float                # booked GPUs x window hours x GPU-hour price
+    gpus: int  # the job's GPUs
+    booked_gpus: int  # job and spares: what the booking holds
+    expected_days: float | None  # the plan's expected campaign length
+    p90_days: (
+        float | None
+    )  # p90 completion time of the window's replicas; inf beyond the window; None unknown
+    cost_usd: float  # booked GPUs x window hours x GPU-hour price
     gpu_hour_usd: float
     gates: tuple[GateLine, ...]
     config_digest: str
@@ -60,11 +62,14 @@ class ApprovalRequest:
     def headline(self) -> str:
         """One line: what a yes books."""
         end = f" .. {self.window_end}" if self.window_end else ""
-        return (f"Book {self.campaign}: window {self.window_start}{end} ({self.window_days:g} days) on "
-                f"{self.gpus:,} GPUs ({self.booked_gpus:,} with spares), ${self.cost_usd:,.0f} reserved")
+        return (
+            f"Book {self.campaign}: window {self.window_start}{end} ({self.window_days:g} days) on "
+            f"{self.gpus:,} GPUs ({self.booked_gpus:,} with spares), ${self.cost_usd:,.0f} reserved"
+        )
 
     def markdown(self) -> str:
         """The approval artifact and the resume form's description (Markdown, no raw HTML)."""
+
         def days(value: float | None) -> str:
             if value is None:
                 return "unknown"
@@ -76,12 +81,16 @@ class ApprovalRequest:
             "",
             "| | |",
             "| --- | --- |",
-            (f"| Window | {self.window_start}{' .. ' + self.window_end if self.window_end else ''} "
-            f"({self.window_days:g} days) |"),
+            (
+                f"| Window | {self.window_start}{' .. ' + self.window_end if self.window_end else ''} "
+                f"({self.window_days:g} days) |"
+            ),
             f"| GPUs | {self.gpus:,} for the job, {self.booked_gpus:,} booked with spares |",
             f"| Expected length | {days(self.expected_days)} (plan); p90 {days(self.p90_days)} (replicas) |",
-            (f"| Reserved cost | ${self.cost_usd:,.2f} ({self.booked_gpus:,} GPUs x {self.window_days * 24:,.1f} h x "
-            f"${self.gpu_hour_usd:g}/GPU-h) |"),
+            (
+                f"| Reserved cost | ${self.cost_usd:,.2f} ({self.booked_gpus:,} GPUs x {self.window_days * 24:,.1f} h x "
+                f"${self.gpu_hour_usd:g}/GPU-h) |"
+            ),
             f"| Config digest | `{self.config_digest}` |",
             f"| Data digest | `{self.data_digest}` |",
             "",
@@ -90,8 +99,13 @@ class ApprovalRequest:
             "| gate | result | figure |",
             "| --- | --- | --- |",
         ]
-        lines += [f"| {g.gate} | {'passed' if g.passed else '**FAILED**'} | {_cell(g.figure)} |" for g in self.gates]
-        lines += ["", "Approve to book the window; reject (with a comment) to fail the commit run and book nothing."]
+        lines += [
+            f"| {g.gate} | {'passed' if g.passed else '**FAILED**'} | {_cell(g.figure)} |" for g in self.gates
+        ]
+        lines += [
+            "",
+            "Approve to book the window; reject (with a comment) to fail the commit run and book nothing.",
+        ]
         return "\n".join(lines)
 
 
@@ -109,13 +123,23 @@ def replica_p90_days(config: CampaignConfig, plan: Any, replicas: int) -> float 
 
     inputs = window_inputs(config, plan)
     completions = [simulate_summary(inputs, replica=i)["completion_s"] for i in range(replicas)]
-    p90 = assess_window_length(completions, config.window.days * 86_400, config.cluster.booked_nodes,
-                               cluster_identity(config.cluster).pricing).p90_completion_days
+    p90 = assess_window_length(
+        completions,
+        config.window.days * 86_400,
+        config.cluster.booked_nodes,
+        cluster_identity(config.cluster).pricing,
+    ).p90_completion_days
     return math.inf if p90 is None else p90
 
 
-def approval_request(config: CampaignConfig, config_digest: str, data_digest: str, gates: dict[str, Any],
-                     expected_days: float | None, p90_days: float | None = None) -> ApprovalRequest:
+def approval_request(
+    config: CampaignConfig,
+    config_digest: str,
+    data_digest: str,
+    gates: dict[str, Any],
+    expected_days: float | None,
+    p90_days: float | None = None,
+) -> ApprovalRequest:
     """The request for these digests from the recorded gates (`store.latest_gates`) and the plan's expected days;
     the p90 from the schedule gate's replicas, else `p90_days`."""
     window = config.window
@@ -140,9 +164,21 @@ def approval_request(config: CampaignConfig, config_digest: str, data_digest: st
             p90 = details["window_length"].get("p90_completion_days")
             p90 = math.inf if p90 is None else p90  # judged, and beyond the window
     finite = expected_days if expected_days is not None and math.isfinite(expected_days) else None
-    return ApprovalRequest(config.name, start, end, float(window.days), config.cluster.gpus, booked_gpus, finite,
-                           p90, round(cost, 2), float(config.cluster.cost.gpu_hour_usd), tuple(lines),
-                           config_digest, data_digest)
+    return ApprovalRequest(
+        config.name,
+        start,
+        end,
+        float(window.days),
+        config.cluster.gpus,
+        booked_gpus,
+        finite,
+        p90,
+        round(cost, 2),
+        float(config.cluster.cost.gpu_hour_usd),
+        tuple(lines),
+        config_digest,
+        data_digest,
+    )
 
 
 # ---------------------------------------------------------------------------------------------- the marker
@@ -156,7 +192,11 @@ class PendingApproval:
     headline: str
 
     def describe(self) -> str:
-        where = f" at {self.url}" if self.url else " (answer it in the Prefect UI, flow run " + self.flow_run_id + ")"
+        where = (
+            f" at {self.url}"
+            if self.url
+            else " (answer it in the Prefect UI, flow run " + self.flow_run_id + ")"
+        )
         return f"commit run {self.flow_run_id} waits for approval{where} since {self.since}"
 
 
@@ -175,7 +215,9 @@ def read_pending(ws_root: Path) -> PendingApproval | None:
     if not isinstance(raw, dict) or raw.get("written_by") != WRITER:
         return None
     try:
-        return PendingApproval(str(raw["flow_run_id"]), raw.get("url"), str(raw["since"]), str(raw["headline"]))
+        return PendingApproval(
+            str(raw["flow_run_id"]), raw.get("url"), str(raw["since"]), str(raw["headline"])
+        )
     except KeyError:
         return None
 

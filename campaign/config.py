@@ -24,12 +24,12 @@ from campaign.errors import ConfigError
 Source = str | None
 
 # Ranges the models, the simulator, the catalog and the calendar can represent.
-MAX_SEED = 2**53 - 1               # exact in JSON numbers (the Prefect UI form) and in a DuckDB BIGINT
-MAX_WINDOW_DAYS = 366.0            # a window is at most a year
-WINDOW_YEARS = (2000, 2100)        # timestamps the calendar and the simulator's clock handle
+MAX_SEED = 2**53 - 1  # exact in JSON numbers (the Prefect UI form) and in a DuckDB BIGINT
+MAX_WINDOW_DAYS = 366.0  # a window is at most a year
+WINDOW_YEARS = (2000, 2100)  # timestamps the calendar and the simulator's clock handle
 MAX_EXPECTED_FAILURES = 1_000_000  # failures the simulator may expect in one window
 MAX_WINDOW_CHECKPOINTS = 10_000_000
-MAX_POWER_SAMPLES = 20_000_000     # stored power samples per replica (about 160 MB as float64)
+MAX_POWER_SAMPLES = 20_000_000  # stored power samples per replica (about 160 MB as float64)
 WORKSPACE_PLACEHOLDER = "{workspace}"  # a data path starting with it lives in the campaign's workspace
 SOURCE_FIELD = Field(None, description="Where a published figure comes from (paper, section, table).")
 
@@ -46,32 +46,77 @@ class KernelCalibrationConfig(Frozen):
     """How close one accelerator family's kernels come to its peaks: fitted once per family by
     `benchmarks/plan/calibrate.py` on published training runs, never per campaign."""
 
-    gemm_peak_fraction: float = Field(ge=0.01, le=1, description=(
-        "Fraction of peak dense BF16 a large, well-shaped GEMM reaches (before tile and wave losses)."))
-    gemm_half_k: float = Field(ge=0, le=65_536, description=(
-        "GEMM inner dimension K at which the per-tile prologue/epilogue halves efficiency: eff x K/(K + this)."))
-    attention_peak_fraction: float = Field(ge=0.01, le=1, description=(
-        "Fraction of peak a fused (flash) attention kernel reaches fwd+bwd at long sequences and head dim 128."))
-    flash2_peak_fraction: float | None = Field(None, ge=0.01, le=1, description=(
-        "Fraction of peak FlashAttention-2 reaches fwd+bwd on this accelerator (for `plan.attention_kernel: flash2`); "
-        "absent = the same as attention_peak_fraction."))
-    memory_bw_fraction: float = Field(ge=0.01, le=1, description=(
-        "Fraction of hbm_gb_per_s that memory-bound kernels (norms, activations, softmax, optimizer) reach."))
-    kernel_gap_us: float = Field(0.0, ge=0, le=1000, description=(
-        "Idle microseconds between consecutive kernels on a GPU (launch latency, synchronisation, host work)."))
+    gemm_peak_fraction: float = Field(
+        ge=0.01,
+        le=1,
+        description=(
+            "Fraction of peak dense BF16 a large, well-shaped GEMM reaches (before tile and wave losses)."
+        ),
+    )
+    gemm_half_k: float = Field(
+        ge=0,
+        le=65_536,
+        description=(
+            "GEMM inner dimension K at which the per-tile prologue/epilogue halves efficiency: eff x K/(K + this)."
+        ),
+    )
+    attention_peak_fraction: float = Field(
+        ge=0.01,
+        le=1,
+        description=(
+            "Fraction of peak a fused (flash) attention kernel reaches fwd+bwd at long sequences and head dim 128."
+        ),
+    )
+    flash2_peak_fraction: float | None = Field(
+        None,
+        ge=0.01,
+        le=1,
+        description=(
+            "Fraction of peak FlashAttention-2 reaches fwd+bwd on this accelerator (for `plan.attention_kernel: flash2`); "
+            "absent = the same as attention_peak_fraction."
+        ),
+    )
+    memory_bw_fraction: float = Field(
+        ge=0.01,
+        le=1,
+        description=(
+            "Fraction of hbm_gb_per_s that memory-bound kernels (norms, activations, softmax, optimizer) reach."
+        ),
+    )
+    kernel_gap_us: float = Field(
+        0.0,
+        ge=0,
+        le=1000,
+        description=(
+            "Idle microseconds between consecutive kernels on a GPU (launch latency, synchronisation, host work)."
+        ),
+    )
     source: Source = SOURCE_FIELD
 
 
 class AcceleratorConfig(Frozen):
     name: str = Field(description="Accelerator model, e.g. H100-SXM-80GB.")
-    peak_bf16_tflops: float = Field(ge=1, le=1_000_000, description="Peak dense BF16 tensor throughput per GPU, TFLOP/s.")
+    peak_bf16_tflops: float = Field(
+        ge=1, le=1_000_000, description="Peak dense BF16 tensor throughput per GPU, TFLOP/s."
+    )
     hbm_gib: float = Field(ge=0.001, le=100_000, description="HBM capacity per GPU, GiB.")
-    hbm_gb_per_s: float = Field(ge=1, le=1_000_000, description="Peak HBM bandwidth per GPU, GB/s (datasheet).")
-    sm_count: int = Field(gt=0, le=100_000, description=(
-        "Streaming multiprocessors (compute units) per GPU: a GEMM runs in waves of this many output tiles."))
-    kernels: KernelCalibrationConfig = Field(description="Kernel efficiencies of this accelerator family (fitted).")
+    hbm_gb_per_s: float = Field(
+        ge=1, le=1_000_000, description="Peak HBM bandwidth per GPU, GB/s (datasheet)."
+    )
+    sm_count: int = Field(
+        gt=0,
+        le=100_000,
+        description=(
+            "Streaming multiprocessors (compute units) per GPU: a GEMM runs in waves of this many output tiles."
+        ),
+    )
+    kernels: KernelCalibrationConfig = Field(
+        description="Kernel efficiencies of this accelerator family (fitted)."
+    )
     tdp_w: float = Field(ge=1, le=1e5, description="Thermal design power per GPU, W.")
-    idle_w: float = Field(ge=0, le=1e5, description="Power per GPU when idle, W (an assumption unless measured).")
+    idle_w: float = Field(
+        ge=0, le=1e5, description="Power per GPU when idle, W (an assumption unless measured)."
+    )
     source: Source = SOURCE_FIELD
 
     @model_validator(mode="after")
@@ -82,17 +127,31 @@ class AcceleratorConfig(Frozen):
 
 
 class NetworkConfig(Frozen):
-    nvlink_domain_gpus: int = Field(gt=0, le=1_000_000, description="GPUs joined by NVLink/NVSwitch (8 on HGX, 72 on NVL72).")
-    nvlink_gb_per_s: float = Field(ge=0.001, le=1e6, description="Achievable NVLink bandwidth per GPU, GB/s per direction.")
-    nic_gb_per_s: float = Field(ge=0.001, le=1e6, description="Scale-out NIC bandwidth per GPU, GB/s per direction.")
-    pod_gpus: int = Field(gt=0, le=10_000_000, description="GPUs in one non-blocking pod of the scale-out fabric.")
-    oversubscription: float = Field(ge=1, le=1000, description="Downlink:uplink ratio between pods (7 means 1:7).")
+    nvlink_domain_gpus: int = Field(
+        gt=0, le=1_000_000, description="GPUs joined by NVLink/NVSwitch (8 on HGX, 72 on NVL72)."
+    )
+    nvlink_gb_per_s: float = Field(
+        ge=0.001, le=1e6, description="Achievable NVLink bandwidth per GPU, GB/s per direction."
+    )
+    nic_gb_per_s: float = Field(
+        ge=0.001, le=1e6, description="Scale-out NIC bandwidth per GPU, GB/s per direction."
+    )
+    pod_gpus: int = Field(
+        gt=0, le=10_000_000, description="GPUs in one non-blocking pod of the scale-out fabric."
+    )
+    oversubscription: float = Field(
+        ge=1, le=1000, description="Downlink:uplink ratio between pods (7 means 1:7)."
+    )
     source: Source = SOURCE_FIELD
 
 
 class PowerConfig(Frozen):
-    node_overhead_w: float = Field(ge=0, le=1e6, description="Node power beyond its GPUs (CPUs, NICs, fans), W.")
-    pue: float = Field(ge=1, le=10, description="Facility power usage effectiveness (facility power / IT power).")
+    node_overhead_w: float = Field(
+        ge=0, le=1e6, description="Node power beyond its GPUs (CPUs, NICs, fans), W."
+    )
+    pue: float = Field(
+        ge=1, le=10, description="Facility power usage effectiveness (facility power / IT power)."
+    )
     source: Source = SOURCE_FIELD
 
 
@@ -107,19 +166,29 @@ class FailureCategoryConfig(Frozen):
     scope: Literal["gpu", "node", "network", "job"] = Field(
         description="What fails: one GPU, a whole node, a network element, or the job itself (software)."
     )
-    per_gpu_year: float | None = Field(None, ge=0, le=1000, description="Rate per GPU-year (give this or per_1k_node_days).")
+    per_gpu_year: float | None = Field(
+        None, ge=0, le=1000, description="Rate per GPU-year (give this or per_1k_node_days)."
+    )
     per_1k_node_days: float | None = Field(
         None, ge=0, le=1e6, description="Rate per 1,000 node-days (give this or per_gpu_year)."
     )
-    detect_s: float = Field(ge=0, le=2_592_000, description="Seconds from the fault until the job notices it.")
-    restart_s: float = Field(ge=0, le=2_592_000, description="Seconds to restart the job from the last checkpoint.")
-    repair_h: float = Field(ge=0, le=8760, description="Hours to repair the failed hardware off the job's path.")
+    detect_s: float = Field(
+        ge=0, le=2_592_000, description="Seconds from the fault until the job notices it."
+    )
+    restart_s: float = Field(
+        ge=0, le=2_592_000, description="Seconds to restart the job from the last checkpoint."
+    )
+    repair_h: float = Field(
+        ge=0, le=8760, description="Hours to repair the failed hardware off the job's path."
+    )
     source: Source = SOURCE_FIELD
 
     @model_validator(mode="after")
     def _exactly_one_rate(self) -> FailureCategoryConfig:
         if (self.per_gpu_year is None) == (self.per_1k_node_days is None):
-            raise ValueError(f"failure category '{self.name}' needs exactly one of per_gpu_year or per_1k_node_days")
+            raise ValueError(
+                f"failure category '{self.name}' needs exactly one of per_gpu_year or per_1k_node_days"
+            )
         return self
 
     def rate_per_node_hour(self, gpus_per_node: int) -> float:
@@ -131,8 +200,12 @@ class FailureCategoryConfig(Frozen):
 
 
 class PlannedMaintenanceConfig(Frozen):
-    per_day: float = Field(0.0, ge=0, le=1000, description="Planned interruptions per day (firmware, config changes).")
-    duration_min: float = Field(0.0, ge=0, le=1440, description="Minutes each planned interruption holds the job.")
+    per_day: float = Field(
+        0.0, ge=0, le=1000, description="Planned interruptions per day (firmware, config changes)."
+    )
+    duration_min: float = Field(
+        0.0, ge=0, le=1440, description="Minutes each planned interruption holds the job."
+    )
     source: Source = SOURCE_FIELD
 
 
@@ -142,9 +215,12 @@ class ClusterConfig(Frozen):
     gpus_per_node: int = Field(gt=0, le=1024, description="GPUs in one node.")
     spare_nodes: int = Field(0, ge=0, le=1_000_000, description="Hot spare nodes that replace failed nodes.")
     total_nodes: int | None = Field(
-        None, gt=0, le=2_000_000,
+        None,
+        gt=0,
+        le=2_000_000,
         description="Nodes in the whole cluster, the capacity its calendar books (default nodes + spare_nodes); "
-                    "campaigns sharing a cluster give the same value.")
+        "campaigns sharing a cluster give the same value.",
+    )
     accelerator: AcceleratorConfig
     network: NetworkConfig
     power: PowerConfig
@@ -178,7 +254,8 @@ class ClusterConfig(Frozen):
             raise ValueError(
                 f"@total_nodes: the cluster's total_nodes ({self.total_nodes}) is less than nodes + spare_nodes = "
                 f"{self.nodes} + {self.spare_nodes} = {self.booked_nodes}, so this campaign can never be booked on it; "
-                "lower cluster.nodes or cluster.spare_nodes, or raise cluster.total_nodes to the cluster's real size")
+                "lower cluster.nodes or cluster.spare_nodes, or raise cluster.total_nodes to the cluster's real size"
+            )
         return self
 
     @field_validator("failures")
@@ -199,20 +276,41 @@ class ModelConfig(Frozen):
     layers: int = Field(gt=0, le=10_000, description="Transformer layers.")
     hidden: int = Field(gt=0, le=1_000_000, description="Hidden size.")
     heads: int = Field(gt=0, le=100_000, description="Attention (query) heads.")
-    kv_heads: int = Field(gt=0, le=100_000, description="Key/value heads (grouped-query attention; = heads for MHA).")
-    ffn_hidden: int = Field(gt=0, le=10_000_000, description=(
-        "Feed-forward inner size (swiglu: gate and up matrices of this width, then down; gelu: up and down)."))
+    kv_heads: int = Field(
+        gt=0, le=100_000, description="Key/value heads (grouped-query attention; = heads for MHA)."
+    )
+    ffn_hidden: int = Field(
+        gt=0,
+        le=10_000_000,
+        description=(
+            "Feed-forward inner size (swiglu: gate and up matrices of this width, then down; gelu: up and down)."
+        ),
+    )
     vocab: int = Field(gt=0, le=100_000_000, description="Vocabulary size.")
     seq_len: int = Field(gt=0, le=100_000_000, description="Training sequence length, tokens.")
-    mlp: Literal["swiglu", "gelu"] = Field("swiglu", description=(
-        "MLP family: swiglu (Llama: three h x ffn matrices) or gelu (GPT-3 / Megatron: two)."))
-    tied_embeddings: bool = Field(False, description=(
-        "One V x h matrix serves as input embedding and output layer (GPT-3 / Megatron 2021-2022)."))
-    position: Literal["rope", "learned"] = Field("rope", description=(
-        "Position encoding: rope (no weights) or learned (a seq_len x h table, GPT-3 / Megatron)."))
-    dropout: bool = Field(False, description=(
-        "Dropout after attention and MLP and on materialized attention probabilities (GPT-3 / Megatron 0.1; "
-        "Llama none): extra memory-bound work and stored masks."))
+    mlp: Literal["swiglu", "gelu"] = Field(
+        "swiglu",
+        description=("MLP family: swiglu (Llama: three h x ffn matrices) or gelu (GPT-3 / Megatron: two)."),
+    )
+    tied_embeddings: bool = Field(
+        False,
+        description=(
+            "One V x h matrix serves as input embedding and output layer (GPT-3 / Megatron 2021-2022)."
+        ),
+    )
+    position: Literal["rope", "learned"] = Field(
+        "rope",
+        description=(
+            "Position encoding: rope (no weights) or learned (a seq_len x h table, GPT-3 / Megatron)."
+        ),
+    )
+    dropout: bool = Field(
+        False,
+        description=(
+            "Dropout after attention and MLP and on materialized attention probabilities (GPT-3 / Megatron 0.1; "
+            "Llama none): extra memory-bound work and stored masks."
+        ),
+    )
     source: Source = SOURCE_FIELD
 
     @model_validator(mode="after")
@@ -232,7 +330,9 @@ class LayoutConfig(Frozen):
     pp: int = Field(1, gt=0, le=10_000_000, description="Pipeline-parallel degree.")
     dp: int = Field(1, gt=0, le=10_000_000, description="Data-parallel degree.")
     cp: int = Field(1, gt=0, le=10_000_000, description="Context-parallel degree.")
-    vpp: int = Field(1, gt=0, le=100_000, description="Virtual pipeline stages per PP rank (interleaved 1F1B).")
+    vpp: int = Field(
+        1, gt=0, le=100_000, description="Virtual pipeline stages per PP rank (interleaved 1F1B)."
+    )
 
     @property
     def world(self) -> int:
@@ -246,7 +346,9 @@ class CheckpointConfig(Frozen):
     is_async: bool = Field(
         False, alias="async", description="Asynchronous save: only the copy to host memory blocks training."
     )
-    storage_gb_per_s: float = Field(ge=0.001, le=1e7, description="Aggregate checkpoint write bandwidth to storage, GB/s.")
+    storage_gb_per_s: float = Field(
+        ge=0.001, le=1e7, description="Aggregate checkpoint write bandwidth to storage, GB/s."
+    )
     source: Source = SOURCE_FIELD
 
     @field_validator("interval_s", mode="before")
@@ -275,47 +377,95 @@ class OverlapConfig(Frozen):
     """Which communication Megatron hides behind compute. Defaults are Megatron-LM's (`arguments.py`): TP and DP
     overlap are opt-in flags, p2p overlap of the interleaved schedule is on unless disabled."""
 
-    tp: bool = Field(False, description=(
-        "Overlap TP all-gather / reduce-scatter with the GEMMs that use them (--tp-comm-overlap, TE userbuffers)."))
-    dp_grad_reduce: bool = Field(False, description=(
-        "Reduce gradient buckets during the last micro-batch's backward (--overlap-grad-reduce)."))
-    dp_param_gather: bool = Field(False, description=(
-        "Gather updated parameters during the next step's first forward (--overlap-param-gather)."))
-    pp_p2p: bool = Field(True, description=(
-        "Overlap pipeline send/recv with compute in the interleaved schedule (default; --no-overlap-p2p-communication "
-        "turns it off)."))
+    tp: bool = Field(
+        False,
+        description=(
+            "Overlap TP all-gather / reduce-scatter with the GEMMs that use them (--tp-comm-overlap, TE userbuffers)."
+        ),
+    )
+    dp_grad_reduce: bool = Field(
+        False,
+        description=(
+            "Reduce gradient buckets during the last micro-batch's backward (--overlap-grad-reduce)."
+        ),
+    )
+    dp_param_gather: bool = Field(
+        False,
+        description=(
+            "Gather updated parameters during the next step's first forward (--overlap-param-gather)."
+        ),
+    )
+    pp_p2p: bool = Field(
+        True,
+        description=(
+            "Overlap pipeline send/recv with compute in the interleaved schedule (default; --no-overlap-p2p-communication "
+            "turns it off)."
+        ),
+    )
 
 
 class PlanConfig(Frozen):
     layout: LayoutConfig = LayoutConfig()
     micro_batch: int = Field(1, gt=0, le=1_000_000, description="Sequences per micro-batch.")
-    global_batch_tokens: int = Field(gt=0, le=10**13, description="Tokens per optimizer step (all data-parallel ranks).")
+    global_batch_tokens: int = Field(
+        gt=0, le=10**13, description="Tokens per optimizer step (all data-parallel ranks)."
+    )
     zero_stage: Literal[0, 1, 2, 3] = Field(1, description="ZeRO stage (1 = distributed optimizer).")
-    recompute: Literal["none", "selective", "full"] = Field("selective", description="Activation recomputation.")
-    recompute_pointwise: bool = Field(False, description=(
-        "Also recompute norms and the MLP activation in backward instead of storing their outputs "
-        "(Megatron-Core --recompute-modules layernorm, activation): cheap memory-bound work, less activation memory."))
-    attention: Literal["flash", "materialized"] = Field("flash", description=(
-        "Attention kernel: flash (fused; the s x s scores are never stored) or materialized (QK^T, softmax, dropout "
-        "and AV as separate kernels, Megatron-LM 2021-2022)."))
-    attention_kernel: Literal["fused", "flash2"] = Field("fused", description=(
-        "Which fused attention kernel `attention: flash` runs: fused (the accelerator's best, "
-        "kernels.attention_peak_fraction: cuDNN / FlashAttention-3 class on H100) or flash2 (FlashAttention-2, "
-        "kernels.flash2_peak_fraction)."))
-    sequence_parallel: bool = Field(True, description=(
-        "Shard norms, dropout and residuals over the TP group (Korthikanti et al. 2022); off = replicated."))
-    cp_load_balance: bool = Field(True, description=(
-        "Split each sequence into 2 x cp chunks so every CP rank gets equal causal-attention work (Megatron CP); "
-        "off = contiguous chunks, the last rank does most of the work."))
-    cp_comm: Literal["ring", "all_gather"] = Field("ring", description=(
-        "How CP ranks share K and V: ring (Megatron / Transformer Engine p2p, each block's exchange hidden behind "
-        "the attention of the block before) or all_gather (Llama 3 §3.3.2 and TE cp_comm_type='all_gather': K and V "
-        "gathered before attention, gathered again and dK/dV reduce-scattered in backward, all on the critical path)."))
+    recompute: Literal["none", "selective", "full"] = Field(
+        "selective", description="Activation recomputation."
+    )
+    recompute_pointwise: bool = Field(
+        False,
+        description=(
+            "Also recompute norms and the MLP activation in backward instead of storing their outputs "
+            "(Megatron-Core --recompute-modules layernorm, activation): cheap memory-bound work, less activation memory."
+        ),
+    )
+    attention: Literal["flash", "materialized"] = Field(
+        "flash",
+        description=(
+            "Attention kernel: flash (fused; the s x s scores are never stored) or materialized (QK^T, softmax, dropout "
+            "and AV as separate kernels, Megatron-LM 2021-2022)."
+        ),
+    )
+    attention_kernel: Literal["fused", "flash2"] = Field(
+        "fused",
+        description=(
+            "Which fused attention kernel `attention: flash` runs: fused (the accelerator's best, "
+            "kernels.attention_peak_fraction: cuDNN / FlashAttention-3 class on H100) or flash2 (FlashAttention-2, "
+            "kernels.flash2_peak_fraction)."
+        ),
+    )
+    sequence_parallel: bool = Field(
+        True,
+        description=(
+            "Shard norms, dropout and residuals over the TP group (Korthikanti et al. 2022); off = replicated."
+        ),
+    )
+    cp_load_balance: bool = Field(
+        True,
+        description=(
+            "Split each sequence into 2 x cp chunks so every CP rank gets equal causal-attention work (Megatron CP); "
+            "off = contiguous chunks, the last rank does most of the work."
+        ),
+    )
+    cp_comm: Literal["ring", "all_gather"] = Field(
+        "ring",
+        description=(
+            "How CP ranks share K and V: ring (Megatron / Transformer Engine p2p, each block's exchange hidden behind "
+            "the attention of the block before) or all_gather (Llama 3 §3.3.2 and TE cp_comm_type='all_gather': K and V "
+            "gathered before attention, gathered again and dK/dV reduce-scattered in backward, all on the critical path)."
+        ),
+    )
     overlap: OverlapConfig = OverlapConfig()
-    grad_accumulation_fusion: bool = Field(True, description=(
-        "The weight-gradient GEMM accumulates into the fp32 gradient buffer (Megatron --gradient-accumulation-fusion, "
-        "on by default); off = a separate fp32 add per parameter per micro-batch (PyTorch autograd / FSDP "
-        "accumulation, memory-bound)."))
+    grad_accumulation_fusion: bool = Field(
+        True,
+        description=(
+            "The weight-gradient GEMM accumulates into the fp32 gradient buffer (Megatron --gradient-accumulation-fusion, "
+            "on by default); off = a separate fp32 add per parameter per micro-batch (PyTorch autograd / FSDP "
+            "accumulation, memory-bound)."
+        ),
+    )
     target_tokens: float = Field(gt=0, le=1e17, description="Tokens to train in the campaign.")
     checkpoint: CheckpointConfig
     power_smoothing: PowerSmoothingConfig | None = Field(None, description="Absent means no smoothing.")
@@ -327,12 +477,17 @@ class PlanConfig(Frozen):
 class WindowConfig(Frozen):
     start: datetime | Literal["auto"] = Field(
         description="Start of the execution window, ISO 8601 with a time zone, or 'auto': commit books the earliest "
-                    "start where the campaign fits on the cluster's calendar.")
-    days: float = Field(ge=0.01, le=MAX_WINDOW_DAYS, description="Length of the execution window, days (at most a year).")
+        "start where the campaign fits on the cluster's calendar."
+    )
+    days: float = Field(
+        ge=0.01, le=MAX_WINDOW_DAYS, description="Length of the execution window, days (at most a year)."
+    )
     align: Literal["minute", "hour", "day"] = Field(
-        "minute", description="What an 'auto' start is rounded up to (UTC): the next whole minute, hour or day "
-                              "(midnight). 'day' keeps the simulated window's clock phase (diurnal drift) the same "
-                              "whenever it is booked. Ignored for a fixed start.")
+        "minute",
+        description="What an 'auto' start is rounded up to (UTC): the next whole minute, hour or day "
+        "(midnight). 'day' keeps the simulated window's clock phase (diurnal drift) the same "
+        "whenever it is booked. Ignored for a fixed start.",
+    )
 
     @property
     def is_auto(self) -> bool:
@@ -346,13 +501,17 @@ class WindowConfig(Frozen):
         assert isinstance(value, datetime)
         low, high = WINDOW_YEARS
         if not (low <= value.year < high):
-            raise ValueError(f"window start must fall in the years {low} to {high - 1}; give an ISO 8601 date "
-                             "such as 2027-01-04T00:00:00Z")
+            raise ValueError(
+                f"window start must fall in the years {low} to {high - 1}; give an ISO 8601 date "
+                "such as 2027-01-04T00:00:00Z"
+            )
         return value
 
 
 class SourceConfig(Frozen):
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$", description="Source name (lowercase, digits, - and _).")
+    name: str = Field(
+        pattern=r"^[a-z0-9][a-z0-9_-]*$", description="Source name (lowercase, digits, - and _)."
+    )
     path: str = Field(description="Glob of input files, relative to the config file or absolute.")
     format: Literal["jsonl", "parquet"] = Field(description="File format.")
     text_field: str = Field("text", description="Field that holds the document text.")
@@ -364,20 +523,29 @@ class GopherRepetitionConfig(Frozen):
     """Gopher repetition filter (Rae et al. 2021, Table A1): remove a document when a fraction is above its limit."""
 
     enabled: bool = Field(True, description="Apply the Gopher repetition rules.")
-    max_duplicate_line_fraction: float = Field(0.3, ge=0, le=1, description="Lines that repeat an earlier line, of all lines.")
+    max_duplicate_line_fraction: float = Field(
+        0.3, ge=0, le=1, description="Lines that repeat an earlier line, of all lines."
+    )
     max_duplicate_paragraph_fraction: float = Field(
-        0.3, ge=0, le=1, description="Paragraphs that repeat an earlier paragraph, of all paragraphs.")
+        0.3, ge=0, le=1, description="Paragraphs that repeat an earlier paragraph, of all paragraphs."
+    )
     max_duplicate_line_char_fraction: float = Field(
-        0.2, ge=0, le=1, description="Characters in repeated lines, of all characters.")
+        0.2, ge=0, le=1, description="Characters in repeated lines, of all characters."
+    )
     max_duplicate_paragraph_char_fraction: float = Field(
-        0.2, ge=0, le=1, description="Characters in repeated paragraphs, of all characters.")
+        0.2, ge=0, le=1, description="Characters in repeated paragraphs, of all characters."
+    )
     top_ngram_char_fractions: tuple[tuple[int, float], ...] = Field(
         ((2, 0.20), (3, 0.18), (4, 0.16)),
-        description="(n, limit): characters of the most frequent word n-gram (times its count), of all characters.")
+        description="(n, limit): characters of the most frequent word n-gram (times its count), of all characters.",
+    )
     duplicate_ngram_char_fractions: tuple[tuple[int, float], ...] = Field(
         ((5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10)),
-        description="(n, limit): characters covered by word n-grams that occur more than once, of all characters.")
-    source: Source = Field("Gopher (Rae et al. 2021, arXiv 2112.11446, Table A1)", description="Thresholds' origin.")
+        description="(n, limit): characters covered by word n-grams that occur more than once, of all characters.",
+    )
+    source: Source = Field(
+        "Gopher (Rae et al. 2021, arXiv 2112.11446, Table A1)", description="Thresholds' origin."
+    )
 
     @field_validator("top_ngram_char_fractions", "duplicate_ngram_char_fractions")
     @classmethod
@@ -395,16 +563,23 @@ class C4Config(Frozen):
 
     enabled: bool = Field(False, description="Apply the C4 rules.")
     filter_no_terminal_punct: bool = Field(
-        False, description="Drop lines not ending in terminal punctuation (FineWeb ran C4 with this off).")
+        False, description="Drop lines not ending in terminal punctuation (FineWeb ran C4 with this off)."
+    )
     min_words_per_line: int = Field(3, ge=0, le=1000, description="Drop lines with fewer words (paper: 3).")
-    max_word_length: int = Field(1000, ge=1, le=1_000_000, description="Drop lines with a longer word (chars).")
+    max_word_length: int = Field(
+        1000, ge=1, le=1_000_000, description="Drop lines with a longer word (chars)."
+    )
     min_sentences: int = Field(5, ge=0, le=1000, description="Remove pages with fewer sentences (paper: 5).")
     filter_javascript: bool = Field(True, description="Drop lines that contain 'javascript'.")
     filter_lorem_ipsum: bool = Field(True, description="Remove pages that contain 'lorem ipsum'.")
     filter_curly_bracket: bool = Field(True, description="Remove pages that contain '{'.")
-    filter_policy: bool = Field(True, description="Drop lines with a policy phrase (terms of use, cookies...).")
-    source: Source = Field("C4 (Raffel et al. 2020, JMLR 21, sec. 2.2); datatrove C4QualityFilter",
-                           description="Thresholds' origin.")
+    filter_policy: bool = Field(
+        True, description="Drop lines with a policy phrase (terms of use, cookies...)."
+    )
+    source: Source = Field(
+        "C4 (Raffel et al. 2020, JMLR 21, sec. 2.2); datatrove C4QualityFilter",
+        description="Thresholds' origin.",
+    )
 
 
 class FineWebConfig(Frozen):
@@ -412,15 +587,25 @@ class FineWebConfig(Frozen):
 
     enabled: bool = Field(False, description="Apply the FineWeb rules.")
     min_line_punct_ratio: float = Field(
-        0.12, ge=0, le=1, description="Remove if at most this fraction of lines end in terminal punctuation.")
+        0.12, ge=0, le=1, description="Remove if at most this fraction of lines end in terminal punctuation."
+    )
     max_short_line_fraction: float = Field(
-        0.67, ge=0, le=1, description="Remove if at least this fraction of lines are 30 characters or shorter.")
+        0.67,
+        ge=0,
+        le=1,
+        description="Remove if at least this fraction of lines are 30 characters or shorter.",
+    )
     short_line_chars: int = Field(30, ge=1, le=10_000, description="A line this long or shorter is short.")
     max_duplicate_line_char_fraction: float = Field(
-        0.1, ge=0, le=1,
+        0.1,
+        ge=0,
+        le=1,
         description="Remove if at least this fraction of characters are in repeated lines (paper 0.1; datatrove "
-                    "0.10.1 defaults to 0.01).")
-    source: Source = Field("FineWeb (Penedo et al. 2024, arXiv 2406.17557, sec. 3)", description="Thresholds' origin.")
+        "0.10.1 defaults to 0.01).",
+    )
+    source: Source = Field(
+        "FineWeb (Penedo et al. 2024, arXiv 2406.17557, sec. 3)", description="Thresholds' origin."
+    )
 
 
 class NearDedupConfig(Frozen):
@@ -431,35 +616,59 @@ class NearDedupConfig(Frozen):
     bands: int = Field(14, ge=1, le=1000, description="LSH bands (FineWeb: 14).")
     rows: int = Field(8, ge=1, le=100, description="Hashes per band (FineWeb: 8).")
     seed: int = Field(1, ge=0, le=2**31 - 1, description="Seed of the hash permutations.")
-    source: Source = Field("FineWeb (Penedo et al. 2024, sec. 3): 5-grams, 14 bands x 8 hashes",
-                           description="Parameters' origin.")
+    source: Source = Field(
+        "FineWeb (Penedo et al. 2024, sec. 3): 5-grams, 14 bands x 8 hashes",
+        description="Parameters' origin.",
+    )
 
 
 class CleaningConfig(Frozen):
     max_record_bytes: int = Field(
-        64 * 2**20, ge=1024, le=2**31 - 1,
-        description="Reject a JSONL line longer than this (bytes) without holding it in memory.")
-    max_doc_bytes: int = Field(1_000_000, gt=0, le=2**31 - 1, description="Reject documents larger than this, UTF-8 bytes.")
+        64 * 2**20,
+        ge=1024,
+        le=2**31 - 1,
+        description="Reject a JSONL line longer than this (bytes) without holding it in memory.",
+    )
+    max_doc_bytes: int = Field(
+        1_000_000, gt=0, le=2**31 - 1, description="Reject documents larger than this, UTF-8 bytes."
+    )
     gopher_quality: bool = Field(True, description="Apply the Gopher quality rules below.")
     min_words: int = Field(50, ge=0, le=10**9, description="Reject documents with fewer words (Gopher: 50).")
-    max_words: int = Field(100_000, gt=0, le=10**9, description="Reject documents with more words (Gopher: 100,000).")
-    min_mean_word_length: float = Field(3.0, ge=0, le=1000, description="Gopher: mean word length at least 3.")
-    max_mean_word_length: float = Field(10.0, gt=0, le=1000, description="Gopher: mean word length at most 10.")
+    max_words: int = Field(
+        100_000, gt=0, le=10**9, description="Reject documents with more words (Gopher: 100,000)."
+    )
+    min_mean_word_length: float = Field(
+        3.0, ge=0, le=1000, description="Gopher: mean word length at least 3."
+    )
+    max_mean_word_length: float = Field(
+        10.0, gt=0, le=1000, description="Gopher: mean word length at most 10."
+    )
     max_symbol_word_ratio: float = Field(
-        0.1, ge=0, le=1000, description="Gopher: '#' or ellipsis per word at most 0.1.")
+        0.1, ge=0, le=1000, description="Gopher: '#' or ellipsis per word at most 0.1."
+    )
     max_bullet_lines_fraction: float = Field(
-        0.9, ge=0, le=1, description="Gopher: at most 90% of lines start with a bullet point.")
+        0.9, ge=0, le=1, description="Gopher: at most 90% of lines start with a bullet point."
+    )
     max_ellipsis_lines_fraction: float = Field(
-        0.3, ge=0, le=1, description="Gopher: at most 30% of lines end with an ellipsis.")
+        0.3, ge=0, le=1, description="Gopher: at most 30% of lines end with an ellipsis."
+    )
     min_alpha_word_fraction: float = Field(0.8, ge=0, le=1, description="Gopher: 80% of words have a letter.")
     min_stop_words: int = Field(
-        2, ge=0, le=8, description="Gopher: at least 2 of the, be, to, of, and, that, have, with (distinct words).")
+        2,
+        ge=0,
+        le=8,
+        description="Gopher: at least 2 of the, be, to, of, and, that, have, with (distinct words).",
+    )
     gopher_repetition: GopherRepetitionConfig = GopherRepetitionConfig()
     c4: C4Config = C4Config()
     fineweb: FineWebConfig = FineWebConfig()
-    exact_dedup: bool = Field(True, description="Drop exact duplicates (after normalisation), keeping the first.")
+    exact_dedup: bool = Field(
+        True, description="Drop exact duplicates (after normalisation), keeping the first."
+    )
     near_dedup: NearDedupConfig = NearDedupConfig()
-    source: Source = Field("Gopher (Rae et al. 2021, arXiv 2112.11446, App. A)", description="Thresholds' origin.")
+    source: Source = Field(
+        "Gopher (Rae et al. 2021, arXiv 2112.11446, App. A)", description="Thresholds' origin."
+    )
 
 
 TOKENIZER_SPECS = ("cl100k_base", "o200k_base", "utf8-bytes", "gpt2-pretokens")
@@ -468,35 +677,41 @@ TOKENIZER_SPECS = ("cl100k_base", "o200k_base", "utf8-bytes", "gpt2-pretokens")
 class DataConfig(Frozen):
     sources: tuple[SourceConfig, ...] = Field(min_length=1, description="Input sources.")
     demo_corpus_dir: str | None = Field(
-        None, description="Demo only: prepare first writes the synthetic demo corpus here (relative to the config)."
+        None,
+        description="Demo only: prepare first writes the synthetic demo corpus here (relative to the config).",
     )
     cleaning: CleaningConfig = CleaningConfig()
     tokenizer: str = Field(
         "gpt2-pretokens",
         description="Token counter: cl100k_base or o200k_base (bpe-openai, offline), a tokenizer.json path, "
-                    "utf8-bytes, or gpt2-pretokens (a fast estimate: GPT-2 pre-tokenizer pieces).",
+        "utf8-bytes, or gpt2-pretokens (a fast estimate: GPT-2 pre-tokenizer pieces).",
     )
     shard_bytes: int = Field(
-        64 * 2**20, ge=2**16, le=2**40, description="Split input files into shards of about this many bytes.")
+        64 * 2**20, ge=2**16, le=2**40, description="Split input files into shards of about this many bytes."
+    )
     batch_docs: int = Field(
-        2048, ge=1, le=1_000_000, description="Documents per Arrow batch inside a shard (bounds memory).")
+        2048, ge=1, le=1_000_000, description="Documents per Arrow batch inside a shard (bounds memory)."
+    )
 
     @field_validator("tokenizer")
     @classmethod
     def _known_tokenizer(cls, value: str) -> str:
         if value in TOKENIZER_SPECS or value.endswith(".json"):
             return value
-        raise ValueError(f"unknown tokenizer {value!r}; use one of {', '.join(TOKENIZER_SPECS)} "
-                         "or the path of a tokenizer.json")
+        raise ValueError(
+            f"unknown tokenizer {value!r}; use one of {', '.join(TOKENIZER_SPECS)} "
+            "or the path of a tokenizer.json"
+        )
 
     def in_workspace(self, root: Path) -> DataConfig:
         """This section with `{workspace}` at the start of a path replaced by the workspace folder."""
+
         def place(path: str, pattern: bool) -> str:
             if path.startswith(WORKSPACE_PLACEHOLDER):
                 # A source path is a glob: the workspace part is escaped so that '[', '*' or '?' in a folder
                 # name match only that folder (a workspace `ws[1]` must never read `ws1`'s files).
                 base = glob.escape(str(root)) if pattern else str(root)
-                return str(Path(base) / path[len(WORKSPACE_PLACEHOLDER):].lstrip("/\\"))
+                return str(Path(base) / path[len(WORKSPACE_PLACEHOLDER) :].lstrip("/\\"))
             return path
 
         sources = tuple(s.model_copy(update={"path": place(s.path, True)}) for s in self.sources)
@@ -528,9 +743,14 @@ class DataConfig(Frozen):
 class DataGateConfig(Frozen):
     min_documents: int = Field(1, ge=0, le=10**15, description="Clean documents needed.")
     min_tokens: float = Field(1, ge=0, le=1e17, description="Clean tokens needed.")
-    max_rejected_fraction: float = Field(0.5, ge=0, le=1, description="Largest share of input documents rejected.")
+    max_rejected_fraction: float = Field(
+        0.5, ge=0, le=1, description="Largest share of input documents rejected."
+    )
     mixture_tolerance: float = Field(
-        0.5, ge=0, le=1000, description="Largest relative gap between a source's token share and its planned weight."
+        0.5,
+        ge=0,
+        le=1000,
+        description="Largest relative gap between a source's token share and its planned weight.",
     )
 
 
@@ -540,10 +760,13 @@ class ConfigGateConfig(Frozen):
         0.0, ge=0, lt=1, description="Share of the window to keep free after the expected campaign length."
     )
     window_replicas: int = Field(
-        100, ge=0, le=1000,
+        100,
+        ge=0,
+        le=1000,
         description="Seeded replicas of the window that judge its length (schedule gate): the window must lie "
-                    "between the campaign's p90 and p99 completion times (100 is the fewest whose p99 is not simply "
-                    "the slowest replica); 0 leaves the rule off.")
+        "between the campaign's p90 and p99 completion times (100 is the fewest whose p99 is not simply "
+        "the slowest replica); 0 leaves the rule off.",
+    )
 
 
 class GatesConfig(Frozen):
@@ -558,16 +781,24 @@ class CommitConfig(Frozen):
 
 class SimConfig(Frozen):
     replicas: int = Field(8, gt=0, le=100_000, description="Replicas for `campaign simulate`.")
-    power_sample_s: float = Field(60.0, ge=1, le=86_400, description="Resolution of the stored power series, seconds.")
-    stop_at_target: bool = Field(True, description=(
-        "The job stops when plan.target_tokens are trained. False: the window is a snapshot of a longer run and "
-        "the job trains to the window's end whatever the target (the plan still checks the target fits)."))
+    power_sample_s: float = Field(
+        60.0, ge=1, le=86_400, description="Resolution of the stored power series, seconds."
+    )
+    stop_at_target: bool = Field(
+        True,
+        description=(
+            "The job stops when plan.target_tokens are trained. False: the window is a snapshot of a longer run and "
+            "the job trains to the window's end whatever the target (the plan still checks the target fits)."
+        ),
+    )
 
 
 class RuntimeConfig(Frozen):
     task_runner: Literal["threads", "dask"] = Field("threads", description="Task runner for per-shard work.")
     dask_address: str | None = Field(None, description="Address of a Dask scheduler (else a LocalCluster).")
-    max_workers: int = Field(2, gt=0, le=1024, description="Parallel workers for the threads or local Dask runner.")
+    max_workers: int = Field(
+        2, gt=0, le=1024, description="Parallel workers for the threads or local Dask runner."
+    )
 
 
 # --------------------------------------------------------------------------------------------- rehearsal
@@ -580,13 +811,17 @@ class RehearsalModelConfig(Frozen):
     hidden: int = Field(128, ge=16, le=1024, description="Hidden size of the rehearsal model.")
     heads: int = Field(4, ge=1, le=64, description="Attention (query) heads of the rehearsal model.")
     kv_heads: int = Field(2, ge=1, le=64, description="Key/value heads of the rehearsal model.")
-    ffn_hidden: int = Field(512, ge=16, le=8192, description="Feed-forward inner size of the rehearsal model.")
+    ffn_hidden: int = Field(
+        512, ge=16, le=8192, description="Feed-forward inner size of the rehearsal model."
+    )
 
     @model_validator(mode="after")
     def _shapes(self) -> RehearsalModelConfig:
         if self.hidden % self.heads or (self.hidden // self.heads) % 2:
-            raise ValueError(f"hidden ({self.hidden}) must divide by heads ({self.heads}) into an even head size "
-                             "(rotary embeddings rotate pairs of channels)")
+            raise ValueError(
+                f"hidden ({self.hidden}) must divide by heads ({self.heads}) into an even head size "
+                "(rotary embeddings rotate pairs of channels)"
+            )
         if self.heads % self.kv_heads:
             raise ValueError(f"heads ({self.heads}) must be divisible by kv_heads ({self.kv_heads})")
         return self
@@ -595,37 +830,61 @@ class RehearsalModelConfig(Frozen):
 class RehearsalConfig(Frozen):
     """The small-scale rehearsal gate: a real training loop on a sample of the clean data, killed and restored."""
 
-    sample_tokens: int = Field(60_000, ge=1_000, le=100_000_000,
-                               description="Tokens of clean data to sample (whole documents, chosen by hash).")
+    sample_tokens: int = Field(
+        60_000,
+        ge=1_000,
+        le=100_000_000,
+        description="Tokens of clean data to sample (whole documents, chosen by hash).",
+    )
     seq_len: int = Field(64, ge=4, le=8192, description="Tokens per packed training sequence.")
-    heldout_fraction: float = Field(0.1, ge=0.01, le=0.5,
-                                    description="Share of sampled documents held out for evaluation.")
+    heldout_fraction: float = Field(
+        0.1, ge=0.01, le=0.5, description="Share of sampled documents held out for evaluation."
+    )
     vocab: Literal["sample", "tokenizer"] = Field(
-        "sample", description="'sample': ids renumbered densely over the tokens the sample uses (a small "
-        "embedding, fast on a CPU); 'tokenizer': the tokenizer's own ids and full vocabulary.")
+        "sample",
+        description="'sample': ids renumbered densely over the tokens the sample uses (a small "
+        "embedding, fast on a CPU); 'tokenizer': the tokenizer's own ids and full vocabulary.",
+    )
     steps: int = Field(150, ge=10, le=1_000_000, description="Optimizer steps of each rehearsal run.")
     batch_sequences: int = Field(8, ge=1, le=4096, description="Sequences per optimizer step.")
     checkpoint_every: int = Field(30, ge=1, le=1_000_000, description="Steps between checkpoints.")
     eval_every: int = Field(15, ge=1, le=1_000_000, description="Steps between held-out evaluations.")
     learning_rate: float = Field(3e-3, gt=0, le=1e6, description="Peak learning rate (AdamW).")
     warmup_steps: int = Field(15, ge=0, le=1_000_000, description="Linear warm-up steps before cosine decay.")
-    min_loss_drop: float = Field(1.0, ge=0, le=100, description="Training loss (nats) must fall at least this "
-                                 "much from the first tenth of the steps to the last tenth.")
-    restore_tolerance: float = Field(0.0, ge=0, le=1, description="Largest relative loss difference between the "
-                                     "resumed and the uninterrupted run (0 = bit-identical, the reference trainer).")
-    timeout_s: float = Field(600, gt=0, le=86_400, description="Seconds all trainer starts together may take.")
+    min_loss_drop: float = Field(
+        1.0,
+        ge=0,
+        le=100,
+        description="Training loss (nats) must fall at least this "
+        "much from the first tenth of the steps to the last tenth.",
+    )
+    restore_tolerance: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="Largest relative loss difference between the "
+        "resumed and the uninterrupted run (0 = bit-identical, the reference trainer).",
+    )
+    timeout_s: float = Field(
+        600, gt=0, le=86_400, description="Seconds all trainer starts together may take."
+    )
     command: tuple[str, ...] = Field(
-        ("python", "-m", "campaign.rehearsal.trainer"), min_length=1,
+        ("python", "-m", "campaign.rehearsal.trainer"),
+        min_length=1,
         description="Trainer command (a list of arguments) obeying the README's trainer contract; a first "
-        "argument 'python' is the Python running campaign.")
+        "argument 'python' is the Python running campaign.",
+    )
     model: RehearsalModelConfig | None = Field(
-        None, description="Rehearsal model shape; absent = derived from `model:` (same ratios, width 128).")
+        None, description="Rehearsal model shape; absent = derived from `model:` (same ratios, width 128)."
+    )
 
     @model_validator(mode="after")
     def _checkpoint_before_the_end(self) -> RehearsalConfig:
         if 2 * self.checkpoint_every > self.steps:
-            raise ValueError(f"@checkpoint_every: {self.checkpoint_every} leaves no room for a kill after a "
-                             f"checkpoint and before step {self.steps}; use at most steps / 2 = {self.steps // 2}")
+            raise ValueError(
+                f"@checkpoint_every: {self.checkpoint_every} leaves no room for a kill after a "
+                f"checkpoint and before step {self.steps}; use at most steps / 2 = {self.steps // 2}"
+            )
         if self.warmup_steps >= self.steps:
             raise ValueError(f"@warmup_steps: {self.warmup_steps} must be below steps ({self.steps})")
         return self
@@ -635,8 +894,12 @@ class RehearsalConfig(Frozen):
 
 
 class CampaignConfig(Frozen):
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="Campaign name (names the workspace).")
-    seed: int = Field(0, ge=0, le=MAX_SEED, description="Seed of every random stream (numpy SeedSequence), 0 to 2^53-1.")
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="Campaign name (names the workspace)."
+    )
+    seed: int = Field(
+        0, ge=0, le=MAX_SEED, description="Seed of every random stream (numpy SeedSequence), 0 to 2^53-1."
+    )
     cluster: ClusterConfig
     model: ModelConfig
     plan: PlanConfig
@@ -659,7 +922,9 @@ class CampaignConfig(Frozen):
                 "change plan.layout.dp or cluster.nodes so they match"
             )
         if m.heads % lay.tp:
-            raise ValueError(f"@plan.layout.tp: tp ({lay.tp}) must divide model.heads ({m.heads}); pick a divisor")
+            raise ValueError(
+                f"@plan.layout.tp: tp ({lay.tp}) must divide model.heads ({m.heads}); pick a divisor"
+            )
         if m.seq_len % lay.cp:
             raise ValueError(f"@plan.layout.cp: cp ({lay.cp}) must divide model.seq_len ({m.seq_len})")
         if self.plan.global_batch_tokens % m.seq_len:
@@ -689,7 +954,11 @@ class CampaignConfig(Frozen):
         """Bounds that involve several fields: what the simulator can hold in memory and time."""
         window_h = self.window.days * 24.0
         nodes = self.cluster.nodes + self.cluster.spare_nodes
-        expected = sum(f.rate_per_node_hour(self.cluster.gpus_per_node) for f in self.cluster.failures) * nodes * window_h
+        expected = (
+            sum(f.rate_per_node_hour(self.cluster.gpus_per_node) for f in self.cluster.failures)
+            * nodes
+            * window_h
+        )
         expected += self.cluster.planned.per_day * self.window.days
         if not expected <= MAX_EXPECTED_FAILURES:
             raise ValueError(
@@ -719,7 +988,11 @@ class CampaignConfig(Frozen):
     @property
     def micro_batches(self) -> int:
         """Micro-batches per pipeline per step, m = B / (b * dp)."""
-        return self.plan.global_batch_tokens // self.model.seq_len // (self.plan.micro_batch * self.plan.layout.dp)
+        return (
+            self.plan.global_batch_tokens
+            // self.model.seq_len
+            // (self.plan.micro_batch * self.plan.layout.dp)
+        )
 
 
 # --------------------------------------------------------------------------------------------- loading
@@ -744,8 +1017,12 @@ Where = tuple[str, int]  # (file, line)
 KeyPath = tuple[str | int, ...]
 
 # Keys whose string value names another YAML file to inline.
-_REFERENCE_KEYS: dict[KeyPath, str] = {("cluster",): "mapping", ("model",): "mapping", ("cluster", "failures"): "list",
-                                       ("cluster", "accelerator"): "mapping"}
+_REFERENCE_KEYS: dict[KeyPath, str] = {
+    ("cluster",): "mapping",
+    ("model",): "mapping",
+    ("cluster", "failures"): "list",
+    ("cluster", "accelerator"): "mapping",
+}
 
 
 def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> LoadedConfig:
@@ -756,7 +1033,9 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
     path = Path(path)
     data, where, files = _read_yaml(path)
     if not isinstance(data, dict):
-        raise ConfigError("a campaign file must be a YAML mapping", where=f"{path}:1", fix="see configs/campaigns/demo.yaml")
+        raise ConfigError(
+            "a campaign file must be a YAML mapping", where=f"{path}:1", fix="see configs/campaigns/demo.yaml"
+        )
     for key_path, kind in _REFERENCE_KEYS.items():
         _inline_reference(data, key_path, kind, path, where, files)
     for text in overrides:
@@ -766,13 +1045,16 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
         config = CampaignConfig.model_validate(data)
     except ValidationError as exc:
         raise _config_error(exc, where, path) from None
-    return LoadedConfig(config=config, path=path, digest=config_digest(config), overrides=tuple(overrides),
-                        files=tuple(files))
+    return LoadedConfig(
+        config=config, path=path, digest=config_digest(config), overrides=tuple(overrides), files=tuple(files)
+    )
 
 
 def config_digest(config: CampaignConfig) -> str:
     """sha256 of the canonical JSON of the validated config (sources and descriptions included)."""
-    canonical = json.dumps(config.model_dump(mode="json", by_alias=True), sort_keys=True, separators=(",", ":"))
+    canonical = json.dumps(
+        config.model_dump(mode="json", by_alias=True), sort_keys=True, separators=(",", ":")
+    )
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -794,9 +1076,13 @@ def _read_yaml(path: Path) -> tuple[Any, dict[KeyPath, Where], list[Path]]:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError("config file not found", where=str(path), fix="check the path; configs live in configs/campaigns/") from None
+        raise ConfigError(
+            "config file not found", where=str(path), fix="check the path; configs live in configs/campaigns/"
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read config: {exc}", where=str(path), fix="save the file as UTF-8 text") from None
+        raise ConfigError(
+            f"cannot read config: {exc}", where=str(path), fix="save the file as UTF-8 text"
+        ) from None
     node, data = parse_yaml(text, str(path))
     where: dict[KeyPath, Where] = {}
     if node is not None:
@@ -821,11 +1107,15 @@ def parse_yaml(text: str, where: str) -> tuple[yaml.Node | None, Any]:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark else 1
         problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"invalid YAML: {problem}", where=f"{where}:{line}",
-                          fix="fix the YAML syntax at that line") from None
+        raise ConfigError(
+            f"invalid YAML: {problem}", where=f"{where}:{line}", fix="fix the YAML syntax at that line"
+        ) from None
     except RecursionError:
-        raise ConfigError(f"YAML nested more than {MAX_YAML_DEPTH} levels deep", where=where,
-                          fix="a campaign file is a few levels deep; flatten the structure") from None
+        raise ConfigError(
+            f"YAML nested more than {MAX_YAML_DEPTH} levels deep",
+            where=where,
+            fix="a campaign file is a few levels deep; flatten the structure",
+        ) from None
     return node, data
 
 
@@ -835,9 +1125,11 @@ def _check_yaml_size(root: yaml.Node, where: str) -> None:
 
     def size(node: yaml.Node, depth: int) -> int:
         if depth > MAX_YAML_DEPTH:
-            raise ConfigError(f"YAML nested more than {MAX_YAML_DEPTH} levels deep",
-                              where=f"{where}:{node.start_mark.line + 1}",
-                              fix="a campaign file is a few levels deep; flatten the structure")
+            raise ConfigError(
+                f"YAML nested more than {MAX_YAML_DEPTH} levels deep",
+                where=f"{where}:{node.start_mark.line + 1}",
+                fix="a campaign file is a few levels deep; flatten the structure",
+            )
         if id(node) in expanded:
             return expanded[id(node)]
         total = 1
@@ -850,9 +1142,11 @@ def _check_yaml_size(root: yaml.Node, where: str) -> None:
         for child in children:
             total += size(child, depth + 1)
             if total > MAX_YAML_NODES:
-                raise ConfigError(f"YAML expands to more than {MAX_YAML_NODES:,} values (aliases repeat whole "
-                                  "sections)", where=f"{where}:{node.start_mark.line + 1}",
-                                  fix="remove the repeated aliases (*name) or write the values out")
+                raise ConfigError(
+                    f"YAML expands to more than {MAX_YAML_NODES:,} values (aliases repeat whole sections)",
+                    where=f"{where}:{node.start_mark.line + 1}",
+                    fix="remove the repeated aliases (*name) or write the values out",
+                )
         expanded[id(node)] = total
         return total
 
@@ -880,8 +1174,14 @@ def _locate(node: yaml.Node, prefix: KeyPath, file: str, out: dict[KeyPath, Wher
             _locate(item, prefix + (index,), file, out)
 
 
-def _inline_reference(data: dict, key_path: KeyPath, kind: str, campaign_path: Path,
-                      where: dict[KeyPath, Where], files: list[Path]) -> None:
+def _inline_reference(
+    data: dict,
+    key_path: KeyPath,
+    kind: str,
+    campaign_path: Path,
+    where: dict[KeyPath, Where],
+    files: list[Path],
+) -> None:
     parent: Any = data
     for key in key_path[:-1]:
         if not isinstance(parent, dict) or key not in parent:
@@ -894,14 +1194,19 @@ def _inline_reference(data: dict, key_path: KeyPath, kind: str, campaign_path: P
     target = (referring_file.parent / parent[last]).resolve()
     if not target.exists():
         file, line = where.get(key_path, (str(campaign_path), 1))
-        raise ConfigError(f"referenced file '{parent[last]}' not found (looked for {target})",
-                          where=f"{file}:{line}: {_dotted(key_path)}",
-                          fix="give a path relative to the file that names it, or inline the section")
+        raise ConfigError(
+            f"referenced file '{parent[last]}' not found (looked for {target})",
+            where=f"{file}:{line}: {_dotted(key_path)}",
+            fix="give a path relative to the file that names it, or inline the section",
+        )
     sub_data, sub_where, _ = _read_yaml(target)
     expected = dict if kind == "mapping" else list
     if not isinstance(sub_data, expected):
-        raise ConfigError(f"expected a YAML {kind} in this file", where=f"{target}:1: {_dotted(key_path)}",
-                          fix=f"make the file's top level a {kind}")
+        raise ConfigError(
+            f"expected a YAML {kind} in this file",
+            where=f"{target}:1: {_dotted(key_path)}",
+            fix=f"make the file's top level a {kind}",
+        )
     parent[last] = sub_data
     for sub_path, loc in sub_where.items():
         where[key_path + sub_path] = loc
@@ -925,14 +1230,19 @@ def _apply_override(data: dict, text: str, where: dict[KeyPath, Where]) -> None:
             node = node[key]
             continue
         if not isinstance(node, dict):
-            raise ConfigError(f"cannot set '{dotted}': '{_dotted(tuple(keys[:depth]))}' is not a mapping",
-                              where="--set", fix="check the dotted key against the config file")
+            raise ConfigError(
+                f"cannot set '{dotted}': '{_dotted(tuple(keys[:depth]))}' is not a mapping",
+                where="--set",
+                fix="check the dotted key against the config file",
+            )
         node = node.setdefault(key, {})
     last = keys[-1]
     if isinstance(node, list) and isinstance(last, int) and last < len(node) or isinstance(node, dict):
         node[last] = value
     else:
-        raise ConfigError(f"cannot set '{dotted}'", where="--set", fix="check the dotted key against the config file")
+        raise ConfigError(
+            f"cannot set '{dotted}'", where="--set", fix="check the dotted key against the config file"
+        )
     where[tuple(keys)] = (f"--set {text}", 0)
 
 
@@ -973,7 +1283,10 @@ def _config_error(exc: ValidationError, where: dict[KeyPath, Where], path: Path)
         if line_text not in lines:
             lines.append(line_text)
     message = "\n".join(lines)
-    return ConfigError(message, fix="correct the field(s) above; `campaign --help` and configs/campaigns/demo.yaml show every key")
+    return ConfigError(
+        message,
+        fix="correct the field(s) above; `campaign --help` and configs/campaigns/demo.yaml show every key",
+    )
 
 
 def _is_yaml_key(key: str | int) -> bool:
@@ -1043,5 +1356,3 @@ def _dotted(loc: KeyPath) -> str:
     for key in loc:
         out += f"[{key}]" if isinstance(key, int) else (f".{key}" if out else str(key))
     return out
-
-

@@ -35,10 +35,10 @@ _LISTED_PATH = re.compile(r"^(clean|rejected)/[A-Za-z0-9][A-Za-z0-9._-]*\.parque
 class DataFile:
     """One file the manifest lists, as read now."""
 
-    path: str                  # relative to the data folder, e.g. clean/web.parquet
-    kind: str                  # clean or rejected
+    path: str  # relative to the data folder, e.g. clean/web.parquet
+    kind: str  # clean or rejected
     source: str
-    sha256: str | None         # of the bytes read now; None if the file is missing
+    sha256: str | None  # of the bytes read now; None if the file is missing
     table: pa.Table | None = None
 
 
@@ -79,25 +79,33 @@ def read_evidence(data_dir: Path, data: DataConfig, load_tables: bool = False) -
         try:
             raw = (data_dir / rel).read_bytes()
         except FileNotFoundError:
-            problems.append(f"data/{rel} is missing (listed in {MANIFEST_NAME}); run `campaign prepare` again")
+            problems.append(
+                f"data/{rel} is missing (listed in {MANIFEST_NAME}); run `campaign prepare` again"
+            )
             hashes[rel] = "missing"
             files.append(DataFile(rel, entry["kind"], str(entry.get("source", "")), None))
             continue
         except OSError as exc:
-            raise DataError(f"cannot read a prepared file ({exc})", where=str(data_dir / rel),
-                            fix="check its permissions, or run `campaign prepare` again") from None
+            raise DataError(
+                f"cannot read a prepared file ({exc})",
+                where=str(data_dir / rel),
+                fix="check its permissions, or run `campaign prepare` again",
+            ) from None
         sha = hashlib.sha256(raw).hexdigest()
         hashes[rel] = sha
         if sha != entry["sha256"]:
-            problems.append(f"data/{rel} changed since prepare (sha256 {entry['sha256'][:8]}… is now {sha[:8]}…); "
-                            "run `campaign prepare` again, or restore the file")
+            problems.append(
+                f"data/{rel} changed since prepare (sha256 {entry['sha256'][:8]}… is now {sha[:8]}…); "
+                "run `campaign prepare` again, or restore the file"
+            )
         table = None
         if load_tables:
             try:
                 table = pq.read_table(pa.BufferReader(raw))
             except (pa.ArrowException, OSError, ValueError) as exc:
-                problems.append(f"data/{rel} is not readable Parquet ({type(exc).__name__}); run `campaign "
-                                "prepare` again")
+                problems.append(
+                    f"data/{rel} is not readable Parquet ({type(exc).__name__}); run `campaign prepare` again"
+                )
         files.append(DataFile(rel, entry["kind"], str(entry.get("source", "")), sha, table))
     listed = set(hashes)
     for kind in (CLEAN_DIR, REJECTED_DIR):
@@ -105,19 +113,30 @@ def read_evidence(data_dir: Path, data: DataConfig, load_tables: bool = False) -
         if folder.is_dir():
             for path in sorted(folder.iterdir()):
                 rel = f"{kind}/{path.name}"
-                if path.is_file() and path.suffix == ".parquet" and not path.name.startswith(".") and rel not in listed:
-                    problems.append(f"data/{rel} is not in {MANIFEST_NAME} (campaign did not write it in this "
-                                    "prepare); move it out of the workspace, or run `campaign prepare` again")
+                if (
+                    path.is_file()
+                    and path.suffix == ".parquet"
+                    and not path.name.startswith(".")
+                    and rel not in listed
+                ):
+                    problems.append(
+                        f"data/{rel} is not in {MANIFEST_NAME} (campaign did not write it in this "
+                        "prepare); move it out of the workspace, or run `campaign prepare` again"
+                    )
     problems += _input_problems(manifest)
     production = data.production_digest()
     if manifest.get("data_config_digest") != production:
-        problems.append("the `data:` section (sources, cleaning or tokenizer) changed since this data was prepared; "
-                        "run `campaign prepare` again")
+        problems.append(
+            "the `data:` section (sources, cleaning or tokenizer) changed since this data was prepared; "
+            "run `campaign prepare` again"
+        )
     names_now = [s.name for s in data.sources]
     names_then = [s.get("name") for s in manifest["sources"]]
     if names_now != names_then:
-        problems.append(f"the prepared sources {names_then} are not the configured sources {names_now}; run "
-                        "`campaign prepare` again")
+        problems.append(
+            f"the prepared sources {names_then} are not the configured sources {names_now}; run "
+            "`campaign prepare` again"
+        )
     digest = manifest_data_digest(manifest, hashes, production)
     return DataEvidence(digest=digest, manifest=manifest, files=tuple(files), problems=tuple(problems))
 
@@ -127,8 +146,14 @@ def input_identities(data: DataConfig) -> list[dict[str, Any]]:
     out = []
     for index, source in enumerate(data.sources):
         for path, _ in source_files(source, index):
-            out.append({"source": source.name, "path": str(path), "bytes": path.stat().st_size,
-                        "sha256": sha256_file(path)})
+            out.append(
+                {
+                    "source": source.name,
+                    "path": str(path),
+                    "bytes": path.stat().st_size,
+                    "sha256": sha256_file(path),
+                }
+            )
     return out
 
 
@@ -139,11 +164,14 @@ def _input_problems(manifest: dict[str, Any]) -> list[str]:
         try:
             sha = sha256_file(path)
         except FileNotFoundError:
-            problems.append(f"input {path} was read by prepare and is gone; restore it or run `campaign prepare` "
-                            "again")
+            problems.append(
+                f"input {path} was read by prepare and is gone; restore it or run `campaign prepare` again"
+            )
             continue
         except OSError as exc:
-            problems.append(f"input {path} cannot be read ({exc}); fix its permissions or run `campaign prepare`")
+            problems.append(
+                f"input {path} cannot be read ({exc}); fix its permissions or run `campaign prepare`"
+            )
             continue
         if sha != entry["sha256"]:
             problems.append(f"input {path} changed since prepare; run `campaign prepare` again")
@@ -160,14 +188,21 @@ def _parse_manifest(raw: bytes, path: Path) -> dict[str, Any]:
         raise _bad_manifest(path, "is not a JSON object")
     for key, kind in (("files", list), ("sources", list), ("tokenizer", str)):
         if not isinstance(obj.get(key), kind):
-            raise _bad_manifest(path, f"field '{key}' should be a {kind.__name__}, found "
-                                      f"{type(obj.get(key)).__name__}")
+            raise _bad_manifest(
+                path, f"field '{key}' should be a {kind.__name__}, found {type(obj.get(key)).__name__}"
+            )
     for i, entry in enumerate(obj["files"]):
-        if not (isinstance(entry, dict) and isinstance(entry.get("path"), str)
-                and isinstance(entry.get("sha256"), str) and entry.get("kind") in (CLEAN_DIR, REJECTED_DIR)):
+        if not (
+            isinstance(entry, dict)
+            and isinstance(entry.get("path"), str)
+            and isinstance(entry.get("sha256"), str)
+            and entry.get("kind") in (CLEAN_DIR, REJECTED_DIR)
+        ):
             raise _bad_manifest(path, f"files[{i}] needs a path, a sha256 and a kind (clean or rejected)")
         if not _LISTED_PATH.match(entry["path"]) or not entry["path"].startswith(entry["kind"] + "/"):
-            raise _bad_manifest(path, f"files[{i}].path {entry['path']!r} is not a file inside clean/ or rejected/")
+            raise _bad_manifest(
+                path, f"files[{i}].path {entry['path']!r} is not a file inside clean/ or rejected/"
+            )
     paths = [entry["path"] for entry in obj["files"]]
     repeated = sorted({p for p in paths if paths.count(p) > 1})
     if repeated:
@@ -177,12 +212,16 @@ def _parse_manifest(raw: bytes, path: Path) -> dict[str, Any]:
             raise _bad_manifest(path, f"sources[{i}] needs a name")
     inputs = obj.get("inputs", [])
     if not isinstance(inputs, list) or not all(
-            isinstance(e, dict) and isinstance(e.get("path"), str) and isinstance(e.get("sha256"), str)
-            for e in inputs):
+        isinstance(e, dict) and isinstance(e.get("path"), str) and isinstance(e.get("sha256"), str)
+        for e in inputs
+    ):
         raise _bad_manifest(path, "field 'inputs' should be a list of {path, sha256}")
     return obj
 
 
 def _bad_manifest(path: Path, what: str) -> CampaignError:
-    return DataError(f"the data manifest {what}", where=str(path),
-                     fix="run `campaign prepare CONFIG` again: it rewrites the manifest from the data")
+    return DataError(
+        f"the data manifest {what}",
+        where=str(path),
+        fix="run `campaign prepare CONFIG` again: it rewrites the manifest from the data",
+    )

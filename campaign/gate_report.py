@@ -54,42 +54,64 @@ def gate_rows(results: list[GateResult], config: CampaignConfig, plan: dict[str,
     for r in results:
         d = r.details
         if r.gate == "data_identity":
-            figure = (f"{len(d.get('files', {}))} prepared files, {len(d.get('problems', []))} differ from what "
-                      "prepare recorded")
+            figure = (
+                f"{len(d.get('files', {}))} prepared files, {len(d.get('problems', []))} differ from what "
+                "prepare recorded"
+            )
             threshold = "every file, input and the data: section as prepare recorded them"
         elif r.gate == "data_quality":
-            figure = (f"{_num(d.get('n_passed'))} of {_num(d.get('n_expectations'))} expectations met on "
-                      f"{_num(d.get('n_rows'))} rows")
+            figure = (
+                f"{_num(d.get('n_passed'))} of {_num(d.get('n_expectations'))} expectations met on "
+                f"{_num(d.get('n_rows'))} rows"
+            )
             threshold = "every expectation (see the data-quality artifact for each one's bounds)"
         elif r.gate == "data_volume":
-            figure = (f"{_num(d.get('n_documents'))} documents, {_num(d.get('n_tokens'))} tokens, "
-                      f"{_num(100 * d.get('rejected_fraction', float('nan')))} % rejected")
-            threshold = (f">= {_num(g.min_documents)} documents, >= {_num(g.min_tokens)} tokens, "
-                         f"<= {_num(100 * g.max_rejected_fraction)} % rejected")
+            figure = (
+                f"{_num(d.get('n_documents'))} documents, {_num(d.get('n_tokens'))} tokens, "
+                f"{_num(100 * d.get('rejected_fraction', float('nan')))} % rejected"
+            )
+            threshold = (
+                f">= {_num(g.min_documents)} documents, >= {_num(g.min_tokens)} tokens, "
+                f"<= {_num(100 * g.max_rejected_fraction)} % rejected"
+            )
         elif r.gate == "data_mixture":
             sources = d.get("sources", {})
-            name, worst = max(sources.items(), key=lambda kv: (kv[1]["relative_gap"], kv[0])) if sources else ("", {})
-            figure = (f"largest relative gap {_num(worst.get('relative_gap'))} (source '{name}': "
-                      f"{_num(100 * worst.get('share', float('nan')))} % of tokens, planned "
-                      f"{_num(100 * worst.get('planned', float('nan')))} %)")
+            name, worst = (
+                max(sources.items(), key=lambda kv: (kv[1]["relative_gap"], kv[0])) if sources else ("", {})
+            )
+            figure = (
+                f"largest relative gap {_num(worst.get('relative_gap'))} (source '{name}': "
+                f"{_num(100 * worst.get('share', float('nan')))} % of tokens, planned "
+                f"{_num(100 * worst.get('planned', float('nan')))} %)"
+            )
             threshold = f"<= {_num(g.mixture_tolerance)} relative gap for every source"
         elif r.gate == "layout":
             lay = plan.get("layout", {})
-            figure = (f"tp={lay.get('tp')} pp={lay.get('pp')} dp={lay.get('dp')} cp={lay.get('cp')} on "
-                      f"{_num(plan.get('gpus'))} GPUs")
+            figure = (
+                f"tp={lay.get('tp')} pp={lay.get('pp')} dp={lay.get('dp')} cp={lay.get('cp')} on "
+                f"{_num(plan.get('gpus'))} GPUs"
+            )
             threshold = "world size = GPUs; tp inside the NVLink domain; layers divide over pp"
         elif r.gate == "memory":
             figure = f"{_num(plan.get('memory_gib_per_gpu'))} GiB per GPU"
-            threshold = (f"<= {_num(memory_limit)} GiB ({_num(100 * c.max_memory_fraction)} % of "
-                         f"{_num(config.cluster.accelerator.hbm_gib)} GiB HBM)")
+            threshold = (
+                f"<= {_num(memory_limit)} GiB ({_num(100 * c.max_memory_fraction)} % of "
+                f"{_num(config.cluster.accelerator.hbm_gib)} GiB HBM)"
+            )
         elif r.gate == "schedule":
-            figure = f"{_num(plan.get('expected_days'))} days expected (ETTR {_num(plan.get('expected_ettr'))})"
-            threshold = (f"<= {_num(days_limit)} days (window {_num(config.window.days)} days, margin "
-                         f"{_num(100 * c.min_window_margin)} %)")
+            figure = (
+                f"{_num(plan.get('expected_days'))} days expected (ETTR {_num(plan.get('expected_ettr'))})"
+            )
+            threshold = (
+                f"<= {_num(days_limit)} days (window {_num(config.window.days)} days, margin "
+                f"{_num(100 * c.min_window_margin)} %)"
+            )
         elif r.gate == "rehearsal":
-            figure = (f"loss fell by {_num(d.get('loss_drop'))}, resume check: {d.get('restore_check', 'n/a')}")
-            threshold = (f"loss drop >= {_num(d.get('min_loss_drop'))}, held-out loss falls, no NaN, resumed run "
-                         "matches the uninterrupted one")
+            figure = f"loss fell by {_num(d.get('loss_drop'))}, resume check: {d.get('restore_check', 'n/a')}"
+            threshold = (
+                f"loss drop >= {_num(d.get('min_loss_drop'))}, held-out loss falls, no NaN, resumed run "
+                "matches the uninterrupted one"
+            )
         else:
             figure, threshold = r.summary, "see the summary"
         rows.append(GateRow(r.gate, r.passed, figure, threshold, r.summary))
@@ -100,15 +122,24 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def gates_markdown(rows: list[GateRow], config_digest: str, data_digest: str, campaign: str,
-                   links: dict[str, str] | None = None) -> str:
+def gates_markdown(
+    rows: list[GateRow],
+    config_digest: str,
+    data_digest: str,
+    campaign: str,
+    links: dict[str, str] | None = None,
+) -> str:
     """The `gates-detail` artifact: one markdown table row per gate, failures first in the heading."""
     failed = [r.gate for r in rows if not r.passed]
-    head = (f"# Gates of `{campaign}`: {'all passed' if not failed else 'FAILED: ' + ', '.join(failed)}\n\n"
-            f"config `{config_digest[:12]}`, data `{data_digest[:12]}`\n")
+    head = (
+        f"# Gates of `{campaign}`: {'all passed' if not failed else 'FAILED: ' + ', '.join(failed)}\n\n"
+        f"config `{config_digest[:12]}`, data `{data_digest[:12]}`\n"
+    )
     table = ["| gate | passed | figure | threshold |", "| --- | --- | --- | --- |"]
-    table += [f"| {r.gate} | {'yes' if r.passed else '**NO**'} | {_cell(r.figure)} | {_cell(r.threshold)} |"
-              for r in rows]
+    table += [
+        f"| {r.gate} | {'yes' if r.passed else '**NO**'} | {_cell(r.figure)} | {_cell(r.threshold)} |"
+        for r in rows
+    ]
     notes = [f"\n* **{r.gate}** failed: {_cell(r.summary)}" for r in rows if not r.passed]
     more = [f"\n[{_cell(text)}]({target})" for text, target in (links or {}).items()]
     return "\n".join([head, *table]) + "".join(notes) + ("\n" if more else "") + "".join(more) + "\n"

@@ -20,13 +20,13 @@ from campaign.tokenizer import load_tokenizer
 # Order is the order the validate table prints.
 REQUIRED_GATES: tuple[str, ...] = (
     "data_identity",  # the prepared files, their inputs and the data: section are what prepare recorded
-    "data_quality",   # Great Expectations suite over the clean data
-    "data_volume",    # documents, tokens, rejected share
-    "data_mixture",   # token shares against the planned weights
-    "layout",         # parallel layout against the topology
-    "memory",         # memory per GPU against HBM
-    "schedule",       # expected campaign length against the window
-    "rehearsal",      # a real training loop on a sample, killed and restored (campaign.rehearsal)
+    "data_quality",  # Great Expectations suite over the clean data
+    "data_volume",  # documents, tokens, rejected share
+    "data_mixture",  # token shares against the planned weights
+    "layout",  # parallel layout against the topology
+    "memory",  # memory per GPU against HBM
+    "schedule",  # expected campaign length against the window
+    "rehearsal",  # a real training loop on a sample, killed and restored (campaign.rehearsal)
 )
 
 
@@ -49,8 +49,10 @@ def data_figures(evidence: DataEvidence, tokenizer: str) -> dict[str, dict[str, 
     figures: dict[str, dict[str, Any]] = {}
 
     def fig(source: str) -> dict[str, Any]:
-        return figures.setdefault(source, {"n_kept": 0, "n_rejected": 0, "n_tokens": 0, "n_tokens_column": 0,
-                                           "n_token_mismatches": 0})
+        return figures.setdefault(
+            source,
+            {"n_kept": 0, "n_rejected": 0, "n_tokens": 0, "n_tokens_column": 0, "n_token_mismatches": 0},
+        )
 
     for f in evidence.files:
         if f.table is None:
@@ -85,14 +87,22 @@ def identity_gate(evidence: DataEvidence) -> GateResult:
     """The prepared data stands for this config: files as prepare wrote them, inputs and `data:` unchanged."""
     problems = list(evidence.problems)
     return GateResult(
-        "data_identity", not problems,
-        "; ".join(problems) or f"{len(evidence.files)} prepared files, inputs and the data: section match prepare",
+        "data_identity",
+        not problems,
+        "; ".join(problems)
+        or f"{len(evidence.files)} prepared files, inputs and the data: section match prepare",
         {"problems": problems, "files": {f.path: f.sha256 for f in evidence.files}},
     )
 
 
-def data_gates(figures: dict[str, dict[str, Any]], weights: dict[str, float], min_documents: int,
-               min_tokens: float, max_rejected_fraction: float, mixture_tolerance: float) -> list[GateResult]:
+def data_gates(
+    figures: dict[str, dict[str, Any]],
+    weights: dict[str, float],
+    min_documents: int,
+    min_tokens: float,
+    max_rejected_fraction: float,
+    mixture_tolerance: float,
+) -> list[GateResult]:
     """Volume and mixture gates from figures recomputed from the files, judged against the current weights.
 
     Every comparison is written so that NaN fails it."""
@@ -107,16 +117,26 @@ def data_gates(figures: dict[str, dict[str, Any]], weights: dict[str, float], mi
     if not tokens >= min_tokens:
         problems.append(f"{tokens:,} clean tokens < gates.data.min_tokens {min_tokens:,.0f}")
     if not rejected <= max_rejected_fraction:
-        problems.append(f"{rejected:.1%} of documents rejected > gates.data.max_rejected_fraction "
-                        f"{max_rejected_fraction:.0%}")
+        problems.append(
+            f"{rejected:.1%} of documents rejected > gates.data.max_rejected_fraction "
+            f"{max_rejected_fraction:.0%}"
+        )
     if mismatches:
-        problems.append(f"{mismatches} clean documents carry an n_tokens that the tokenizer does not give; "
-                        "run `campaign prepare` again")
+        problems.append(
+            f"{mismatches} clean documents carry an n_tokens that the tokenizer does not give; "
+            "run `campaign prepare` again"
+        )
     volume = GateResult(
-        "data_volume", not problems,
+        "data_volume",
+        not problems,
         "; ".join(problems) or f"{n_docs:,} documents, {tokens:,} tokens, {rejected:.1%} rejected",
-        {"n_documents": n_docs, "n_input": n_input, "n_tokens": tokens, "rejected_fraction": rejected,
-         "n_token_mismatches": mismatches},
+        {
+            "n_documents": n_docs,
+            "n_input": n_input,
+            "n_tokens": tokens,
+            "rejected_fraction": rejected,
+            "n_token_mismatches": mismatches,
+        },
     )
     total_w = sum(weights.values())
     gaps = {}
@@ -127,7 +147,8 @@ def data_gates(figures: dict[str, dict[str, Any]], weights: dict[str, float], mi
     worst_name, worst = max(gaps.items(), key=lambda kv: (kv[1]["relative_gap"], kv[0]))
     mixture_ok = all(g["relative_gap"] <= mixture_tolerance for g in gaps.values())
     mixture = GateResult(
-        "data_mixture", mixture_ok,
+        "data_mixture",
+        mixture_ok,
         f"largest gap: source '{worst_name}' has {worst['share']:.1%} of tokens, planned "
         f"{worst['planned']:.1%} (relative gap {worst['relative_gap']:.2f}, "
         f"tolerance {mixture_tolerance:.2f})",
@@ -141,7 +162,7 @@ def plan_gates(plan_json: dict[str, Any], violations: list[tuple[str, str]]) -> 
     results = []
     summaries = {
         "layout": f"tp={plan_json['layout']['tp']} pp={plan_json['layout']['pp']} dp={plan_json['layout']['dp']} "
-                  f"cp={plan_json['layout']['cp']} on {plan_json['gpus']:,} GPUs",
+        f"cp={plan_json['layout']['cp']} on {plan_json['gpus']:,} GPUs",
         "memory": f"{plan_json['memory_gib_per_gpu']:.1f} GiB per GPU",
         "schedule": f"expected {plan_json['expected_days']:.2f} days at ETTR {plan_json['expected_ettr']:.3f}",
     }
@@ -155,9 +176,12 @@ def plan_gates(plan_json: dict[str, Any], violations: list[tuple[str, str]]) -> 
         for key in finite.get(gate, ()):
             value = plan_json.get(key)
             if not (isinstance(value, (int, float)) and math.isfinite(value)):
-                messages.append(f"plan figure {key} is {value!r}, not a finite number; check the config's numbers")
-        results.append(GateResult(gate, not messages, "; ".join(messages) or summaries[gate],
-                                  {"violations": messages}))
+                messages.append(
+                    f"plan figure {key} is {value!r}, not a finite number; check the config's numbers"
+                )
+        results.append(
+            GateResult(gate, not messages, "; ".join(messages) or summaries[gate], {"violations": messages})
+        )
     return results
 
 
@@ -168,34 +192,52 @@ def commit_problems(recorded: dict[str, Any], config_digest: str, data_digest: s
     for gate in REQUIRED_GATES:
         record = recorded.get(gate)
         if record is None:
-            problems.append(f"gate '{gate}' has not been run for config {config_digest[:12]} and data "
-                            f"{data_digest[:12]} (the config or the data changed since the last validate): run "
-                            "`campaign validate`")
+            problems.append(
+                f"gate '{gate}' has not been run for config {config_digest[:12]} and data "
+                f"{data_digest[:12]} (the config or the data changed since the last validate): run "
+                "`campaign validate`"
+            )
         elif record.passed is not True:
-            problems.append(f"gate '{gate}' failed in the latest validate: {record.details.get('summary', '')}")
+            problems.append(
+                f"gate '{gate}' failed in the latest validate: {record.details.get('summary', '')}"
+            )
     return problems
 
 
-def execute_problems(commitments: list[Any], config_digest: str, data_digest: str | None,
-                     changed_files: list[str], recorded: dict[str, Any]) -> list[str]:
+def execute_problems(
+    commitments: list[Any],
+    config_digest: str,
+    data_digest: str | None,
+    changed_files: list[str],
+    recorded: dict[str, Any],
+) -> list[str]:
     """What stops execute: no commitment, or one whose config or data digest no longer matches."""
     if data_digest is None:
-        return [("no prepared data in this workspace (data/manifest.json missing): run `campaign prepare`, "
-                "`campaign validate` and `campaign commit` first")] + commit_problems(recorded, config_digest, "-")
+        return [
+            (
+                "no prepared data in this workspace (data/manifest.json missing): run `campaign prepare`, "
+                "`campaign validate` and `campaign commit` first"
+            )
+        ] + commit_problems(recorded, config_digest, "-")
     if not commitments:
-        return ["no commitment for this workspace: run `campaign commit` after every gate passes"] + \
-            commit_problems(recorded, config_digest, data_digest)
+        return [
+            "no commitment for this workspace: run `campaign commit` after every gate passes"
+        ] + commit_problems(recorded, config_digest, data_digest)
     for c in commitments:
         if c.config_digest == config_digest and c.data_digest == data_digest and not changed_files:
             return commit_problems(recorded, config_digest, data_digest)
     latest = commitments[0]
     problems = []
     if latest.config_digest != config_digest:
-        problems.append(f"config digest changed since commit: committed {latest.config_digest[:12]}, now "
-                        f"{config_digest[:12]}; validate and commit this config, or restore the committed one")
+        problems.append(
+            f"config digest changed since commit: committed {latest.config_digest[:12]}, now "
+            f"{config_digest[:12]}; validate and commit this config, or restore the committed one"
+        )
     if changed_files or latest.data_digest != data_digest:
-        problems.append(f"data digest changed since commit: committed {latest.data_digest[:12]}, now "
-                        f"{data_digest[:12]}; rerun prepare, validate and commit, or restore the data")
+        problems.append(
+            f"data digest changed since commit: committed {latest.data_digest[:12]}, now "
+            f"{data_digest[:12]}; rerun prepare, validate and commit, or restore the data"
+        )
         problems.extend(changed_files)
     return problems
 
@@ -205,7 +247,9 @@ def schedule_with_window_length(schedule: GateResult, assessment: Any) -> GateRe
     shorter than the p90 or longer than the p99 completion time fails it, saying which and what it costs."""
     details = {**schedule.details, "window_length": assessment.as_details()}
     if assessment.verdict == "ok":
-        return GateResult(schedule.gate, schedule.passed, f"{schedule.summary}; {assessment.message}", details)
+        return GateResult(
+            schedule.gate, schedule.passed, f"{schedule.summary}; {assessment.message}", details
+        )
     details["violations"] = [*details.get("violations", []), assessment.message]
     summary = assessment.message if schedule.passed else f"{schedule.summary}; {assessment.message}"
     return GateResult(schedule.gate, False, summary, details)

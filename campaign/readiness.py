@@ -12,7 +12,10 @@ def require_prepared(ws: Workspace, command: str) -> Workspace:
     """The workspace of a finished prepare, or refuse (exit 3) saying what to run first."""
     require_workspace(ws, command)
     if not (ws.data_dir / MANIFEST_NAME).is_file():
-        raise Refused(f"no prepared data in this workspace ({command} needs the data of an earlier prepare; "
-                      f"{ws.data_dir / MANIFEST_NAME} is missing)", where=str(ws.root),
-                      fix="run `campaign prepare CONFIG` (with the same --workspace) first")
+        raise Refused(
+            f"no prepared data in this workspace ({command} needs the data of an earlier prepare; "
+            f"{ws.data_dir / MANIFEST_NAME} is missing)",
+            where=str(ws.root),
+            fix="run `campaign prepare CONFIG` (with the same --workspace) first",
+        )
     return ws

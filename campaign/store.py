@@ -49,8 +49,11 @@ def lock_wait_s() -> float:
     except ValueError:
         value = float("nan")
     if not 0 <= value <= 86_400:  # NaN fails this too
-        raise ConfigError(f"CAMPAIGN_LOCK_WAIT_S={raw!r} is not a number of seconds from 0 to 86400",
-                          where="environment variable CAMPAIGN_LOCK_WAIT_S", fix="set it to e.g. 10, or unset it")
+        raise ConfigError(
+            f"CAMPAIGN_LOCK_WAIT_S={raw!r} is not a number of seconds from 0 to 86400",
+            where="environment variable CAMPAIGN_LOCK_WAIT_S",
+            fix="set it to e.g. 10, or unset it",
+        )
     return value
 
 
@@ -95,26 +98,40 @@ def adopt_workspace(ws: Workspace, campaign_name: str) -> Workspace:
     folder that holds anything else, so campaign never writes into (or cleans up) a folder it does not own."""
     root = ws.root
     if root.exists() and not root.is_dir():
-        raise ConfigError(f"{root} is a file, not a folder", where="--workspace",
-                          fix="pass a new folder, or an existing campaign workspace")
+        raise ConfigError(
+            f"{root} is a file, not a folder",
+            where="--workspace",
+            fix="pass a new folder, or an existing campaign workspace",
+        )
     if not is_workspace(ws):
         if root.exists() and any(root.iterdir()):
             raise ConfigError(
                 f"{root} is not empty and is not a campaign workspace (no {WORKSPACE_MARKER}); campaign will not "
-                "write into a folder it does not own", where="--workspace",
-                fix="pass a new or empty folder with --workspace (or the folder of an earlier campaign run)")
+                "write into a folder it does not own",
+                where="--workspace",
+                fix="pass a new or empty folder with --workspace (or the folder of an earlier campaign run)",
+            )
         root.mkdir(parents=True, exist_ok=True)
     if not (root / WORKSPACE_MARKER).is_file():
-        atomic_write_json(root / WORKSPACE_MARKER, {"campaign": campaign_name, "created_at": now().isoformat(),
-                                                    "note": "campaign's own folder; see README 'The workspace'"})
+        atomic_write_json(
+            root / WORKSPACE_MARKER,
+            {
+                "campaign": campaign_name,
+                "created_at": now().isoformat(),
+                "note": "campaign's own folder; see README 'The workspace'",
+            },
+        )
     return ws
 
 
 def require_workspace(ws: Workspace, command: str) -> Workspace:
     """The workspace of an earlier prepare, or refuse without creating anything."""
     if not is_workspace(ws):
-        raise Refused(f"no campaign workspace here ({command} needs the data of an earlier prepare)",
-                      where=str(ws.root), fix="run `campaign prepare CONFIG` (with the same --workspace) first")
+        raise Refused(
+            f"no campaign workspace here ({command} needs the data of an earlier prepare)",
+            where=str(ws.root),
+            fix="run `campaign prepare CONFIG` (with the same --workspace) first",
+        )
     return ws
 
 
@@ -130,8 +147,11 @@ def locked(ws: Workspace, command: str, wait_s: float | None = None) -> Iterator
 
     The workspace must exist (`adopt_workspace` or `require_workspace` first): a lock creates no folder."""
     if not ws.root.is_dir():
-        raise Refused("no campaign workspace here", where=str(ws.root),
-                      fix="run `campaign prepare CONFIG` (with the same --workspace) first")
+        raise Refused(
+            "no campaign workspace here",
+            where=str(ws.root),
+            fix="run `campaign prepare CONFIG` (with the same --workspace) first",
+        )
     wait = lock_wait_s() if wait_s is None else wait_s
     key = ws.root
     with _held_guard:
@@ -186,10 +206,15 @@ def _acquire(ws: Workspace, command: str, wait: float) -> FileLock:
             where=str(ws.root),
             fix="wait for that run to finish, or stop it; a killed holder releases the lock by itself",
         ) from None
-    atomic_write_json(ws.root / ".lock.json", {
-        "pid": os.getpid(), "host": socket.gethostname(), "command": command,
-        "since": datetime.now(UTC).isoformat(timespec="seconds"),
-    })
+    atomic_write_json(
+        ws.root / ".lock.json",
+        {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "command": command,
+            "since": datetime.now(UTC).isoformat(timespec="seconds"),
+        },
+    )
     return lock
 
 
@@ -213,8 +238,11 @@ def sql(name: str) -> str:
 def catalog(ws: Workspace, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
     """A connection to the workspace catalog with the schema in place (migrated from older versions)."""
     if not ws.root.is_dir():
-        raise Refused("no campaign workspace here", where=str(ws.root),
-                      fix="run `campaign prepare CONFIG` (with the same --workspace) first")
+        raise Refused(
+            "no campaign workspace here",
+            where=str(ws.root),
+            fix="run `campaign prepare CONFIG` (with the same --workspace) first",
+        )
     if read_only and not ws.catalog_path.exists():
         read_only = False
     try:
@@ -222,9 +250,11 @@ def catalog(ws: Workspace, read_only: bool = False) -> Iterator[duckdb.DuckDBPyC
     except duckdb.IOException as exc:
         if "lock" in str(exc).lower():
             # DuckDB lets one process write a database file; another program (a DuckDB shell, a notebook) has it.
-            raise WorkspaceBusy(f"the catalog is open in another program ({exc})", where=str(ws.catalog_path),
-                                fix="close other programs that have campaign.duckdb open, then run the command "
-                                    "again") from None
+            raise WorkspaceBusy(
+                f"the catalog is open in another program ({exc})",
+                where=str(ws.catalog_path),
+                fix="close other programs that have campaign.duckdb open, then run the command again",
+            ) from None
         raise _corrupt(ws, exc) from None
     except duckdb.Error as exc:
         raise _corrupt(ws, exc) from None
@@ -244,7 +274,8 @@ def _corrupt(ws: Workspace, exc: Exception) -> DataError:
         f"the catalog is damaged and cannot be read ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})",
         where=str(ws.catalog_path),
         fix=f"move it aside (mv {ws.catalog_path} {ws.catalog_path}.damaged) and run `campaign prepare`, "
-            "`validate` and `commit` again: the catalog is the record of the gates, so it is rebuilt, not repaired")
+        "`validate` and `commit` again: the catalog is the record of the gates, so it is rebuilt, not repaired",
+    )
 
 
 def _ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
@@ -253,13 +284,17 @@ def _ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     version_row = None
     if first_row(con, "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'schema_meta'")[0]:
         version_row = first_row(con, "SELECT max(version) FROM schema_meta")
-    version = version_row[0] if version_row and version_row[0] is not None else (1 if has_gates else SCHEMA_VERSION)
+    version = (
+        version_row[0] if version_row and version_row[0] is not None else (1 if has_gates else SCHEMA_VERSION)
+    )
     if version < 2:
         with transaction(con):
             con.execute("ALTER TABLE gates RENAME TO gates_v1")
             con.execute(sql("schema"))
-            con.execute("INSERT INTO gates SELECT run_id, gate, passed, config_digest, data_digest, details, "
-                        "checked_at FROM gates_v1")
+            con.execute(
+                "INSERT INTO gates SELECT run_id, gate, passed, config_digest, data_digest, details, "
+                "checked_at FROM gates_v1"
+            )
             con.execute("DROP TABLE gates_v1")
     con.execute(sql("schema"))
     if version < SCHEMA_VERSION or version_row is None:
@@ -304,7 +339,9 @@ def start_run(ws: Workspace, stage: str, config_digest: str | None, data_digest:
     return run_id
 
 
-def finish_run(ws: Workspace, run_id: str, status: str, message: str = "", data_digest: str | None = None) -> None:
+def finish_run(
+    ws: Workspace, run_id: str, status: str, message: str = "", data_digest: str | None = None
+) -> None:
     with catalog(ws) as con:
         con.execute(
             "UPDATE runs SET status = ?, finished_at = ?, message = ?, data_digest = coalesce(?, data_digest) "
@@ -326,17 +363,41 @@ def record_dataset(ws: Workspace, run_id: str, manifest: dict[str, Any]) -> int:
         for source in manifest["sources"]:
             con.execute(
                 "INSERT INTO datasets VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [digest, source["name"], source["clean_file"], source["n_input"], source["n_kept"],
-                 source["n_rejected"], source["tokens_kept"], source["bytes_kept"], source["clean_sha256"],
-                 manifest["tokenizer"], run_id, now()],
+                [
+                    digest,
+                    source["name"],
+                    source["clean_file"],
+                    source["n_input"],
+                    source["n_kept"],
+                    source["n_rejected"],
+                    source["tokens_kept"],
+                    source["bytes_kept"],
+                    source["clean_sha256"],
+                    manifest["tokenizer"],
+                    run_id,
+                    now(),
+                ],
             )
             for reason, count in sorted(source["by_reason"].items()):
-                con.execute("INSERT INTO rejections VALUES (?, ?, ?, ?)", [digest, source["name"], reason, count])
+                con.execute(
+                    "INSERT INTO rejections VALUES (?, ?, ?, ?)", [digest, source["name"], reason, count]
+                )
             rows += 1
         for position, row in enumerate(manifest.get("removals", [])):  # per source and reason, pipeline order
-            con.execute("INSERT INTO removals VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        [digest, row["source"], position, row["step"], row["reason"], row["docs"], row["chars"],
-                         row["tokens"], row["tokens_exact"]])
+            con.execute(
+                "INSERT INTO removals VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    digest,
+                    row["source"],
+                    position,
+                    row["step"],
+                    row["reason"],
+                    row["docs"],
+                    row["chars"],
+                    row["tokens"],
+                    row["tokens_exact"],
+                ],
+            )
         return rows
 
 
@@ -354,8 +415,13 @@ class GateRecord:
     checked_at: datetime
 
 
-def record_gates(ws: Workspace, run_id: str, config_digest: str, data_digest: str,
-                 results: list[tuple[str, bool, dict[str, Any]]]) -> int:
+def record_gates(
+    ws: Workspace,
+    run_id: str,
+    config_digest: str,
+    data_digest: str,
+    results: list[tuple[str, bool, dict[str, Any]]],
+) -> int:
     """Record one validate run's verdict: every gate's result for these digests, in one transaction.
 
     Each validate run adds its own rows (the newest verdict is the one that counts); a retry within the same run
@@ -367,8 +433,15 @@ def record_gates(ws: Workspace, run_id: str, config_digest: str, data_digest: st
         for gate, passed, details in results:
             con.execute(
                 "INSERT INTO gates VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [run_id, gate, bool(passed), config_digest, data_digest, json.dumps(details, default=str),
-                 checked_at],
+                [
+                    run_id,
+                    gate,
+                    bool(passed),
+                    config_digest,
+                    data_digest,
+                    json.dumps(details, default=str),
+                    checked_at,
+                ],
             )
     return len(results)
 
@@ -379,7 +452,9 @@ def latest_gates(ws: Workspace, config_digest: str, data_digest: str) -> dict[st
         return {}
     with catalog(ws) as con:
         rows = con.execute(sql("latest_gates"), [config_digest, data_digest]).fetchall()
-    return {r[0]: GateRecord(r[0], bool(r[1]), r[2], r[3], json.loads(r[4] or "{}"), r[5], r[6]) for r in rows}
+    return {
+        r[0]: GateRecord(r[0], bool(r[1]), r[2], r[3], json.loads(r[4] or "{}"), r[5], r[6]) for r in rows
+    }
 
 
 # -------------------------------------------------------------------------------------------- commitments
@@ -395,23 +470,37 @@ class Commitment:
     approved_by: str
     run_id: str
     created_at: datetime
-    config_json: str | None = None   # the committed config; analyse reads it from here, the trust root
-    approval_comment: str | None = None  # the approver's comment ('' when every gate passed and none was asked)
+    config_json: str | None = None  # the committed config; analyse reads it from here, the trust root
+    approval_comment: str | None = (
+        None  # the approver's comment ('' when every gate passed and none was asked)
+    )
 
 
 def record_commitment(ws: Workspace, commitment: Commitment) -> Commitment:
     """Book the window; if these digests are already committed, return the existing commitment."""
     with catalog(ws) as con, transaction(con):
-        existing = _commitment_rows(con, "WHERE config_digest = ? AND data_digest = ?",
-                                    [commitment.config_digest, commitment.data_digest])
+        existing = _commitment_rows(
+            con,
+            "WHERE config_digest = ? AND data_digest = ?",
+            [commitment.config_digest, commitment.data_digest],
+        )
         if existing:
             return existing[0]
         con.execute(
             "INSERT INTO commitments (commitment_id, window_start, window_end, config_digest, data_digest, "
             "approved_by, run_id, created_at, config_json, approval_comment) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [commitment.commitment_id, commitment.window_start, commitment.window_end, commitment.config_digest,
-             commitment.data_digest, commitment.approved_by, commitment.run_id, commitment.created_at,
-             commitment.config_json, commitment.approval_comment],
+            [
+                commitment.commitment_id,
+                commitment.window_start,
+                commitment.window_end,
+                commitment.config_digest,
+                commitment.data_digest,
+                commitment.approved_by,
+                commitment.run_id,
+                commitment.created_at,
+                commitment.config_json,
+                commitment.approval_comment,
+            ],
         )
     return commitment
 
@@ -440,19 +529,34 @@ def has_replica(ws: Workspace, commitment_id: str, replica: int) -> bool:
     if not ws.catalog_path.exists():
         return False
     with catalog(ws) as con:
-        return bool(first_row(
-            con, "SELECT count(*) FROM sim_replicas WHERE commitment_id = ? AND replica = ?", [commitment_id, replica]
-        )[0])
+        return bool(
+            first_row(
+                con,
+                "SELECT count(*) FROM sim_replicas WHERE commitment_id = ? AND replica = ?",
+                [commitment_id, replica],
+            )[0]
+        )
 
 
-def record_replica(ws: Workspace, run_id: str, commitment_id: str, replica: int, seed: int,
-                   summary: dict[str, Any], events: pd.DataFrame, power: pd.DataFrame) -> bool:
+def record_replica(
+    ws: Workspace,
+    run_id: str,
+    commitment_id: str,
+    replica: int,
+    seed: int,
+    summary: dict[str, Any],
+    events: pd.DataFrame,
+    power: pd.DataFrame,
+) -> bool:
     """Insert one simulated replica (summary, events, power) in one transaction; False if already there."""
     events = events.assign(commitment_id=commitment_id, replica=replica)
     power = power.assign(commitment_id=commitment_id, replica=replica)
     with catalog(ws) as con, transaction(con):
-        if first_row(con, "SELECT count(*) FROM sim_replicas WHERE commitment_id = ? AND replica = ?",
-                     [commitment_id, replica])[0]:
+        if first_row(
+            con,
+            "SELECT count(*) FROM sim_replicas WHERE commitment_id = ? AND replica = ?",
+            [commitment_id, replica],
+        )[0]:
             return False
         con.register("new_events", events)
         con.execute(
@@ -463,8 +567,17 @@ def record_replica(ws: Workspace, run_id: str, commitment_id: str, replica: int,
         con.execute("INSERT INTO sim_power SELECT commitment_id, replica, t_s, power_mw FROM new_power")
         con.execute(
             "INSERT INTO sim_replicas VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [commitment_id, replica, seed, float(summary["ettr"]), float(summary["tokens_trained"]),
-             bool(summary["completed"]), json.dumps(summary, default=str), run_id, now()],
+            [
+                commitment_id,
+                replica,
+                seed,
+                float(summary["ettr"]),
+                float(summary["tokens_trained"]),
+                bool(summary["completed"]),
+                json.dumps(summary, default=str),
+                run_id,
+                now(),
+            ],
         )
         con.unregister("new_events")
         con.unregister("new_power")
@@ -475,13 +588,19 @@ def record_execution(ws: Workspace, run_id: str, commitment_id: str, replica: in
     """Note which window this execute run executed (analyse reports the newest one)."""
     with catalog(ws) as con, transaction(con):
         if not first_row(con, "SELECT count(*) FROM executions WHERE run_id = ?", [run_id])[0]:
-            con.execute("INSERT INTO executions VALUES (?, ?, ?, ?, ?)", [run_id, commitment_id, replica, reused, now()])
+            con.execute(
+                "INSERT INTO executions VALUES (?, ?, ?, ?, ?)",
+                [run_id, commitment_id, replica, reused, now()],
+            )
 
 
 def replica_summary(ws: Workspace, commitment_id: str, replica: int) -> dict[str, Any]:
     with catalog(ws) as con:
-        row = first_row(con, "SELECT summary FROM sim_replicas WHERE commitment_id = ? AND replica = ?",
-                        [commitment_id, replica])
+        row = first_row(
+            con,
+            "SELECT summary FROM sim_replicas WHERE commitment_id = ? AND replica = ?",
+            [commitment_id, replica],
+        )
     return json.loads(row[0])
 
 
@@ -490,12 +609,17 @@ def existing_workspace(override: str | Path | None) -> Workspace:
     if override:
         ws = Workspace(Path(override).resolve())
         if not ws.catalog_path.exists():
-            raise Refused("no campaign catalog here (campaign.duckdb is missing)", where=str(ws.root),
-                          fix="pass the --workspace a campaign ran in")
+            raise Refused(
+                "no campaign catalog here (campaign.duckdb is missing)",
+                where=str(ws.root),
+                fix="pass the --workspace a campaign ran in",
+            )
         return ws
     found = sorted(p.parent for p in DEFAULT_ROOT.glob("*/campaign.duckdb"))
     if len(found) == 1:
         return Workspace(found[0].resolve())
     names = ", ".join(p.name for p in found) or "none"
-    raise Refused(f"cannot tell which workspace to use under {DEFAULT_ROOT}/ (found: {names})",
-                  fix="pass --workspace DIR")
+    raise Refused(
+        f"cannot tell which workspace to use under {DEFAULT_ROOT}/ (found: {names})",
+        fix="pass --workspace DIR",
+    )

@@ -111,7 +111,9 @@ class OpenAIBpeTokenizer:
         # all its vocabularies (cl100k, o200k, voyage3: about 0.6 s and 75 MB per process), so a counting
         # worker loads the compiled backend alone; the full Encoding is built on first encode/decode.
         backend = _bpe_backend(encoding_name)
-        self._count_piece = getattr(backend, "count", None) or (lambda s: len(self._encoding.encode_ordinary(s)))
+        self._count_piece = getattr(backend, "count", None) or (
+            lambda s: len(self._encoding.encode_ordinary(s))
+        )
         self.name = f"{encoding_name} (bpe-openai {_version('bpe-openai')})"
 
     @functools.cached_property
@@ -120,7 +122,9 @@ class OpenAIBpeTokenizer:
 
         import bpe_openai
 
-        with warnings.catch_warnings():  # bpe-openai 0.1.4 reads its vocabulary with a deprecated importlib API
+        with (
+            warnings.catch_warnings()
+        ):  # bpe-openai 0.1.4 reads its vocabulary with a deprecated importlib API
             warnings.simplefilter("ignore", DeprecationWarning)
             return bpe_openai.get_encoding(self._encoding_name)
 
@@ -165,8 +169,23 @@ class HuggingFaceTokenizer:
     """A user's `tokenizer.json` through HuggingFace `tokenizers`."""
 
     # Names of end-of-document tokens, most specific first.
-    EOT_NAMES = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>", "<|eos|>", "[EOS]", "<|im_end|>", "[SEP]")
-    _PROBES = ("Hello, world.", "  two  spaces\tand\ttabs\r\n", "é ñ ü 中文 😀", "x<|endoftext|>y", "a\u00a0b")
+    EOT_NAMES = (
+        "<|endoftext|>",
+        "<|end_of_text|>",
+        "</s>",
+        "<eos>",
+        "<|eos|>",
+        "[EOS]",
+        "<|im_end|>",
+        "[SEP]",
+    )
+    _PROBES = (
+        "Hello, world.",
+        "  two  spaces\tand\ttabs\r\n",
+        "é ñ ü 中文 😀",
+        "x<|endoftext|>y",
+        "a\u00a0b",
+    )
 
     def __init__(self, path: Path) -> None:
         from tokenizers import Tokenizer as HFTokenizer
@@ -185,7 +204,9 @@ class HuggingFaceTokenizer:
         tok.no_truncation()
         tok.encode_special_tokens = True  # special-token text inside a document is ordinary text
         self._tok = tok
-        self.name = f"{path.name} sha256:{hashlib.sha256(raw).hexdigest()[:16]} (tokenizers {_version('tokenizers')})"
+        self.name = (
+            f"{path.name} sha256:{hashlib.sha256(raw).hexdigest()[:16]} (tokenizers {_version('tokenizers')})"
+        )
         self.n_vocab = int(tok.get_vocab_size(with_added_tokens=True))
         eot = next((tok.token_to_id(n) for n in self.EOT_NAMES if tok.token_to_id(n) is not None), None)
         if eot is None:

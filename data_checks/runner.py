@@ -20,8 +20,9 @@ os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 log = logging.getLogger(__name__)
 
 
-def validate_frame(frame: pd.DataFrame, specs: list[Spec], suite_name: str = "clean_data",
-                   docs_dir: Path | None = None) -> dict[str, Any]:
+def validate_frame(
+    frame: pd.DataFrame, specs: list[Spec], suite_name: str = "clean_data", docs_dir: Path | None = None
+) -> dict[str, Any]:
     """Validate `frame` against `specs` in one call; returns a JSON-ready summary with one row per expectation.
 
     With `docs_dir`, the run goes through a GX Checkpoint whose UpdateDataDocsAction builds Great Expectations'
@@ -59,35 +60,52 @@ def validate_frame(frame: pd.DataFrame, specs: list[Spec], suite_name: str = "cl
     for r in result.results:
         config = r.expectation_config
         res = r.result or {}
-        rows.append({
-            "expectation": config.type,
-            "column": config.kwargs.get("column", ""),
-            "bounds": bounds_text(config.kwargs),
-            "success": bool(r.success),
-            "unexpected_count": int(res.get("unexpected_count") or 0),
-            "observed_value": _jsonable(res.get("observed_value")),
-            "partial_unexpected": [_jsonable(v) for v in (res.get("partial_unexpected_list") or [])[:5]],
-        })
-    return {"success": bool(result.success), "n_rows": len(frame), "expectations": rows,
-            "great_expectations_version": gx.__version__, "docs_index": docs_index}
+        rows.append(
+            {
+                "expectation": config.type,
+                "column": config.kwargs.get("column", ""),
+                "bounds": bounds_text(config.kwargs),
+                "success": bool(r.success),
+                "unexpected_count": int(res.get("unexpected_count") or 0),
+                "observed_value": _jsonable(res.get("observed_value")),
+                "partial_unexpected": [_jsonable(v) for v in (res.get("partial_unexpected_list") or [])[:5]],
+            }
+        )
+    return {
+        "success": bool(result.success),
+        "n_rows": len(frame),
+        "expectations": rows,
+        "great_expectations_version": gx.__version__,
+        "docs_index": docs_index,
+    }
 
 
-def _validate_with_docs(gx: Any, context: Any, batch_definition: Any, suite: Any, frame: pd.DataFrame,
-                        docs_dir: Path) -> Any:
+def _validate_with_docs(
+    gx: Any, context: Any, batch_definition: Any, suite: Any, frame: pd.DataFrame, docs_dir: Path
+) -> Any:
     """Validate through a Checkpoint that renders the result into a Data Docs site under `docs_dir`."""
     from great_expectations.checkpoint import UpdateDataDocsAction
 
     docs_dir.mkdir(parents=True, exist_ok=True)
-    context.add_data_docs_site("campaign", {
-        "class_name": "SiteBuilder",
-        "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(docs_dir)},
-        "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
-    })
+    context.add_data_docs_site(
+        "campaign",
+        {
+            "class_name": "SiteBuilder",
+            "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(docs_dir)},
+            "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+        },
+    )
     definition = context.validation_definitions.add(
-        gx.ValidationDefinition(name=suite.name, data=batch_definition, suite=suite))
-    checkpoint = context.checkpoints.add(gx.Checkpoint(
-        name=f"{suite.name}_checkpoint", validation_definitions=[definition], result_format="SUMMARY",
-        actions=[UpdateDataDocsAction(name="data_docs", site_names=["campaign"])]))
+        gx.ValidationDefinition(name=suite.name, data=batch_definition, suite=suite)
+    )
+    checkpoint = context.checkpoints.add(
+        gx.Checkpoint(
+            name=f"{suite.name}_checkpoint",
+            validation_definitions=[definition],
+            result_format="SUMMARY",
+            actions=[UpdateDataDocsAction(name="data_docs", site_names=["campaign"])],
+        )
+    )
     run = checkpoint.run(batch_parameters={"dataframe": frame})
     (result,) = run.run_results.values()
     return result

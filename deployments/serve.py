@@ -36,14 +36,22 @@ def runner_deployments(path: Path = PREFECT_YAML) -> list[Any]:
     out = []
     for spec in deployment_specs(path):
         flow = load_entrypoint(spec["entrypoint"])
-        schedules = [Cron(s["cron"], timezone=s.get("timezone"), active=s.get("active", True))
-                     for s in spec.get("schedules") or []]
+        schedules = [
+            Cron(s["cron"], timezone=s.get("timezone"), active=s.get("active", True))
+            for s in spec.get("schedules") or []
+        ]
         triggers = [DeploymentEventTrigger(**t) for t in spec.get("triggers") or []]
-        out.append(flow.to_deployment(
-            name=spec["name"], description=spec.get("description"), tags=spec.get("tags"),
-            parameters=spec.get("parameters"), schedules=schedules or None, triggers=triggers or None,
-            concurrency_limit=spec.get("concurrency_limit"),
-        ))
+        out.append(
+            flow.to_deployment(
+                name=spec["name"],
+                description=spec.get("description"),
+                tags=spec.get("tags"),
+                parameters=spec.get("parameters"),
+                schedules=schedules or None,
+                triggers=triggers or None,
+                concurrency_limit=spec.get("concurrency_limit"),
+            )
+        )
     return out
 
 

@@ -28,10 +28,17 @@ PREFECT_YAML = "deployments/prefect.yaml"
 
 def environment(home: Path, port: int) -> dict[str, str]:
     """What every process of the UI stack sees: its own PREFECT_HOME (so the SQLite database is under it) and API."""
-    return {**os.environ, "PREFECT_HOME": str(home), "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
-            "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_UI_URL": f"http://127.0.0.1:{port}",
-            "PREFECT_SERVER_UI_ENABLED": "true", "PREFECT_UI_ENABLED": "true",  # the point of `make ui`
-            "PREFECT_WORKER_QUERY_SECONDS": "2", "PREFECT_WORKER_PREFETCH_SECONDS": "2"}
+    return {
+        **os.environ,
+        "PREFECT_HOME": str(home),
+        "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_UI_URL": f"http://127.0.0.1:{port}",
+        "PREFECT_SERVER_UI_ENABLED": "true",
+        "PREFECT_UI_ENABLED": "true",  # the point of `make ui`
+        "PREFECT_WORKER_QUERY_SECONDS": "2",
+        "PREFECT_WORKER_PREFETCH_SECONDS": "2",
+    }
 
 
 def _bin(name: str) -> str:
@@ -44,8 +51,15 @@ def _pidfile(home: Path, name: str) -> Path:
 
 def _spawn(home: Path, name: str, args: list[str], env: dict[str, str]) -> int:
     log = open(home / f"{name}.log", "ab")  # noqa: SIM115 - handed to the child, which outlives this process
-    proc = subprocess.Popen(args, env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        args,
+        env=env,
+        cwd=REPO,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     log.close()
     _pidfile(home, name).write_text(json.dumps({"pid": proc.pid, "argv": args}))
     return proc.pid
@@ -67,7 +81,7 @@ def _running(pid: int) -> bool:
 def _ours(record: dict) -> bool:
     """The pid still runs the command this module started (not a pid reused by something else)."""
     cmdline = _cmdline(record["pid"])
-    return bool(cmdline) and cmdline[-len(record["argv"][1:]):] == record["argv"][1:]
+    return bool(cmdline) and cmdline[-len(record["argv"][1:]) :] == record["argv"][1:]
 
 
 def _healthy(api: str) -> bool:
@@ -91,7 +105,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start(home: Path = DEFAULT_DIR, port: int = 4200, worker_limit: int = 4, timeout_s: float = 180) -> dict[str, str]:
+def start(
+    home: Path = DEFAULT_DIR, port: int = 4200, worker_limit: int = 4, timeout_s: float = 180
+) -> dict[str, str]:
     """Start the stack (or report the one already running from this folder); returns its environment."""
     home = home.resolve()
     home.mkdir(parents=True, exist_ok=True)
@@ -102,11 +118,18 @@ def start(home: Path = DEFAULT_DIR, port: int = 4200, worker_limit: int = 4, tim
         with socket.socket() as s:
             if s.connect_ex(("127.0.0.1", port)) == 0:
                 raise SystemExit(f"port {port} is taken by another program: `make ui UI_PORT=<free port>`")
-        _spawn(home, "server", [_bin("prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)], env)
+        _spawn(
+            home,
+            "server",
+            [_bin("prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+            env,
+        )
     deadline = time.monotonic() + timeout_s
     while not _healthy(api):
         if time.monotonic() > deadline:
-            raise SystemExit(f"the Prefect server did not answer within {timeout_s:.0f} s; see {home / 'server.log'}")
+            raise SystemExit(
+                f"the Prefect server did not answer within {timeout_s:.0f} s; see {home / 'server.log'}"
+            )
         time.sleep(0.5)
     pools = _run([_bin("prefect"), "work-pool", "ls"], env)
     if f" {POOL} " not in pools:
@@ -114,7 +137,12 @@ def start(home: Path = DEFAULT_DIR, port: int = 4200, worker_limit: int = 4, tim
     _run([_bin("prefect"), "--no-prompt", "deploy", "--all", "--prefect-file", PREFECT_YAML], env)
     worker = _pidfile(home, "worker")
     if not (worker.exists() and _ours(json.loads(worker.read_text()))):
-        _spawn(home, "worker", [_bin("prefect"), "worker", "start", "--pool", POOL, "--limit", str(worker_limit)], env)
+        _spawn(
+            home,
+            "worker",
+            [_bin("prefect"), "worker", "start", "--pool", POOL, "--limit", str(worker_limit)],
+            env,
+        )
     return env
 
 
@@ -128,7 +156,9 @@ def stop(home: Path = DEFAULT_DIR, timeout_s: float = 30) -> list[str]:
             continue
         record = json.loads(pidfile.read_text())
         if _ours(record):
-            os.killpg(record["pid"], sig)  # its own session and group (start_new_session): it and its children
+            os.killpg(
+                record["pid"], sig
+            )  # its own session and group (start_new_session): it and its children
             deadline = time.monotonic() + timeout_s
             while _running(record["pid"]) and time.monotonic() < deadline:
                 time.sleep(0.2)
@@ -142,15 +172,21 @@ def stop(home: Path = DEFAULT_DIR, timeout_s: float = 30) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m deployments.ui", description=__doc__.splitlines()[0])
     parser.add_argument("action", choices=["start", "stop"])
-    parser.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="folder for the database, logs and pid files")
+    parser.add_argument(
+        "--dir", type=Path, default=DEFAULT_DIR, help="folder for the database, logs and pid files"
+    )
     parser.add_argument("--port", type=int, default=4200)
     args = parser.parse_args(argv)
     if args.action == "start":
         env = start(args.dir, args.port)
-        print(f"Prefect UI: {env['PREFECT_UI_URL']}  (API {env['PREFECT_API_URL']}; database, logs and pids in "
-              f"{args.dir.resolve()})")
-        print("Deployments: every stage and the lifecycle of each shipped campaign; worker on pool "
-              f"'{POOL}'. Run `demo-lifecycle` from the UI; `make stop` stops what this started.")
+        print(
+            f"Prefect UI: {env['PREFECT_UI_URL']}  (API {env['PREFECT_API_URL']}; database, logs and pids in "
+            f"{args.dir.resolve()})"
+        )
+        print(
+            "Deployments: every stage and the lifecycle of each shipped campaign; worker on pool "
+            f"'{POOL}'. Run `demo-lifecycle` from the UI; `make stop` stops what this started."
+        )
     else:
         stopped = stop(args.dir)
         print("stopped " + ", ".join(stopped) if stopped else "nothing started by `make ui` is running")

@@ -17,14 +17,19 @@ from tasks.analyse import analyse, compare
 class AnalyseParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    workspace: str | None = Field(None, description="Workspace folder (default: the only one under workspace/).")
+    workspace: str | None = Field(
+        None, description="Workspace folder (default: the only one under workspace/)."
+    )
 
 
 class CompareParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    targets: list[str] = Field(min_length=2, max_length=16, description="Workspaces, or JSON files of "
-                                                                        "`campaign simulate --json`, to compare.")
+    targets: list[str] = Field(
+        min_length=2,
+        max_length=16,
+        description="Workspaces, or JSON files of `campaign simulate --json`, to compare.",
+    )
     out_dir: str = Field("compare", description="Folder for compare.html and compare.json.")
 
 

@@ -20,8 +20,11 @@ class CalendarParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     cluster: str | None = Field(None, description="Cluster name (default: the only calendar in the folder).")
-    calendar: str | None = Field(None, description="Calendar file (default calendars/<cluster>.duckdb beside the "
-                                                   "workspaces, or CAMPAIGN_CALENDAR).")
+    calendar: str | None = Field(
+        None,
+        description="Calendar file (default calendars/<cluster>.duckdb beside the "
+        "workspaces, or CAMPAIGN_CALENDAR).",
+    )
     workspaces: str | None = Field(None, description="Folder that holds the workspaces (default workspace).")
     start: str | None = Field(None, description="Horizon start, ISO 8601 (default: the first booking).")
     end: str | None = Field(None, description="Horizon end, ISO 8601 (default: the last booked end).")

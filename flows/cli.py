@@ -33,23 +33,41 @@ def _imports(*modules: str):
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Plan, prove ready, run (simulated) and analyse a large training campaign.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Plan, prove ready, run (simulated) and analyse a large training campaign.",
+)
 
 ConfigArg = Annotated[str, typer.Argument(help="Campaign YAML, e.g. configs/campaigns/demo.yaml.")]
-WorkspaceOpt = Annotated[str | None, typer.Option("--workspace", "-w", help="Workspace folder "
-                                                  "(default workspace/<campaign name>).")]
-SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Override one config value: dotted.key=value "
-                                                  "(repeatable), e.g. --set cluster.nodes=1024.")]
+WorkspaceOpt = Annotated[
+    str | None,
+    typer.Option("--workspace", "-w", help="Workspace folder (default workspace/<campaign name>)."),
+]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set",
+        help="Override one config value: dotted.key=value (repeatable), e.g. --set cluster.nodes=1024.",
+    ),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
-CalendarOpt = Annotated[str | None, typer.Option("--calendar", help="The cluster's calendar file (default "
-                                                 "calendars/<cluster name>.duckdb beside the workspace, or "
-                                                 "CAMPAIGN_CALENDAR).")]
+CalendarOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--calendar",
+        help="The cluster's calendar file (default "
+        "calendars/<cluster name>.duckdb beside the workspace, or "
+        "CAMPAIGN_CALENDAR).",
+    ),
+]
 
 
 @app.command()
-def run(config: ConfigArg, workspace: WorkspaceOpt = None, set_: SetOpt = None,
-        calendar: CalendarOpt = None) -> None:
+def run(
+    config: ConfigArg, workspace: WorkspaceOpt = None, set_: SetOpt = None, calendar: CalendarOpt = None
+) -> None:
     """The whole lifecycle: prepare, validate, commit, execute, analyse (exit 1 if a gate failed)."""
     typer.echo(stage_summary("run", run_stage("run", config, workspace, set_, calendar)))
 
@@ -72,36 +90,51 @@ def validate(config: ConfigArg, workspace: WorkspaceOpt = None, set_: SetOpt = N
 
 
 @app.command()
-def commit(config: ConfigArg, workspace: WorkspaceOpt = None, set_: SetOpt = None,
-           calendar: CalendarOpt = None) -> None:
+def commit(
+    config: ConfigArg, workspace: WorkspaceOpt = None, set_: SetOpt = None, calendar: CalendarOpt = None
+) -> None:
     """Book the window if every gate passed for this config and data (exit 3 if refused)."""
     typer.echo(stage_summary("commit", run_stage("commit", config, workspace, set_, calendar)))
 
 
 @app.command()
-def execute(config: ConfigArg, workspace: WorkspaceOpt = None, set_: SetOpt = None,
-            calendar: CalendarOpt = None) -> None:
+def execute(
+    config: ConfigArg, workspace: WorkspaceOpt = None, set_: SetOpt = None, calendar: CalendarOpt = None
+) -> None:
     """Run (simulate) the committed window (exit 3 if nothing valid is committed)."""
     typer.echo(stage_summary("execute", run_stage("execute", config, workspace, set_, calendar)))
 
 
 @app.command()
-def analyse(workspace: WorkspaceOpt = None, json_: JsonOpt = False,
-            compare: Annotated[list[str] | None, typer.Option(
-                "--compare", help="Set runs side by side: two or more workspaces or `campaign simulate --json` "
-                                  "files (repeat, or list them after --compare).")] = None,
-            out: Annotated[str, typer.Option("--out", help="Folder for compare.html/compare.json "
-                                                            "(with --compare).")] = "compare",
-            extra: Annotated[list[str] | None, typer.Argument(help="More --compare targets.",
-                                                              show_default=False)] = None) -> None:
+def analyse(
+    workspace: WorkspaceOpt = None,
+    json_: JsonOpt = False,
+    compare: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--compare",
+            help="Set runs side by side: two or more workspaces or `campaign simulate --json` "
+            "files (repeat, or list them after --compare).",
+        ),
+    ] = None,
+    out: Annotated[
+        str, typer.Option("--out", help="Folder for compare.html/compare.json (with --compare).")
+    ] = "compare",
+    extra: Annotated[
+        list[str] | None, typer.Argument(help="More --compare targets.", show_default=False)
+    ] = None,
+) -> None:
     """Analyse the executed window and write report/report.html (or compare runs with --compare)."""
     from campaign.analysis.analysis import analysis_workspace
     from campaign.analysis.compare import check_targets
 
     if compare or extra:
         if extra and not compare:
-            raise ConfigError(f"unexpected arguments {' '.join(extra)}", where="campaign analyse",
-                              fix="use --compare W1 W2 ... to compare runs, or --workspace DIR to analyse one")
+            raise ConfigError(
+                f"unexpected arguments {' '.join(extra)}",
+                where="campaign analyse",
+                fix="use --compare W1 W2 ... to compare runs, or --workspace DIR to analyse one",
+            )
         targets = [*compare, *(extra or [])]
         check_targets(targets)  # bad input refused before a Prefect API starts or anything is written
         with _prefect_api(None, warm=_imports("flows.analyse", "campaign.analysis.plots")):
@@ -111,8 +144,10 @@ def analyse(workspace: WorkspaceOpt = None, json_: JsonOpt = False,
         if json_:
             typer.echo(json.dumps(result, indent=2, default=str))
         else:
-            typer.echo(f"{len(targets)} runs compared; differences: {', '.join(result['differences']) or 'none'}; "
-                       f"report: {result['report_html']}")
+            typer.echo(
+                f"{len(targets)} runs compared; differences: {', '.join(result['differences']) or 'none'}; "
+                f"report: {result['report_html']}"
+            )
         return
     ws = analysis_workspace(workspace)  # bad input refused before a Prefect API starts or anything is written
     with _prefect_api(ws, warm=_imports("flows.analyse", "campaign.analysis.plots")):
@@ -122,16 +157,26 @@ def analyse(workspace: WorkspaceOpt = None, json_: JsonOpt = False,
     if json_:
         typer.echo(json.dumps(result, indent=2, default=str))
     else:
-        typer.echo(f"ETTR while the job ran {result['ettr']:.3f} (window utilisation "
-                   f"{result['window_utilisation']:.3f}); lost to failures ${result['cost_usd']['lost']:,.0f}; "
-                   f"report: {result['report_html']}")
+        typer.echo(
+            f"ETTR while the job ran {result['ettr']:.3f} (window utilisation "
+            f"{result['window_utilisation']:.3f}); lost to failures ${result['cost_usd']['lost']:,.0f}; "
+            f"report: {result['report_html']}"
+        )
 
 
 @app.command(name="sql")
-def sql_(query: Annotated[str, typer.Argument(help="A SELECT over the catalog and its views (executed_window, "
-                                                  "window_events, interruptions_by_day, gate_figures, "
-                                                  "rejections_by_reason, data_mixture).")],
-         workspace: WorkspaceOpt = None, json_: JsonOpt = False) -> None:
+def sql_(
+    query: Annotated[
+        str,
+        typer.Argument(
+            help="A SELECT over the catalog and its views (executed_window, "
+            "window_events, interruptions_by_day, gate_figures, "
+            "rejections_by_reason, data_mixture)."
+        ),
+    ],
+    workspace: WorkspaceOpt = None,
+    json_: JsonOpt = False,
+) -> None:
     """Query the workspace catalog read-only and print a table (or JSON rows)."""
     from campaign.analysis.catalog_sql import format_table, run_query
 
@@ -143,9 +188,14 @@ def sql_(query: Annotated[str, typer.Argument(help="A SELECT over the catalog an
 
 
 @app.command()
-def plan(config: ConfigArg, json_: JsonOpt = False, search: Annotated[bool, typer.Option(
-        "--search", help="Rank every legal layout for this cluster and model.")] = False,
-         set_: SetOpt = None) -> None:
+def plan(
+    config: ConfigArg,
+    json_: JsonOpt = False,
+    search: Annotated[
+        bool, typer.Option("--search", help="Rank every legal layout for this cluster and model.")
+    ] = False,
+    set_: SetOpt = None,
+) -> None:
     """Performance, memory and checkpoint plan (exit 1 if the layout cannot run: a layout rule or memory; a
     schedule miss is reported in the output and by validate's schedule gate, exit 0)."""
     from campaign.config import load_config
@@ -170,40 +220,69 @@ def _plan_text(p: dict[str, Any]) -> str:
     mtbf = f"{p['job_mtbf_h']:.2f} h" if p["job_mtbf_h"] is not None else "n/a (no failures modelled)"
     lines = [
         f"GPUs {p['gpus']:,}  layout tp={lay['tp']} pp={lay['pp']} dp={lay['dp']} cp={lay['cp']}",
-        (f"memory {p['memory_gib_per_gpu']:.1f} GiB/GPU   step {p['step_time_s']:.2f} s   MFU {p['mfu']:.1%}   "
-        f"{p['tokens_per_s']:,.0f} tokens/s"),
-        (f"checkpoint {p['checkpoint']['size_gb']:,.0f} GB, write {p['checkpoint']['write_s']:.0f} s, every "
-        f"{p['checkpoint']['interval_s']:.0f} s   job MTBF {mtbf}"),
-        (f"expected ETTR {p['expected_ettr']:.3f}, {p['expected_days']:.1f} days   runs: {p['runs']}   "
-         f"fits the window: {not any(v.startswith('schedule') for v in p['violations'])}"),
+        (
+            f"memory {p['memory_gib_per_gpu']:.1f} GiB/GPU   step {p['step_time_s']:.2f} s   MFU {p['mfu']:.1%}   "
+            f"{p['tokens_per_s']:,.0f} tokens/s"
+        ),
+        (
+            f"checkpoint {p['checkpoint']['size_gb']:,.0f} GB, write {p['checkpoint']['write_s']:.0f} s, every "
+            f"{p['checkpoint']['interval_s']:.0f} s   job MTBF {mtbf}"
+        ),
+        (
+            f"expected ETTR {p['expected_ettr']:.3f}, {p['expected_days']:.1f} days   runs: {p['runs']}   "
+            f"fits the window: {not any(v.startswith('schedule') for v in p['violations'])}"
+        ),
     ]
     lines += [f"  violation: {v}" for v in p["violations"]]
     for alt in p.get("search", []):
         a = alt["layout"]
-        lines.append(f"  search: tp={a['tp']} pp={a['pp']} dp={a['dp']} cp={a['cp']} vpp={a.get('vpp', 1)} "
-                     f"mb={alt.get('micro_batch', '')}: {alt['tokens_per_s']:,.0f} tok/s, "
-                     f"{alt['memory_gib_per_gpu']:.1f} GiB, fits={alt['fits']}")
+        lines.append(
+            f"  search: tp={a['tp']} pp={a['pp']} dp={a['dp']} cp={a['cp']} vpp={a.get('vpp', 1)} "
+            f"mb={alt.get('micro_batch', '')}: {alt['tokens_per_s']:,.0f} tok/s, "
+            f"{alt['memory_gib_per_gpu']:.1f} GiB, fits={alt['fits']}"
+        )
     return "\n".join(lines)
 
 
 @app.command()
-def simulate(config: ConfigArg, replicas: Annotated[int | None, typer.Option(
-        help="Seeded replicas (checked against free memory first).", min=1, max=10_000_000)] = None,
-             seed: Annotated[int | None, typer.Option(help="Seed (default: the config's).")] = None,
-             json_: JsonOpt = False, set_: SetOpt = None,
-             sweep: Annotated[list[str] | None, typer.Option(
-                 "--sweep", help="dotted.key=v1,v2,... : a table of ETTR, completion days, P(finish), energy and "
-                 "cost per value, best marked, stored in the catalog (repeat for a grid).")] = None,
-             workspace: WorkspaceOpt = None) -> None:
+def simulate(
+    config: ConfigArg,
+    replicas: Annotated[
+        int | None,
+        typer.Option(help="Seeded replicas (checked against free memory first).", min=1, max=10_000_000),
+    ] = None,
+    seed: Annotated[int | None, typer.Option(help="Seed (default: the config's).")] = None,
+    json_: JsonOpt = False,
+    set_: SetOpt = None,
+    sweep: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--sweep",
+            help="dotted.key=v1,v2,... : a table of ETTR, completion days, P(finish), energy and "
+            "cost per value, best marked, stored in the catalog (repeat for a grid).",
+        ),
+    ] = None,
+    workspace: WorkspaceOpt = None,
+) -> None:
     """What-if replicas of the window with percentiles; no gates, no commitment."""
     from campaign.sim.sweeps import check_sweeps
 
-    check_sweeps(config, list(set_ or []), list(sweep or []))  # bad input fails here, before a Prefect API starts
-    with _prefect_api(_workspace_if_any(workspace), warm=_imports("flows.simulate", "campaign.analysis.plots")):
+    check_sweeps(
+        config, list(set_ or []), list(sweep or [])
+    )  # bad input fails here, before a Prefect API starts
+    with _prefect_api(
+        _workspace_if_any(workspace), warm=_imports("flows.simulate", "campaign.analysis.plots")
+    ):
         from flows.simulate import SimulateParams, simulate_with_runner
 
-        params = SimulateParams(config=config, overrides=list(set_ or []), replicas=replicas, seed=seed,
-                                sweeps=list(sweep or []), workspace=workspace)
+        params = SimulateParams(
+            config=config,
+            overrides=list(set_ or []),
+            replicas=replicas,
+            seed=seed,
+            sweeps=list(sweep or []),
+            workspace=workspace,
+        )
         result = _finish(simulate_with_runner(params))
     if json_:
         typer.echo(json.dumps(result, indent=2, default=str))
@@ -211,29 +290,50 @@ def simulate(config: ConfigArg, replicas: Annotated[int | None, typer.Option(
     if "sweep" in result:
         from campaign.sim.sweeps import sweep_table_markdown
 
-        typer.echo(f"sweep of {', '.join(result['sweep']['keys'])}: {result['replicas']} replicas per point "
-                   f"(seed {result['seed']}) in {result['wall_s']:.2f} s; best: {result['sweep']['best_rule']}")
+        typer.echo(
+            f"sweep of {', '.join(result['sweep']['keys'])}: {result['replicas']} replicas per point "
+            f"(seed {result['seed']}) in {result['wall_s']:.2f} s; best: {result['sweep']['best_rule']}"
+        )
         typer.echo(sweep_table_markdown(result["sweep"]["rows"]))
-        typer.echo(f"stored in {result['workspace']}/campaign.duckdb (sim_sweeps, sweep_id "
-                   f"{result['sweep']['sweep_id'][:12]})")
+        typer.echo(
+            f"stored in {result['workspace']}/campaign.duckdb (sim_sweeps, sweep_id "
+            f"{result['sweep']['sweep_id'][:12]})"
+        )
         return
     s = result["summary"]
     typer.echo(f"{result['replicas']} replicas (seed {result['seed']}) in {result['wall_s']:.2f} s")
-    for key in ("ettr", "window_utilisation", "interruptions_unexpected", "interruptions_planned", "tokens_trained",
-                "completion_days"):
+    for key in (
+        "ettr",
+        "window_utilisation",
+        "interruptions_unexpected",
+        "interruptions_planned",
+        "tokens_trained",
+        "completion_days",
+    ):
         v = s[key]
-        fmt = (lambda x: "n/a" if x is None else f"{x:.4g}")
-        typer.echo(f"  {key:26s} mean {fmt(v['mean'])}  p10 {fmt(v['p10'])}  p50 {fmt(v['p50'])}  p90 {fmt(v['p90'])}")
+        fmt = lambda x: "n/a" if x is None else f"{x:.4g}"
+        typer.echo(
+            f"  {key:26s} mean {fmt(v['mean'])}  p10 {fmt(v['p10'])}  p50 {fmt(v['p50'])}  p90 {fmt(v['p90'])}"
+        )
     typer.echo(f"  P(complete in window) {s['p_complete_in_window']:.2f}")
-    typer.echo(f"  ettr = {s['definitions']['ettr']}\n  window_utilisation = {s['definitions']['window_utilisation']}")
+    typer.echo(
+        f"  ettr = {s['definitions']['ettr']}\n  window_utilisation = {s['definitions']['window_utilisation']}"
+    )
     if result.get("report_html"):
         typer.echo(f"report: {result['report_html']}")
 
 
 @app.command()
-def power(config: ConfigArg, replicas: Annotated[int | None, typer.Option(
-        help="Seeded replicas per setting (default: sim.replicas).", min=1, max=10_000)] = None,
-          workspace: WorkspaceOpt = None, json_: JsonOpt = False, set_: SetOpt = None) -> None:
+def power(
+    config: ConfigArg,
+    replicas: Annotated[
+        int | None,
+        typer.Option(help="Seeded replicas per setting (default: sim.replicas).", min=1, max=10_000),
+    ] = None,
+    workspace: WorkspaceOpt = None,
+    json_: JsonOpt = False,
+    set_: SetOpt = None,
+) -> None:
     """The facility power notice: hourly MW, swings, ramps, oscillation, smoothing trade-off (power/<digest>-power.md)."""
     from campaign import store
     from campaign.config import load_config
@@ -243,7 +343,9 @@ def power(config: ConfigArg, replicas: Annotated[int | None, typer.Option(
     with _prefect_api(ws, warm=_imports("flows.power")):
         from flows.power import PowerParams, power_flow
 
-        params = PowerParams(config=config, overrides=list(set_ or []), replicas=replicas, workspace=workspace)
+        params = PowerParams(
+            config=config, overrides=list(set_ or []), replicas=replicas, workspace=workspace
+        )
         result = _finish(power_flow(params, return_state=True))
     if json_:
         typer.echo(json.dumps(result["notice"], indent=2, default=str))
@@ -256,32 +358,49 @@ def power(config: ConfigArg, replicas: Annotated[int | None, typer.Option(
 
 # ------------------------------------------------------------------------------------------- calendar
 
-calendar_app = typer.Typer(no_args_is_help=True, help="The cluster's calendar: bookings, idle gaps and their cost.")
+calendar_app = typer.Typer(
+    no_args_is_help=True, help="The cluster's calendar: bookings, idle gaps and their cost."
+)
 app.add_typer(calendar_app, name="calendar")
-ClusterOpt = Annotated[str | None, typer.Option("--cluster", help="Cluster name (default: the only calendar).")]
-WorkspacesOpt = Annotated[str | None, typer.Option("--workspaces", help="Folder holding the workspaces, whose "
-                                                   "calendars/ to use (default workspace).")]
+ClusterOpt = Annotated[
+    str | None, typer.Option("--cluster", help="Cluster name (default: the only calendar).")
+]
+WorkspacesOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--workspaces", help="Folder holding the workspaces, whose calendars/ to use (default workspace)."
+    ),
+]
 
 
 @calendar_app.command("show")
-def calendar_show(cluster: ClusterOpt = None,
-                  from_: Annotated[str | None, typer.Option("--from", help="Horizon start, ISO 8601 (default: the "
-                                                            "first booking).")] = None,
-                  to: Annotated[str | None, typer.Option("--to", help="Horizon end, ISO 8601 (default: the last "
-                                                         "booked end).")] = None,
-                  json_: JsonOpt = False, calendar: CalendarOpt = None, workspaces: WorkspacesOpt = None) -> None:
+def calendar_show(
+    cluster: ClusterOpt = None,
+    from_: Annotated[
+        str | None, typer.Option("--from", help="Horizon start, ISO 8601 (default: the first booking).")
+    ] = None,
+    to: Annotated[
+        str | None, typer.Option("--to", help="Horizon end, ISO 8601 (default: the last booked end).")
+    ] = None,
+    json_: JsonOpt = False,
+    calendar: CalendarOpt = None,
+    workspaces: WorkspacesOpt = None,
+) -> None:
     """Bookings, utilisation and every idle gap with its cost; a Gantt PNG beside the calendar."""
     from campaign import calendar as cal
     from campaign import store
     from campaign.calendar.horizon import horizon, locate_calendar
 
     path = locate_calendar(cluster, calendar, workspaces)
-    horizon(cal.read_calendar(path), store.now(), from_, to)  # bad input fails here, before a Prefect API starts
+    horizon(
+        cal.read_calendar(path), store.now(), from_, to
+    )  # bad input fails here, before a Prefect API starts
     with _prefect_api(None, warm=_imports("flows.calendar")):
         from flows.calendar import CalendarParams, calendar_report_flow
 
-        report = _finish(calendar_report_flow(CalendarParams(calendar=str(path), start=from_, end=to),
-                                              return_state=True))
+        report = _finish(
+            calendar_report_flow(CalendarParams(calendar=str(path), start=from_, end=to), return_state=True)
+        )
     if json_:
         typer.echo(json.dumps(report, indent=2))
         return
@@ -290,22 +409,38 @@ def calendar_show(cluster: ClusterOpt = None,
 
 def _calendar_text(r: dict[str, Any]) -> str:
     t, h = r["totals"], r["horizon"]
-    lines = [f"cluster {r['cluster']}: {t['cluster_nodes']} nodes, {h['start']} .. {h['end']} ({h['hours']:,.1f} h)",
-             (f"utilisation {t['utilisation']:.1%}: busy {t['busy_node_hours']:,.1f} node-h, idle "
-             f"{t['idle_node_hours']:,.1f} node-h costing ${t['idle_cost_usd']:,.2f}"), "bookings:"]
-    lines += [f"  {b['commitment_id']:16s} {b['campaign']:16s} {b['start']} .. {b['actual_end'] or b['end']}  "
-              f"{b['nodes']:5d} nodes  {b['status']}" for b in r["bookings"]] or ["  (none)"]
+    lines = [
+        f"cluster {r['cluster']}: {t['cluster_nodes']} nodes, {h['start']} .. {h['end']} ({h['hours']:,.1f} h)",
+        (
+            f"utilisation {t['utilisation']:.1%}: busy {t['busy_node_hours']:,.1f} node-h, idle "
+            f"{t['idle_node_hours']:,.1f} node-h costing ${t['idle_cost_usd']:,.2f}"
+        ),
+        "bookings:",
+    ]
+    lines += [
+        f"  {b['commitment_id']:16s} {b['campaign']:16s} {b['start']} .. {b['actual_end'] or b['end']}  "
+        f"{b['nodes']:5d} nodes  {b['status']}"
+        for b in r["bookings"]
+    ] or ["  (none)"]
     lines.append("gaps:")
-    lines += [f"  {g['start']} .. {g['end']}  {g['hours']:8.1f} h  {g['idle_nodes']:5d} idle nodes  "
-              f"{g['idle_node_hours']:10,.1f} node-h  ${g['cost_usd']:,.2f}"
-              + ("  (early finish of " + g["released_by"] + ")" if g["released_by"] else "") for g in r["gaps"]]
+    lines += [
+        f"  {g['start']} .. {g['end']}  {g['hours']:8.1f} h  {g['idle_nodes']:5d} idle nodes  "
+        f"{g['idle_node_hours']:10,.1f} node-h  ${g['cost_usd']:,.2f}"
+        + ("  (early finish of " + g["released_by"] + ")" if g["released_by"] else "")
+        for g in r["gaps"]
+    ]
     lines.append(f"gantt: {r['gantt_png']}")
     return "\n".join(lines)
 
 
 @calendar_app.command("propose")
-def calendar_propose(config: ConfigArg, json_: JsonOpt = False, workspace: WorkspaceOpt = None,
-                     calendar: CalendarOpt = None, set_: SetOpt = None) -> None:
+def calendar_propose(
+    config: ConfigArg,
+    json_: JsonOpt = False,
+    workspace: WorkspaceOpt = None,
+    calendar: CalendarOpt = None,
+    set_: SetOpt = None,
+) -> None:
     """The earliest start where the campaign fits, and the start that strands the least idle capacity."""
     from datetime import timedelta
 
@@ -320,27 +455,42 @@ def calendar_propose(config: ConfigArg, json_: JsonOpt = False, workspace: Works
     with _calendar_env(calendar):
         path = cal.calendar_path(cfg.cluster.name, ws.root)
     state = cal.read_calendar(path, identity)
-    out = cal.propose(state, cfg.cluster.booked_nodes, timedelta(seconds=round(cfg.window.days * 86_400)),
-                      store.now(), None if cfg.window.is_auto else cfg.window.start, cfg.window.align)
+    out = cal.propose(
+        state,
+        cfg.cluster.booked_nodes,
+        timedelta(seconds=round(cfg.window.days * 86_400)),
+        store.now(),
+        None if cfg.window.is_auto else cfg.window.start,
+        cfg.window.align,
+    )
     if json_:
         typer.echo(json.dumps(out, indent=2))
         return
-    typer.echo(f"cluster {out['cluster']} ({out['cluster_nodes']} nodes): {out['nodes']} nodes for {out['hours']:g} h")
+    typer.echo(
+        f"cluster {out['cluster']} ({out['cluster_nodes']} nodes): {out['nodes']} nodes for {out['hours']:g} h"
+    )
     for key, label in (("earliest", "earliest start that fits"), ("least_idle", "least idle left beside it")):
         p = out[key]
-        typer.echo(f"  {label:27s} {p['start']} .. {p['end']}  strands {p['gap_idle_node_hours']:,.1f} idle node-h "
-                   f"(${p['gap_cost_usd']:,.2f})")
+        typer.echo(
+            f"  {label:27s} {p['start']} .. {p['end']}  strands {p['gap_idle_node_hours']:,.1f} idle node-h "
+            f"(${p['gap_cost_usd']:,.2f})"
+        )
     if "requested" in out:
         q = out["requested"]
-        state_text = "in the past" if q["in_past"] else ("fits" if q["fits"] else "held by " + ", ".join(q["held_by"]))
+        state_text = (
+            "in the past" if q["in_past"] else ("fits" if q["fits"] else "held by " + ", ".join(q["held_by"]))
+        )
         typer.echo(f"  window.start in the config  {q['start']}: {state_text}")
 
 
 @calendar_app.command("cancel")
-def calendar_cancel(commitment: Annotated[str, typer.Argument(help="Commitment id (c-...) or maintenance id.")],
-                    reason: Annotated[str, typer.Option("--reason", help="Why: kept on record with the booking.")],
-                    cluster: ClusterOpt = None, calendar: CalendarOpt = None,
-                    workspaces: WorkspacesOpt = None) -> None:
+def calendar_cancel(
+    commitment: Annotated[str, typer.Argument(help="Commitment id (c-...) or maintenance id.")],
+    reason: Annotated[str, typer.Option("--reason", help="Why: kept on record with the booking.")],
+    cluster: ClusterOpt = None,
+    calendar: CalendarOpt = None,
+    workspaces: WorkspacesOpt = None,
+) -> None:
     """Release a booking: recorded with its reason, never deleted; execute then refuses the commitment."""
     from campaign import calendar as cal
     from campaign import store
@@ -354,23 +504,36 @@ def calendar_cancel(commitment: Annotated[str, typer.Argument(help="Commitment i
     for path in paths:
         if cal.find_booking(cal.read_calendar(path), commitment) is not None:
             booking = cal.cancel(path, commitment, reason, store.now())
-            typer.echo(f"cancelled {booking.commitment_id} ({booking.nodes} nodes, {booking.start} .. {booking.end}) "
-                       f"on {path}: {reason}")
+            typer.echo(
+                f"cancelled {booking.commitment_id} ({booking.nodes} nodes, {booking.start} .. {booking.end}) "
+                f"on {path}: {reason}"
+            )
             return
-    where = ", ".join(str(p) for p in paths) or f"{Path(workspaces or 'workspace') / 'calendars'} (no calendars)"
-    raise ConfigError(f"unknown commitment {commitment!r}: no calendar holds it", where=where,
-                      fix="give an id from `campaign calendar show`, or the calendar that holds it with --cluster "
-                          "or --calendar")
+    where = (
+        ", ".join(str(p) for p in paths) or f"{Path(workspaces or 'workspace') / 'calendars'} (no calendars)"
+    )
+    raise ConfigError(
+        f"unknown commitment {commitment!r}: no calendar holds it",
+        where=where,
+        fix="give an id from `campaign calendar show`, or the calendar that holds it with --cluster "
+        "or --calendar",
+    )
 
 
 @calendar_app.command("maintenance")
-def calendar_maintenance(config: ConfigArg,
-                         start: Annotated[str, typer.Option("--start", help="Start, ISO 8601.")],
-                         hours: Annotated[float, typer.Option("--hours", min=0.01, max=8784.0, help="Length, hours.")],
-                         reason: Annotated[str, typer.Option("--reason", help="What the maintenance is.")],
-                         nodes: Annotated[int | None, typer.Option("--nodes", min=1, max=2_000_000, help="Nodes it "
-                                                                   "takes (default: the whole cluster).")] = None,
-                         workspace: WorkspaceOpt = None, calendar: CalendarOpt = None, set_: SetOpt = None) -> None:
+def calendar_maintenance(
+    config: ConfigArg,
+    start: Annotated[str, typer.Option("--start", help="Start, ISO 8601.")],
+    hours: Annotated[float, typer.Option("--hours", min=0.01, max=8784.0, help="Length, hours.")],
+    reason: Annotated[str, typer.Option("--reason", help="What the maintenance is.")],
+    nodes: Annotated[
+        int | None,
+        typer.Option("--nodes", min=1, max=2_000_000, help="Nodes it takes (default: the whole cluster)."),
+    ] = None,
+    workspace: WorkspaceOpt = None,
+    calendar: CalendarOpt = None,
+    set_: SetOpt = None,
+) -> None:
     """Book a maintenance window on the cluster of CONFIG (a booking like any other; cancel it by its id)."""
     import uuid
     from datetime import timedelta
@@ -390,11 +553,23 @@ def calendar_maintenance(config: ConfigArg,
     with _calendar_env(calendar):
         path = cal.calendar_path(cfg.cluster.name, ws.root)
     identity = cal.cluster_identity(cfg.cluster)
-    booking = cal.book(path, identity, cal.BookingRequest(
-        commitment_id=f"m-{uuid.uuid4().hex[:12]}", campaign="maintenance", kind=cal.MAINTENANCE,
-        nodes=nodes or identity.total_nodes, duration=timedelta(seconds=round(hours * 3600)),
-        start=parse_moment(start, "--start"), note=reason), store.now())
-    typer.echo(f"maintenance {booking.commitment_id}: {booking.nodes} nodes {booking.start} .. {booking.end} on {path}")
+    booking = cal.book(
+        path,
+        identity,
+        cal.BookingRequest(
+            commitment_id=f"m-{uuid.uuid4().hex[:12]}",
+            campaign="maintenance",
+            kind=cal.MAINTENANCE,
+            nodes=nodes or identity.total_nodes,
+            duration=timedelta(seconds=round(hours * 3600)),
+            start=parse_moment(start, "--start"),
+            note=reason,
+        ),
+        store.now(),
+    )
+    typer.echo(
+        f"maintenance {booking.commitment_id}: {booking.nodes} nodes {booking.start} .. {booking.end} on {path}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

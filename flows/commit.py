@@ -31,15 +31,30 @@ class Approval(RunInput):
     (`approval_form`) carries that run's window, GPUs, days, cost, gates and digests in its description."""
 
     approved: bool = Field(False, description="Book the window described above.")
-    approver: str = Field(min_length=1, max_length=200, description="Your name; recorded with the commitment.")
-    comment: str = Field("", max_length=2000, description="Why; required reading for the team when you reject.")
+    approver: str = Field(
+        min_length=1, max_length=200, description="Your name; recorded with the commitment."
+    )
+    comment: str = Field(
+        "", max_length=2000, description="Why; required reading for the team when you reject."
+    )
 
 
 def approval_form(request: ApprovalRequest) -> type[Approval]:
     """The Approval form for this request: its description (shown above the form in the UI) is the request."""
-    form = create_model("Approval", __base__=Approval, approved=(bool, Field(False, description=(
-        f"{request.headline()}. Gates: {sum(g.passed for g in request.gates)}/{len(request.gates)} passed; "
-        f"config {request.config_digest[:12]}, data {request.data_digest[:12]}."))))
+    form = create_model(
+        "Approval",
+        __base__=Approval,
+        approved=(
+            bool,
+            Field(
+                False,
+                description=(
+                    f"{request.headline()}. Gates: {sum(g.passed for g in request.gates)}/{len(request.gates)} passed; "
+                    f"config {request.config_digest[:12]}, data {request.data_digest[:12]}."
+                ),
+            ),
+        ),
+    )
     form._description = request.markdown()
     return form
 
@@ -54,12 +69,19 @@ def wait_for_approval(ws: store.Workspace, request: ApprovalRequest, timeout_s: 
         write_pending(ws.root, run_id, url, request.headline())
         get_run_logger().info("waiting for approval (up to %d s): %s", timeout_s, request.headline())
         try:
-            return pause_flow_run(wait_for_input=approval_form(request), timeout=timeout_s, poll_interval=2,
-                                  key=f"approval-{request.config_digest[:12]}-{request.data_digest[:12]}")
+            return pause_flow_run(
+                wait_for_input=approval_form(request),
+                timeout=timeout_s,
+                poll_interval=2,
+                key=f"approval-{request.config_digest[:12]}-{request.data_digest[:12]}",
+            )
         except FlowPauseTimeout:
-            raise Refused(f"no answer to the approval request within {timeout_s} s; nothing booked",
-                          where=str(ws.root), fix="commit again and answer the approval form in the Prefect UI "
-                          "(or raise commit.approval_timeout_s)") from None
+            raise Refused(
+                f"no answer to the approval request within {timeout_s} s; nothing booked",
+                where=str(ws.root),
+                fix="commit again and answer the approval form in the Prefect UI "
+                "(or raise commit.approval_timeout_s)",
+            ) from None
         finally:
             clear_pending(ws.root, run_id)
 
@@ -81,12 +103,16 @@ def commit(params: StageParams = StageParams(), schedule_execution: bool = True)
                 answer = wait_for_approval(ws, request, int(loaded.config.commit.approval_timeout_s))
                 if not answer.approved:
                     record_answer(ws, request, answer.approver, answer.comment, approved=False)
-                    raise Refused(f"booking rejected by {answer.approver}"
-                                  + (f": {answer.comment}" if answer.comment else " (no comment)"),
-                                  where=str(ws.root), fix="resolve the approver's concern and commit again")
+                    raise Refused(
+                        f"booking rejected by {answer.approver}"
+                        + (f": {answer.comment}" if answer.comment else " (no comment)"),
+                        where=str(ws.root),
+                        fix="resolve the approver's concern and commit again",
+                    )
                 # The lock was let go while waiting: whatever was approved must still be what is booked.
-                loaded, data_digest = recheck_after_approval(ws, params.config, params.overrides, params.workspace,
-                                                             request)
+                loaded, data_digest = recheck_after_approval(
+                    ws, params.config, params.overrides, params.workspace, request
+                )
                 approved_by, comment = answer.approver, answer.comment
                 record_answer(ws, request, approved_by, comment, approved=True)
             # The calendar lock is held inside book_calendar only (never while waiting for approval above), and
@@ -94,9 +120,13 @@ def commit(params: StageParams = StageParams(), schedule_execution: bool = True)
             booking = book_calendar(ws, loaded, data_digest, store.now())
             booked = book_window(ws, loaded, data_digest, run_id, approved_by, booking, comment)
             # The utility's warning: commitments/<id>-power.md and .json, and an artifact (issue 9).
-            write_power_notice(ws.root / "commitments", booked.commitment_id,
-                               window_inputs(with_start(loaded.config, booked.window_start)),
-                               loaded.config.sim.replicas, f"window {booked.commitment_id}")
+            write_power_notice(
+                ws.root / "commitments",
+                booked.commitment_id,
+                window_inputs(with_start(loaded.config, booked.window_start)),
+                loaded.config.sim.replicas,
+                f"window {booked.commitment_id}",
+            )
             if schedule_execution:
                 schedule_execute(booked, params.model_dump())
             return booked

@@ -22,14 +22,26 @@ class StageParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    config: str = Field("configs/campaigns/demo.yaml", json_schema_extra=config_field_schema(),
-                        description="Campaign YAML: one of the shipped campaigns (the CLI takes any path).")
+    config: str = Field(
+        "configs/campaigns/demo.yaml",
+        json_schema_extra=config_field_schema(),
+        description="Campaign YAML: one of the shipped campaigns (the CLI takes any path).",
+    )
     workspace: str = Field("", description="Workspace folder; empty: `workspace/<campaign name>`.")
-    settings: list[Setting] = Field(default_factory=list, description=(
-        "Typed overrides: pick a config key and give its value (checked against the key's range before the run "
-        "starts); applied before `overrides`."))
-    overrides: list[str] = Field(default_factory=list, json_schema_extra=overrides_field_schema, description=(
-        "Config overrides as `dotted.key=value`, e.g. `cluster.nodes=1024`; the key must exist in the config."))
+    settings: list[Setting] = Field(
+        default_factory=list,
+        description=(
+            "Typed overrides: pick a config key and give its value (checked against the key's range before the run "
+            "starts); applied before `overrides`."
+        ),
+    )
+    overrides: list[str] = Field(
+        default_factory=list,
+        json_schema_extra=overrides_field_schema,
+        description=(
+            "Config overrides as `dotted.key=value`, e.g. `cluster.nodes=1024`; the key must exist in the config."
+        ),
+    )
 
     @field_validator("workspace", mode="before")
     @classmethod
@@ -57,8 +69,9 @@ def one_line(text: str) -> str:
 
 
 @contextlib.contextmanager
-def stage_run(ws: store.Workspace, stage: str, config_digest: str | None,
-              data_digest: str | None = None) -> Iterator[str]:
+def stage_run(
+    ws: store.Workspace, stage: str, config_digest: str | None, data_digest: str | None = None
+) -> Iterator[str]:
     """Hold the workspace lock and record the stage in `runs` (completed, refused or failed).
 
     Prepare makes the workspace (refusing a folder that is not one); every other stage needs an existing one and
@@ -77,7 +90,9 @@ def stage_run(ws: store.Workspace, stage: str, config_digest: str | None,
             store.finish_run(ws, run_id, status, err.render(), data_digest=_data_digest(ws))
             raise
         except BaseException as err:
-            store.finish_run(ws, run_id, "failed", f"{type(err).__name__}: {err}", data_digest=_data_digest(ws))
+            store.finish_run(
+                ws, run_id, "failed", f"{type(err).__name__}: {err}", data_digest=_data_digest(ws)
+            )
             raise
         store.finish_run(ws, run_id, "completed", data_digest=_data_digest(ws))
 
@@ -114,12 +129,15 @@ def quiet_expected_errors() -> None:
 
 # ------------------------------------------------------------------------------------------- campaign context
 
+
 def campaign_name_of(params: Any) -> str:
     """The campaign a run's parameters name (its config's `name:`, overrides applied), for run names and tags;
     the config file's stem, or the workspace folder's name, when the config cannot be read (the run says why)."""
     from campaign.config import load_config
 
-    get = params.get if isinstance(params, dict) else (lambda key, default=None: getattr(params, key, default))
+    get = (
+        params.get if isinstance(params, dict) else (lambda key, default=None: getattr(params, key, default))
+    )
     config, workspace = get("config"), get("workspace")
     if config:
         try:
@@ -131,6 +149,7 @@ def campaign_name_of(params: Any) -> str:
 
 def stage_run_name(stage: str) -> Callable[[], str]:
     """`flow_run_name` of a stage flow: `<stage>-<campaign>-<UTC time>`, e.g. `validate-demo-20261201-0457`."""
+
     def name() -> str:
         from prefect.runtime import flow_run
 
@@ -138,6 +157,7 @@ def stage_run_name(stage: str) -> Callable[[], str]:
 
         campaign = campaign_name_of(flow_run.parameters.get("params") or {})
         return f"{stage}-{slug(campaign)}-{datetime.now(UTC):%Y%m%d-%H%M%S}"
+
     return name
 
 

@@ -37,7 +37,9 @@ def shipped_configs() -> list[str]:
 # ----------------------------------------------------------------------------------------------- the keys
 
 
-def _leaves(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> typing.Iterator[tuple[tuple[str, ...], Any]]:
+def _leaves(
+    model: type[BaseModel], prefix: tuple[str, ...] = ()
+) -> typing.Iterator[tuple[tuple[str, ...], Any]]:
     """Every settable leaf of the config model: (dotted path parts, its FieldInfo); a list item's index is `#`."""
     for name, info in model.model_fields.items():
         key = info.alias or name
@@ -69,10 +71,24 @@ def override_pattern() -> str:
 
 # The knobs a team turns from a form; every other key stays reachable through `overrides`.
 SETTING_KEYS = (
-    "cluster.nodes", "cluster.spare_nodes", "plan.layout.tp", "plan.layout.pp", "plan.layout.dp", "plan.layout.cp",
-    "plan.micro_batch", "plan.global_batch_tokens", "plan.zero_stage", "plan.recompute", "plan.target_tokens",
-    "plan.checkpoint.storage_gb_per_s", "window.days", "seed", "commit.require_approval", "commit.approval_timeout_s",
-    "sim.replicas", "gates.config.window_replicas",
+    "cluster.nodes",
+    "cluster.spare_nodes",
+    "plan.layout.tp",
+    "plan.layout.pp",
+    "plan.layout.dp",
+    "plan.layout.cp",
+    "plan.micro_batch",
+    "plan.global_batch_tokens",
+    "plan.zero_stage",
+    "plan.recompute",
+    "plan.target_tokens",
+    "plan.checkpoint.storage_gb_per_s",
+    "window.days",
+    "seed",
+    "commit.require_approval",
+    "commit.approval_timeout_s",
+    "sim.replicas",
+    "gates.config.window_replicas",
 )
 
 

@@ -29,8 +29,12 @@ def campaign(params: StageParams = StageParams()):
         outcomes: list[tuple[str, str, str]] = []
         # One lock for the whole lifecycle, so no other process slips in between two stages.
         with store.locked(ws, "campaign run"), campaign_tags(name):
-            for stage_name, stage in (("prepare", prepare), ("validate", validate), ("commit", commit),
-                                      ("execute", execute)):
+            for stage_name, stage in (
+                ("prepare", prepare),
+                ("validate", validate),
+                ("commit", commit),
+                ("execute", execute),
+            ):
                 # The lifecycle executes the window itself: its commit must not also schedule execute-window.
                 extra = {"schedule_execution": False} if stage is commit else {}
                 state = stage(params, return_state=True, **extra)

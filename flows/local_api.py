@@ -47,6 +47,7 @@ def _free_port() -> int:
 def _die_with(parent_pid: int):
     """preexec_fn: ask the kernel to SIGKILL the child when its parent dies; leave the terminal's process group
     so a Ctrl-C reaches the command (which stops the server itself) rather than the server mid-run."""
+
     def preexec() -> None:
         os.setpgrp()
         if sys.platform.startswith("linux"):
@@ -55,6 +56,7 @@ def _die_with(parent_pid: int):
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != parent_pid:  # the parent died before prctl took effect
             os._exit(0)
+
     return preexec
 
 
@@ -101,25 +103,53 @@ def cache_dir() -> Path:
 
 
 def _server_env(home: Path, fresh_schema: bool) -> dict[str, str]:
-    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
-           "PREFECT__SERVER_FINAL": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-           "PREFECT_API_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{home / DB_NAME}",
-           # no automations on a private API: their triggers' periodic evaluation only costs CPU
-           "PREFECT_SERVER_SERVICES_TRIGGERS_ENABLED": "false"}
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(home),
+        "PREFECT_UI_ENABLED": "0",
+        "PREFECT__SERVER_EPHEMERAL": "1",
+        "PREFECT__SERVER_FINAL": "1",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_API_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{home / DB_NAME}",
+        # no automations on a private API: their triggers' periodic evaluation only costs CPU
+        "PREFECT_SERVER_SERVICES_TRIGGERS_ENABLED": "false",
+    }
     if not fresh_schema:  # the database is at this version's head with its blocks registered: skip both
-        env |= {"PREFECT_API_DATABASE_MIGRATE_ON_START": "false", "PREFECT_API_BLOCKS_REGISTER_ON_START": "false"}
+        env |= {
+            "PREFECT_API_DATABASE_MIGRATE_ON_START": "false",
+            "PREFECT_API_BLOCKS_REGISTER_ON_START": "false",
+        }
     return env
 
 
 def _start_server(home: Path, fresh_schema: bool) -> tuple[subprocess.Popen, str]:
     port = _free_port()
-    app_dir = Path(importlib.util.find_spec("prefect").origin).parent.parent  # as Prefect's ephemeral server does
+    app_dir = Path(
+        importlib.util.find_spec("prefect").origin
+    ).parent.parent  # as Prefect's ephemeral server does
     with open(home / "server.log", "ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "--app-dir", str(app_dir), "--factory",
-             "flows.private_api_app:create_app", "--host", "127.0.0.1", "--port", str(port),
-             "--log-level", "error", "--lifespan", "on"],
-            env=_server_env(home, fresh_schema), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "--app-dir",
+                str(app_dir),
+                "--factory",
+                "flows.private_api_app:create_app",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--log-level",
+                "error",
+                "--lifespan",
+                "on",
+            ],
+            env=_server_env(home, fresh_schema),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
             # before any thread: the CLI starts its API before it imports Prefect's engine
             preexec_fn=_die_with(os.getpid()),  # noqa: PLW1509
         )
@@ -131,9 +161,11 @@ def _wait_healthy(proc: subprocess.Popen, url: str, home: Path) -> None:
     while not _healthy(url):
         if proc.poll() is not None or time.monotonic() > deadline:
             tail = (home / "server.log").read_text(errors="replace")[-800:]
-            raise InternalError(f"the local Prefect API did not start (exit {proc.poll()}): {tail}",
-                                where=str(home / "server.log"),
-                                fix="set PREFECT_API_URL to a running Prefect server, or report this")
+            raise InternalError(
+                f"the local Prefect API did not start (exit {proc.poll()}): {tail}",
+                where=str(home / "server.log"),
+                fix="set PREFECT_API_URL to a running Prefect server, or report this",
+            )
         time.sleep(0.05)
 
 
@@ -219,8 +251,11 @@ def local_api(home: Path | None, warm: Callable[[], object] | None = None) -> It
             # No flow run heartbeats on a private API: they exist so a server can mark a crashed run (an automation
             # watches them), and this server lives and dies with the command. Each flow run's end joins its
             # heartbeat thread, which sleeps in 1 s steps (Prefect 3.9 flow_engine._send_heartbeats): ~1 s a run.
-            stack.enter_context(temporary_settings({PREFECT_API_URL: url, PREFECT_HOME: str(home),
-                                                    PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}))
+            stack.enter_context(
+                temporary_settings(
+                    {PREFECT_API_URL: url, PREFECT_HOME: str(home), PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}
+                )
+            )
             if warm:
                 warm()
             _wait_healthy(proc, url, home)

@@ -18,7 +18,9 @@ class PowerParams(BaseModel):
 
     config: str = Field("configs/campaigns/demo.yaml", description="Campaign YAML.")
     overrides: list[str] = Field(default_factory=list, description="dotted.key=value overrides.")
-    replicas: int | None = Field(None, gt=0, le=10_000, description="Replicas per setting (default: sim.replicas).")
+    replicas: int | None = Field(
+        None, gt=0, le=10_000, description="Replicas per setting (default: sim.replicas)."
+    )
     workspace: str | None = Field(None, description="Workspace (default workspace/<campaign name>).")
 
 
@@ -29,9 +31,13 @@ def power_flow(params: PowerParams = PowerParams()):
         loaded, ws = load_campaign(params.config, params.overrides, params.workspace)
         store.adopt_workspace(ws, loaded.config.name)  # never writes into a folder campaign does not own
         inputs = window_inputs(loaded.config)
-        return write_power_notice(ws.root / "power", loaded.digest[:12], inputs,
-                                  params.replicas or loaded.config.sim.replicas,
-                                  f"{loaded.config.name} (config {loaded.digest[:12]})")
+        return write_power_notice(
+            ws.root / "power",
+            loaded.digest[:12],
+            inputs,
+            params.replicas or loaded.config.sim.replicas,
+            f"{loaded.config.name} (config {loaded.digest[:12]})",
+        )
     except CampaignError as err:
         return failed(err)
 

@@ -12,9 +12,13 @@ def task_runner_for(runtime: RuntimeConfig):
     try:
         from prefect_dask import DaskTaskRunner
     except ImportError:
-        raise ConfigError("runtime.task_runner is 'dask' but prefect-dask is not installed",
-                          where="runtime.task_runner", fix="pip install 'campaign[dask]' or use 'threads'") from None
+        raise ConfigError(
+            "runtime.task_runner is 'dask' but prefect-dask is not installed",
+            where="runtime.task_runner",
+            fix="pip install 'campaign[dask]' or use 'threads'",
+        ) from None
     if runtime.dask_address:
         return DaskTaskRunner(address=runtime.dask_address)
-    return DaskTaskRunner(cluster_kwargs={"n_workers": runtime.max_workers, "threads_per_worker": 1,
-                                          "dashboard_address": None})
+    return DaskTaskRunner(
+        cluster_kwargs={"n_workers": runtime.max_workers, "threads_per_worker": 1, "dashboard_address": None}
+    )

@@ -45,13 +45,19 @@ class SimulateParams(BaseModel):
 
     config: str = Field("configs/campaigns/demo.yaml", description="Campaign YAML.")
     overrides: list[str] = Field(default_factory=list, description="dotted.key=value overrides.")
-    replicas: int | None = Field(None, gt=0, le=10_000_000,
-                                 description="Replicas (default: sim.replicas of the config).")
+    replicas: int | None = Field(
+        None, gt=0, le=10_000_000, description="Replicas (default: sim.replicas of the config)."
+    )
     seed: int | None = Field(None, ge=0, le=2**63 - 1, description="Seed (default: seed of the config).")
-    sweeps: list[str] = Field(default_factory=list, description=(
-        "dotted.key=v1,v2,... per swept key (several make a grid), e.g. plan.checkpoint.interval_s=600,1200."))
-    workspace: str | None = Field(None, description="Workspace whose catalog stores a sweep "
-                                  "(default workspace/<campaign name>).")
+    sweeps: list[str] = Field(
+        default_factory=list,
+        description=(
+            "dotted.key=v1,v2,... per swept key (several make a grid), e.g. plan.checkpoint.interval_s=600,1200."
+        ),
+    )
+    workspace: str | None = Field(
+        None, description="Workspace whose catalog stores a sweep (default workspace/<campaign name>)."
+    )
 
 
 @flow(name="simulate")
@@ -103,8 +109,13 @@ def _run_batches(runtime: RuntimeConfig, points: list, batches: list[range]) -> 
     joining its heartbeat thread, which sleeps in one-second steps (flow_engine._send_heartbeats), so a subflow
     cost about 1 s of a 1,000-replica run that computes in about 2 s."""
     with simulation_task_runner(runtime) as runner:
-        futures = [[runner.submit(simulate_replica_batch, {"inputs": inputs, "replicas": batch}) for batch in batches]
-                   for inputs in points]
+        futures = [
+            [
+                runner.submit(simulate_replica_batch, {"inputs": inputs, "replicas": batch})
+                for batch in batches
+            ]
+            for inputs in points
+        ]
         return [[s for f in point_futures for s in f.result()] for point_futures in futures]
 
 
@@ -137,9 +148,13 @@ def _sweep(params: SimulateParams, overrides: list[str], loaded, replicas: int):
         "seed": loaded.config.seed,
         "config_digest": loaded.digest,
         "wall_s": time.perf_counter() - started,
-        "sweep": {"sweep_id": sweep_id, "keys": [a.key for a in axes], "rows": rows,
-                  "best": next(r["values"] for r in rows if r["is_best"]),
-                  "best_rule": "highest P(finish in window), then highest mean ETTR, then lowest cost"},
+        "sweep": {
+            "sweep_id": sweep_id,
+            "keys": [a.key for a in axes],
+            "rows": rows,
+            "best": next(r["values"] for r in rows if r["is_best"]),
+            "best_rule": "highest P(finish in window), then highest mean ETTR, then lowest cost",
+        },
         "definitions": {"ettr": ETTR_DEFINITION, "window_utilisation": UTILISATION_DEFINITION},
         "workspace": str(ws.root),
     }

@@ -19,8 +19,10 @@ from typing import Any
 
 from campaign.errors import CampaignError, ConfigError, InternalError
 
-BUG_FIX = ("this is a bug in campaign, not your input; rerun with CAMPAIGN_DEBUG=1 to see the traceback (the "
-           "Prefect run log keeps it too) and report it")
+BUG_FIX = (
+    "this is a bug in campaign, not your input; rerun with CAMPAIGN_DEBUG=1 to see the traceback (the "
+    "Prefect run log keeps it too) and report it"
+)
 
 LIFECYCLE_STAGES = ("prepare", "validate", "commit", "execute", "run")
 
@@ -61,12 +63,16 @@ def exit_code_of(command: Callable[[], Any]) -> int:
         if callable(getattr(exc, "show", None)) and hasattr(exc, "exit_code"):
             exc.show()  # a usage error from the (vendored) click parser: print it as click would
             return 2
-        if isinstance(getattr(exc, "exit_code", None), int):  # typer.Exit(code): the command's chosen exit code
+        if isinstance(
+            getattr(exc, "exit_code", None), int
+        ):  # typer.Exit(code): the command's chosen exit code
             return exc.exit_code
         if os.environ.get("CAMPAIGN_DEBUG"):
             raise
-        say(f"internal error: {type(exc).__name__}: {exc}\n  fix: this is a bug in campaign, not your input; "
-            "rerun with CAMPAIGN_DEBUG=1 to see the traceback and report it")
+        say(
+            f"internal error: {type(exc).__name__}: {exc}\n  fix: this is a bug in campaign, not your input; "
+            "rerun with CAMPAIGN_DEBUG=1 to see the traceback and report it"
+        )
         return InternalError.exit_code
     return code if isinstance(code, int) else 0
 
@@ -118,9 +124,14 @@ def prefect_api(ws: Any = None, warm: Callable[[], object] | None = None) -> Ite
 # Each stage's flow and its module. A command imports only its own stage's flow: importing all of them (Great
 # Expectations, matplotlib, pandas, SciPy, Numba) cost `campaign prepare` 120 MB and 1.2 CPU-seconds for
 # nothing (benchmarks/README.md, prepare).
-STAGE_FLOWS = {"prepare": ("flows.prepare", "prepare"), "validate": ("flows.validate", "validate"),
-               "commit": ("flows.commit", "commit"), "execute": ("flows.execute", "execute"),
-               "run": ("flows.lifecycle", "campaign"), "analyse": ("flows.analyse", "analyse_flow")}
+STAGE_FLOWS = {
+    "prepare": ("flows.prepare", "prepare"),
+    "validate": ("flows.validate", "validate"),
+    "commit": ("flows.commit", "commit"),
+    "execute": ("flows.execute", "execute"),
+    "run": ("flows.lifecycle", "campaign"),
+    "analyse": ("flows.analyse", "analyse_flow"),
+}
 
 
 def stage_flow(stage: str) -> Any:
@@ -131,8 +142,9 @@ def stage_flow(stage: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
-def run_stage(stage: str, config: str, workspace: str | None, overrides: list[str] | None,
-              calendar: str | None = None) -> Any:
+def run_stage(
+    stage: str, config: str, workspace: str | None, overrides: list[str] | None, calendar: str | None = None
+) -> Any:
     """Run one lifecycle stage (or `run`, the whole lifecycle) and return its result; raise its CampaignError.
 
     Bad input (the config, an override, a value out of range) is refused before any Prefect API starts, and a
@@ -143,11 +155,15 @@ def run_stage(stage: str, config: str, workspace: str | None, overrides: list[st
     loaded = load_config(config, list(overrides or []))  # bad input fails here, before a Prefect API starts
     ws = store.workspace_for(loaded.config.name, workspace)
     if stage in ("prepare", "run"):
-        store.adopt_workspace(ws, loaded.config.name)  # refuses a folder campaign does not own, before anything
+        store.adopt_workspace(
+            ws, loaded.config.name
+        )  # refuses a folder campaign does not own, before anything
     else:
         from campaign.readiness import require_prepared
 
-        require_prepared(ws, f"campaign {stage}")  # refused before a Prefect API starts: printed once, writes nothing
+        require_prepared(
+            ws, f"campaign {stage}"
+        )  # refused before a Prefect API starts: printed once, writes nothing
     with calendar_env(calendar), prefect_api(ws, warm=lambda: stage_flow(stage)):
         from prefect import tags
 
@@ -202,6 +218,7 @@ def _said_once(record: logging.LogRecord) -> bool:
 
 # ------------------------------------------------------------------------------------------- what a stage prints
 
+
 def gate_table(results: list[Any]) -> str:
     width = max(len(r.gate) for r in results)
     lines = [f"{'gate'.ljust(width)}  result  detail", f"{'-' * width}  ------  ------"]
@@ -212,40 +229,58 @@ def gate_table(results: list[Any]) -> str:
 def stage_summary(stage: str, r: Any) -> str:
     """What a lifecycle stage prints on stdout when it is done."""
     if stage == "prepare":
-        return (f"prepared: {r.n_input:,} documents in, {r.n_kept:,} kept, {r.n_rejected:,} rejected, "
-                f"{r.n_tokens:,} tokens; data digest {r.data_digest[:12]}")
+        return (
+            f"prepared: {r.n_input:,} documents in, {r.n_kept:,} kept, {r.n_rejected:,} rejected, "
+            f"{r.n_tokens:,} tokens; data digest {r.data_digest[:12]}"
+        )
     if stage == "validate":
         return gate_table(r)
     if stage == "commit":
         return f"committed {r.commitment_id}: window {r.window_start} .. {r.window_end}, approved by {r.approved_by}"
     if stage == "execute":
-        return (f"executed {r.commitment_id}{' (already executed; reused)' if r.reused else ''}: ETTR {r.ettr:.3f}, "
-                f"{r.tokens_trained:.4g} tokens, {'completed' if r.completed else 'not completed'}")
+        return (
+            f"executed {r.commitment_id}{' (already executed; reused)' if r.reused else ''}: ETTR {r.ettr:.3f}, "
+            f"{r.tokens_trained:.4g} tokens, {'completed' if r.completed else 'not completed'}"
+        )
     if stage == "run":
-        return (f"campaign done: ETTR {r['ettr']:.3f}, {r['tokens_trained']:.4g} of {r['tokens_target']:.4g} tokens "
-                f"trained, {r['interruptions']['unexpected']} unexpected interruptions\nreport: {r['report']}")
+        return (
+            f"campaign done: ETTR {r['ettr']:.3f}, {r['tokens_trained']:.4g} of {r['tokens_target']:.4g} tokens "
+            f"trained, {r['interruptions']['unexpected']} unexpected interruptions\nreport: {r['report']}"
+        )
     return json.dumps(r, indent=2, default=str)
 
 
 def print_validate(results_or_error: Any) -> None:
     """validate prints its gate table whether the gates passed or not."""
-    results = getattr(results_or_error, "results", None) if isinstance(results_or_error, Exception) \
+    results = (
+        getattr(results_or_error, "results", None)
+        if isinstance(results_or_error, Exception)
         else results_or_error
+    )
     if results:
         print(gate_table(results))
 
 
 # ------------------------------------------------------------------------------------------- python -m flows.<stage>
 
+
 def stage_main(stage: str, argv: list[str] | None = None) -> int:
     """`python -m flows.<stage> CONFIG [--workspace DIR] [--set dotted.key=value]... [--calendar PATH]`: the stage
     flow from a terminal, with the same API, messages and exit codes as `campaign <stage>`."""
-    parser = argparse.ArgumentParser(prog=f"python -m flows.{'lifecycle' if stage == 'run' else stage}",
-                                     description=f"Run the {stage} flow on one campaign.")
+    parser = argparse.ArgumentParser(
+        prog=f"python -m flows.{'lifecycle' if stage == 'run' else stage}",
+        description=f"Run the {stage} flow on one campaign.",
+    )
     parser.add_argument("config", help="Campaign YAML, e.g. configs/campaigns/demo.yaml.")
     parser.add_argument("--workspace", "-w", help="Workspace folder (default workspace/<campaign name>).")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="dotted.key=value",
-                        help="Override one config value (repeatable).")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="dotted.key=value",
+        help="Override one config value (repeatable).",
+    )
     parser.add_argument("--calendar", help="The cluster's calendar file.")
 
     def command() -> int:
@@ -281,19 +316,28 @@ def flow_main(flow: Any, argv: list[str] | None = None, call: Callable[[Any], An
             parser.add_argument("--set", dest="overrides", action="append", default=[], help=info.description)
         else:
             many = "list" in str(info.annotation)
-            parser.add_argument(f"--{name.replace('_', '-')}", dest=name, help=info.description,
-                                action="append" if many else "store", default=None)
+            parser.add_argument(
+                f"--{name.replace('_', '-')}",
+                dest=name,
+                help=info.description,
+                action="append" if many else "store",
+                default=None,
+            )
 
     def command() -> int:
-        args = {k: v for k, v in vars(parser.parse_args(argv if argv is not None else sys.argv[1:])).items()
-                if v is not None}
+        args = {
+            k: v
+            for k, v in vars(parser.parse_args(argv if argv is not None else sys.argv[1:])).items()
+            if v is not None
+        }
         try:
             params = model.model_validate(args)
         except ValidationError as exc:
             first = exc.errors()[0]
             field = ".".join(map(str, first["loc"]))
-            raise ConfigError(f"{field}: {first['msg']}", where=f"--{field.replace('_', '-')}",
-                              fix=f"see {prog} --help") from None
+            raise ConfigError(
+                f"{field}: {first['msg']}", where=f"--{field.replace('_', '-')}", fix=f"see {prog} --help"
+            ) from None
         with prefect_api(workspace_if_any(getattr(params, "workspace", None))):
             result = finish(call(params) if call else flow(params, return_state=True))
         print(json.dumps(result, indent=2, default=str))

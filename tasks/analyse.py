@@ -27,18 +27,39 @@ def analyse(ws: store.Workspace) -> dict:
     campaign = json.loads(config_json).get("name", ws.root.name) if config_json else ws.root.name
     result = {**result, "campaign": campaign, "report": str(md), "report_html": str(html)}
     atomic_write_json(ws.report_dir / "analysis.json", result)
-    create_markdown_artifact(key=artifact_key(campaign, "campaign-report"), markdown=markdown,
-                             description=f"Window report of {campaign} ({result['commitment_id']})")
-    create_table_artifact(key=artifact_key(campaign, "goodput"), description="GPU-hours by goodput bucket",
-                          table=[{"bucket": label, "gpu_h": round(result["goodput_breakdown_gpu_h"][k], 1),
-                                  "counts_as": kind} for k, label, kind in BUCKETS])
-    create_table_artifact(key=artifact_key(campaign, "failures"), description="Failures observed against expected",
-                          table=[{k: row[k] for k in ("category", "observed", "expected", "interval_lo",
-                                                      "interval_hi")} for row in result["failures"]])
-    create_link_artifact(key=artifact_key(campaign, "report-html"), link=html.as_uri(),
-                         link_text=f"report.html of {campaign}", description="The self-contained window report")
-    get_run_logger().info("report written to %s (ETTR while running %.3f, lost $%.0f)", html, result["ettr"],
-                          result["cost_usd"]["lost"])
+    create_markdown_artifact(
+        key=artifact_key(campaign, "campaign-report"),
+        markdown=markdown,
+        description=f"Window report of {campaign} ({result['commitment_id']})",
+    )
+    create_table_artifact(
+        key=artifact_key(campaign, "goodput"),
+        description="GPU-hours by goodput bucket",
+        table=[
+            {"bucket": label, "gpu_h": round(result["goodput_breakdown_gpu_h"][k], 1), "counts_as": kind}
+            for k, label, kind in BUCKETS
+        ],
+    )
+    create_table_artifact(
+        key=artifact_key(campaign, "failures"),
+        description="Failures observed against expected",
+        table=[
+            {k: row[k] for k in ("category", "observed", "expected", "interval_lo", "interval_hi")}
+            for row in result["failures"]
+        ],
+    )
+    create_link_artifact(
+        key=artifact_key(campaign, "report-html"),
+        link=html.as_uri(),
+        link_text=f"report.html of {campaign}",
+        description="The self-contained window report",
+    )
+    get_run_logger().info(
+        "report written to %s (ETTR while running %.3f, lost $%.0f)",
+        html,
+        result["ettr"],
+        result["cost_usd"]["lost"],
+    )
     return result
 
 
@@ -47,8 +68,9 @@ def compare(targets: list[str], out_dir: str) -> dict:
     runs = [load_run(t) for t in targets]
     comparison = render_compare(runs)
     html, path_json = write_compare(Path(out_dir), comparison)
-    create_markdown_artifact(key="campaign-compare", markdown=comparison["markdown"],
-                             description=f"{len(runs)} runs side by side")
+    create_markdown_artifact(
+        key="campaign-compare", markdown=comparison["markdown"], description=f"{len(runs)} runs side by side"
+    )
     create_link_artifact(key="campaign-compare-html", link=html.as_uri(), link_text="compare.html")
     get_run_logger().info("comparison of %d runs written to %s", len(runs), html)
     return {**comparison["json"], "report_html": str(html), "json_path": str(path_json)}
@@ -62,8 +84,11 @@ def simulate_report(result: dict, summaries: list[dict], campaign: str, workspac
     values = replica_values(summaries)
     html, markdown, facts = render_simulate_report(result, campaign, values)
     finish = facts["finish"]
-    out = {"replica_values": values, "report_html": None,
-           "p_complete_interval": [finish["interval_lo"], finish["interval_hi"]] if finish else None}
+    out = {
+        "replica_values": values,
+        "report_html": None,
+        "p_complete_interval": [finish["interval_lo"], finish["interval_hi"]] if finish else None,
+    }
     logger = get_run_logger()
     try:  # a what-if run still answers when its workspace folder is not usable; the artifact has the same report
         ws = store.adopt_workspace(store.workspace_for(campaign, workspace), campaign)
@@ -75,10 +100,20 @@ def simulate_report(result: dict, summaries: list[dict], campaign: str, workspac
         path = atomic_write_text(ws.root / "simulate" / f"{stem}.html", html)
         atomic_write_text(ws.root / "simulate" / f"{stem}.md", markdown)
         out["report_html"] = str(path)
-        create_link_artifact(key=artifact_key(campaign, "simulate-report-html"), link=path.as_uri(),
-                             link_text=f"simulate report of {campaign}", description="Distributions over replicas")
-    create_markdown_artifact(key=artifact_key(campaign, "simulate-report"), markdown=markdown,
-                             description=f"{result['replicas']} what-if replicas of {campaign}")
-    logger.info("simulate report: P(finish inside the window) %.3f%s", result["summary"]["p_complete_in_window"],
-                f", written to {out['report_html']}" if out["report_html"] else "")
+        create_link_artifact(
+            key=artifact_key(campaign, "simulate-report-html"),
+            link=path.as_uri(),
+            link_text=f"simulate report of {campaign}",
+            description="Distributions over replicas",
+        )
+    create_markdown_artifact(
+        key=artifact_key(campaign, "simulate-report"),
+        markdown=markdown,
+        description=f"{result['replicas']} what-if replicas of {campaign}",
+    )
+    logger.info(
+        "simulate report: P(finish inside the window) %.3f%s",
+        result["summary"]["p_complete_in_window"],
+        f", written to {out['report_html']}" if out["report_html"] else "",
+    )
     return out

@@ -34,8 +34,9 @@ def report_calendar(path: Path, start: str | None, end: str | None, now: datetim
     a Prefect artifact."""
     state = cal.read_calendar(path)
     t0, t1 = horizon(state, now, start, end)
-    report = cal.calendar_report(state.cluster, state.total_nodes, state.pricing, state.bookings, t0, t1,
-                                 state.price_history)
+    report = cal.calendar_report(
+        state.cluster, state.total_nodes, state.pricing, state.bookings, t0, t1, state.price_history
+    )
     report["calendar"] = str(path)
     png = path.with_name(f"{path.stem}-gantt.png")
     chart = gantt_png(report)
@@ -43,14 +44,25 @@ def report_calendar(path: Path, start: str | None, end: str | None, now: datetim
     report["gantt_png"] = str(png)
     atomic_write_json(path.with_name(f"{path.stem}-report.json"), report)
     totals = report["totals"]
-    create_markdown_artifact(key=_artifact_key(state.cluster), markdown=calendar_markdown(report, chart, str(png)),
-                             description=f"calendar of cluster {state.cluster}")
+    create_markdown_artifact(
+        key=_artifact_key(state.cluster),
+        markdown=calendar_markdown(report, chart, str(png)),
+        description=f"calendar of cluster {state.cluster}",
+    )
     if report["gaps"]:
-        create_table_artifact(key=_artifact_key(state.cluster) + "-gaps", table=report["gaps"],
-                              description=f"idle gaps of cluster {state.cluster}, priced")
-    get_run_logger().info("calendar %s: %d bookings, %d gaps, utilisation %.1f%%, idle cost $%.2f", state.cluster,
-                          len(report["bookings"]), len(report["gaps"]), totals["utilisation"] * 100,
-                          totals["idle_cost_usd"])
+        create_table_artifact(
+            key=_artifact_key(state.cluster) + "-gaps",
+            table=report["gaps"],
+            description=f"idle gaps of cluster {state.cluster}, priced",
+        )
+    get_run_logger().info(
+        "calendar %s: %d bookings, %d gaps, utilisation %.1f%%, idle cost $%.2f",
+        state.cluster,
+        len(report["bookings"]),
+        len(report["gaps"]),
+        totals["utilisation"] * 100,
+        totals["idle_cost_usd"],
+    )
     return report
 
 
@@ -64,14 +76,31 @@ def book_calendar(ws: store.Workspace, loaded: LoadedConfig, data_digest: str, n
     config = loaded.config
     window = config.window
     path = calendar_of(loaded, ws)
-    booking = cal.book(path, cal.cluster_identity(config.cluster), cal.BookingRequest(
-        commitment_id=commitment_id_for(ws, loaded.digest, data_digest), campaign=config.name, nodes=config.cluster.booked_nodes,
-        duration=timedelta(seconds=round(window.days * 86_400)),
-        start=None if window.is_auto else window.start, align=window.align, workspace=str(ws.root),
-        config_digest=loaded.digest,
-        data_digest=data_digest), now)
-    get_run_logger().info("calendar %s: %s holds %d nodes %s .. %s (booking %s)", path.name, booking.commitment_id,
-                          booking.nodes, booking.start, booking.end, booking.booking_id)
+    booking = cal.book(
+        path,
+        cal.cluster_identity(config.cluster),
+        cal.BookingRequest(
+            commitment_id=commitment_id_for(ws, loaded.digest, data_digest),
+            campaign=config.name,
+            nodes=config.cluster.booked_nodes,
+            duration=timedelta(seconds=round(window.days * 86_400)),
+            start=None if window.is_auto else window.start,
+            align=window.align,
+            workspace=str(ws.root),
+            config_digest=loaded.digest,
+            data_digest=data_digest,
+        ),
+        now,
+    )
+    get_run_logger().info(
+        "calendar %s: %s holds %d nodes %s .. %s (booking %s)",
+        path.name,
+        booking.commitment_id,
+        booking.nodes,
+        booking.start,
+        booking.end,
+        booking.booking_id,
+    )
     return booking
 
 
@@ -81,23 +110,37 @@ def check_booking(path: Path, loaded: LoadedConfig, commitment_id: str) -> cal.B
     state = cal.read_calendar(path, cal.cluster_identity(loaded.config.cluster))
     booking = cal.find_booking(state, commitment_id)
     if booking is None:
-        raise Refused(f"commitment {commitment_id} has no booking on the calendar of cluster '{state.cluster}'",
-                      where=str(path), fix="run `campaign commit` again: it books the committed window")
+        raise Refused(
+            f"commitment {commitment_id} has no booking on the calendar of cluster '{state.cluster}'",
+            where=str(path),
+            fix="run `campaign commit` again: it books the committed window",
+        )
     if booking.status == "cancelled":
-        raise Refused(f"commitment {commitment_id} was cancelled on the calendar ({booking.note}); execute does "
-                      "not run a cancelled window", where=str(path),
-                      fix="commit a new window (change window.start or the config, validate and commit)")
+        raise Refused(
+            f"commitment {commitment_id} was cancelled on the calendar ({booking.note}); execute does "
+            "not run a cancelled window",
+            where=str(path),
+            fix="commit a new window (change window.start or the config, validate and commit)",
+        )
     return booking
 
 
 @task(name="record-actual-end", cache_policy=None)
-def record_actual_end(path: Path, loaded: LoadedConfig, booking: cal.Booking, completion_s: float | None,
-                      now: datetime) -> cal.Booking:
+def record_actual_end(
+    path: Path, loaded: LoadedConfig, booking: cal.Booking, completion_s: float | None, now: datetime
+) -> cal.Booking:
     """The job's real end on the calendar: a job that finished early releases the rest of its window."""
-    end = booking.end if completion_s is None else booking.start + timedelta(seconds=int(-(-completion_s // 1)))
-    updated = cal.record_actual_end(path, cal.cluster_identity(loaded.config.cluster), booking.commitment_id, end,
-                                    now)
+    end = (
+        booking.end if completion_s is None else booking.start + timedelta(seconds=int(-(-completion_s // 1)))
+    )
+    updated = cal.record_actual_end(
+        path, cal.cluster_identity(loaded.config.cluster), booking.commitment_id, end, now
+    )
     released_h = (updated.end - updated.held_until).total_seconds() / 3600
-    get_run_logger().info("calendar: %s ended %s; %.1f h of its window released", updated.commitment_id,
-                          updated.held_until, released_h)
+    get_run_logger().info(
+        "calendar: %s ended %s; %.1f h of its window released",
+        updated.commitment_id,
+        updated.held_until,
+        released_h,
+    )
     return updated

@@ -9,6 +9,8 @@ from campaign.store import Workspace, workspace_for
 
 
 @task(name="load-config", cache_policy=None)
-def load_campaign(config_path: str, overrides: list[str], workspace: str | None) -> tuple[LoadedConfig, Workspace]:
+def load_campaign(
+    config_path: str, overrides: list[str], workspace: str | None
+) -> tuple[LoadedConfig, Workspace]:
     loaded = load_config(config_path, overrides)
     return loaded, workspace_for(loaded.config.name, workspace)

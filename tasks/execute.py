@@ -28,7 +28,7 @@ class ExecutionRecord:
     ettr: float
     tokens_trained: float
     completed: bool
-    completion_s: float | None = None   # seconds from the window start to the job's end (None: not finished)
+    completion_s: float | None = None  # seconds from the window start to the job's end (None: not finished)
 
 
 @task(name="check-commitment", cache_policy=None)
@@ -44,29 +44,45 @@ def check_commitment(ws: store.Workspace, loaded: LoadedConfig) -> store.Commitm
     if problems and pending:
         problems.insert(0, pending.describe())
     if problems:
-        raise Refused("execute refused:\n  - " + "\n  - ".join(problems), where=str(ws.root),
-                      fix="no flag skips this: prepare, validate and commit the data and config you want to run")
+        raise Refused(
+            "execute refused:\n  - " + "\n  - ".join(problems),
+            where=str(ws.root),
+            fix="no flag skips this: prepare, validate and commit the data and config you want to run",
+        )
     return next(c for c in booked if c.config_digest == loaded.digest and c.data_digest == current)
 
 
 @task(name="simulate-window", cache_policy=None)
-def simulate_window(ws: store.Workspace, config: CampaignConfig, commitment: store.Commitment, run_id: str,
-                    replica: int = 0) -> ExecutionRecord:
+def simulate_window(
+    ws: store.Workspace, config: CampaignConfig, commitment: store.Commitment, run_id: str, replica: int = 0
+) -> ExecutionRecord:
     if store.has_replica(ws, commitment.commitment_id, replica):
         get_run_logger().info("window %s already executed; reusing its record", commitment.commitment_id)
         summary = store.replica_summary(ws, commitment.commitment_id, replica)
         store.record_execution(ws, run_id, commitment.commitment_id, replica, reused=True)
-        return ExecutionRecord(commitment.commitment_id, replica, True, summary["ettr"], summary["tokens_trained"],
-                               summary["completed"], summary.get("completion_s"))
+        return ExecutionRecord(
+            commitment.commitment_id,
+            replica,
+            True,
+            summary["ettr"],
+            summary["tokens_trained"],
+            summary["completed"],
+            summary.get("completion_s"),
+        )
     plan = make_plan(config)
     # Progress as simulated time advances (issue 9): one Prefect progress artifact, updated every 2%.
-    progress_id = create_progress_artifact(0.0, key=artifact_key(config.name, "execute-progress"),
-                                           description=f"window {commitment.commitment_id}: simulated time")
+    progress_id = create_progress_artifact(
+        0.0,
+        key=artifact_key(config.name, "execute-progress"),
+        description=f"window {commitment.commitment_id}: simulated time",
+    )
 
     def report(fraction: float, t_s: float, tokens: float) -> None:
-        update_progress_artifact(progress_id, 100.0 * fraction,
-                                 description=f"window {commitment.commitment_id}: day {t_s / 86400:.1f}, "
-                                 f"{tokens:.4g} tokens")
+        update_progress_artifact(
+            progress_id,
+            100.0 * fraction,
+            description=f"window {commitment.commitment_id}: day {t_s / 86400:.1f}, {tokens:.4g} tokens",
+        )
 
     result = simulate(window_inputs(config, plan), replica=replica, on_progress=report)
     summary = dict(result.summary)
@@ -76,18 +92,34 @@ def simulate_window(ws: store.Workspace, config: CampaignConfig, commitment: sto
     sim_dir = ws.sim_dir / commitment.commitment_id
     atomic_write_parquet(sim_dir / f"events-{replica}.parquet", _arrow(result.events))
     atomic_write_parquet(sim_dir / f"power-{replica}.parquet", _arrow(result.power))
-    store.record_replica(ws, run_id, commitment.commitment_id, replica, config.seed, summary, result.events,
-                         result.power)
+    store.record_replica(
+        ws, run_id, commitment.commitment_id, replica, config.seed, summary, result.events, result.power
+    )
     store.record_execution(ws, run_id, commitment.commitment_id, replica, reused=False)
-    create_markdown_artifact(key=artifact_key(config.name, "execute-summary"), markdown=(
-        f"# Window {commitment.commitment_id}\n\n* ETTR **{summary['ettr']:.3f}**\n"
-        f"* tokens trained {summary['tokens_trained']:.4g} of {summary['tokens_target']:.4g}\n"
-        f"* unexpected interruptions {summary['interruptions']['unexpected']}, "
-        f"planned {summary['interruptions']['planned']}\n"))
-    get_run_logger().info("window simulated: ETTR %.3f, %.4g tokens, %s unexpected interruptions",
-                          summary["ettr"], summary["tokens_trained"], summary["interruptions"]["unexpected"])
-    return ExecutionRecord(commitment.commitment_id, replica, False, summary["ettr"], summary["tokens_trained"],
-                           summary["completed"], summary.get("completion_s"))
+    create_markdown_artifact(
+        key=artifact_key(config.name, "execute-summary"),
+        markdown=(
+            f"# Window {commitment.commitment_id}\n\n* ETTR **{summary['ettr']:.3f}**\n"
+            f"* tokens trained {summary['tokens_trained']:.4g} of {summary['tokens_target']:.4g}\n"
+            f"* unexpected interruptions {summary['interruptions']['unexpected']}, "
+            f"planned {summary['interruptions']['planned']}\n"
+        ),
+    )
+    get_run_logger().info(
+        "window simulated: ETTR %.3f, %.4g tokens, %s unexpected interruptions",
+        summary["ettr"],
+        summary["tokens_trained"],
+        summary["interruptions"]["unexpected"],
+    )
+    return ExecutionRecord(
+        commitment.commitment_id,
+        replica,
+        False,
+        summary["ettr"],
+        summary["tokens_trained"],
+        summary["completed"],
+        summary.get("completion_s"),
+    )
 
 
 def _arrow(frame):

@@ -18,17 +18,32 @@ def publish_lifecycle_summary(campaign: str, stages: list[tuple[str, str, str]],
     """`stages`: (stage, state name, state message) in the order they ran; `result`: analyse's, when it ran."""
     failed = next((s for s in stages if s[1] != "Completed"), None)
     verdict = f"stopped at **{failed[0]}**" if failed else "done"
-    lines = [f"# Campaign `{campaign}`: {verdict}", "", "| stage | outcome | message |", "| --- | --- | --- |"]
-    lines += [f"| {stage} | {'ok' if name == 'Completed' else '**' + name + '**'} | {_cell(message or '')} |"
-              for stage, name, message in stages]
+    lines = [
+        f"# Campaign `{campaign}`: {verdict}",
+        "",
+        "| stage | outcome | message |",
+        "| --- | --- | --- |",
+    ]
+    lines += [
+        f"| {stage} | {'ok' if name == 'Completed' else '**' + name + '**'} | {_cell(message or '')} |"
+        for stage, name, message in stages
+    ]
     if result:
-        lines += ["", f"* ETTR {result['ettr']:.3f}, window utilisation {result.get('window_utilisation', 0):.3f}",
-                  (f"* {result['tokens_trained']:.4g} of {result['tokens_target']:.4g} tokens trained; "
-                  f"{result['interruptions']['unexpected']} unexpected interruptions"),
-                  f"* lost to failures ${result['cost_usd']['lost']:,.0f}",
-                  f"* report: [{Path(result['report_html']).name}]({Path(result['report_html']).resolve().as_uri()})"]
+        lines += [
+            "",
+            f"* ETTR {result['ettr']:.3f}, window utilisation {result.get('window_utilisation', 0):.3f}",
+            (
+                f"* {result['tokens_trained']:.4g} of {result['tokens_target']:.4g} tokens trained; "
+                f"{result['interruptions']['unexpected']} unexpected interruptions"
+            ),
+            f"* lost to failures ${result['cost_usd']['lost']:,.0f}",
+            f"* report: [{Path(result['report_html']).name}]({Path(result['report_html']).resolve().as_uri()})",
+        ]
     markdown = "\n".join(lines) + "\n"
-    create_markdown_artifact(key=artifact_key(campaign, "campaign-summary"), markdown=markdown,
-                             description=f"lifecycle of {campaign}: {verdict.replace('*', '')}")
+    create_markdown_artifact(
+        key=artifact_key(campaign, "campaign-summary"),
+        markdown=markdown,
+        description=f"lifecycle of {campaign}: {verdict.replace('*', '')}",
+    )
     get_run_logger().info("lifecycle of %s: %s", campaign, verdict.replace("*", ""))
     return markdown

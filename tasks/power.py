@@ -19,9 +19,17 @@ def write_power_notice(out_dir: Path, stem: str, inputs: SimInputs, replicas: in
     markdown = notice_markdown(notice, title)
     json_path = atomic_write_json(out_dir / f"{stem}-power.json", notice)
     md_path = atomic_write_text(out_dir / f"{stem}-power.md", markdown)
-    create_markdown_artifact(key="power-notice-" + re.sub(r"[^a-z0-9-]+", "-", stem.lower())[:40], markdown=markdown,
-                             description=f"facility power notice: {title}")
+    create_markdown_artifact(
+        key="power-notice-" + re.sub(r"[^a-z0-9-]+", "-", stem.lower())[:40],
+        markdown=markdown,
+        description=f"facility power notice: {title}",
+    )
     bare = notice["without_smoothing"]
-    get_run_logger().info("power notice %s: largest swing %.2f MW, steepest ramp %.2f MW/s; %s", stem,
-                          bare["largest_swing_mw"], bare["steepest_ramp_mw_per_s"], md_path)
+    get_run_logger().info(
+        "power notice %s: largest swing %.2f MW, steepest ramp %.2f MW/s; %s",
+        stem,
+        bare["largest_swing_mw"],
+        bare["steepest_ramp_mw_per_s"],
+        md_path,
+    )
     return {"markdown": str(md_path), "json": str(json_path), "notice": notice}

@@ -76,8 +76,13 @@ def clean_shard(shard: Shard, data: DataConfig, data_dir: Path) -> ShardSummary:
 def dedup_task(summaries: list[ShardSummary], data: DataConfig, data_dir: Path) -> DedupStats:
     check_problems(summaries)
     stats = in_worker(dedup_pass, summaries, data, work_dir_of(data_dir))
-    get_run_logger().info("dedup: %d exact duplicates, %d near duplicates in %d clusters (largest %d)",
-                          stats.exact_removed, stats.near_removed, stats.near_clusters, stats.largest_cluster)
+    get_run_logger().info(
+        "dedup: %d exact duplicates, %d near duplicates in %d clusters (largest %d)",
+        stats.exact_removed,
+        stats.near_removed,
+        stats.near_clusters,
+        stats.largest_cluster,
+    )
     return stats
 
 
@@ -87,8 +92,13 @@ def finalise_task(name: str, summaries: list[ShardSummary], data_dir: Path) -> S
 
 
 @task(name="write-manifest", cache_policy=None)
-def write_manifest_task(data: DataConfig, ws: store.Workspace, summaries: list[ShardSummary],
-                        results: list[SourceResult], stats: DedupStats) -> PrepareRecord:
+def write_manifest_task(
+    data: DataConfig,
+    ws: store.Workspace,
+    summaries: list[ShardSummary],
+    results: list[SourceResult],
+    stats: DedupStats,
+) -> PrepareRecord:
     manifest = write_run_manifest(data, ws.data_dir, summaries, results, stats)
     finish_run(ws.data_dir)
     return _publish(manifest, ws)
@@ -110,18 +120,38 @@ def _publish(manifest: dict, ws: store.Workspace) -> PrepareRecord:
         n_tokens=manifest["totals"]["tokens_kept"],
         manifest_path=str(ws.data_dir / "manifest.json"),
     )
-    create_table_artifact(key=artifact_key(workspace_campaign(ws.root), "prepare-sources"), description=f"data digest {record.data_digest[:12]}", table=[
-        {"source": s["name"], "input": s["n_input"], "kept": s["n_kept"], "rejected": s["n_rejected"],
-         "tokens": s["tokens_kept"], "top_reasons": ", ".join(f"{r} {n}" for r, n in sorted(
-             s["by_reason"].items(), key=lambda kv: -kv[1])[:4])} for s in manifest["sources"]])
+    create_table_artifact(
+        key=artifact_key(workspace_campaign(ws.root), "prepare-sources"),
+        description=f"data digest {record.data_digest[:12]}",
+        table=[
+            {
+                "source": s["name"],
+                "input": s["n_input"],
+                "kept": s["n_kept"],
+                "rejected": s["n_rejected"],
+                "tokens": s["tokens_kept"],
+                "top_reasons": ", ".join(
+                    f"{r} {n}" for r, n in sorted(s["by_reason"].items(), key=lambda kv: -kv[1])[:4]
+                ),
+            }
+            for s in manifest["sources"]
+        ],
+    )
     create_table_artifact(
         key=artifact_key(workspace_campaign(ws.root), "prepare-removals"),
         description=f"removed per source and reason in pipeline order ({manifest['tokenizer']}; "
-                    "tokens estimated where tokens_exact is false)",
-        table=manifest["removals"] or [{"source": "", "step": "", "reason": "nothing removed", "docs": 0}])
-    get_run_logger().info("prepared %s documents in, %s kept, %s rejected, %s tokens (%s); data digest %s",
-                          record.n_input, record.n_kept, record.n_rejected, record.n_tokens, manifest["tokenizer"],
-                          record.data_digest[:12])
+        "tokens estimated where tokens_exact is false)",
+        table=manifest["removals"] or [{"source": "", "step": "", "reason": "nothing removed", "docs": 0}],
+    )
+    get_run_logger().info(
+        "prepared %s documents in, %s kept, %s rejected, %s tokens (%s); data digest %s",
+        record.n_input,
+        record.n_kept,
+        record.n_rejected,
+        record.n_tokens,
+        manifest["tokenizer"],
+        record.data_digest[:12],
+    )
     return record
 
 

@@ -34,25 +34,53 @@ def rehearsal_gate(config: CampaignConfig, ws: store.Workspace, evidence: DataEv
         result = RehearsalResult(passed=False).fail(f"data.tokenizer: {err.message}", err.fix or "")
     else:
         result, _ = run_rehearsal(docs, tokenizer, config.rehearsal, config.model, config.seed, workdir)
-    details = {**result.details, "passed": result.passed, "problems": result.problems, "fixes": result.fixes,
-               "stderr_tail": result.stderr_tail, "result_file": f"{REHEARSAL_DIR}/result.json",
-               "plot": f"{REHEARSAL_DIR}/loss_curve.png"}
+    details = {
+        **result.details,
+        "passed": result.passed,
+        "problems": result.problems,
+        "fixes": result.fixes,
+        "stderr_tail": result.stderr_tail,
+        "result_file": f"{REHEARSAL_DIR}/result.json",
+        "plot": f"{REHEARSAL_DIR}/loss_curve.png",
+    }
     if "stderr_log" in details:
         details["stderr_log"] = f"{REHEARSAL_DIR}/{details['stderr_log']}"
     timings = {k: round(v, 3) for k, v in result.timings.items()}
-    atomic_write_json(workdir / "result.json", {"details": details, "timings": timings, "curves": result.curves})
+    atomic_write_json(
+        workdir / "result.json", {"details": details, "timings": timings, "curves": result.curves}
+    )
     png = atomic_write_bytes(workdir / "loss_curve.png", plot_loss_curve(result.curves, details)).read_bytes()
     summary = result.summary()
-    rows_table = [{"check": k, "value": details[k]} for k in (
-        "loss_first_tenth", "loss_last_tenth", "loss_drop", "min_loss_drop", "heldout_first", "heldout_last",
-        "kill_after_checkpoint", "killed_at_step", "resumed_step", "restore_check") if k in details]
+    rows_table = [
+        {"check": k, "value": details[k]}
+        for k in (
+            "loss_first_tenth",
+            "loss_last_tenth",
+            "loss_drop",
+            "min_loss_drop",
+            "heldout_first",
+            "heldout_last",
+            "kill_after_checkpoint",
+            "killed_at_step",
+            "resumed_step",
+            "restore_check",
+        )
+        if k in details
+    ]
     rows_table += [{"check": k, "value": v} for k, v in timings.items()]
-    create_table_artifact(key=artifact_key(config.name, "rehearsal"), table=rows_table, description=summary[:500])
+    create_table_artifact(
+        key=artifact_key(config.name, "rehearsal"), table=rows_table, description=summary[:500]
+    )
     stderr = "\n".join(result.stderr_tail)
-    create_markdown_artifact(key=artifact_key(config.name, "rehearsal-loss-curve"), description="rehearsal loss curve", markdown=(
-        f"**rehearsal {'passed' if result.passed else 'FAILED'}**: {summary}\n\n"
-        f"![loss curve](data:image/png;base64,{base64.b64encode(png).decode()})\n"
-        + (f"\ntrainer stderr (last lines):\n```\n{stderr}\n```\n" if stderr else "")))
+    create_markdown_artifact(
+        key=artifact_key(config.name, "rehearsal-loss-curve"),
+        description="rehearsal loss curve",
+        markdown=(
+            f"**rehearsal {'passed' if result.passed else 'FAILED'}**: {summary}\n\n"
+            f"![loss curve](data:image/png;base64,{base64.b64encode(png).decode()})\n"
+            + (f"\ntrainer stderr (last lines):\n```\n{stderr}\n```\n" if stderr else "")
+        ),
+    )
     log = get_run_logger()
     log.info("rehearsal: %s; %s", summary, ", ".join(f"{k} {v:,.1f}" for k, v in timings.items()))
     if result.stderr_tail and not result.passed:

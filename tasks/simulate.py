@@ -14,20 +14,29 @@ from campaign.sim.replicas import summary_markdown, summary_table
 from tasks.artifacts import artifact_key
 
 
-@task(name="simulate-batch", task_run_name="simulate-replicas-{replicas.start}-{replicas.stop}", cache_policy=None)
+@task(
+    name="simulate-batch",
+    task_run_name="simulate-replicas-{replicas.start}-{replicas.stop}",
+    cache_policy=None,
+)
 def simulate_replica_batch(inputs: SimInputs, replicas: range) -> list[dict]:
     # Only the summaries cross back to the flow: no event log or power series is built (fast path). The compiled
     # kernels release the GIL, so batches on threads of one process use every core.
     started = time.perf_counter()
     summaries = simulate_batch(inputs, replicas)
-    get_run_logger().info("replicas %d..%d simulated in %.2f s", replicas.start, replicas.stop - 1,
-                          time.perf_counter() - started)
+    get_run_logger().info(
+        "replicas %d..%d simulated in %.2f s",
+        replicas.start,
+        replicas.stop - 1,
+        time.perf_counter() - started,
+    )
     return summaries
 
 
 @task(name="record-sweep", cache_policy=None)
-def record_sweep(ws: store.Workspace, sweep_id: str, config_digest: str, seed: int, replicas: int,
-                 rows: list[dict]) -> int:
+def record_sweep(
+    ws: store.Workspace, sweep_id: str, config_digest: str, seed: int, replicas: int, rows: list[dict]
+) -> int:
     """Store the sweep's rows in the catalog (once per sweep id) and publish them as a table artifact."""
     store.adopt_workspace(ws, ws.root.name)  # never writes into a folder campaign does not own
     with store.locked(ws, "campaign simulate --sweep"), store.catalog(ws) as con, store.transaction(con):
@@ -36,17 +45,42 @@ def record_sweep(ws: store.Workspace, sweep_id: str, config_digest: str, seed: i
             for r in rows:
                 con.execute(
                     "INSERT INTO sim_sweeps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [sweep_id, r["point"], config_digest, seed, replicas, json.dumps(r["values"]), r["ettr_mean"],
-                     r["ettr_p10"], r["ettr_p90"], r["window_utilisation_mean"], r["completion_days_p10"],
-                     r["completion_days_p50"], r["completion_days_p90"], r["p_complete_in_window"],
-                     r["energy_mwh"], r["cost_usd"], r["is_best"], store.now()],
+                    [
+                        sweep_id,
+                        r["point"],
+                        config_digest,
+                        seed,
+                        replicas,
+                        json.dumps(r["values"]),
+                        r["ettr_mean"],
+                        r["ettr_p10"],
+                        r["ettr_p90"],
+                        r["window_utilisation_mean"],
+                        r["completion_days_p10"],
+                        r["completion_days_p50"],
+                        r["completion_days_p90"],
+                        r["p_complete_in_window"],
+                        r["energy_mwh"],
+                        r["cost_usd"],
+                        r["is_best"],
+                        store.now(),
+                    ],
                 )
     table = [{**{k: v for k, v in r.items() if k != "values"}, **r["values"]} for r in rows]
-    create_table_artifact(key=f"sweep-{sweep_id[:12]}", table=table,
-                          description=f"campaign simulate --sweep: {replicas} replicas per point, seed {seed}")
+    create_table_artifact(
+        key=f"sweep-{sweep_id[:12]}",
+        table=table,
+        description=f"campaign simulate --sweep: {replicas} replicas per point, seed {seed}",
+    )
     best = next(r for r in rows if r["is_best"])
-    get_run_logger().info("sweep %s: %d points, best %s (ETTR %.4f)%s", sweep_id[:12], len(rows), best["values"],
-                          best["ettr_mean"], " (already in the catalog)" if seen else "")
+    get_run_logger().info(
+        "sweep %s: %d points, best %s (ETTR %.4f)%s",
+        sweep_id[:12],
+        len(rows),
+        best["values"],
+        best["ettr_mean"],
+        " (already in the catalog)" if seen else "",
+    )
     return len(rows)
 
 
@@ -60,10 +94,21 @@ def publish_simulation(campaign: str, result: dict) -> str:
     """The run's result where the UI shows it: a summary markdown artifact and a table artifact."""
     key = simulate_artifact_key(campaign)
     summary = result["summary"]
-    create_markdown_artifact(key=key, markdown=summary_markdown(campaign, result["replicas"], result["seed"], summary),
-                             description=f"campaign simulate {campaign}: {result['replicas']} replicas")
-    create_table_artifact(key=artifact_key(campaign, "simulate-table"), table=summary_table(summary),
-                          description=f"campaign simulate {campaign}: distributions over {result['replicas']} replicas")
-    get_run_logger().info("%d replicas: ETTR mean %.4f; artifacts %s, %s", result["replicas"],
-                          summary["ettr"]["mean"], key, artifact_key(campaign, "simulate-table"))
+    create_markdown_artifact(
+        key=key,
+        markdown=summary_markdown(campaign, result["replicas"], result["seed"], summary),
+        description=f"campaign simulate {campaign}: {result['replicas']} replicas",
+    )
+    create_table_artifact(
+        key=artifact_key(campaign, "simulate-table"),
+        table=summary_table(summary),
+        description=f"campaign simulate {campaign}: distributions over {result['replicas']} replicas",
+    )
+    get_run_logger().info(
+        "%d replicas: ETTR mean %.4f; artifacts %s, %s",
+        result["replicas"],
+        summary["ettr"]["mean"],
+        key,
+        artifact_key(campaign, "simulate-table"),
+    )
     return key

@@ -36,10 +36,17 @@ def load_evidence(config: CampaignConfig, ws: store.Workspace) -> DataEvidence:
     """Every file the manifest lists, read once, hashed and parsed from the same bytes."""
     evidence = read_evidence(ws.data_dir, config.data.in_workspace(ws.root), load_tables=True)
     if evidence is None:
-        raise Refused("no prepared data (data/manifest.json is missing)", where=str(ws.data_dir),
-                      fix="run `campaign prepare CONFIG` first")
-    get_run_logger().info("prepared data: %d files, data digest %s%s", len(evidence.files), evidence.digest[:12],
-                          f", {len(evidence.problems)} problem(s)" if evidence.problems else "")
+        raise Refused(
+            "no prepared data (data/manifest.json is missing)",
+            where=str(ws.data_dir),
+            fix="run `campaign prepare CONFIG` first",
+        )
+    get_run_logger().info(
+        "prepared data: %d files, data digest %s%s",
+        len(evidence.files),
+        evidence.digest[:12],
+        f", {len(evidence.problems)} problem(s)" if evidence.problems else "",
+    )
     return evidence
 
 
@@ -52,20 +59,43 @@ def data_identity_gate(evidence: DataEvidence) -> GateResult:
 def data_quality_gate(config: CampaignConfig, ws: store.Workspace, evidence: DataEvidence) -> GateResult:
     # GX has no working DuckDB source; the clean tables (parsed from the hashed bytes) go to GX as pandas.
     tables = [t.select([c for c in GX_COLUMNS if c in t.column_names]) for t in evidence.tables("clean")]
-    frame = (pa.concat_tables(tables, promote_options="default") if tables else pa.table(
-        {c: pa.array([], pa.string()) for c in GX_COLUMNS})).to_pandas()
+    frame = (
+        pa.concat_tables(tables, promote_options="default")
+        if tables
+        else pa.table({c: pa.array([], pa.string()) for c in GX_COLUMNS})
+    ).to_pandas()
     result = validate_frame(frame, suite_specs(config), docs_dir=ws.checks_dir / DATA_DOCS_DIR)
     atomic_write_json(ws.checks_dir / "clean_data.json", result)
     summary = summarise(result)
-    rows = [{"expectation": r["expectation"], "column": r["column"], "bounds": r["bounds"],
-             "observed": observed_text(r), "passed": r["success"]} for r in result["expectations"]]
-    create_table_artifact(key=artifact_key(config.name, "data-quality"), table=rows,
-                          description=f"{summary}; Great Expectations Data Docs: {data_docs_uri(ws)}")
+    rows = [
+        {
+            "expectation": r["expectation"],
+            "column": r["column"],
+            "bounds": r["bounds"],
+            "observed": observed_text(r),
+            "passed": r["success"],
+        }
+        for r in result["expectations"]
+    ]
+    create_table_artifact(
+        key=artifact_key(config.name, "data-quality"),
+        table=rows,
+        description=f"{summary}; Great Expectations Data Docs: {data_docs_uri(ws)}",
+    )
     get_run_logger().info("data_quality: %s", summary)
     n_passed = sum(1 for r in result["expectations"] if r["success"])
-    return GateResult("data_quality", result["success"], summary, {
-        "checks_file": "checks/clean_data.json", "data_docs": f"checks/{DATA_DOCS_DIR}/index.html",
-        "n_rows": result["n_rows"], "n_expectations": len(result["expectations"]), "n_passed": n_passed})
+    return GateResult(
+        "data_quality",
+        result["success"],
+        summary,
+        {
+            "checks_file": "checks/clean_data.json",
+            "data_docs": f"checks/{DATA_DOCS_DIR}/index.html",
+            "n_rows": result["n_rows"],
+            "n_expectations": len(result["expectations"]),
+            "n_passed": n_passed,
+        },
+    )
 
 
 def data_docs_uri(ws: store.Workspace) -> str:
@@ -77,8 +107,9 @@ def volume_gates(config: CampaignConfig, evidence: DataEvidence) -> list[GateRes
     g = config.gates.data
     figures = data_figures(evidence, config.data.tokenizer)
     weights = {s.name: s.weight for s in config.data.sources}
-    return data_gates(figures, weights, g.min_documents, g.min_tokens, g.max_rejected_fraction,
-                      g.mixture_tolerance)
+    return data_gates(
+        figures, weights, g.min_documents, g.min_tokens, g.max_rejected_fraction, g.mixture_tolerance
+    )
 
 
 @task(name="plan-gates", cache_policy=None)
@@ -87,28 +118,51 @@ def configuration_gates(config: CampaignConfig) -> tuple[list[GateResult], dict]
     plan_json = plan.to_json()
     results = plan_gates(plan_json, [(v.rule, v.message) for v in plan.violations])
     if config.gates.config.window_replicas and plan.fits:
-        results = [schedule_with_window_length(r, judge_window(config, plan)) if r.gate == "schedule" else r
-                   for r in results]
-    get_run_logger().info("plan: %.2f s/step, MFU %.1f%%, %.1f GiB/GPU, %.2f days expected",
-                          plan.step_time_s, plan.mfu * 100, plan.memory_gib_per_gpu, plan.expected_days)
+        results = [
+            schedule_with_window_length(r, judge_window(config, plan)) if r.gate == "schedule" else r
+            for r in results
+        ]
+    get_run_logger().info(
+        "plan: %.2f s/step, MFU %.1f%%, %.1f GiB/GPU, %.2f days expected",
+        plan.step_time_s,
+        plan.mfu * 100,
+        plan.memory_gib_per_gpu,
+        plan.expected_days,
+    )
     return results, plan_json
 
 
 @task(name="record-gates", cache_policy=None)
-def record_gates(ws: store.Workspace, run_id: str, config: CampaignConfig, config_digest: str, data_digest: str,
-                 results: list[GateResult], plan_json: dict) -> list[GateRow]:
+def record_gates(
+    ws: store.Workspace,
+    run_id: str,
+    config: CampaignConfig,
+    config_digest: str,
+    data_digest: str,
+    results: list[GateResult],
+    plan_json: dict,
+) -> list[GateRow]:
     """Record this validate's verdicts and publish them: the `gates` table and the `gates-detail` markdown table,
     each gate with its figure and threshold, linked to Great Expectations' Data Docs."""
     store.record_gates(ws, run_id, config_digest, data_digest, [r.as_row() for r in results])
     rows = gate_rows(results, config, plan_json)
-    create_table_artifact(key=artifact_key(config.name, "gates"), table=[
-        {"gate": r.gate, "passed": r.passed, "figure": r.figure, "threshold": r.threshold} for r in rows],
-        description=f"config {config_digest[:12]} data {data_digest[:12]}")
-    links = {"Great Expectations Data Docs (clean data)": data_docs_uri(ws)} \
-        if (ws.checks_dir / DATA_DOCS_DIR / "index.html").exists() else {}
-    create_markdown_artifact(key=artifact_key(config.name, "gates-detail"),
-                             markdown=gates_markdown(rows, config_digest, data_digest, config.name, links),
-                             description="each gate's figure against its threshold")
+    create_table_artifact(
+        key=artifact_key(config.name, "gates"),
+        table=[
+            {"gate": r.gate, "passed": r.passed, "figure": r.figure, "threshold": r.threshold} for r in rows
+        ],
+        description=f"config {config_digest[:12]} data {data_digest[:12]}",
+    )
+    links = (
+        {"Great Expectations Data Docs (clean data)": data_docs_uri(ws)}
+        if (ws.checks_dir / DATA_DOCS_DIR / "index.html").exists()
+        else {}
+    )
+    create_markdown_artifact(
+        key=artifact_key(config.name, "gates-detail"),
+        markdown=gates_markdown(rows, config_digest, data_digest, config.name, links),
+        description="each gate's figure against its threshold",
+    )
     return rows
 
 

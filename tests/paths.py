@@ -15,9 +15,16 @@ def fast_rehearsal() -> list[str]:
     import sys
 
     trainer = REPO / "tests" / "unit" / "rehearsal_numpy_trainer.py"
-    return [f"rehearsal.command=[{sys.executable}, {trainer}]", "rehearsal.steps=40", "rehearsal.checkpoint_every=10",
-            "rehearsal.eval_every=10", "rehearsal.warmup_steps=0", "rehearsal.learning_rate=50",
-            "rehearsal.min_loss_drop=0.3", "rehearsal.sample_tokens=5000"]
+    return [
+        f"rehearsal.command=[{sys.executable}, {trainer}]",
+        "rehearsal.steps=40",
+        "rehearsal.checkpoint_every=10",
+        "rehearsal.eval_every=10",
+        "rehearsal.warmup_steps=0",
+        "rehearsal.learning_rate=50",
+        "rehearsal.min_loss_drop=0.3",
+        "rehearsal.sample_tokens=5000",
+    ]
 
 
 FAST_REHEARSAL = fast_rehearsal()

@@ -57,11 +57,24 @@ def build(root: Path) -> tuple[store.Workspace, dict, np.ndarray]:
     config_json = json.dumps(config.model_dump(mode="json", by_alias=True), sort_keys=True)
     minute = sampled_power(result.power_curve, 60.0)
     second = one_second_series(result.power_curve)
-    day = pd.DataFrame({"t_s": np.arange(DAY_S, 2 * DAY_S, dtype=float), "power_mw": second[DAY_S:2 * DAY_S]})
+    day = pd.DataFrame(
+        {"t_s": np.arange(DAY_S, 2 * DAY_S, dtype=float), "power_mw": second[DAY_S : 2 * DAY_S]}
+    )
     for cid, power in (("c-bench", minute), ("c-bench-1s", day)):
-        store.record_commitment(ws, store.Commitment(
-            cid, start, start + timedelta(days=config.window.days), loaded.digest + cid, "d" * 64, "bench", "commit",
-            datetime(2027, 1, 1, tzinfo=UTC), config_json))
+        store.record_commitment(
+            ws,
+            store.Commitment(
+                cid,
+                start,
+                start + timedelta(days=config.window.days),
+                loaded.digest + cid,
+                "d" * 64,
+                "bench",
+                "commit",
+                datetime(2027, 1, 1, tzinfo=UTC),
+                config_json,
+            ),
+        )
         store.record_replica(ws, "execute", cid, 0, config.seed, summary, result.events, power)
     store.record_execution(ws, "execute", "c-bench", 0, reused=False)
     result.events.to_parquet(root / "events.parquet")
@@ -85,22 +98,39 @@ def campaign_sql_same_figures(ws: store.Workspace) -> dict:
         create_views(con)
         params = {"commitment_id": "c-bench", "replica": 0}
         by_kind = con.execute(query("interruptions"), params).fetchall()
-        by_day = con.execute("SELECT day, sum(n_interruptions) FROM interruptions_by_day GROUP BY day").fetchall()
+        by_day = con.execute(
+            "SELECT day, sum(n_interruptions) FROM interruptions_by_day GROUP BY day"
+        ).fetchall()
         minute = con.execute(query("power"), params).fetchone()
         second = con.execute(query("power"), {"commitment_id": "c-bench-1s", "replica": 0}).fetchone()
         summary = json.loads(con.execute("SELECT summary FROM executed_window").fetchone()[0])
     wall_s = goodput.job_wall_s(summary["window_s"], summary.get("completion_s"))
-    buckets = goodput.goodput_buckets_gpu_h(summary["job_time_s"], summary["gpus"], summary["spare_gpus"],
-                                            summary["window_s"], summary.get("completion_s"))
-    return {"ettr": goodput.ettr(summary["job_time_s"]["productive"], wall_s), "buckets": buckets,
-            "by_kind": by_kind, "by_day": by_day, "minute": minute, "second": second}
+    buckets = goodput.goodput_buckets_gpu_h(
+        summary["job_time_s"],
+        summary["gpus"],
+        summary["spare_gpus"],
+        summary["window_s"],
+        summary.get("completion_s"),
+    )
+    return {
+        "ettr": goodput.ettr(summary["job_time_s"]["productive"], wall_s),
+        "buckets": buckets,
+        "by_kind": by_kind,
+        "by_day": by_day,
+        "minute": minute,
+        "second": second,
+    }
 
 
 def _power_stats(p: pd.DataFrame) -> dict:
     p = p.sort_values("t_s")
     ramp = (p["power_mw"].diff().abs() / p["t_s"].diff()).max()
-    return {"peak": p["power_mw"].max(), "mean": p["power_mw"].mean(), "min": p["power_mw"].min(),
-            "max_ramp_mw_per_s": ramp}
+    return {
+        "peak": p["power_mw"].max(),
+        "mean": p["power_mw"].mean(),
+        "min": p["power_mw"].min(),
+        "max_ramp_mw_per_s": ramp,
+    }
 
 
 def pandas_analysis(root: Path) -> dict:
@@ -115,17 +145,27 @@ def pandas_analysis(root: Path) -> dict:
     wall_s = window_s if completion_s is None else min(completion_s, window_s)
     gpus, spares = summary["gpus"], summary["spare_gpus"]
     job = summary["job_time_s"]
-    buckets = {k: job[k] * gpus / 3600.0 for k in ("productive", "lost_rework", "checkpoint", "restart", "waiting")}
+    buckets = {
+        k: job[k] * gpus / 3600.0 for k in ("productive", "lost_rework", "checkpoint", "restart", "waiting")
+    }
     buckets["idle"] = spares * wall_s / 3600.0 + (gpus + spares) * (window_s - wall_s) / 3600.0
     days = (events.loc[events["kind"].isin(["failure", "planned_start"]), "t_s"] // DAY_S).value_counts()
     minute_stats = _power_stats(minute)
     energy = minute["power_mw"].sum() * 60.0 / 3600.0
-    return {"ettr": job["productive"] / wall_s, "goodput_breakdown_gpu_h": buckets,
-            "interruptions": {"unexpected": len(failures), "planned": int((events["kind"] == "planned_start").sum()),
-                              "by_category": by_category.to_dict()},
-            "observed_job_mtbf_h": wall_s / 3600 / len(failures) if len(failures) else None,
-            "by_day": days.sort_index().to_dict(), "minute": minute_stats, "energy_mwh_sampled": energy,
-            "one_second_day": _power_stats(day)}
+    return {
+        "ettr": job["productive"] / wall_s,
+        "goodput_breakdown_gpu_h": buckets,
+        "interruptions": {
+            "unexpected": len(failures),
+            "planned": int((events["kind"] == "planned_start").sum()),
+            "by_category": by_category.to_dict(),
+        },
+        "observed_job_mtbf_h": wall_s / 3600 / len(failures) if len(failures) else None,
+        "by_day": days.sort_index().to_dict(),
+        "minute": minute_stats,
+        "energy_mwh_sampled": energy,
+        "one_second_day": _power_stats(day),
+    }
 
 
 def check_equal(ours: dict, theirs: dict) -> None:
@@ -154,8 +194,13 @@ print(time.perf_counter() - start)
 
 def cold_run(ws_root: Path, out: Path) -> float:
     """The analysis and report once in a fresh interpreter: what `campaign analyse` pays beyond Prefect."""
-    run = subprocess.run([sys.executable, "-c", COLD, str(ws_root), str(out)], capture_output=True, text=True,
-                         check=False, cwd=REPO)
+    run = subprocess.run(
+        [sys.executable, "-c", COLD, str(ws_root), str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPO,
+    )
     if run.returncode:
         raise SystemExit(f"the fresh-process run failed:\n{run.stderr[-3000:]}")
     return float(run.stdout.strip().splitlines()[-1])
@@ -169,27 +214,43 @@ def main() -> None:
         root = Path(tmp)
         t0 = time.perf_counter()
         ws, summary, second = build(root / "ws")
-        print(f"built the catalog in {time.perf_counter() - t0:.1f} s: {summary['gpus']:,} GPUs, "
-              f"{summary['window_s'] / DAY_S:.0f} days, {summary['interruptions']['unexpected']} unexpected "
-              "interruptions")
+        print(
+            f"built the catalog in {time.perf_counter() - t0:.1f} s: {summary['gpus']:,} GPUs, "
+            f"{summary['window_s'] / DAY_S:.0f} days, {summary['interruptions']['unexpected']} unexpected "
+            "interruptions"
+        )
         with store.catalog(ws, read_only=True) as con:
-            n = con.execute("SELECT commitment_id, count(*) FROM sim_power GROUP BY ALL ORDER BY 1").fetchall()
-            n_events = con.execute("SELECT count(*) FROM sim_events WHERE commitment_id = 'c-bench'").fetchone()[0]
+            n = con.execute(
+                "SELECT commitment_id, count(*) FROM sim_power GROUP BY ALL ORDER BY 1"
+            ).fetchall()
+            n_events = con.execute(
+                "SELECT count(*) FROM sim_events WHERE commitment_id = 'c-bench'"
+            ).fetchone()[0]
         print(f"rows: {n_events:,} events; power {dict(n)}")
         ours, theirs = campaign_analysis(ws), pandas_analysis(root / "ws")
         check_equal(ours, theirs)
-        inputs = gather_report_inputs(ws)  # warm-up: imports matplotlib, fills DuckDB's and the simulator's caches
+        inputs = gather_report_inputs(
+            ws
+        )  # warm-up: imports matplotlib, fills DuckDB's and the simulator's caches
         assert inputs.zoom_note == "" and np.array_equal(inputs.one_second, second)
         write_report(root / "report", inputs)
         task = "analysis + report (task)"
-        times: dict[str, list[float]] = {"campaign: full analysis": [], "campaign: same figures (SQL)": [],
-                                         "pandas: same figures": [], task: []}
-        cpu_s: dict[str, list[float]] = {k: [] for k in times}  # CPU seconds of this process (DuckDB's threads too)
+        times: dict[str, list[float]] = {
+            "campaign: full analysis": [],
+            "campaign: same figures (SQL)": [],
+            "pandas: same figures": [],
+            task: [],
+        }
+        cpu_s: dict[str, list[float]] = {
+            k: [] for k in times
+        }  # CPU seconds of this process (DuckDB's threads too)
         for _ in range(repeats):  # alternating, so all see the same machine load
-            for name, fn in (("campaign: full analysis", lambda: campaign_analysis(ws)),
-                             ("campaign: same figures (SQL)", lambda: campaign_sql_same_figures(ws)),
-                             ("pandas: same figures", lambda: pandas_analysis(root / "ws")),
-                             (task, lambda: write_report(root / "report", gather_report_inputs(ws)))):
+            for name, fn in (
+                ("campaign: full analysis", lambda: campaign_analysis(ws)),
+                ("campaign: same figures (SQL)", lambda: campaign_sql_same_figures(ws)),
+                ("pandas: same figures", lambda: pandas_analysis(root / "ws")),
+                (task, lambda: write_report(root / "report", gather_report_inputs(ws))),
+            ):
                 start, cpu = time.perf_counter(), time.process_time()
                 fn()
                 times[name].append(time.perf_counter() - start)
@@ -197,16 +258,23 @@ def main() -> None:
         cold = cold_run(ws.root, root / "report-cold")
         print(f"\nmedian of {repeats} alternating runs (figures checked equal):")
         for name, ts in times.items():
-            print(f"  {name:28s} {statistics.median(ts):7.3f} s   (min {min(ts):.3f}, max {max(ts):.3f}; "
-                  f"CPU {statistics.median(cpu_s[name]):.3f} s)")
-        print(f"  {'analysis + report, fresh':28s} {cold:7.3f} s   (one run in a new process, imports included; "
-              "target: under 5 s)")
+            print(
+                f"  {name:28s} {statistics.median(ts):7.3f} s   (min {min(ts):.3f}, max {max(ts):.3f}; "
+                f"CPU {statistics.median(cpu_s[name]):.3f} s)"
+            )
+        print(
+            f"  {'analysis + report, fresh':28s} {cold:7.3f} s   (one run in a new process, imports included; "
+            "target: under 5 s)"
+        )
         ratio = statistics.median(times["pandas: same figures"]) / statistics.median(
-            times["campaign: same figures (SQL)"])
+            times["campaign: same figures (SQL)"]
+        )
         print(f"  pandas / campaign SQL on the same figures: {ratio:.2f}x (above 1: DuckDB faster)")
         print(f"  report.html: {(root / 'report' / 'report.html').stat().st_size / 1e6:.2f} MB")
-        print(f"  goodput sum check: {goodput.buckets_sum_gpu_h(ours['goodput_breakdown_gpu_h']):,.0f} GPU-h = "
-              f"{ours['window_gpu_h']:,.0f}")
+        print(
+            f"  goodput sum check: {goodput.buckets_sum_gpu_h(ours['goodput_breakdown_gpu_h']):,.0f} GPU-h = "
+            f"{ours['window_gpu_h']:,.0f}"
+        )
 
 
 if __name__ == "__main__":

@@ -67,8 +67,14 @@ for line in sys.stdin:
 
 def worker(code: str, tree: Path, ws: Path, out: Path) -> subprocess.Popen:
     source = f"WS = {str(ws)!r}\nOUT = {str(out)!r}\n" + code + LOOP
-    proc = subprocess.Popen([sys.executable, "-c", source], cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)},
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", source],
+        cwd=tree,
+        env={**os.environ, "PYTHONPATH": str(tree)},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     print(f"  {tree.name}: {proc.stdout.readline().strip()}")
     return proc
 
@@ -92,8 +98,10 @@ def main() -> None:
         build(root / "ws")
         old_tree = export(args.rev, root / f"rev-{args.rev}")
         print("workers (each warmed up once):")
-        procs = {"this tree": worker(WORKER_NEW, REPO, root / "ws", root / "out-new"),
-                 f"rev {args.rev}": worker(WORKER_OLD, old_tree, root / "ws", root / "out-old")}
+        procs = {
+            "this tree": worker(WORKER_NEW, REPO, root / "ws", root / "out-new"),
+            f"rev {args.rev}": worker(WORKER_OLD, old_tree, root / "ws", root / "out-old"),
+        }
         times: dict[str, list[tuple[float, float]]] = {k: [] for k in procs}
         for _ in range(args.repeats):
             for name, proc in procs.items():  # alternating
@@ -105,14 +113,19 @@ def main() -> None:
             proc.stdin.close()
             proc.wait(timeout=60)
         print(f"\nanalysis + report, median of {args.repeats} alternating runs:")
-        med = {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in times.items()}
+        med = {
+            k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v))
+            for k, v in times.items()
+        }
         for name, (wall, cpu) in med.items():
             print(f"  {name:16s} wall {wall:6.3f} s   cpu {cpu:6.3f} s")
         (new_w, new_c), (old_w, old_c) = med["this tree"], med[f"rev {args.rev}"]
         print(f"  rev / this tree: {old_w / new_w:.2f}x wall, {old_c / new_c:.2f}x cpu")
         for name, out in (("this tree", root / "out-new"), (f"rev {args.rev}", root / "out-old")):
-            print(f"  {name}: report.html {(out / 'report.html').stat().st_size / 1e6:.2f} MB, report.md "
-                  f"{(out / 'report.md').stat().st_size / 1e6:.2f} MB")
+            print(
+                f"  {name}: report.html {(out / 'report.html').stat().st_size / 1e6:.2f} MB, report.md "
+                f"{(out / 'report.md').stat().st_size / 1e6:.2f} MB"
+            )
 
 
 if __name__ == "__main__":

@@ -26,8 +26,15 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 ANALYSE = """
 import sys
 from pathlib import Path
@@ -58,7 +65,9 @@ def wait_healthy(api: str, timeout_s: float = 240.0) -> None:
 
 def artifact_id(api: str, key: str) -> str:
     body = json.dumps({"artifacts": {"key": {"any_": [key]}}, "sort": "CREATED_DESC", "limit": 1}).encode()
-    req = urllib.request.Request(f"{api}/artifacts/filter", data=body, headers={"content-type": "application/json"})
+    req = urllib.request.Request(
+        f"{api}/artifacts/filter", data=body, headers={"content-type": "application/json"}
+    )
     with urllib.request.urlopen(req, timeout=30) as r:
         found = json.load(r)
     if not found:
@@ -79,7 +88,9 @@ def figure_share(png: Path) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--out", default=None, help="Folder for the screenshot and the DOM (default: a temp folder).")
+    parser.add_argument(
+        "--out", default=None, help="Folder for the screenshot and the DOM (default: a temp folder)."
+    )
     args = parser.parse_args()
     if CHROMIUM is None:
         raise SystemExit("chromium is not installed (Debian: apt-get install chromium)")
@@ -88,36 +99,76 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     port = free_port()
     api = f"http://127.0.0.1:{port}/api"
-    env = {**os.environ, "PREFECT_HOME": str(tmp / "prefect"), "PREFECT_API_URL": api,
-           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PYTHONPATH": str(REPO)}
-    server = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port",
-                               str(port)], env=env, stdout=(tmp / "server.log").open("w"), stderr=subprocess.STDOUT,
-                              start_new_session=True)
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(tmp / "prefect"),
+        "PREFECT_API_URL": api,
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PYTHONPATH": str(REPO),
+    }
+    server = subprocess.Popen(
+        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        stdout=(tmp / "server.log").open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         started = time.perf_counter()
         wait_healthy(api)
         print(f"prefect server on {api} in {time.perf_counter() - started:.0f} s")
-        run = subprocess.run([sys.executable, "-c", ANALYSE, str(tmp / "ws")], env=env, cwd=REPO, capture_output=True,
-                             text=True, check=False)
+        run = subprocess.run(
+            [sys.executable, "-c", ANALYSE, str(tmp / "ws")],
+            env=env,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if run.returncode:
             raise SystemExit(f"the analyse flow failed:\n{run.stderr[-3000:]}")
         campaign = run.stdout.strip().splitlines()[-1]
         ident = artifact_id(api, f"campaign-report-{campaign}")
         page = f"http://127.0.0.1:{port}/artifacts/artifact/{ident}"
-        dom = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp / 'profile-dom'}",
-                              "--virtual-time-budget=20000", "--dump-dom", page], capture_output=True, text=True,
-                             timeout=180, check=False).stdout
+        dom = subprocess.run(
+            [
+                CHROMIUM,
+                *FLAGS,
+                f"--user-data-dir={tmp / 'profile-dom'}",
+                "--virtual-time-budget=20000",
+                "--dump-dom",
+                page,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        ).stdout
         (out / "artifact-dom.html").write_text(dom)
         shot = out / "artifact.png"
-        subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp / 'profile-shot'}", "--virtual-time-budget=20000",
-                        "--window-size=1300,3200", "--hide-scrollbars", f"--screenshot={shot}", page],
-                       capture_output=True, timeout=180, check=False)
+        subprocess.run(
+            [
+                CHROMIUM,
+                *FLAGS,
+                f"--user-data-dir={tmp / 'profile-shot'}",
+                "--virtual-time-budget=20000",
+                "--window-size=1300,3200",
+                "--hide-scrollbars",
+                f"--screenshot={shot}",
+                page,
+            ],
+            capture_output=True,
+            timeout=180,
+            check=False,
+        )
         svg_imgs = re.findall(r'<img[^>]*src="data:image/svg\+xml;base64,', dom)
         png_imgs = re.findall(r'<img[^>]*src="data:image/png;base64,', dom)
         share = figure_share(shot) if shot.is_file() else 0.0
         print(f"artifact page {page}")
         print(f"  <img> with an SVG data URI: {len(svg_imgs)}; with a PNG data URI: {len(png_imgs)}")
-        print(f"  figure pixels in the artifact column: {share:.1%} (a page whose images were stripped: under 1%)")
+        print(
+            f"  figure pixels in the artifact column: {share:.1%} (a page whose images were stripped: under 1%)"
+        )
         print(f"  screenshot: {shot}")
         ok = len(svg_imgs) >= 4 and share > 0.05
         print("  verdict:", "the figures render in the Prefect UI" if ok else "FIGURES MISSING")

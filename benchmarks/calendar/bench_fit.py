@@ -29,7 +29,7 @@ CAPACITY, NODES, DURATION = 64, 48, timedelta(days=3)
 
 def calendar(n: int, seed: int = 1) -> list[cal.Booking]:
     rng = random.Random(seed)
-    span_h = max(24, int(n * 1.3 * 16 * 63 / CAPACITY / 0.7))   # mean 16 nodes x 63 h per booking, ~70% busy
+    span_h = max(24, int(n * 1.3 * 16 * 63 / CAPACITY / 0.7))  # mean 16 nodes x 63 h per booking, ~70% busy
     out = []
     for i in range(n):
         nodes = rng.randint(1, 32)
@@ -37,8 +37,11 @@ def calendar(n: int, seed: int = 1) -> list[cal.Booking]:
         end = start + timedelta(hours=rng.randint(6, 120))
         status = rng.choices(["booked", "executed", "cancelled"], [7, 2, 1])[0]
         actual = end - timedelta(hours=rng.randint(0, 5)) if status == "executed" else None
-        out.append(cal.Booking(f"b{i}", f"c{i}", cal.CAMPAIGN, f"c{i}", nodes, start, end, status=status,
-                               actual_end=actual))
+        out.append(
+            cal.Booking(
+                f"b{i}", f"c{i}", cal.CAMPAIGN, f"c{i}", nodes, start, end, status=status, actual_end=actual
+            )
+        )
     return out
 
 
@@ -58,11 +61,13 @@ def main() -> None:
     print("| --- | --- | --- | --- | --- | --- |")
     for n in (int(x) for x in args.sizes.split(",")):
         bookings = calendar(n)
-        for name, fast, slow in (("least_idle_fit", cal.least_idle_fit, least_idle_fit_quadratic),
-                                 ("earliest_fit", cal.earliest_fit, earliest_fit_quadratic)):
+        for name, fast, slow in (
+            ("least_idle_fit", cal.least_idle_fit, least_idle_fit_quadratic),
+            ("earliest_fit", cal.earliest_fit, earliest_fit_quadratic),
+        ):
             call = (bookings, NODES, DURATION, CAPACITY, T0)
             f_times, s_times, same = [], [], True
-            for _ in range(args.runs):   # alternating
+            for _ in range(args.runs):  # alternating
                 t, a = timed(fast, *call)
                 f_times.append(t)
                 if n <= args.skip_quadratic_above:
@@ -71,8 +76,11 @@ def main() -> None:
                     same = same and a == b
             f = statistics.median(f_times)
             s = statistics.median(s_times) if s_times else None
-            print(f"| {n:,} | {name} | {f:.4f} | {'-' if s is None else f'{s:.3f}'} | "
-                  f"{'-' if s is None else f'{s / f:,.1f}'} | {same if s_times else '-'} |", flush=True)
+            print(
+                f"| {n:,} | {name} | {f:.4f} | {'-' if s is None else f'{s:.3f}'} | "
+                f"{'-' if s is None else f'{s / f:,.1f}'} | {same if s_times else '-'} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -46,13 +46,15 @@ def main() -> None:
         on = load_config(path).config
         off = load_config(path, ["gates.config.window_replicas=0"]).config
         t_off, t_on, verdict = [], [], ""
-        for _ in range(args.runs):   # alternating
+        for _ in range(args.runs):  # alternating
             t_off.append(configuration_gates(off)[0])
             t, verdict = configuration_gates(on)
             t_on.append(t)
         a, b = statistics.median(t_off), statistics.median(t_on)
-        print(f"| {name} | {on.gates.config.window_replicas} | {a:.3f} | {b:.3f} | {b - a:.3f} | {verdict} |",
-              flush=True)
+        print(
+            f"| {name} | {on.gates.config.window_replicas} | {a:.3f} | {b:.3f} | {b - a:.3f} | {verdict} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

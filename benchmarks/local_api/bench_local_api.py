@@ -59,8 +59,12 @@ def _server(home: Path) -> tuple[subprocess.Popen, str]:
     home.mkdir(parents=True)
     env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
     env.pop("PREFECT_API_URL", None)
-    proc = subprocess.Popen([str(Path(sys.executable).with_name("prefect")), "server", "start", "--port", str(port)],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).with_name("prefect")), "server", "start", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}/api"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -80,11 +84,19 @@ def main() -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_HOME")}
     campaign = str(Path(sys.executable).with_name("campaign"))
     demo = str(REPO / "configs" / "campaigns" / "demo.yaml")
-    times: dict[str, list[float]] = {"fresh": [], "template": [], "refusal": [], "reuse": [], "flow, private": [],
-                                     "flow, reuse": []}
+    times: dict[str, list[float]] = {
+        "fresh": [],
+        "template": [],
+        "refusal": [],
+        "reuse": [],
+        "flow, private": [],
+        "flow, reuse": [],
+    }
     with tempfile.TemporaryDirectory() as tmp:
         env["CAMPAIGN_CACHE_DIR"] = str(Path(tmp) / "cache")
-        _python(START.format(repo=str(REPO), fresh=False, home=str(Path(tmp) / "warm")), env)  # builds the template
+        _python(
+            START.format(repo=str(REPO), fresh=False, home=str(Path(tmp) / "warm")), env
+        )  # builds the template
         server, url = _server(Path(tmp) / "server")
         flow = [campaign, "simulate", demo, "--replicas", "2", "--json", "--workspace", f"{tmp}/sim"]
         _command(flow, env)  # the workspace's first run: both variants below find it
@@ -92,19 +104,29 @@ def main() -> None:
             times["flow, private"].append(_command(flow, env))
             times["flow, reuse"].append(_command(flow, {**env, "PREFECT_API_URL": url}))
             times["fresh"].append(_python(START.format(repo=str(REPO), fresh=True, home=f"{tmp}/f{i}"), env))
-            times["template"].append(_python(START.format(repo=str(REPO), fresh=False, home=f"{tmp}/t{i}"), env))
+            times["template"].append(
+                _python(START.format(repo=str(REPO), fresh=False, home=f"{tmp}/t{i}"), env)
+            )
             times["refusal"].append(_command([campaign, "execute", demo, "--workspace", f"{tmp}/none"], env))
-            times["reuse"].append(_command([campaign, "execute", demo, "--workspace", f"{tmp}/none"],
-                                           {**env, "PREFECT_API_URL": "http://127.0.0.1:9/api"}))
+            times["reuse"].append(
+                _command(
+                    [campaign, "execute", demo, "--workspace", f"{tmp}/none"],
+                    {**env, "PREFECT_API_URL": "http://127.0.0.1:9/api"},
+                )
+            )
         server.terminate()
         server.wait(timeout=30)
     base = statistics.median(times["fresh"])
     for name, values in times.items():
         med = statistics.median(values)
-        print(f"{name:9s} median {med:6.2f} s  ({med / base:5.2f} x fresh)  runs: "
-              + ", ".join(f"{v:.2f}" for v in values))
+        print(
+            f"{name:9s} median {med:6.2f} s  ({med / base:5.2f} x fresh)  runs: "
+            + ", ".join(f"{v:.2f}" for v in values)
+        )
     extra = statistics.median(times["flow, private"]) - statistics.median(times["flow, reuse"])
-    print(f"a flow command without PREFECT_API_URL pays {extra:.2f} s more than with a running server (medians)")
+    print(
+        f"a flow command without PREFECT_API_URL pays {extra:.2f} s more than with a running server (medians)"
+    )
     print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
 
 

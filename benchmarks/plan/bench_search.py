@@ -38,16 +38,24 @@ def main(argv: list[str] | None = None) -> int:
         times["search_layouts"].append(time.perf_counter() - t0)
     n = len(candidate_layouts(cfg))
     search = statistics.median(times["search_layouts"])
-    print(f"make_plan llama3-405b: {statistics.median(times['make_plan']) * 1e6:.0f} us median of {args.repeats}")
-    print(f"search_layouts llama3-405b, 16,384 GPUs: {search:.3f} s median of {args.repeats} "
-          f"(min {min(times['search_layouts']):.3f}), {n:,} candidates, {search / n * 1e6:.1f} us per candidate")
+    print(
+        f"make_plan llama3-405b: {statistics.median(times['make_plan']) * 1e6:.0f} us median of {args.repeats}"
+    )
+    print(
+        f"search_layouts llama3-405b, 16,384 GPUs: {search:.3f} s median of {args.repeats} "
+        f"(min {min(times['search_layouts']):.3f}), {n:,} candidates, {search / n * 1e6:.1f} us per candidate"
+    )
     published = make_plan(cfg)
-    print(f"\npublished layout {published.layout}: {published.tokens_per_s:,.0f} tokens/s, MFU {published.mfu:.1%}")
+    print(
+        f"\npublished layout {published.layout}: {published.tokens_per_s:,.0f} tokens/s, MFU {published.mfu:.1%}"
+    )
     for p in found[:5]:
         b = p.step_breakdown_s
-        print(f"  {p.layout} mb={p.micro_batch}: {p.tokens_per_s:,.0f} tokens/s "
-              f"({p.tokens_per_s / published.tokens_per_s - 1:+.1%}), {p.memory_gib_per_gpu:.1f} GiB; "
-              f"tp comm {b['tp_comm']:.2f} s, bubble {b['pp_bubble']:.2f} s, cp exposed {b['cp_comm_exposed']:.2f} s")
+        print(
+            f"  {p.layout} mb={p.micro_batch}: {p.tokens_per_s:,.0f} tokens/s "
+            f"({p.tokens_per_s / published.tokens_per_s - 1:+.1%}), {p.memory_gib_per_gpu:.1f} GiB; "
+            f"tp comm {b['tp_comm']:.2f} s, bubble {b['pp_bubble']:.2f} s, cp exposed {b['cp_comm_exposed']:.2f} s"
+        )
     return 0
 
 

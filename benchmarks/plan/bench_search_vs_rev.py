@@ -33,11 +33,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=21)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", args.rev], capture_output=True, check=True)
+        archive = subprocess.run(
+            ["git", "-C", str(REPO), "archive", args.rev], capture_output=True, check=True
+        )
         subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
-        workers = {name: subprocess.Popen([sys.executable, "-c", WORKER, root], stdin=subprocess.PIPE,
-                                          stdout=subprocess.PIPE, text=True)
-                   for name, root in (("this tree", str(REPO)), (args.rev, tmp))}
+        workers = {
+            name: subprocess.Popen(
+                [sys.executable, "-c", WORKER, root], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            )
+            for name, root in (("this tree", str(REPO)), (args.rev, tmp))
+        }
         times: dict[str, list[float]] = {name: [] for name in workers}
         for _ in range(args.repeats):
             for name, proc in workers.items():
@@ -49,7 +54,9 @@ def main(argv: list[str] | None = None) -> int:
             proc.wait()
     med = {name: statistics.median(t) for name, t in times.items()}
     for name, value in med.items():
-        print(f"{name:12s} search_layouts median {value:.3f} s (min {min(times[name]):.3f}) of {args.repeats}")
+        print(
+            f"{name:12s} search_layouts median {value:.3f} s (min {min(times[name]):.3f}) of {args.repeats}"
+        )
     this, old = med["this tree"], med[args.rev]
     print(f"ratio this / {args.rev}: {this / old:.2f}")
     return 0

@@ -52,17 +52,26 @@ BOUNDS = {
 FAMILIES = {
     # A100: memory_bw_fraction is not identifiable from the table (a flat direction against gemm_half_k: free, it
     # runs to either bound with the same residuals); it stays at the accelerator file's stated value.
-    "A100": {"fit": ("gemm_peak_fraction", "gemm_half_k", "kernel_gap_us"),
-             "rows": megatron_2021,
-             "out_of_sample": korthikanti_2022},
-    "H100": {"fit": ("gemm_peak_fraction", "gemm_half_k", "memory_bw_fraction", "kernel_gap_us"),
-             "rows": mcore_2024, "out_of_sample": None},
+    "A100": {
+        "fit": ("gemm_peak_fraction", "gemm_half_k", "kernel_gap_us"),
+        "rows": megatron_2021,
+        "out_of_sample": korthikanti_2022,
+    },
+    "H100": {
+        "fit": ("gemm_peak_fraction", "gemm_half_k", "memory_bw_fraction", "kernel_gap_us"),
+        "rows": mcore_2024,
+        "out_of_sample": None,
+    },
 }
 
 
 def residual_points(rows) -> np.ndarray:
-    return np.array([100.0 * (r.metric(evaluate_layout(r.config, r.config.plan.layout).step_time_s) - r.published)
-                     for r in rows])
+    return np.array(
+        [
+            100.0 * (r.metric(evaluate_layout(r.config, r.config.plan.layout).step_time_s) - r.published)
+            for r in rows
+        ]
+    )
 
 
 def fit(family: str) -> dict:
@@ -96,7 +105,9 @@ def report(title: str, rows, kernels: dict | None = None) -> list[float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="evaluate the shipped calibration, do not fit")
-    parser.add_argument("--family", choices=sorted(FAMILIES), action="append", help="only this family (repeatable)")
+    parser.add_argument(
+        "--family", choices=sorted(FAMILIES), action="append", help="only this family (repeatable)"
+    )
     args = parser.parse_args(argv)
     everything: list[float] = []
     for family, spec in FAMILIES.items():
@@ -112,8 +123,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {name}: {value}    (shipped {shipped[name]})")
         everything += report(f"{family} in-sample: {spec['rows'].__name__}", spec["rows"](kernels))
         if spec["out_of_sample"]:
-            everything += report(f"{family} out-of-sample: {spec['out_of_sample'].__name__}",
-                                 spec["out_of_sample"](kernels))
+            everything += report(
+                f"{family} out-of-sample: {spec['out_of_sample'].__name__}", spec["out_of_sample"](kernels)
+            )
     allres = np.abs(np.array(everything))
     print(f"\nall rows: mean |error| {allres.mean():.2f} points, max {allres.max():.2f} ({len(allres)} rows)")
     return 0

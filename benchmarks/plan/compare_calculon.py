@@ -45,24 +45,50 @@ def calculon_case(run: PublishedRun, root: Path) -> dict:
     if run.table == "korthikanti2022":
         size, mode = run.name.split()
         stem = TAB5_FILES[size]
-        exe = json.loads((root / "validation" / "seqsel" / "tab5" /
-                          f"{stem}_{'full' if mode == 'full' else 'seqsel'}.json").read_text())
+        exe = json.loads(
+            (
+                root
+                / "validation"
+                / "seqsel"
+                / "tab5"
+                / f"{stem}_{'full' if mode == 'full' else 'seqsel'}.json"
+            ).read_text()
+        )
         app = json.loads((root / "models" / f"{stem}.json").read_text())
         return {"app": app, "exe": exe, "system": str(system)}
-    app = {"hidden": model.hidden, "feedforward": model.ffn_hidden, "seq_size": model.seq_len,
-           "attn_heads": model.heads, "attn_size": model.hidden // model.heads, "num_blocks": model.layers}
+    app = {
+        "hidden": model.hidden,
+        "feedforward": model.ffn_hidden,
+        "seq_size": model.seq_len,
+        "attn_heads": model.heads,
+        "attn_size": model.hidden // model.heads,
+        "num_blocks": model.layers,
+    }
     recompute = {"full": "full", "selective": "attn_only", "none": "none"}[plan.recompute]
     exe = {
-        "num_procs": lay.world, "tensor_par": lay.tp, "pipeline_par": lay.pp, "data_par": lay.dp,
-        "tensor_par_net": 0, "pipeline_par_net": 1, "data_par_net": 1,
-        "batch_size": plan.global_batch_tokens // model.seq_len, "microbatch_size": plan.micro_batch,
-        "datatype": "float16", "fused_activation": run.table == "mcore2024", "attention_type": "multihead",
-        "activation_recompute": recompute, "pipeline_interleaving": lay.vpp,
+        "num_procs": lay.world,
+        "tensor_par": lay.tp,
+        "pipeline_par": lay.pp,
+        "data_par": lay.dp,
+        "tensor_par_net": 0,
+        "pipeline_par_net": 1,
+        "data_par_net": 1,
+        "batch_size": plan.global_batch_tokens // model.seq_len,
+        "microbatch_size": plan.micro_batch,
+        "datatype": "float16",
+        "fused_activation": run.table == "mcore2024",
+        "attention_type": "multihead",
+        "activation_recompute": recompute,
+        "pipeline_interleaving": lay.vpp,
         "optimizer_sharding": plan.zero_stage >= 1,
         "tensor_par_comm_type": "rs_ag" if plan.sequence_parallel else "ar",
         "tensor_par_overlap": "ring" if plan.overlap.tp and lay.tp > 1 else "none",
-        "seq_par_ag_redo": plan.sequence_parallel, "data_par_overlap": plan.overlap.dp_grad_reduce,
-        "weight_offload": False, "activations_offload": False, "optimizer_offload": False, "training": True,
+        "seq_par_ag_redo": plan.sequence_parallel,
+        "data_par_overlap": plan.overlap.dp_grad_reduce,
+        "weight_offload": False,
+        "activations_offload": False,
+        "optimizer_offload": False,
+        "training": True,
     }
     return {"app": app, "exe": exe, "system": str(system)}
 
@@ -81,8 +107,14 @@ def main(argv: list[str] | None = None) -> int:
     our_times: list[list[float]] = [[] for _ in runs]
     theirs: list[dict] = []
     for _ in range(args.repeats):
-        proc = subprocess.run([str(args.python), str(HERE / "calculon_driver.py"), "1"],
-                              input=json.dumps(cases), capture_output=True, text=True, check=False, cwd="/")
+        proc = subprocess.run(
+            [str(args.python), str(HERE / "calculon_driver.py"), "1"],
+            input=json.dumps(cases),
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd="/",
+        )
         if proc.returncode:
             raise SystemExit(f"Calculon driver failed:\n{proc.stderr[-3000:]}")
         theirs = [json.loads(x) for x in proc.stdout.splitlines() if x.strip()][:-1]
@@ -94,7 +126,9 @@ def main(argv: list[str] | None = None) -> int:
             our_times[i].append(time.perf_counter() - t0)
     calc_speed = statistics.median(statistics.median(t) for t in calc_times)
     our_speeds = []
-    print(f"{'table':16s} {'row':15s} {'published':>9s} {'campaign':>9s} {'err':>6s} {'Calculon':>9s} {'err':>6s}")
+    print(
+        f"{'table':16s} {'row':15s} {'published':>9s} {'campaign':>9s} {'err':>6s} {'Calculon':>9s} {'err':>6s}"
+    )
     by_table: dict[str, dict[str, list[float]]] = {}
     for i, (run, res) in enumerate(zip(runs, theirs)):
         step = evaluate_layout(run.config, run.config.plan.layout).step_time_s
@@ -108,8 +142,10 @@ def main(argv: list[str] | None = None) -> int:
             calc_txt = f"{calc:8.1f}% {calc - 100 * run.published:+6.1f}"
         else:
             calc_txt = f"  rejected: {res['error'][:50]}"
-        print(f"{run.table:16s} {run.name:15s} {100 * run.published:8.1f}% {mine:8.1f}% "
-              f"{mine - 100 * run.published:+6.1f} {calc_txt}")
+        print(
+            f"{run.table:16s} {run.name:15s} {100 * run.published:8.1f}% {mine:8.1f}% "
+            f"{mine - 100 * run.published:+6.1f} {calc_txt}"
+        )
     print("\nmean / max |error|, points of each publication's metric")
     allc: list[float] = []
     allk: list[float] = []
@@ -117,13 +153,19 @@ def main(argv: list[str] | None = None) -> int:
         c, k = errs["campaign"], errs["calculon"]
         allc += c
         allk += k
-        print(f"{table:16s} campaign {statistics.mean(c):4.1f} / {max(c):4.1f} ({len(c)} rows)   "
-              f"Calculon {statistics.mean(k):4.1f} / {max(k):4.1f} ({len(k)} rows)")
-    print(f"{'all rows':16s} campaign {statistics.mean(allc):4.1f} / {max(allc):4.1f} ({len(allc)} rows)   "
-          f"Calculon {statistics.mean(allk):4.1f} / {max(allk):4.1f} ({len(allk)} rows)")
+        print(
+            f"{table:16s} campaign {statistics.mean(c):4.1f} / {max(c):4.1f} ({len(c)} rows)   "
+            f"Calculon {statistics.mean(k):4.1f} / {max(k):4.1f} ({len(k)} rows)"
+        )
+    print(
+        f"{'all rows':16s} campaign {statistics.mean(allc):4.1f} / {max(allc):4.1f} ({len(allc)} rows)   "
+        f"Calculon {statistics.mean(allk):4.1f} / {max(allk):4.1f} ({len(allk)} rows)"
+    )
     ours_s = statistics.median(our_speeds)
-    print(f"\nspeed, median seconds per estimate: campaign evaluate_layout {ours_s * 1e6:.0f} us, "
-          f"Calculon {calc_speed * 1e6:.0f} us ({calc_speed / ours_s:.1f}x)")
+    print(
+        f"\nspeed, median seconds per estimate: campaign evaluate_layout {ours_s * 1e6:.0f} us, "
+        f"Calculon {calc_speed * 1e6:.0f} us ({calc_speed / ours_s:.1f}x)"
+    )
     return 0
 
 

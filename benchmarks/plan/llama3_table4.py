@@ -28,14 +28,19 @@ from campaign.plan.flops import palm_flops_per_token
 REPO = Path(__file__).resolve().parents[2]
 LLAMA = REPO / "configs" / "campaigns" / "llama3-405b.yaml"
 # GPUs, sequence, (tp, cp, pp, dp), TFLOP/s per GPU as published
-TABLE4 = [(8192, 8192, (8, 1, 16, 64), 430.0), (16384, 8192, (8, 1, 16, 128), 400.0),
-          (16384, 131072, (8, 16, 16, 8), 380.0)]
+TABLE4 = [
+    (8192, 8192, (8, 1, 16, 64), 430.0),
+    (16384, 8192, (8, 1, 16, 128), 400.0),
+    (16384, 131072, (8, 16, 16, 8), 380.0),
+]
 PEAK = 989e12
 
 
 def main() -> int:
-    print(f"{'GPUs':>6s} {'seq':>7s} {'vpp':>3s} {'published':>9s} {'model':>6s} {'error':>6s} "
-          f"{'causal err':>10s} {'GiB':>5s}  step parts (s)")
+    print(
+        f"{'GPUs':>6s} {'seq':>7s} {'vpp':>3s} {'published':>9s} {'model':>6s} {'error':>6s} "
+        f"{'causal err':>10s} {'GiB':>5s}  step parts (s)"
+    )
     variants = [(f"vpp {v}", [f"plan.layout.vpp={v}"]) for v in (8, 4, 2)] + [
         ("vpp 8, attention_kernel fused", ["plan.attention_kernel=fused"]),
         ("vpp 8, grad_accumulation_fusion true", ["plan.grad_accumulation_fusion=true"]),
@@ -46,20 +51,35 @@ def main() -> int:
         vpp = int(label.split()[1].rstrip(","))
         for gpus, seq, (tp, cp, pp, dp), tflops in TABLE4:
             row_sets = [x for x in sets if not (seq > 8192 and x.startswith("plan.recompute"))]
-            cfg = load_config(LLAMA, [f"cluster.nodes={gpus // 8}", f"model.seq_len={seq}", f"plan.layout.cp={cp}",
-                                      f"plan.layout.dp={dp}", *row_sets]).config
+            cfg = load_config(
+                LLAMA,
+                [
+                    f"cluster.nodes={gpus // 8}",
+                    f"model.seq_len={seq}",
+                    f"plan.layout.cp={cp}",
+                    f"plan.layout.dp={dp}",
+                    *row_sets,
+                ],
+            ).config
             plan = make_plan(cfg)
             published = tflops * 1e12 / PEAK
             palm = plan.tokens_per_s * palm_flops_per_token(cfg.model) / (gpus * PEAK)
             errors.append(100 * (palm - published))
             b = plan.step_breakdown_s
-            parts = ", ".join(f"{k} {b[k]:.2f}" for k in ("compute", "tp_comm", "cp_comm_exposed", "pp_bubble",
-                                                          "pp_comm", "dp_comm_exposed") if b[k] > 0.005)
+            parts = ", ".join(
+                f"{k} {b[k]:.2f}"
+                for k in ("compute", "tp_comm", "cp_comm_exposed", "pp_bubble", "pp_comm", "dp_comm_exposed")
+                if b[k] > 0.005
+            )
             fits = "" if plan.runs else " (does not fit)"
-            print(f"{gpus:6d} {seq:7d} {vpp:3d} {100 * published:8.1f}% {100 * palm:5.1f}% {errors[-1]:+6.1f} "
-                  f"{100 * (plan.mfu - published):+10.1f} {plan.memory_gib_per_gpu:5.1f}  {parts}{fits}")
-        print(f"  {label}: mean |error| {sum(map(abs, errors)) / len(errors):.1f} points, "
-              f"max {max(map(abs, errors)):.1f}")
+            print(
+                f"{gpus:6d} {seq:7d} {vpp:3d} {100 * published:8.1f}% {100 * palm:5.1f}% {errors[-1]:+6.1f} "
+                f"{100 * (plan.mfu - published):+10.1f} {plan.memory_gib_per_gpu:5.1f}  {parts}{fits}"
+            )
+        print(
+            f"  {label}: mean |error| {sum(map(abs, errors)) / len(errors):.1f} points, "
+            f"max {max(map(abs, errors)):.1f}"
+        )
     return 0
 
 

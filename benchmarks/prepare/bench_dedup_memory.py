@@ -59,9 +59,18 @@ def write_parts(work: Path, rows: int, shards: int, bands: int) -> None:
         folder = work / "shards" / f"s{i:04d}"
         folder.mkdir(parents=True)
         writer = PartWriter(folder / SIG, sig_schema(bands))
-        writer.write_table(pa.table({"doc_id": [f"doc-{done + j:09d}" for j in range(n)], "key_hi": keys[:, 0],
-                                     "key_lo": keys[:, 1], "has_sig": np.ones(n, bool),
-                                     **{band_column(b): band[:, b] for b in range(bands)}}, schema=sig_schema(bands)))
+        writer.write_table(
+            pa.table(
+                {
+                    "doc_id": [f"doc-{done + j:09d}" for j in range(n)],
+                    "key_hi": keys[:, 0],
+                    "key_lo": keys[:, 1],
+                    "has_sig": np.ones(n, bool),
+                    **{band_column(b): band[:, b] for b in range(bands)},
+                },
+                schema=sig_schema(bands),
+            )
+        )
         writer.close()
         done += n
 
@@ -76,13 +85,16 @@ def main() -> None:
     for rows in (int(r) for r in args.rows.split(",")):
         with tempfile.TemporaryDirectory() as tmp:
             write_parts(Path(tmp), rows, args.shards, bands=14)
-            child = subprocess.run([sys.executable, "-c", CHILD, tmp, str(args.shards)], capture_output=True,
-                                   text=True, cwd=REPO)
+            child = subprocess.run(
+                [sys.executable, "-c", CHILD, tmp, str(args.shards)], capture_output=True, text=True, cwd=REPO
+            )
             if child.returncode:
                 sys.exit(f"the pass failed on {rows:,} rows:\n{child.stderr}")
             out = json.loads(child.stdout)
-        print(f"| {rows:,} | {out['extra_mb']:.0f} MB | {out['extra_mb'] * 2**20 / rows:.0f} | {out['cpu_s']:.1f} |",
-              flush=True)
+        print(
+            f"| {rows:,} | {out['extra_mb']:.0f} MB | {out['extra_mb'] * 2**20 / rows:.0f} | {out['cpu_s']:.1f} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

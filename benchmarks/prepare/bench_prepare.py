@@ -52,7 +52,9 @@ def _measure(cmd: list[str], env: dict | None = None, retry: bool = True) -> dic
     covers descendants that were waited for, e.g. not pool workers that are terminated)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=REPO, text=True)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=REPO, text=True
+    )
     peak = [0]  # largest sum of PSS
     peak_rss = [0]  # largest sum of RSS (counts shared pages once per process)
     cpu_by_pid: dict[int, float] = {}
@@ -96,17 +98,31 @@ def _measure(cmd: list[str], env: dict | None = None, retry: bool = True) -> dic
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     rusage_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     cpu = max(sum(cpu_by_pid.values()), rusage_cpu)
-    if proc.returncode != 0 and "did not start" in out and retry:  # a busy machine: the API's 90 s start-up passed
+    if (
+        proc.returncode != 0 and "did not start" in out and retry
+    ):  # a busy machine: the API's 90 s start-up passed
         print("  the CLI's temporary Prefect API did not start in time; retrying once", flush=True)
         return _measure(cmd, env, retry=False)
     if proc.returncode != 0:
         print(out[-4000:])
         raise SystemExit(f"command failed ({proc.returncode}): {' '.join(cmd)}")
-    return {"wall_s": wall, "cpu_s": cpu, "peak_pss_mb": peak[0] / 2**20, "peak_rss_sum_mb": peak_rss[0] / 2**20,
-            "cores_busy": cpu / wall, "processes": len(cpu_by_pid), "log": out, "at_peak": at_peak[0],
-            "per_process": sorted(((round(mb), round(pss_by_pid.get(pid, 0.0)), label,
-                                    round(cpu_by_pid.get(pid, 0.0), 1))
-                                   for pid, (mb, label) in rss_by_pid.items()), reverse=True)}
+    return {
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "peak_pss_mb": peak[0] / 2**20,
+        "peak_rss_sum_mb": peak_rss[0] / 2**20,
+        "cores_busy": cpu / wall,
+        "processes": len(cpu_by_pid),
+        "log": out,
+        "at_peak": at_peak[0],
+        "per_process": sorted(
+            (
+                (round(mb), round(pss_by_pid.get(pid, 0.0)), label, round(cpu_by_pid.get(pid, 0.0), 1))
+                for pid, (mb, label) in rss_by_pid.items()
+            ),
+            reverse=True,
+        ),
+    }
 
 
 def _label(p: psutil.Process) -> str:
@@ -115,37 +131,71 @@ def _label(p: psutil.Process) -> str:
         cmd = " ".join(p.cmdline())
     except psutil.Error:
         return "?"
-    for key in ("prefect server", "uvicorn", "multiprocessing.spawn", "multiprocessing.forkserver",
-                "datatrove_pipeline", "campaign prepare", "campaign.data.workers", "dask"):
+    for key in (
+        "prefect server",
+        "uvicorn",
+        "multiprocessing.spawn",
+        "multiprocessing.forkserver",
+        "datatrove_pipeline",
+        "campaign prepare",
+        "campaign.data.workers",
+        "dask",
+    ):
         if key in cmd:
             return key
     return cmd[:60]
 
 
 def campaign_cmd(corpus: Path, ws: Path, workers: int, tokenizer: str, runner: str) -> list[str]:
-    source = json.dumps([{"name": "web", "path": f"{corpus}/*.jsonl", "format": "jsonl", "id_field": "id",
-                          "weight": 1}])
-    sets = [f"data.sources={source}", "data.demo_corpus_dir=null", f"data.tokenizer={tokenizer}",
-            "data.cleaning.c4.enabled=true", "data.cleaning.fineweb.enabled=true",
-            f"runtime.task_runner={runner}", f"runtime.max_workers={workers}"]
-    return [str(REPO / ".venv" / "bin" / "campaign"), "prepare", str(REPO / "configs/campaigns/demo.yaml"),
-            "--workspace", str(ws), *[a for s in sets for a in ("--set", s)]]
+    source = json.dumps(
+        [{"name": "web", "path": f"{corpus}/*.jsonl", "format": "jsonl", "id_field": "id", "weight": 1}]
+    )
+    sets = [
+        f"data.sources={source}",
+        "data.demo_corpus_dir=null",
+        f"data.tokenizer={tokenizer}",
+        "data.cleaning.c4.enabled=true",
+        "data.cleaning.fineweb.enabled=true",
+        f"runtime.task_runner={runner}",
+        f"runtime.max_workers={workers}",
+    ]
+    return [
+        str(REPO / ".venv" / "bin" / "campaign"),
+        "prepare",
+        str(REPO / "configs/campaigns/demo.yaml"),
+        "--workspace",
+        str(ws),
+        *[a for s in sets for a in ("--set", s)],
+    ]
 
 
 def datatrove_cmd(corpus: Path, out: Path, workers: int) -> list[str]:
-    return [str(DATATROVE_PY), str(REPO / "benchmarks/prepare/datatrove_pipeline.py"), str(corpus), str(out),
-            "--workers", str(workers)]
+    return [
+        str(DATATROVE_PY),
+        str(REPO / "benchmarks/prepare/datatrove_pipeline.py"),
+        str(corpus),
+        str(out),
+        "--workers",
+        str(workers),
+    ]
 
 
-STEP_OF_DT = {"gopher_quality": "gopher_quality", "gopher_repetition": "gopher_repetition", "c4": "c4",
-              "fineweb": "fineweb", "exact_dedup": "exact_dedup"}
+STEP_OF_DT = {
+    "gopher_quality": "gopher_quality",
+    "gopher_repetition": "gopher_repetition",
+    "c4": "c4",
+    "fineweb": "fineweb",
+    "exact_dedup": "exact_dedup",
+}
 
 
 def _ours(ws: Path) -> dict[str, str]:
     from campaign.data.pipeline import step_of
 
     table = pq.read_table(ws / "data" / "rejected" / "web.parquet", columns=["doc_id", "reason"])
-    return {d: step_of(r) for d, r in zip(table["doc_id"].to_pylist(), table["reason"].to_pylist(), strict=True)}
+    return {
+        d: step_of(r) for d, r in zip(table["doc_id"].to_pylist(), table["reason"].to_pylist(), strict=True)
+    }
 
 
 def _theirs(out: Path) -> dict[str, str]:
@@ -164,13 +214,27 @@ def agreement(ws: Path, out: Path, n_docs: int) -> list[dict]:
     for step in ("read", "gopher_quality", "gopher_repetition", "c4", "fineweb", "exact_dedup", "near_dedup"):
         a = {d for d, s in ours.items() if s == step}
         b = {d for d, s in theirs.items() if s == step}
-        rows.append({"step": step, "campaign_dropped": len(a), "datatrove_dropped": len(b),
-                     "both_this_step": len(a & b), "datatrove_only_kept_by_campaign": len(b - set(ours)),
-                     "campaign_only_kept_by_datatrove": len(a - set(theirs))})
+        rows.append(
+            {
+                "step": step,
+                "campaign_dropped": len(a),
+                "datatrove_dropped": len(b),
+                "both_this_step": len(a & b),
+                "datatrove_only_kept_by_campaign": len(b - set(ours)),
+                "campaign_only_kept_by_datatrove": len(a - set(theirs)),
+            }
+        )
     both_drop = len(set(ours) & set(theirs))
     both_keep = n_docs - len(set(ours) | set(theirs))
-    rows.append({"step": "overall keep/drop", "campaign_dropped": len(ours), "datatrove_dropped": len(theirs),
-                 "both_this_step": both_drop, "agreement": (both_drop + both_keep) / n_docs})
+    rows.append(
+        {
+            "step": "overall keep/drop",
+            "campaign_dropped": len(ours),
+            "datatrove_dropped": len(theirs),
+            "both_this_step": both_drop,
+            "agreement": (both_drop + both_keep) / n_docs,
+        }
+    )
     return rows
 
 
@@ -180,13 +244,20 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--tokenizer", default="cl100k_base")
-    ap.add_argument("--runner", default="threads", choices=["dask", "threads"],
-                    help="threads: the local default (shard work in campaign's lean worker processes); "
-                         "dask: a prefect-dask LocalCluster")
+    ap.add_argument(
+        "--runner",
+        default="threads",
+        choices=["dask", "threads"],
+        help="threads: the local default (shard work in campaign's lean worker processes); "
+        "dask: a prefect-dask LocalCluster",
+    )
     ap.add_argument("--skip-datatrove", action="store_true")
-    ap.add_argument("--bracket", action="store_true",
-                    help="each run is campaign, datatrove, campaign: datatrove's long run is set against campaign "
-                         "runs on both sides of it, not in one phase of the machine only")
+    ap.add_argument(
+        "--bracket",
+        action="store_true",
+        help="each run is campaign, datatrove, campaign: datatrove's long run is set against campaign "
+        "runs on both sides of it, not in one phase of the machine only",
+    )
     ap.add_argument("--scratch", type=Path, default=Path("/tmp/bench-prepare"))
     args = ap.parse_args()
     corpus = args.corpus.resolve()
@@ -195,8 +266,12 @@ def main() -> None:
     for path in corpus.glob("*.jsonl"):
         with open(path, "rb") as handle:
             n_docs += sum(1 for _ in handle)
-    env = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_LOGGING_LEVEL": "WARNING",
-           "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120"}  # the machine is shared and busy
+    env = {
+        **os.environ,
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_LOGGING_LEVEL": "WARNING",
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
+    }  # the machine is shared and busy
     results: dict[str, list[dict]] = defaultdict(list)
     for run in range(args.runs):
         shutil.rmtree(args.scratch, ignore_errors=True)
@@ -209,26 +284,49 @@ def main() -> None:
             if side == "datatrove" and args.skip_datatrove:
                 continue
             if side == "campaign":
-                shutil.rmtree(ws, ignore_errors=True)  # every campaign run starts from nothing (no shard reused)
-            cmd = (campaign_cmd(corpus, ws, args.workers, args.tokenizer, args.runner) if side == "campaign"
-                   else datatrove_cmd(corpus, out, args.workers))
+                shutil.rmtree(
+                    ws, ignore_errors=True
+                )  # every campaign run starts from nothing (no shard reused)
+            cmd = (
+                campaign_cmd(corpus, ws, args.workers, args.tokenizer, args.runner)
+                if side == "campaign"
+                else datatrove_cmd(corpus, out, args.workers)
+            )
             r = _measure(cmd, env)
             r["mb_per_cpu_s"] = mb / r["cpu_s"]
             results[side].append(r)
-            print(f"run {run} {side}: wall {r['wall_s']:.1f} s, cpu {r['cpu_s']:.1f} s, {r['mb_per_cpu_s']:.2f} MB/cpu-s, "
-                  f"peak {r['peak_pss_mb']:.0f} MB (sum of PSS; sum of RSS {r['peak_rss_sum_mb']:.0f} MB), "
-                  f"{r['cores_busy']:.2f} cores busy", flush=True)
+            print(
+                f"run {run} {side}: wall {r['wall_s']:.1f} s, cpu {r['cpu_s']:.1f} s, {r['mb_per_cpu_s']:.2f} MB/cpu-s, "
+                f"peak {r['peak_pss_mb']:.0f} MB (sum of PSS; sum of RSS {r['peak_rss_sum_mb']:.0f} MB), "
+                f"{r['cores_busy']:.2f} cores busy",
+                flush=True,
+            )
             print(f"  per process (peak RSS MB, peak PSS MB, what, CPU s): {r['per_process']}", flush=True)
             print(f"  at the tree's peak (what, PSS MB): {r['at_peak']}", flush=True)
         if run == args.runs - 1 and not args.skip_datatrove:
             rows = agreement(ws, out, n_docs)
-    summary = {side: {k: statistics.median(r[k] for r in rs) for k in ("wall_s", "cpu_s", "mb_per_cpu_s",
-                                                                          "peak_pss_mb", "peak_rss_sum_mb", "cores_busy")}
-               for side, rs in results.items()}
+    summary = {
+        side: {
+            k: statistics.median(r[k] for r in rs)
+            for k in ("wall_s", "cpu_s", "mb_per_cpu_s", "peak_pss_mb", "peak_rss_sum_mb", "cores_busy")
+        }
+        for side, rs in results.items()
+    }
     manifest = json.loads((args.scratch / "ws" / "data" / "manifest.json").read_text())
-    print(json.dumps({"corpus_mb": mb, "documents": n_docs, "runs": args.runs, "medians": summary,
-                      "campaign_totals": manifest["totals"], "near_dedup": manifest["near_dedup"],
-                      "removals": manifest["removals"]}, indent=1))
+    print(
+        json.dumps(
+            {
+                "corpus_mb": mb,
+                "documents": n_docs,
+                "runs": args.runs,
+                "medians": summary,
+                "campaign_totals": manifest["totals"],
+                "near_dedup": manifest["near_dedup"],
+                "removals": manifest["removals"],
+            },
+            indent=1,
+        )
+    )
     if "datatrove" in summary:
         ratio = summary["campaign"]["mb_per_cpu_s"] / summary["datatrove"]["mb_per_cpu_s"]
         print(f"\nthroughput per core: campaign / datatrove = {ratio:.1f}x")

@@ -50,22 +50,35 @@ def main() -> None:
 
     config = ExactDedupConfig(content_getter=content)
     stages = [
-        ("filters", [reader(args.corpus),
-                     GopherQualityFilter(exclusion_writer=removed("gopher_quality")),
-                     GopherRepetitionFilter(exclusion_writer=removed("gopher_repetition")),
-                     C4QualityFilter(filter_no_terminal_punct=False, exclusion_writer=removed("c4")),
-                     FineWebQualityFilter(char_duplicates_ratio=0.1, exclusion_writer=removed("fineweb")),
-                     JsonlWriter(f"{out}/filtered", output_filename="${rank}.jsonl.gz")], tasks),
+        (
+            "filters",
+            [
+                reader(args.corpus),
+                GopherQualityFilter(exclusion_writer=removed("gopher_quality")),
+                GopherRepetitionFilter(exclusion_writer=removed("gopher_repetition")),
+                C4QualityFilter(filter_no_terminal_punct=False, exclusion_writer=removed("c4")),
+                FineWebQualityFilter(char_duplicates_ratio=0.1, exclusion_writer=removed("fineweb")),
+                JsonlWriter(f"{out}/filtered", output_filename="${rank}.jsonl.gz"),
+            ],
+            tasks,
+        ),
         ("signatures", [reader(f"{out}/filtered"), ExactDedupSignature(f"{out}/sigs", config=config)], tasks),
         ("find", [ExactFindDedups(f"{out}/sigs", f"{out}/dups", config=config)], 1),
-        ("filter", [reader(f"{out}/filtered"),
-                    ExactDedupFilter(f"{out}/dups", config=config, exclusion_writer=removed("exact_dedup")),
-                    JsonlWriter(f"{out}/output")], tasks),
+        (
+            "filter",
+            [
+                reader(f"{out}/filtered"),
+                ExactDedupFilter(f"{out}/dups", config=config, exclusion_writer=removed("exact_dedup")),
+                JsonlWriter(f"{out}/output"),
+            ],
+            tasks,
+        ),
     ]
     for name, pipeline, n in stages:
         started = time.perf_counter()
-        LocalPipelineExecutor(pipeline=pipeline, tasks=n, workers=min(args.workers, n),
-                              logging_dir=f"{out}/logs/{name}").run()
+        LocalPipelineExecutor(
+            pipeline=pipeline, tasks=n, workers=min(args.workers, n), logging_dir=f"{out}/logs/{name}"
+        ).run()
         print(f"stage {name}: {time.perf_counter() - started:.1f} s", flush=True)
 
 

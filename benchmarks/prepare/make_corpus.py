@@ -29,13 +29,17 @@ def _paragraphs() -> list[str]:
         if not os.path.isfile(path) or os.path.getsize(path) > 2_000_000:
             continue
         try:
-            raw = gzip.decompress(Path(path).read_bytes()) if path.endswith(".gz") else Path(path).read_bytes()
+            raw = (
+                gzip.decompress(Path(path).read_bytes()) if path.endswith(".gz") else Path(path).read_bytes()
+            )
             texts.append(raw.decode("utf-8"))
         except (OSError, UnicodeDecodeError, EOFError, gzip.BadGzipFile):
             pass  # binary or non-UTF-8 files are not text for this corpus
     for path in sorted(glob.glob("/usr/share/common-licenses/*")):
         texts.append(Path(path).read_text(errors="replace"))
-    for topics in sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/*/lib/python3*/pydoc_data/topics.py"))):
+    for topics in sorted(
+        glob.glob(os.path.expanduser("~/.pyenv/versions/*/lib/python3*/pydoc_data/topics.py"))
+    ):
         scope: dict = {}
         try:
             exec(compile(Path(topics).read_text(), topics, "exec"), scope)  # noqa: S102 - stdlib data file
@@ -46,20 +50,50 @@ def _paragraphs() -> list[str]:
     return sorted(set(paras))
 
 
-KEYWORDS = ["python", "tutorial", "free", "download", "best", "course", "online", "examples", "beginner",
-            "advanced", "tips", "tricks", "cheat", "sheet", "pdf", "book", "learn", "programming", "code",
-            "developer", "jobs", "salary", "interview"]
+KEYWORDS = [
+    "python",
+    "tutorial",
+    "free",
+    "download",
+    "best",
+    "course",
+    "online",
+    "examples",
+    "beginner",
+    "advanced",
+    "tips",
+    "tricks",
+    "cheat",
+    "sheet",
+    "pdf",
+    "book",
+    "learn",
+    "programming",
+    "code",
+    "developer",
+    "jobs",
+    "salary",
+    "interview",
+]
 
 
 def _junk(kind: int, rng: np.random.Generator, paras: list[str]) -> str:
     if kind == 0:
         return "Click here to read more."
     if kind == 1:
-        return paras[int(rng.integers(len(paras)))] + "\n\n" + " ".join(f"#{w}" for w in rng.choice(KEYWORDS, 40))
+        return (
+            paras[int(rng.integers(len(paras)))]
+            + "\n\n"
+            + " ".join(f"#{w}" for w in rng.choice(KEYWORDS, 40))
+        )
     if kind == 2:
         return " ".join(rng.choice(KEYWORDS, 90).tolist())
     if kind == 3:
-        return paras[int(rng.integers(len(paras)))] + "\n" + "\n".join(["Subscribe to our newsletter today."] * 12)
+        return (
+            paras[int(rng.integers(len(paras)))]
+            + "\n"
+            + "\n".join(["Subscribe to our newsletter today."] * 12)
+        )
     return "\n".join(f"https://example.org/{'-'.join(rng.choice(KEYWORDS, 4))}/index.html" for _ in range(60))
 
 
@@ -96,8 +130,13 @@ def main() -> None:
             recent.append(text)
             if len(recent) > 2000:
                 recent = recent[-1000:]
-        line = json.dumps({"id": f"doc-{n:09d}", "url": f"https://example.org/page/{n}", "text": text},
-                          ensure_ascii=False) + "\n"
+        line = (
+            json.dumps(
+                {"id": f"doc-{n:09d}", "url": f"https://example.org/page/{n}", "text": text},
+                ensure_ascii=False,
+            )
+            + "\n"
+        )
         size = len(line.encode("utf-8"))
         if in_file and in_file + size > per_file:
             handle.close()

@@ -1,6 +1,6 @@
 """Profile the pure prepare path (no Prefect) on a JSONL corpus folder: where the CPU time goes.
 
-    .venv/bin/python benchmarks/prepare/profile_pure.py /tmp/corpus-32m [--top 25] [--tokenizer cl100k_base]
+.venv/bin/python benchmarks/prepare/profile_pure.py /tmp/corpus-32m [--top 25] [--tokenizer cl100k_base]
 """
 
 from __future__ import annotations
@@ -20,9 +20,12 @@ from campaign.data.pipeline import prepare_data
 def bench_config(corpus: Path, tokenizer: str) -> DataConfig:
     """The benchmark's data config: every rule group on (as bench_prepare.py runs the CLI)."""
     return DataConfig(
-        sources=(SourceConfig(name="web", path=f"{corpus}/*.jsonl", format="jsonl", id_field="id", weight=1),),
+        sources=(
+            SourceConfig(name="web", path=f"{corpus}/*.jsonl", format="jsonl", id_field="id", weight=1),
+        ),
         cleaning=CleaningConfig(c4=C4Config(enabled=True), fineweb=FineWebConfig(enabled=True)),
-        tokenizer=tokenizer)
+        tokenizer=tokenizer,
+    )
 
 
 def main() -> None:
@@ -44,8 +47,10 @@ def main() -> None:
         if prof:
             prof.disable()
         wall, cpu = time.perf_counter() - started, time.process_time() - cpu0
-        print(f"{mb:.1f} MB in {wall:.1f} s wall, {cpu:.1f} s CPU: {mb / cpu:.2f} MB per CPU-second; "
-              f"kept {manifest['totals']['n_kept']} of {manifest['totals']['n_input']}")
+        print(
+            f"{mb:.1f} MB in {wall:.1f} s wall, {cpu:.1f} s CPU: {mb / cpu:.2f} MB per CPU-second; "
+            f"kept {manifest['totals']['n_kept']} of {manifest['totals']['n_input']}"
+        )
         if prof:
             pstats.Stats(prof).sort_stats("cumulative").print_stats(args.top)
     finally:

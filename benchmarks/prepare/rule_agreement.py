@@ -25,10 +25,18 @@ from campaign.data.normalise import normalise_text
 HERE = Path(__file__).resolve().parent
 DATATROVE_PY = Path("/work/peers/datatrove-venv/bin/python")
 
-OFF = {"gopher_quality": False, "gopher_repetition": GopherRepetitionConfig(enabled=False),
-       "c4": C4Config(enabled=False), "fineweb": FineWebConfig(enabled=False)}
-ON = {"gopher_quality": True, "gopher_repetition": GopherRepetitionConfig(),
-      "c4": C4Config(enabled=True), "fineweb": FineWebConfig(enabled=True)}
+OFF = {
+    "gopher_quality": False,
+    "gopher_repetition": GopherRepetitionConfig(enabled=False),
+    "c4": C4Config(enabled=False),
+    "fineweb": FineWebConfig(enabled=False),
+}
+ON = {
+    "gopher_quality": True,
+    "gopher_repetition": GopherRepetitionConfig(),
+    "c4": C4Config(enabled=True),
+    "fineweb": FineWebConfig(enabled=True),
+}
 
 
 def alone(group: str) -> CleaningConfig:
@@ -53,28 +61,34 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         docs = Path(tmp) / "docs.jsonl"
         docs.write_text("".join(json.dumps(r) + "\n" for r in records))
-        subprocess.run([str(DATATROVE_PY), str(HERE / "datatrove_rules.py"), str(docs), str(Path(tmp) / "dt.json")],
-                       check=True)
+        subprocess.run(
+            [str(DATATROVE_PY), str(HERE / "datatrove_rules.py"), str(docs), str(Path(tmp) / "dt.json")],
+            check=True,
+        )
         theirs = json.loads((Path(tmp) / "dt.json").read_text())
     texts = [r["text"] for r in records]
     ids = [r["id"] for r in records]
     print(f"{len(records)} documents\n")
-    print("| rule group alone | campaign drops | datatrove drops | both drop | only campaign | only datatrove "
-          "| agreement |")
+    print(
+        "| rule group alone | campaign drops | datatrove drops | both drop | only campaign | only datatrove "
+        "| agreement |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- |")
     details = {}
     for group in ("gopher_quality", "gopher_repetition", "c4", "fineweb"):
         cfg = alone(group)
         ours = {}
         for i in range(0, len(texts), 2048):
-            for doc_id, res in zip(ids[i:i + 2048], filter_batch(texts[i:i + 2048], cfg), strict=True):
+            for doc_id, res in zip(ids[i : i + 2048], filter_batch(texts[i : i + 2048], cfg), strict=True):
                 if res.rejection is not None:
                     ours[doc_id] = res.rejection.reason
         dt = theirs[group]
         a, b = set(ours), set(dt)
         agree = len(ids) - len(a ^ b)
-        print(f"| {group} | {len(a)} | {len(b)} | {len(a & b)} | {len(a - b)} | {len(b - a)} | "
-              f"{agree / len(ids):.2%} |")
+        print(
+            f"| {group} | {len(a)} | {len(b)} | {len(a & b)} | {len(a - b)} | {len(b - a)} | "
+            f"{agree / len(ids):.2%} |"
+        )
         pairs: Counter[tuple[str, str]] = Counter()
         example: dict[tuple[str, str], str] = {}
         for d in a ^ b:

@@ -44,10 +44,20 @@ def main() -> None:
     results: dict[str, list[tuple[float, float]]] = {"private": [], "reuse": []}
     with tempfile.TemporaryDirectory() as tmp:
         server, url = _server(Path(tmp) / "server")  # its CPU is not counted: it is not the command's child
-        command = [campaign, "simulate", args.config, "--replicas", str(args.replicas), "--json",
-                   "--workspace", f"{tmp}/ws"]
+        command = [
+            campaign,
+            "simulate",
+            args.config,
+            "--replicas",
+            str(args.replicas),
+            "--json",
+            "--workspace",
+            f"{tmp}/ws",
+        ]
         try:
-            _run(command, env)  # the workspace's first run (and the template database, if this machine has none)
+            _run(
+                command, env
+            )  # the workspace's first run (and the template database, if this machine has none)
             for _ in range(args.runs):
                 results["private"].append(_run(command, env))
                 results["reuse"].append(_run(command, {**env, "PREFECT_API_URL": url}))
@@ -57,10 +67,14 @@ def main() -> None:
     for name, runs in results.items():
         walls = [w for w, _ in runs]
         cpus = [c for _, c in runs]
-        print(f"{name:8s} median {statistics.median(walls):5.2f} s wall, {statistics.median(cpus):5.2f} s CPU   runs: "
-              + ", ".join(f"{w:.2f}" for w in walls))
-    print(f"{args.replicas} replicas of {Path(args.config).name}; load average at the end: "
-          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+        print(
+            f"{name:8s} median {statistics.median(walls):5.2f} s wall, {statistics.median(cpus):5.2f} s CPU   runs: "
+            + ", ".join(f"{w:.2f}" for w in walls)
+        )
+    print(
+        f"{args.replicas} replicas of {Path(args.config).name}; load average at the end: "
+        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    )
 
 
 if __name__ == "__main__":

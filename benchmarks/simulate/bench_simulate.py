@@ -34,19 +34,39 @@ ROOT = HERE.parents[1]
 
 def export(inputs, path: Path) -> None:
     """The window's inputs for the SimPy model (it never imports campaign)."""
-    path.write_text(json.dumps({
-        "nodes": inputs.nodes, "spare_nodes": inputs.spare_nodes, "window_s": inputs.window_s,
-        "interval_s": inputs.checkpoint_interval_s, "write_s": inputs.checkpoint_write_s,
-        "planned_per_day": inputs.planned_per_day, "planned_duration_s": inputs.planned_duration_s,
-        "categories": [{"kind": "failure", "rate_per_s": category_rate_per_s(c, inputs),
-                        "node": c.scope in NODE_LOSING_SCOPES, "detect_s": c.detect_s, "restart_s": c.restart_s,
-                        "repair_s": c.repair_h * 3600.0} for c in inputs.failures],
-    }))
+    path.write_text(
+        json.dumps(
+            {
+                "nodes": inputs.nodes,
+                "spare_nodes": inputs.spare_nodes,
+                "window_s": inputs.window_s,
+                "interval_s": inputs.checkpoint_interval_s,
+                "write_s": inputs.checkpoint_write_s,
+                "planned_per_day": inputs.planned_per_day,
+                "planned_duration_s": inputs.planned_duration_s,
+                "categories": [
+                    {
+                        "kind": "failure",
+                        "rate_per_s": category_rate_per_s(c, inputs),
+                        "node": c.scope in NODE_LOSING_SCOPES,
+                        "detect_s": c.detect_s,
+                        "restart_s": c.restart_s,
+                        "repair_s": c.repair_h * 3600.0,
+                    }
+                    for c in inputs.failures
+                ],
+            }
+        )
+    )
 
 
 def run_simpy(python: str, params: Path, replicas: int) -> dict:
-    out = subprocess.run([python, str(HERE / "simpy_model.py"), str(params), str(replicas)], check=True,
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [python, str(HERE / "simpy_model.py"), str(params), str(replicas)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     return json.loads(out)
 
 
@@ -54,10 +74,12 @@ def run_campaign(inputs, replicas: int) -> dict:
     started = time.perf_counter()
     runs = simulate_batch(inputs, range(replicas))
     wall = time.perf_counter() - started
-    return {"s_per_replica": wall / replicas,
-            "interruptions_unexpected": float(np.mean([r["interruptions"]["unexpected"] for r in runs])),
-            "interruptions_planned": float(np.mean([r["interruptions"]["planned"] for r in runs])),
-            "ettr": float(np.mean([r["ettr"] for r in runs]))}
+    return {
+        "s_per_replica": wall / replicas,
+        "interruptions_unexpected": float(np.mean([r["interruptions"]["unexpected"] for r in runs])),
+        "interruptions_planned": float(np.mean([r["interruptions"]["planned"] for r in runs])),
+        "ettr": float(np.mean([r["ettr"] for r in runs])),
+    }
 
 
 def run_reference(inputs, replicas: int) -> dict:
@@ -69,8 +91,13 @@ def run_reference(inputs, replicas: int) -> dict:
 
 def run_cli(config: str, replicas: int) -> dict:
     started = time.perf_counter()
-    out = subprocess.run([str(ROOT / ".venv/bin/campaign"), "simulate", config, "--replicas", str(replicas), "--json"],
-                         check=True, capture_output=True, text=True, cwd=ROOT).stdout
+    out = subprocess.run(
+        [str(ROOT / ".venv/bin/campaign"), "simulate", config, "--replicas", str(replicas), "--json"],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    ).stdout
     wall = time.perf_counter() - started
     return {"end_to_end_s": wall, "flow_wall_s": json.loads(out)["wall_s"]}
 
@@ -84,7 +111,9 @@ def memory_peaks(inputs, config: Path) -> None:
 
     from campaign.sim import simulate_summary
 
-    simulate_summary(inputs, 100)  # first-call allocations (kernel loading, NumPy's caches) are not the replica's
+    simulate_summary(
+        inputs, 100
+    )  # first-call allocations (kernel loading, NumPy's caches) are not the replica's
     for factor in (1, 2, 4):
         days = factor * inputs.window_s / 86_400
         x = dataclasses.replace(inputs, window_s=days * 86_400)
@@ -96,8 +125,10 @@ def memory_peaks(inputs, config: Path) -> None:
             peak = tracemalloc.get_traced_memory()[1]
             tracemalloc.stop()
             print(f"{days:g} days, {name}: tracemalloc peak {peak / 1e6:.1f} MB")
-        print(f"{days:g} days, summary: peak RSS {_peak_rss_mb(days, config):.1f} MB (a fresh process: imports, kernels, "
-              "3 replicas)")
+        print(
+            f"{days:g} days, summary: peak RSS {_peak_rss_mb(days, config):.1f} MB (a fresh process: imports, kernels, "
+            "3 replicas)"
+        )
 
 
 RSS_CODE = """
@@ -117,8 +148,11 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 
 def _peak_rss_mb(days: float, config: Path) -> float:
     code = RSS_CODE.format(repo=str(ROOT), config=str(config), days=days)
-    return float(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
-                                text=True).stdout.strip().splitlines()[-1])
+    return float(
+        subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+        .stdout.strip()
+        .splitlines()[-1]
+    )
 
 
 def jit_costs() -> dict:
@@ -129,8 +163,11 @@ def jit_costs() -> dict:
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "NUMBA_CACHE_DIR": cache}
         for name in ("compile_s", "load_s"):  # the second run finds the first one's cache
-            out[name] = float(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
-                                             text=True, env=env).stdout)
+            out[name] = float(
+                subprocess.run(
+                    [sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env
+                ).stdout
+            )
     return out
 
 
@@ -140,7 +177,9 @@ def main() -> None:
     ap.add_argument("--simpy", default="/work/peers/simpy-venv/bin/python", help="python of the SimPy venv")
     ap.add_argument("--replicas", default="1,1000")
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds for counts under 100")
-    ap.add_argument("--skip-reference-above", type=int, default=20, help="event-by-event model up to this count")
+    ap.add_argument(
+        "--skip-reference-above", type=int, default=20, help="event-by-event model up to this count"
+    )
     ap.add_argument("--memory", action="store_true", help="only print the memory peaks of one replica")
     args = ap.parse_args()
     inputs = window_inputs(load_config(ROOT / args.config).config)
@@ -163,31 +202,51 @@ def main() -> None:
                 if n >= 100:
                     cli_runs.append(run_cli(args.config, n))
             med = lambda runs, key: statistics.median(r[key] for r in runs)
-            row = {"replicas": n, "rounds": rounds,
-                   "simpy_s_per_replica": med(simpy_runs, "s_per_replica"),
-                   "campaign_s_per_replica": med(camp_runs, "s_per_replica"),
-                   "reference_s_per_replica": med(ref_runs, "s_per_replica") if ref_runs else None,
-                   "simpy_means": {k: simpy_runs[-1][k] for k in ("interruptions_unexpected", "interruptions_planned", "ettr")},
-                   "campaign_means": {k: camp_runs[-1][k] for k in ("interruptions_unexpected", "interruptions_planned", "ettr")}}
+            row = {
+                "replicas": n,
+                "rounds": rounds,
+                "simpy_s_per_replica": med(simpy_runs, "s_per_replica"),
+                "campaign_s_per_replica": med(camp_runs, "s_per_replica"),
+                "reference_s_per_replica": med(ref_runs, "s_per_replica") if ref_runs else None,
+                "simpy_means": {
+                    k: simpy_runs[-1][k]
+                    for k in ("interruptions_unexpected", "interruptions_planned", "ettr")
+                },
+                "campaign_means": {
+                    k: camp_runs[-1][k] for k in ("interruptions_unexpected", "interruptions_planned", "ettr")
+                },
+            }
             if cli_runs:
                 row["cli_end_to_end_s"] = med(cli_runs, "end_to_end_s")
                 row["cli_flow_wall_s"] = med(cli_runs, "flow_wall_s")
             row["speedup_vs_simpy"] = row["simpy_s_per_replica"] / row["campaign_s_per_replica"]
             rows.append(row)
             print(json.dumps(row), flush=True)
-    print("\n| replicas | SimPy s/replica | campaign s/replica | ratio | event-by-event s/replica | CLI end to end |")
+    print(
+        "\n| replicas | SimPy s/replica | campaign s/replica | ratio | event-by-event s/replica | CLI end to end |"
+    )
     print("| ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
         ref = f"{r['reference_s_per_replica']:.4f}" if r["reference_s_per_replica"] else "-"
-        cli = f"{r['cli_end_to_end_s']:.1f} s (flow {r['cli_flow_wall_s']:.1f} s)" if "cli_end_to_end_s" in r else "-"
-        print(f"| {r['replicas']} | {r['simpy_s_per_replica']:.4f} | {r['campaign_s_per_replica']:.4f} | "
-              f"{r['speedup_vs_simpy']:.1f}x | {ref} | {cli} |")
-    print("\n| replicas | mean unexpected SimPy / campaign | mean planned SimPy / campaign | mean ETTR SimPy / campaign |")
+        cli = (
+            f"{r['cli_end_to_end_s']:.1f} s (flow {r['cli_flow_wall_s']:.1f} s)"
+            if "cli_end_to_end_s" in r
+            else "-"
+        )
+        print(
+            f"| {r['replicas']} | {r['simpy_s_per_replica']:.4f} | {r['campaign_s_per_replica']:.4f} | "
+            f"{r['speedup_vs_simpy']:.1f}x | {ref} | {cli} |"
+        )
+    print(
+        "\n| replicas | mean unexpected SimPy / campaign | mean planned SimPy / campaign | mean ETTR SimPy / campaign |"
+    )
     print("| ---: | ---: | ---: | ---: |")
     for r in rows:
         s, c = r["simpy_means"], r["campaign_means"]
-        print(f"| {r['replicas']} | {s['interruptions_unexpected']:.1f} / {c['interruptions_unexpected']:.1f} | "
-              f"{s['interruptions_planned']:.1f} / {c['interruptions_planned']:.1f} | {s['ettr']:.4f} / {c['ettr']:.4f} |")
+        print(
+            f"| {r['replicas']} | {s['interruptions_unexpected']:.1f} / {c['interruptions_unexpected']:.1f} | "
+            f"{s['interruptions_planned']:.1f} / {c['interruptions_planned']:.1f} | {s['ettr']:.4f} / {c['ettr']:.4f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -79,8 +79,13 @@ def replica(p, seed):
         while True:
             yield env.timeout(rng.exponential(86_400.0 / p["planned_per_day"]))
             stats["planned"] += 1
-            job_process.interrupt({"kind": "planned", "end_s": env.now + p["planned_duration_s"],
-                                   "hold_s": p["planned_duration_s"]})
+            job_process.interrupt(
+                {
+                    "kind": "planned",
+                    "end_s": env.now + p["planned_duration_s"],
+                    "hold_s": p["planned_duration_s"],
+                }
+            )
 
     job_process = env.process(job())
     for category in p["categories"]:
@@ -98,13 +103,17 @@ def main():
     started = time.perf_counter()
     runs = [replica(p, seed) for seed in range(first, first + replicas)]
     wall = time.perf_counter() - started
-    print(json.dumps({
-        "replicas": replicas,
-        "s_per_replica": wall / replicas,
-        "interruptions_unexpected": float(np.mean([r["unexpected"] for r in runs])),
-        "interruptions_planned": float(np.mean([r["planned"] for r in runs])),
-        "ettr": float(np.mean([r["productive"] / p["window_s"] for r in runs])),
-    }))
+    print(
+        json.dumps(
+            {
+                "replicas": replicas,
+                "s_per_replica": wall / replicas,
+                "interruptions_unexpected": float(np.mean([r["unexpected"] for r in runs])),
+                "interruptions_planned": float(np.mean([r["planned"] for r in runs])),
+                "ettr": float(np.mean([r["productive"] / p["window_s"] for r in runs])),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

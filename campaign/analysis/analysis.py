@@ -32,7 +32,7 @@ DEFINITIONS = {
     "ettr": goodput.ETTR_DEFINITION,
     "window_utilisation": goodput.UTILISATION_DEFINITION,
     "lost_cost": "GPU-hours of lost rework, restarts (detection + restart) and waiting (for a spare or planned "
-                 "maintenance) x the GPU-hour price; checkpoint writes are a planned cost, the idle tail is not a loss",
+    "maintenance) x the GPU-hour price; checkpoint writes are a planned cost, the idle tail is not a loss",
     "idle_spares": "spare GPUs standing by while the job held the window (insurance, not a loss of the job)",
     "idle_released": "every GPU of the allocation after the job finished early: released capacity for the cluster",
     "observed_job_mtbf_h": "job wall hours / unexpected interruptions (Llama 3 reported 54 days / 419)",
@@ -62,51 +62,71 @@ def check_catalog(con: duckdb.DuckDBPyConnection, where: str) -> None:
             f"campaign reads version {SCHEMA_VERSION}{'; missing tables: ' + ', '.join(missing) if missing else ''})",
             where=where,
             fix="run `campaign execute CONFIG --workspace DIR` with this version once (it migrates the catalog and "
-                "records the executed window), then analyse again")
+            "records the executed window), then analyse again",
+        )
     if not first_row(con, "SELECT count(*) FROM executions")[0]:
         pending = read_pending(Path(where).parent)
         waiting = f" ({pending.describe()})" if pending else ""
-        raise DataError(f"nothing to analyse: this workspace has no executed window{waiting}", where=where,
-                        fix="run `campaign execute CONFIG --workspace DIR` (or `campaign run CONFIG`) first")
+        raise DataError(
+            f"nothing to analyse: this workspace has no executed window{waiting}",
+            where=where,
+            fix="run `campaign execute CONFIG --workspace DIR` (or `campaign run CONFIG`) first",
+        )
 
 
-def analyse_window(con: duckdb.DuckDBPyConnection, where: str = "campaign.duckdb",
-                   data_dir: Path | None = None) -> dict[str, Any]:
+def analyse_window(
+    con: duckdb.DuckDBPyConnection, where: str = "campaign.duckdb", data_dir: Path | None = None
+) -> dict[str, Any]:
     """Analyse the window the newest execute run executed (`data_dir`: the workspace's data folder, for the tokens
     of rejected documents)."""
     check_catalog(con, where)
     create_views(con)
-    row = first_row(con, "SELECT commitment_id, replica, seed, summary, window_start, window_end, config_digest, "
-                         "data_digest, config_json FROM executed_window")
+    row = first_row(
+        con,
+        "SELECT commitment_id, replica, seed, summary, window_start, window_end, config_digest, "
+        "data_digest, config_json FROM executed_window",
+    )
     commitment_id, replica, seed, summary_json, start, end, config_digest, data_digest, config_json = row
     summary = json.loads(summary_json)
     config = json.loads(config_json) if config_json else None
-    events = con.execute("SELECT t_s, kind, category, scope, node, tokens_trained, detail FROM window_events "
-                         "ORDER BY event_id").df()
+    events = con.execute(
+        "SELECT t_s, kind, category, scope, node, tokens_trained, detail FROM window_events ORDER BY event_id"
+    ).df()
     power = power_figures(con, commitment_id, replica)
     result = window_figures(summary, events, config, power)
-    result.update({
-        "commitment_id": commitment_id,
-        "replica": replica,
-        "seed": seed,
-        "window": {"start": str(start), "end": str(end), "hours": summary["window_s"] / 3600.0},
-        "config_digest": config_digest,
-        "data_digest": data_digest,
-        "data": data_section(con, config, data_dir),
-        "gates": gates_section(con),
-    })
+    result.update(
+        {
+            "commitment_id": commitment_id,
+            "replica": replica,
+            "seed": seed,
+            "window": {"start": str(start), "end": str(end), "hours": summary["window_s"] / 3600.0},
+            "config_digest": config_digest,
+            "data_digest": data_digest,
+            "data": data_section(con, config, data_dir),
+            "gates": gates_section(con),
+        }
+    )
     result["recommendations"] = recommendations(result)
     return result
 
 
 def power_figures(con: duckdb.DuckDBPyConnection, commitment_id: str, replica: int) -> dict[str, float]:
     names = ("peak_mw", "mean_mw", "min_mw", "energy_mwh_sampled", "max_sampled_ramp_mw_per_s", "n_samples")
-    return dict(zip(names, first_row(con, query("power"), {"commitment_id": commitment_id, "replica": replica}),
-                    strict=True))
+    return dict(
+        zip(
+            names,
+            first_row(con, query("power"), {"commitment_id": commitment_id, "replica": replica}),
+            strict=True,
+        )
+    )
 
 
-def window_figures(summary: dict[str, Any], events: pd.DataFrame, config: dict[str, Any] | None,
-                   power: dict[str, float] | None = None) -> dict[str, Any]:
+def window_figures(
+    summary: dict[str, Any],
+    events: pd.DataFrame,
+    config: dict[str, Any] | None,
+    power: dict[str, float] | None = None,
+) -> dict[str, Any]:
     """Every figure of one window from its summary and event log (and the committed config, when recorded)."""
     gpus, spare_gpus, window_s = int(summary["gpus"]), int(summary["spare_gpus"]), float(summary["window_s"])
     completion_s = summary.get("completion_s")
@@ -135,32 +155,43 @@ def window_figures(summary: dict[str, Any], events: pd.DataFrame, config: dict[s
         "gpus": gpus,
         "spare_gpus": spare_gpus,
         "job_wall_h": wall_h,
-        "planned": {"expected_ettr": plan.get("expected_ettr"), "expected_days": plan.get("expected_days"),
-                    "job_mtbf_h": plan.get("job_mtbf_h"), "tokens_per_s": plan.get("tokens_per_s")},
+        "planned": {
+            "expected_ettr": plan.get("expected_ettr"),
+            "expected_days": plan.get("expected_days"),
+            "job_mtbf_h": plan.get("job_mtbf_h"),
+            "tokens_per_s": plan.get("tokens_per_s"),
+        },
         # Every bucket, as the simulator's summary has them: the contract's six (idle = idle_spares + idle_released)
         # and the split of idle; goodput.buckets_sum_gpu_h sums them (idle not twice) to the window's GPU-hours.
         "goodput_breakdown_gpu_h": {k: buckets[k] for k in goodput.ALL_KEYS},
         "window_gpu_h": total_gpu_h,
-        "interruptions": {"unexpected": n_unexpected, "planned": n_planned,
-                          "by_category": {str(k): int(v) for k, v in by_category.items()}},
+        "interruptions": {
+            "unexpected": n_unexpected,
+            "planned": n_planned,
+            "by_category": {str(k): int(v) for k, v in by_category.items()},
+        },
         "failures": failure_table(by_category, config, wall_h),
         "observed_job_mtbf_h": observed_mtbf_h,
         "planned_job_mtbf_h": plan.get("job_mtbf_h"),
-        "checkpoint_interval_s": {"used": float(summary["checkpoint_interval_s"]),
-                                  "optimal": summary.get("checkpoint_interval_optimal_s"),
-                                  "optimal_for_observed_mtbf": checkpoint["optimal_for_observed_mtbf_s"]},
+        "checkpoint_interval_s": {
+            "used": float(summary["checkpoint_interval_s"]),
+            "optimal": summary.get("checkpoint_interval_optimal_s"),
+            "optimal_for_observed_mtbf": checkpoint["optimal_for_observed_mtbf_s"],
+        },
         "checkpoint": checkpoint,
         "spares": spares_section(events, summary, config, buckets, gpu_hour_usd),
-        "power_mw": {"peak": one_second.get("peak", power.get("peak_mw")),
-                     "mean": one_second.get("mean", power.get("mean_mw")),
-                     "min": one_second.get("min", power.get("min_mw")),
-                     "max_ramp_mw_per_s": one_second.get("max_ramp_mw_per_s",
-                                                         power.get("max_sampled_ramp_mw_per_s")),
-                     "job_start_swing": one_second.get("job_start_swing")},
+        "power_mw": {
+            "peak": one_second.get("peak", power.get("peak_mw")),
+            "mean": one_second.get("mean", power.get("mean_mw")),
+            "min": one_second.get("min", power.get("min_mw")),
+            "max_ramp_mw_per_s": one_second.get("max_ramp_mw_per_s", power.get("max_sampled_ramp_mw_per_s")),
+            "job_start_swing": one_second.get("job_start_swing"),
+        },
         "energy_mwh": summary.get("energy_mwh", power.get("energy_mwh_sampled")),
         "gpu_hour_usd": gpu_hour_usd,
-        "energy_usd_per_mwh": (summary["cost_usd"]["energy"] / summary["energy_mwh"]
-                               if summary.get("energy_mwh") else 0.0),
+        "energy_usd_per_mwh": (
+            summary["cost_usd"]["energy"] / summary["energy_mwh"] if summary.get("energy_mwh") else 0.0
+        ),
         "cost_usd": {
             "compute": summary["cost_usd"]["compute"],
             "energy": summary["cost_usd"]["energy"],
@@ -180,7 +211,9 @@ def window_figures(summary: dict[str, Any], events: pd.DataFrame, config: dict[s
     }
 
 
-def failure_table(by_category: pd.Series, config: dict[str, Any] | None, wall_h: float) -> list[dict[str, Any]]:
+def failure_table(
+    by_category: pd.Series, config: dict[str, Any] | None, wall_h: float
+) -> list[dict[str, Any]]:
     """Per category: observed count, the count the config's rate expected over the job's wall time, and the
     central 95% Poisson range of that expectation (observed outside it: the profile and the window disagree)."""
     observed = {str(k): int(v) for k, v in by_category.items()}
@@ -198,37 +231,64 @@ def failure_table(by_category: pd.Series, config: dict[str, Any] | None, wall_h:
         mean = expected.get(name)
         lo, hi = poisson_interval(mean) if mean is not None else (None, None)
         n = observed.get(name, 0)
-        rows.append({"category": name, "observed": n, "expected": mean, "interval_lo": lo, "interval_hi": hi,
-                     "is_within": None if mean is None else bool(lo <= n <= hi)})
+        rows.append(
+            {
+                "category": name,
+                "observed": n,
+                "expected": mean,
+                "interval_lo": lo,
+                "interval_hi": hi,
+                "is_within": None if mean is None else bool(lo <= n <= hi),
+            }
+        )
     return rows
 
 
-def checkpoint_section(summary: dict[str, Any], buckets: dict[str, float], observed_mtbf_h: float | None,
-                       gpu_hour_usd: float) -> dict[str, Any]:
+def checkpoint_section(
+    summary: dict[str, Any], buckets: dict[str, float], observed_mtbf_h: float | None, gpu_hour_usd: float
+) -> dict[str, Any]:
     """The interval used against Daly's optimum for the MTBF the window showed, and what the difference cost."""
     used = float(summary["checkpoint_interval_s"])
     ckpt = (summary.get("plan") or {}).get("checkpoint") or {}
     write_s = ckpt.get("write_s")
     gpus = int(summary["gpus"])
     n_fail = summary.get("interruptions", {}).get("unexpected") or 0
-    out: dict[str, Any] = {"used_s": used, "write_s": write_s, "n_checkpoints": summary.get("n_checkpoints"),
-                           "optimal_for_observed_mtbf_s": None, "extra_gpu_h": None, "extra_cost_usd": None}
+    out: dict[str, Any] = {
+        "used_s": used,
+        "write_s": write_s,
+        "n_checkpoints": summary.get("n_checkpoints"),
+        "optimal_for_observed_mtbf_s": None,
+        "extra_gpu_h": None,
+        "extra_cost_usd": None,
+    }
     if not write_s or observed_mtbf_h is None or n_fail == 0:
         return out
     mtbf_s = observed_mtbf_h * 3600.0
     restart_s = buckets["restart"] * 3600.0 / gpus / n_fail
     best = optimal_interval_s(write_s, mtbf_s)
     productive_s = float(summary["job_time_s"]["productive"])
-    extra_s = productive_s * (checkpoint_overhead(used, write_s, restart_s, mtbf_s)
-                              - checkpoint_overhead(best, write_s, restart_s, mtbf_s))
-    out.update({"optimal_for_observed_mtbf_s": best, "mean_restart_s": restart_s,
-                "extra_gpu_h": max(extra_s, 0.0) * gpus / 3600.0,
-                "extra_cost_usd": max(extra_s, 0.0) * gpus / 3600.0 * gpu_hour_usd})
+    extra_s = productive_s * (
+        checkpoint_overhead(used, write_s, restart_s, mtbf_s)
+        - checkpoint_overhead(best, write_s, restart_s, mtbf_s)
+    )
+    out.update(
+        {
+            "optimal_for_observed_mtbf_s": best,
+            "mean_restart_s": restart_s,
+            "extra_gpu_h": max(extra_s, 0.0) * gpus / 3600.0,
+            "extra_cost_usd": max(extra_s, 0.0) * gpus / 3600.0 * gpu_hour_usd,
+        }
+    )
     return out
 
 
-def spares_section(events: pd.DataFrame, summary: dict[str, Any], config: dict[str, Any] | None,
-                   buckets: dict[str, float], gpu_hour_usd: float) -> dict[str, Any]:
+def spares_section(
+    events: pd.DataFrame,
+    summary: dict[str, Any],
+    config: dict[str, Any] | None,
+    buckets: dict[str, float],
+    gpu_hour_usd: float,
+) -> dict[str, Any]:
     """Did the spare pool run out, for how long, and would more spare nodes have paid for themselves?"""
     waits = events[events["kind"] == "waiting_start"]["detail"].fillna("")
     short = [int(d.split("slots_without_node=")[1].split()[0]) for d in waits if "slots_without_node=" in d]
@@ -241,10 +301,17 @@ def spares_section(events: pd.DataFrame, summary: dict[str, Any], config: dict[s
     wait_spare_gpu_h = wait_spare_s * int(summary["gpus"]) / 3600.0
     cost_more = more * gpus_per_node * window_h * gpu_hour_usd if gpus_per_node else None
     saving = wait_spare_gpu_h * gpu_hour_usd
-    return {"spare_nodes": spare_nodes, "n_exhausted": n_exhausted, "n_waits": len(waits),
-            "waiting_for_spare_h": wait_spare_s / 3600.0, "waiting_for_spare_gpu_h": wait_spare_gpu_h,
-            "more_spare_nodes_needed": more, "cost_of_more_usd": cost_more, "saving_usd": saving,
-            "would_pay": bool(cost_more is not None and more > 0 and saving > cost_more)}
+    return {
+        "spare_nodes": spare_nodes,
+        "n_exhausted": n_exhausted,
+        "n_waits": len(waits),
+        "waiting_for_spare_h": wait_spare_s / 3600.0,
+        "waiting_for_spare_gpu_h": wait_spare_gpu_h,
+        "more_spare_nodes_needed": more,
+        "cost_of_more_usd": cost_more,
+        "saving_usd": saving,
+        "would_pay": bool(cost_more is not None and more > 0 and saving > cost_more),
+    }
 
 
 def _spans_s(events: pd.DataFrame, start: str, end: str) -> float:
@@ -260,17 +327,25 @@ def _spans_s(events: pd.DataFrame, start: str, end: str) -> float:
     return total
 
 
-def data_section(con: duckdb.DuckDBPyConnection, config: dict[str, Any] | None = None,
-                 data_dir: Path | None = None) -> dict[str, Any]:
+def data_section(
+    con: duckdb.DuckDBPyConnection, config: dict[str, Any] | None = None, data_dir: Path | None = None
+) -> dict[str, Any]:
     """Kept documents and tokens per source with the achieved token share against the planned one (the committed
     config's source weights, normalised), and rejected documents by reason."""
-    mixture = con.execute("SELECT source, n_input, n_documents, n_rejected, n_tokens, token_share "
-                          "FROM data_mixture").df()
-    weights = {s["name"]: float(s.get("weight", 0.0)) for s in (config or {}).get("data", {}).get("sources", [])}
+    mixture = con.execute(
+        "SELECT source, n_input, n_documents, n_rejected, n_tokens, token_share FROM data_mixture"
+    ).df()
+    weights = {
+        s["name"]: float(s.get("weight", 0.0)) for s in (config or {}).get("data", {}).get("sources", [])
+    }
     total = sum(weights.values())
-    mixture["planned_share"] = [weights[s] / total if total and s in weights else None for s in mixture["source"]]
-    rejections = con.execute("SELECT reason, CAST(sum(n_documents) AS BIGINT) AS n_documents FROM rejections_by_reason "
-                             "GROUP BY reason ORDER BY n_documents DESC, reason").df()
+    mixture["planned_share"] = [
+        weights[s] / total if total and s in weights else None for s in mixture["source"]
+    ]
+    rejections = con.execute(
+        "SELECT reason, CAST(sum(n_documents) AS BIGINT) AS n_documents FROM rejections_by_reason "
+        "GROUP BY reason ORDER BY n_documents DESC, reason"
+    ).df()
     tokens = rejected_tokens_by_reason(data_dir, (config or {}).get("data", {}).get("tokenizer"))
     rejections["n_tokens"] = [tokens.get(r) for r in rejections["reason"]] if tokens else None
     return {"mixture": mixture.to_dict("records"), "rejections": rejections.to_dict("records")}
@@ -298,8 +373,10 @@ def rejected_tokens_by_reason(data_dir: Path | None, tokenizer: str | None) -> d
 
 def gates_section(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     rows = con.execute("SELECT gate, passed, summary, details, run_id FROM gate_figures").fetchall()
-    return [{"gate": g, "passed": bool(p), "summary": s or "", "details": json.loads(d or "{}"), "run_id": r}
-            for g, p, s, d, r in rows]
+    return [
+        {"gate": g, "passed": bool(p), "summary": s or "", "details": json.loads(d or "{}"), "run_id": r}
+        for g, p, s, d, r in rows
+    ]
 
 
 def recommendations(r: dict[str, Any]) -> list[dict[str, str]]:
@@ -310,28 +387,46 @@ def recommendations(r: dict[str, Any]) -> list[dict[str, str]]:
         best, used = ck["optimal_for_observed_mtbf_s"], ck["used_s"]
         # Worth changing when the difference cost more than 0.1% of the window's GPU-hours.
         if (ck["extra_gpu_h"] or 0.0) > 1e-3 * r["window_gpu_h"]:
-            out.append({"topic": "checkpoint interval",
-                        "advice": f"set plan.checkpoint.interval_s to about {best:,.0f} s (used {used:,.0f} s)",
-                        "figure": f"at the observed MTBF of {r['observed_job_mtbf_h']:.2f} h the used interval cost "
-                                  f"{ck['extra_gpu_h']:,.1f} GPU-h (${ck['extra_cost_usd']:,.0f}) more than Daly's "
-                                  "optimum"})
+            out.append(
+                {
+                    "topic": "checkpoint interval",
+                    "advice": f"set plan.checkpoint.interval_s to about {best:,.0f} s (used {used:,.0f} s)",
+                    "figure": f"at the observed MTBF of {r['observed_job_mtbf_h']:.2f} h the used interval cost "
+                    f"{ck['extra_gpu_h']:,.1f} GPU-h (${ck['extra_cost_usd']:,.0f}) more than Daly's "
+                    "optimum",
+                }
+            )
         else:
-            out.append({"topic": "checkpoint interval", "advice": "keep the interval: it is close enough to the optimum",
-                        "figure": f"used {used:,.0f} s, optimum {best:,.0f} s for the observed MTBF of "
-                                  f"{r['observed_job_mtbf_h']:.2f} h; the difference cost {ck['extra_gpu_h']:,.1f} "
-                                  f"GPU-h (${ck['extra_cost_usd']:,.0f}), under 0.1% of the window"})
+            out.append(
+                {
+                    "topic": "checkpoint interval",
+                    "advice": "keep the interval: it is close enough to the optimum",
+                    "figure": f"used {used:,.0f} s, optimum {best:,.0f} s for the observed MTBF of "
+                    f"{r['observed_job_mtbf_h']:.2f} h; the difference cost {ck['extra_gpu_h']:,.1f} "
+                    f"GPU-h (${ck['extra_cost_usd']:,.0f}), under 0.1% of the window",
+                }
+            )
     sp = r["spares"]
     if sp["n_waits"]:
         verdict = "would have paid" if sp["would_pay"] else "would not have paid"
-        out.append({"topic": "spares",
-                    "advice": f"the spare pool ran out {sp['n_waits']} time(s); {sp['more_spare_nodes_needed']} more "
-                              f"spare node(s) {verdict}",
-                    "figure": f"{sp['waiting_for_spare_gpu_h']:,.0f} GPU-h waiting (${sp['saving_usd']:,.0f}) "
-                              f"against ${sp['cost_of_more_usd'] or 0:,.0f} for the extra spares over the window"})
+        out.append(
+            {
+                "topic": "spares",
+                "advice": f"the spare pool ran out {sp['n_waits']} time(s); {sp['more_spare_nodes_needed']} more "
+                f"spare node(s) {verdict}",
+                "figure": f"{sp['waiting_for_spare_gpu_h']:,.0f} GPU-h waiting (${sp['saving_usd']:,.0f}) "
+                f"against ${sp['cost_of_more_usd'] or 0:,.0f} for the extra spares over the window",
+            }
+        )
     else:
-        out.append({"topic": "spares", "advice": "spares never ran out",
-                    "figure": f"{r['spare_gpus']:,} spare GPUs idle for {r['goodput_breakdown_gpu_h']['idle_spares']:,.0f}"
-                              f" GPU-h (${r['cost_usd']['idle_spares']:,.0f}) as insurance"})
+        out.append(
+            {
+                "topic": "spares",
+                "advice": "spares never ran out",
+                "figure": f"{r['spare_gpus']:,} spare GPUs idle for {r['goodput_breakdown_gpu_h']['idle_spares']:,.0f}"
+                f" GPU-h (${r['cost_usd']['idle_spares']:,.0f}) as insurance",
+            }
+        )
     p = r["power_mw"]
     effect = r.get("smoothing_effect")
     if effect:
@@ -340,37 +435,61 @@ def recommendations(r: dict[str, Any]) -> list[dict[str, str]]:
         if done["with"] is not None and done["without"] is not None:
             slower = f"finished {(done['with'] - done['without']) * 24:,.2f} h later"
         else:
-            slower = (f"trained {(effect['tokens_trained']['without'] - effect['tokens_trained']['with']) / 1e9:,.1f} B"
-                      " fewer tokens")
-        out.append({"topic": "power smoothing",
-                    "advice": f"smoothing cost {effect['extra_energy_mwh']:,.2f} MWh (${extra_usd:,.0f}) of energy "
-                              f"and {slower}",
-                    "figure": f"it cut the steepest 1-s ramp from {ramp['without']:.3f} to {ramp['with']:.3f} MW/s "
-                              "(the same window, same failures, simulated without it)"})
+            slower = (
+                f"trained {(effect['tokens_trained']['without'] - effect['tokens_trained']['with']) / 1e9:,.1f} B"
+                " fewer tokens"
+            )
+        out.append(
+            {
+                "topic": "power smoothing",
+                "advice": f"smoothing cost {effect['extra_energy_mwh']:,.2f} MWh (${extra_usd:,.0f}) of energy "
+                f"and {slower}",
+                "figure": f"it cut the steepest 1-s ramp from {ramp['without']:.3f} to {ramp['with']:.3f} MW/s "
+                "(the same window, same failures, simulated without it)",
+            }
+        )
     elif p.get("max_ramp_mw_per_s") is not None:
-        out.append({"topic": "power smoothing",
-                    "advice": "no smoothing: the facility saw the full swing at every stop and start",
-                    "figure": f"job-start swing {p.get('job_start_swing') or 0:.2f} MW, largest 1-s ramp "
-                              f"{p['max_ramp_mw_per_s']:.2f} MW/s"})
+        out.append(
+            {
+                "topic": "power smoothing",
+                "advice": "no smoothing: the facility saw the full swing at every stop and start",
+                "figure": f"job-start swing {p.get('job_start_swing') or 0:.2f} MW, largest 1-s ramp "
+                f"{p['max_ramp_mw_per_s']:.2f} MW/s",
+            }
+        )
     if r["completed"] and r["completion_days"] is not None:
         spare_days = r["window_days"] - r["completion_days"]
-        out.append({"topic": "window length",
-                    "advice": f"the window was {spare_days:.2f} days longer than needed" if spare_days > 0.1 *
-                    r["window_days"] else "the window length fitted the job",
-                    "figure": f"finished on day {r['completion_days']:.2f} of {r['window_days']:.2f}; "
-                              f"{r['released_early_h']:.1f} h released early (${r['cost_usd']['released_early']:,.0f})"})
+        out.append(
+            {
+                "topic": "window length",
+                "advice": f"the window was {spare_days:.2f} days longer than needed"
+                if spare_days > 0.1 * r["window_days"]
+                else "the window length fitted the job",
+                "figure": f"finished on day {r['completion_days']:.2f} of {r['window_days']:.2f}; "
+                f"{r['released_early_h']:.1f} h released early (${r['cost_usd']['released_early']:,.0f})",
+            }
+        )
     elif r["tokens_trained"] > r["tokens_target"]:
         # sim.stop_at_target: false: the window is a snapshot of a longer run and trains to its end
-        out.append({"topic": "window length", "advice": "the job trained past its target to the window's end (the "
-                                                         "window is a snapshot of a longer run)",
-                    "figure": f"{r['tokens_trained']:.4g} tokens trained, "
-                              f"{r['tokens_trained'] / r['tokens_target']:.0%} of the {r['tokens_target']:.4g} target"})
+        out.append(
+            {
+                "topic": "window length",
+                "advice": "the job trained past its target to the window's end (the "
+                "window is a snapshot of a longer run)",
+                "figure": f"{r['tokens_trained']:.4g} tokens trained, "
+                f"{r['tokens_trained'] / r['tokens_target']:.0%} of the {r['tokens_target']:.4g} target",
+            }
+        )
     else:
         rate = r["tokens_trained"] / max(r["job_wall_h"], 1e-9)
         more_days = (r["tokens_target"] - r["tokens_trained"]) / rate / 24.0 if rate > 0 else float("inf")
-        out.append({"topic": "window length", "advice": f"the window was too short: about {more_days:.1f} more days "
-                                                         "at the achieved rate",
-                    "figure": f"{r['tokens_trained']:.4g} of {r['tokens_target']:.4g} tokens trained"})
+        out.append(
+            {
+                "topic": "window length",
+                "advice": f"the window was too short: about {more_days:.1f} more days at the achieved rate",
+                "figure": f"{r['tokens_trained']:.4g} of {r['tokens_target']:.4g} tokens trained",
+            }
+        )
     return out
 
 
@@ -390,13 +509,19 @@ def analysis_workspace(path: str | Path | None) -> Workspace:
     else:
         ws = Workspace(Path(path).resolve())
         if not ws.root.is_dir():
-            raise ConfigError("no such workspace folder", where=str(ws.root),
-                              fix="pass --workspace DIR, the folder a campaign ran in")
+            raise ConfigError(
+                "no such workspace folder",
+                where=str(ws.root),
+                fix="pass --workspace DIR, the folder a campaign ran in",
+            )
         if not ws.catalog_path.is_file():
             what = "is empty" if not any(ws.root.iterdir()) else "has no campaign catalog (campaign.duckdb)"
-            raise ConfigError(f"the workspace {what}", where=str(ws.root),
-                              fix="run `campaign run CONFIG --workspace DIR` (or prepare, validate, commit and "
-                                  "execute) there first, or pass the folder a campaign ran in")
+            raise ConfigError(
+                f"the workspace {what}",
+                where=str(ws.root),
+                fix="run `campaign run CONFIG --workspace DIR` (or prepare, validate, commit and "
+                "execute) there first, or pass the folder a campaign ran in",
+            )
     con = open_read_only(ws)
     try:
         check_catalog(con, str(ws.catalog_path))
@@ -411,11 +536,14 @@ def open_read_only(ws: Workspace) -> duckdb.DuckDBPyConnection:
         con = duckdb.connect(str(ws.catalog_path), read_only=True)
     except duckdb.Error as exc:
         if "lock" in str(exc).lower():
-            raise WorkspaceBusy(f"the catalog is open for writing in another program ({str(exc).splitlines()[0][:200]})",
-                                where=str(ws.catalog_path),
-                                fix="wait for the running stage to finish (or close the program), then try again"
-                                ) from None
-        raise DataError(f"the catalog cannot be opened read-only ({str(exc).splitlines()[0][:200]})",
-                        where=str(ws.catalog_path),
-                        fix="move a damaged catalog aside and run the stages again") from None
+            raise WorkspaceBusy(
+                f"the catalog is open for writing in another program ({str(exc).splitlines()[0][:200]})",
+                where=str(ws.catalog_path),
+                fix="wait for the running stage to finish (or close the program), then try again",
+            ) from None
+        raise DataError(
+            f"the catalog cannot be opened read-only ({str(exc).splitlines()[0][:200]})",
+            where=str(ws.catalog_path),
+            fix="move a damaged catalog aside and run the stages again",
+        ) from None
     return con

@@ -23,7 +23,9 @@ MAX_ROWS = 10_000
 def run_query(workspace: str | Path | None, text: str) -> tuple[list[str], list[tuple[Any, ...]]]:
     """Column names and rows (at most MAX_ROWS) of one query; bad SQL is bad input (exit 2)."""
     if not text.strip():
-        raise ConfigError("empty query", where="campaign sql", fix='pass a query, e.g. "select * from gate_figures"')
+        raise ConfigError(
+            "empty query", where="campaign sql", fix='pass a query, e.g. "select * from gate_figures"'
+        )
     ws = _workspace(workspace)
     con = open_read_only(ws)
     try:
@@ -40,9 +42,12 @@ def run_query(workspace: str | Path | None, text: str) -> tuple[list[str], list[
             columns = [d[0] for d in cursor.description or []]
             rows = cursor.fetchmany(MAX_ROWS)
         except duckdb.Error as exc:
-            raise ConfigError(f"the query failed: {str(exc).splitlines()[0][:300]}", where="campaign sql",
-                              fix="the catalog is read-only; see the README's 'SQL over the catalog' for the "
-                                  "tables and views (or run: campaign sql \"show tables\")") from None
+            raise ConfigError(
+                f"the query failed: {str(exc).splitlines()[0][:300]}",
+                where="campaign sql",
+                fix="the catalog is read-only; see the README's 'SQL over the catalog' for the "
+                'tables and views (or run: campaign sql "show tables")',
+            ) from None
     finally:
         con.close()
     return columns, rows
@@ -56,8 +61,11 @@ def _workspace(path: str | Path | None) -> Workspace:
             raise ConfigError(str(getattr(err, "message", err)), fix="pass --workspace DIR") from None
     ws = Workspace(Path(path).resolve())
     if not ws.catalog_path.is_file():
-        raise ConfigError("no campaign catalog here (campaign.duckdb is missing)", where=str(ws.root),
-                          fix="pass --workspace DIR, the folder a campaign ran in")
+        raise ConfigError(
+            "no campaign catalog here (campaign.duckdb is missing)",
+            where=str(ws.root),
+            fix="pass --workspace DIR, the folder a campaign ran in",
+        )
     return ws
 
 
@@ -75,12 +83,16 @@ def _cell(value: Any) -> str:
 def format_table(columns: list[str], rows: list[tuple[Any, ...]]) -> str:
     """A plain-text table: header, rule, numbers right-aligned."""
     cells = [[_cell(v) for v in row] for row in rows]
-    numeric = [all(isinstance(r[i], (int, float)) and not isinstance(r[i], bool) for r in rows if r[i] is not None)
-               for i in range(len(columns))]
+    numeric = [
+        all(isinstance(r[i], (int, float)) and not isinstance(r[i], bool) for r in rows if r[i] is not None)
+        for i in range(len(columns))
+    ]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
 
     def line(values: list[str]) -> str:
-        return "  ".join(v.rjust(w) if n else v.ljust(w) for v, w, n in zip(values, widths, numeric, strict=True))
+        return "  ".join(
+            v.rjust(w) if n else v.ljust(w) for v, w, n in zip(values, widths, numeric, strict=True)
+        )
 
     out = [line(columns), "  ".join("-" * w for w in widths), *(line(r) for r in cells)]
     out.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")

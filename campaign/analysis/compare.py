@@ -20,32 +20,43 @@ DIFF_REL = 0.01  # a figure differs from the first run's when it is more than 1%
 
 # (key path, label, unit, digits) for executed windows and simulate runs (p50 of the replicas).
 WINDOW_METRICS = (
-    ("ettr", "ETTR while the job ran", "", 3), ("window_utilisation", "window utilisation", "", 3),
-    ("tokens_trained", "tokens trained", "B", 1), ("completion_days", "finished on day", "d", 2),
+    ("ettr", "ETTR while the job ran", "", 3),
+    ("window_utilisation", "window utilisation", "", 3),
+    ("tokens_trained", "tokens trained", "B", 1),
+    ("completion_days", "finished on day", "d", 2),
     ("interruptions.unexpected", "unexpected interruptions", "", 0),
     ("interruptions.planned", "planned interruptions", "", 0),
-    ("observed_job_mtbf_h", "observed job MTBF", "h", 2), ("checkpoint_interval_s.used", "checkpoint interval", "s", 0),
-    ("cost_usd.lost", "lost to failures", "USD", 0), ("released_early_h", "released early", "h", 1),
-    ("power_mw.peak", "peak power", "MW", 3), ("power_mw.max_ramp_mw_per_s", "steepest ramp", "MW/s", 3),
-    ("energy_mwh", "energy", "MWh", 1), ("cost_usd.energy", "energy cost", "USD", 0),
+    ("observed_job_mtbf_h", "observed job MTBF", "h", 2),
+    ("checkpoint_interval_s.used", "checkpoint interval", "s", 0),
+    ("cost_usd.lost", "lost to failures", "USD", 0),
+    ("released_early_h", "released early", "h", 1),
+    ("power_mw.peak", "peak power", "MW", 3),
+    ("power_mw.max_ramp_mw_per_s", "steepest ramp", "MW/s", 3),
+    ("energy_mwh", "energy", "MWh", 1),
+    ("cost_usd.energy", "energy cost", "USD", 0),
 )
 SIMULATE_METRICS = (
-    ("summary.ettr.p50", "ETTR (p50 of replicas)", "", 3), ("summary.ettr.p10", "ETTR p10", "", 3),
+    ("summary.ettr.p50", "ETTR (p50 of replicas)", "", 3),
+    ("summary.ettr.p10", "ETTR p10", "", 3),
     ("summary.ettr.p90", "ETTR p90", "", 3),
     ("summary.completion_days.p50", "finished on day (p50)", "d", 2),
     ("summary.completion_days.p90", "finished on day (p90)", "d", 2),
     ("summary.p_complete_in_window", "P(finish inside the window)", "", 2),
     ("summary.interruptions_unexpected.mean", "unexpected interruptions (mean)", "", 1),
     ("summary.tokens_trained.p50", "tokens trained (p50)", "B", 1),
-    ("summary.power_mw.peak", "peak power", "MW", 3), ("summary.energy_mwh", "energy (mean)", "MWh", 1),
+    ("summary.power_mw.peak", "peak power", "MW", 3),
+    ("summary.energy_mwh", "energy (mean)", "MWh", 1),
 )
 
 
 def check_targets(targets: list[str]) -> None:
     """Each target must be a workspace with an executed window or a `campaign simulate --json` file (exit 2)."""
     if len(targets) < 2:
-        raise ConfigError("--compare needs at least two runs", where="--compare",
-                          fix="pass two or more workspaces or simulate JSON files: --compare W1 W2")
+        raise ConfigError(
+            "--compare needs at least two runs",
+            where="--compare",
+            fix="pass two or more workspaces or simulate JSON files: --compare W1 W2",
+        )
     for target in targets:
         path = Path(target)
         if path.is_file():
@@ -53,20 +64,28 @@ def check_targets(targets: list[str]) -> None:
         elif path.is_dir():
             analysis_workspace(path)
         else:
-            raise ConfigError("no such workspace or simulate JSON file", where=target,
-                              fix="pass the folder a campaign ran in, or a file from `campaign simulate --json > "
-                                  "run.json`")
+            raise ConfigError(
+                "no such workspace or simulate JSON file",
+                where=target,
+                fix="pass the folder a campaign ran in, or a file from `campaign simulate --json > run.json`",
+            )
 
 
 def _read_simulate(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise DataError(f"not a readable JSON file ({exc})", where=str(path),
-                        fix="pass a file written by `campaign simulate CONFIG --json > run.json`") from None
+        raise DataError(
+            f"not a readable JSON file ({exc})",
+            where=str(path),
+            fix="pass a file written by `campaign simulate CONFIG --json > run.json`",
+        ) from None
     if not isinstance(data, dict) or not isinstance(data.get("summary"), dict) or "replicas" not in data:
-        raise DataError("not the output of `campaign simulate --json` (no 'replicas' and 'summary')", where=str(path),
-                        fix="pass a file written by `campaign simulate CONFIG --json > run.json`")
+        raise DataError(
+            "not the output of `campaign simulate --json` (no 'replicas' and 'summary')",
+            where=str(path),
+            fix="pass a file written by `campaign simulate CONFIG --json > run.json`",
+        )
     return data
 
 
@@ -104,23 +123,37 @@ def comparison_table(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     kinds = {r["kind"] for r in runs}
     metrics = WINDOW_METRICS if kinds == {"window"} else SIMULATE_METRICS if kinds == {"simulate"} else ()
     if not metrics:  # a mix: figures both kinds have, windows read as one replica
-        metrics = (("ettr", "ETTR", "", 3), ("completion_days", "finished on day", "d", 2),
-                   ("interruptions.unexpected", "unexpected interruptions", "", 1), ("energy_mwh", "energy", "MWh", 1))
+        metrics = (
+            ("ettr", "ETTR", "", 3),
+            ("completion_days", "finished on day", "d", 2),
+            ("interruptions.unexpected", "unexpected interruptions", "", 1),
+            ("energy_mwh", "energy", "MWh", 1),
+        )
     rows = []
     for key, label, unit, digits in metrics:
         values = [_value(r, key) for r in runs]
         scale = 1e9 if unit == "B" else 1.0
-        rows.append({"key": key, "label": label, "unit": unit, "digits": digits,
-                     "values": [None if v is None else v / scale for v in values],
-                     "differs": [False] + [_differs(values[0], v) for v in values[1:]]})
+        rows.append(
+            {
+                "key": key,
+                "label": label,
+                "unit": unit,
+                "digits": digits,
+                "values": [None if v is None else v / scale for v in values],
+                "differs": [False] + [_differs(values[0], v) for v in values[1:]],
+            }
+        )
     return rows
 
 
 def _value(run: dict[str, Any], key: str) -> float | None:
     if run["kind"] == "simulate" and not key.startswith("summary."):
-        mapped = {"ettr": "summary.ettr.mean", "completion_days": "summary.completion_days.mean",
-                  "interruptions.unexpected": "summary.interruptions_unexpected.mean",
-                  "energy_mwh": "summary.energy_mwh"}[key]
+        mapped = {
+            "ettr": "summary.ettr.mean",
+            "completion_days": "summary.completion_days.mean",
+            "interruptions.unexpected": "summary.interruptions_unexpected.mean",
+            "energy_mwh": "summary.energy_mwh",
+        }[key]
         return _get(run["data"], mapped)
     return _get(run["data"], key)
 
@@ -130,6 +163,7 @@ def _goodput_figure(runs: list[dict[str, Any]]) -> Any:
     if not windows:
         return None
     from campaign.analysis.plots import BUCKET_COLOURS, _figure, plt  # plots sets the Agg backend first
+
     fig, ax = plt.subplots(figsize=(10, 0.5 * len(windows) + 1.4))
     for i, run in enumerate(windows):
         left = 0.0
@@ -137,7 +171,13 @@ def _goodput_figure(runs: list[dict[str, Any]]) -> Any:
         total = goodput.buckets_sum_gpu_h(buckets)
         for key in goodput.BUCKET_KEYS:
             share = buckets[key] / total if total else 0.0
-            ax.barh(i, share, left=left, color=BUCKET_COLOURS[key], label=key.replace("_", " ") if i == 0 else None)
+            ax.barh(
+                i,
+                share,
+                left=left,
+                color=BUCKET_COLOURS[key],
+                label=key.replace("_", " ") if i == 0 else None,
+            )
             left += share
     ax.set_yticks(range(len(windows)), [r["name"] for r in windows])
     ax.set_xlim(0, 1)
@@ -156,8 +196,15 @@ def _spread_figure(runs: list[dict[str, Any]]) -> Any:
     from campaign.analysis.plots import _figure, plt  # plots sets the Agg backend first
 
     fig, axes = plt.subplots(1, 3, figsize=(10, 0.45 * len(sims) + 1.6), sharey=True)
-    for ax, (key, label) in zip(axes, (("ettr", "ETTR"), ("completion_days", "finished on day"),
-                                       ("interruptions_unexpected", "unexpected interruptions")), strict=True):
+    for ax, (key, label) in zip(
+        axes,
+        (
+            ("ettr", "ETTR"),
+            ("completion_days", "finished on day"),
+            ("interruptions_unexpected", "unexpected interruptions"),
+        ),
+        strict=True,
+    ):
         for i, run in enumerate(sims):
             s = run["data"]["summary"].get(key) or {}
             if s.get("p10") is not None and s.get("p90") is not None:
@@ -177,16 +224,29 @@ def _distribution_figure(sims: list[dict[str, Any]]) -> Any:
     from campaign.analysis.plots import CATEGORY_COLOURS, _figure, plt  # plots sets the Agg backend first
 
     fig, axes = plt.subplots(1, 3, figsize=(10, 3.0))
-    for ax, (key, label) in zip(axes, (("completion_days", "finished on day"), ("ettr", "ETTR"),
-                                       ("interruptions_unexpected", "unexpected interruptions")), strict=True):
+    for ax, (key, label) in zip(
+        axes,
+        (
+            ("completion_days", "finished on day"),
+            ("ettr", "ETTR"),
+            ("interruptions_unexpected", "unexpected interruptions"),
+        ),
+        strict=True,
+    ):
         for i, run in enumerate(sims):
             raw = run["data"]["replica_values"].get(key) or []
             data = np.sort(np.array([v for v in raw if v is not None], dtype=float))
             if not len(raw) or not len(data):
                 continue
             y = np.arange(1, len(data) + 1) / len(raw)
-            ax.step(np.concatenate([[data[0]], data]), np.concatenate([[0.0], y]), where="post", lw=1.3,
-                    color=CATEGORY_COLOURS[i % 10], label=run["name"])
+            ax.step(
+                np.concatenate([[data[0]], data]),
+                np.concatenate([[0.0], y]),
+                where="post",
+                lw=1.3,
+                color=CATEGORY_COLOURS[i % 10],
+                label=run["name"],
+            )
         if key == "completion_days":
             days = {r["data"]["summary"].get("window_days") for r in sims} - {None}
             for d in sorted(days):
@@ -210,12 +270,14 @@ def window_length_advice(run: dict[str, Any]) -> str | None:
     if p is None:
         return None
     if p < 0.9:
-        return (f"too short: only {p:.0%} of replicas finish inside the window"
-                + (f"; p90 of those that finish is day {done['p90']:.1f}" if done.get("p90") is not None else ""))
+        return f"too short: only {p:.0%} of replicas finish inside the window" + (
+            f"; p90 of those that finish is day {done['p90']:.1f}" if done.get("p90") is not None else ""
+        )
     if window_days and done.get("p90") is not None and done["p90"] < 0.8 * window_days:
         return f"longer than needed: 90% of replicas finish by day {done['p90']:.1f} of {window_days:.1f}"
-    return (f"fits: {p:.0%} of replicas finish inside the window"
-            + (f", 90% by day {done['p90']:.1f}" if done.get("p90") is not None else ""))
+    return f"fits: {p:.0%} of replicas finish inside the window" + (
+        f", 90% by day {done['p90']:.1f}" if done.get("p90") is not None else ""
+    )
 
 
 def render_compare(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -225,19 +287,30 @@ def render_compare(runs: list[dict[str, Any]]) -> dict[str, Any]:
         run["window_advice"] = window_length_advice(run)
     figures = {k: f for k, f in (("goodput", _goodput_figure(runs)), ("spread", _spread_figure(runs))) if f}
     names = [r["name"] for r in runs]
-    out_json = {"runs": [{"target": r["target"], "kind": r["kind"], "name": r["name"],
-                          "window_length": r["window_advice"]} for r in runs],
-                "metrics": table,
-                "differences": [row["label"] for row in table if any(row["differs"])],
-                "results": [r["data"] for r in runs]}
+    out_json = {
+        "runs": [
+            {"target": r["target"], "kind": r["kind"], "name": r["name"], "window_length": r["window_advice"]}
+            for r in runs
+        ],
+        "metrics": table,
+        "differences": [row["label"] for row in table if any(row["differs"])],
+        "results": [r["data"] for r in runs],
+    }
     env = environment()
-    html = env.get_template("compare.html.j2").render(runs=runs, table=table, css=css(),
-                                                      figures={k: f.svg for k, f in figures.items()})
-    md = ["# Runs side by side", "", "| figure | unit | " + " | ".join(names) + " |",
-          "| --- | --- |" + " ---: |" * len(names)]
+    html = env.get_template("compare.html.j2").render(
+        runs=runs, table=table, css=css(), figures={k: f.svg for k, f in figures.items()}
+    )
+    md = [
+        "# Runs side by side",
+        "",
+        "| figure | unit | " + " | ".join(names) + " |",
+        "| --- | --- |" + " ---: |" * len(names),
+    ]
     for row in table:
-        cells = [("**" + num(v, row["digits"]) + "**") if d else num(v, row["digits"])
-                 for v, d in zip(row["values"], row["differs"], strict=True)]
+        cells = [
+            ("**" + num(v, row["digits"]) + "**") if d else num(v, row["digits"])
+            for v, d in zip(row["values"], row["differs"], strict=True)
+        ]
         md.append(f"| {row['label']} | {row['unit']} | " + " | ".join(cells) + " |")
     md += ["", "Bold: differs from the first run by more than 1%.", ""]
     md += [f"- {r['name']}: window {r['window_advice']}" for r in runs if r["window_advice"]]

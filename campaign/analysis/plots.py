@@ -20,8 +20,15 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "campaign", "font.size": 9,
-                     "axes.spines.top": False, "axes.spines.right": False})
+plt.rcParams.update(
+    {
+        "svg.fonttype": "none",
+        "svg.hashsalt": "campaign",
+        "font.size": 9,
+        "axes.spines.top": False,
+        "axes.spines.right": False,
+    }
+)
 
 CATEGORY_COLOURS = plt.get_cmap("tab10").colors
 # Dense series are cut to what the figure can show before they are drawn: a 10-inch figure at 110 dpi is about
@@ -31,8 +38,15 @@ PIXELS = 1_200
 # Above this many points after decimation, a layer goes into the SVG as one embedded bitmap (axes, labels and text
 # stay vector), so a long window does not write megabytes of vector paths.
 DENSE = 2_000
-BUCKET_COLOURS = {"productive": "#2a9d4b", "checkpoint": "#8fb3d9", "lost_rework": "#d62728", "restart": "#ff7f0e",
-                  "waiting": "#9467bd", "idle_spares": "#b0b0b0", "idle_released": "#d9d9d9"}
+BUCKET_COLOURS = {
+    "productive": "#2a9d4b",
+    "checkpoint": "#8fb3d9",
+    "lost_rework": "#d62728",
+    "restart": "#ff7f0e",
+    "waiting": "#9467bd",
+    "idle_spares": "#b0b0b0",
+    "idle_released": "#d9d9d9",
+}
 
 
 @dataclass(frozen=True)
@@ -52,10 +66,12 @@ def _figure(name: str, fig: Any) -> Figure:
     fig.savefig(svg, format="svg", bbox_inches=bbox, dpi=110, metadata={"Date": None, "Creator": None})
     plt.close(fig)
     text = svg.getvalue()
-    return Figure(name, text[text.index("<svg"):])
+    return Figure(name, text[text.index("<svg") :])
 
 
-def decimate_steps(x: np.ndarray, y: np.ndarray, x_max: float, columns: int = PIXELS) -> tuple[np.ndarray, np.ndarray]:
+def decimate_steps(
+    x: np.ndarray, y: np.ndarray, x_max: float, columns: int = PIXELS
+) -> tuple[np.ndarray, np.ndarray]:
     """At most four points per pixel column of a step series (the first, lowest, highest and last in the column),
     in time order: the drawn line is the same as with every point, and a drop inside a column still shows."""
     if len(x) <= 4 * columns:
@@ -101,30 +117,60 @@ def timeline(events: pd.DataFrame, result: dict[str, Any]) -> Figure:
     keep = np.append(np.diff(tokens, prepend=np.nan) != 0, True)[: len(tokens)]
     keep[-1:] = True
     x, y = decimate_steps(day[keep], tokens[keep], end_day)
-    ax.step(x, y / 1e9, where="post", lw=1.2, color="#1f4e79", label="tokens kept (B)", rasterized=len(x) > DENSE)
+    ax.step(
+        x, y / 1e9, where="post", lw=1.2, color="#1f4e79", label="tokens kept (B)", rasterized=len(x) > DENSE
+    )
     plan = result["planned"]
     if plan.get("tokens_per_s") and plan.get("expected_ettr"):
         t = np.linspace(0, end_day, 200)
-        planned = np.minimum(plan["tokens_per_s"] * plan["expected_ettr"] * t * 86400.0, result["tokens_target"])
+        planned = np.minimum(
+            plan["tokens_per_s"] * plan["expected_ettr"] * t * 86400.0, result["tokens_target"]
+        )
         ax.plot(t, planned / 1e9, ls="--", color="grey", lw=1, label="plan (expected ETTR)")
     ax.axhline(result["tokens_target"] / 1e9, color="black", lw=0.6, ls=":", label="target")
     categories = [row["category"] for row in result["failures"]] or sorted(
-        _events(events, "failure")["category"].unique())
+        _events(events, "failure")["category"].unique()
+    )
     for i, name in enumerate(categories):
         hits = _events(events, "failure")
         hits = hits[hits["category"] == name]
         if len(hits):
-            ax.vlines(hits["t_s"] / 86400.0, 0, 1, transform=ax.get_xaxis_transform(), lw=0.8,
-                      color=CATEGORY_COLOURS[i % 10], alpha=0.8, label=f"failure: {name} ({len(hits)})",
-                      rasterized=len(hits) > DENSE)
+            ax.vlines(
+                hits["t_s"] / 86400.0,
+                0,
+                1,
+                transform=ax.get_xaxis_transform(),
+                lw=0.8,
+                color=CATEGORY_COLOURS[i % 10],
+                alpha=0.8,
+                label=f"failure: {name} ({len(hits)})",
+                rasterized=len(hits) > DENSE,
+            )
     planned_stops = _events(events, "planned_start")
     if len(planned_stops):
-        ax.vlines(planned_stops["t_s"] / 86400.0, 0, 1, transform=ax.get_xaxis_transform(), lw=0.8, ls="--",
-                  color="black", alpha=0.6, label=f"planned maintenance ({len(planned_stops)})",
-                  rasterized=len(planned_stops) > DENSE)
+        ax.vlines(
+            planned_stops["t_s"] / 86400.0,
+            0,
+            1,
+            transform=ax.get_xaxis_transform(),
+            lw=0.8,
+            ls="--",
+            color="black",
+            alpha=0.6,
+            label=f"planned maintenance ({len(planned_stops)})",
+            rasterized=len(planned_stops) > DENSE,
+        )
     _shade(ax, events, "waiting_start", "waiting_end", "#9467bd", "waiting for a spare")
     ckpt = (_events(events, "checkpoint_end")["t_s"] / 86400.0).to_numpy()
-    ticks(ax, one_per_column(ckpt, end_day), 0.0, 0.04, color="#8fb3d9", lw=1, label=f"checkpoints ({len(ckpt)})")
+    ticks(
+        ax,
+        one_per_column(ckpt, end_day),
+        0.0,
+        0.04,
+        color="#8fb3d9",
+        lw=1,
+        label=f"checkpoints ({len(ckpt)})",
+    )
     if result.get("completion_days"):
         ax.axvline(result["completion_days"], color="#2a9d4b", lw=1.2)
         ax.axvspan(result["completion_days"], end_day, color="#d9d9d9", alpha=0.5, label="released early")
@@ -134,7 +180,9 @@ def timeline(events: pd.DataFrame, result: dict[str, Any]) -> Figure:
     ax.grid(alpha=0.25)
     swaps = (events["kind"] == "spare_swap").astype(int) - (events["kind"] == "repair_done").astype(int)
     spare_nodes = result["spares"]["spare_nodes"]
-    in_use = np.clip(swaps.cumsum().to_numpy(dtype=float), 0, spare_nodes if spare_nodes is not None else None)
+    in_use = np.clip(
+        swaps.cumsum().to_numpy(dtype=float), 0, spare_nodes if spare_nodes is not None else None
+    )
     changed = np.append(np.diff(in_use, prepend=np.nan) != 0, True)[: len(in_use)]
     changed[-1:] = True
     x, y = decimate_steps(day[changed], in_use[changed], end_day)
@@ -142,7 +190,9 @@ def timeline(events: pd.DataFrame, result: dict[str, Any]) -> Figure:
     if spare_nodes is not None:
         ax2.axhline(spare_nodes, color="#d62728", lw=0.8, ls=":", label=f"spare pool ({spare_nodes})")
         ax2.legend(loc="upper right", fontsize=7, frameon=False)
-    ax2.yaxis.set_major_locator(MaxNLocator(nbins=4, integer=True))  # a short panel: a few ticks stay readable
+    ax2.yaxis.set_major_locator(
+        MaxNLocator(nbins=4, integer=True)
+    )  # a short panel: a few ticks stay readable
     ax2.set_ylabel("spares in use")
     ax2.set_xlabel("day of window")
     ax2.set_xlim(0, end_day)
@@ -157,7 +207,9 @@ def _shade(ax: Any, events: pd.DataFrame, start: str, end: str, colour: str, lab
         if kind == start and opened is None:
             opened = t
         elif kind != start and opened is not None:
-            ax.axvspan(opened / 86400.0, t / 86400.0, color=colour, alpha=0.25, label=label if first else None)
+            ax.axvspan(
+                opened / 86400.0, t / 86400.0, color=colour, alpha=0.25, label=label if first else None
+            )
             opened, first = None, False
 
 
@@ -175,8 +227,14 @@ def waterfall(buckets: dict[str, float], window_gpu_h: float) -> Figure:
         ax.text(i, level, f"-{value:,.0f}" if round(value) else "0", ha="center", va="bottom", fontsize=8)
         level -= value
     ax.bar(len(steps) + 1, buckets["productive"], color=BUCKET_COLOURS["productive"])
-    ax.text(len(steps) + 1, buckets["productive"], f"{buckets['productive']:,.0f}", ha="center", va="bottom",
-            fontsize=8)
+    ax.text(
+        len(steps) + 1,
+        buckets["productive"],
+        f"{buckets['productive']:,.0f}",
+        ha="center",
+        va="bottom",
+        fontsize=8,
+    )
     ax.set_xticks(range(len(labels)), labels, fontsize=8)
     ax.set_ylim(0, window_gpu_h * 1.1)  # room for the value labels under the title
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))  # no "1e7" offset over the title
@@ -192,9 +250,17 @@ def failures(rows: list[dict[str, Any]]) -> Figure:
     y = np.arange(len(rows))
     for i, row in enumerate(rows):
         if row["expected"] is not None:
-            ax.plot([row["interval_lo"], row["interval_hi"]], [i, i], color="#8fb3d9", lw=6, solid_capstyle="butt",
-                    label="95% Poisson range of the plan" if i == 0 else None)
-            ax.plot(row["expected"], i, "|", color="#1f4e79", ms=14, mew=2, label="expected" if i == 0 else None)
+            ax.plot(
+                [row["interval_lo"], row["interval_hi"]],
+                [i, i],
+                color="#8fb3d9",
+                lw=6,
+                solid_capstyle="butt",
+                label="95% Poisson range of the plan" if i == 0 else None,
+            )
+            ax.plot(
+                row["expected"], i, "|", color="#1f4e79", ms=14, mew=2, label="expected" if i == 0 else None
+            )
         colour = "#2a9d4b" if row["is_within"] in (True, None) else "#d62728"
         ax.plot(row["observed"], i, "o", color=colour, ms=7, label="observed" if i == 0 else None)
     ax.set_yticks(y, [r["category"] for r in rows] or [])
@@ -231,12 +297,28 @@ def power_band(band: pd.DataFrame, events: pd.DataFrame, window_days: float) -> 
     fig, ax = plt.subplots(figsize=(10, 3))
     x = band["day"].to_numpy()
     lo, mean, hi = (band[c].to_numpy() for c in ("min_mw", "mean_mw", "max_mw"))
-    ax.fill_between(x, lo, hi, step="post", color="#8fb3d9", alpha=0.7, label="per-minute min-max",
-                    rasterized=len(x) > DENSE)
+    ax.fill_between(
+        x,
+        lo,
+        hi,
+        step="post",
+        color="#8fb3d9",
+        alpha=0.7,
+        label="per-minute min-max",
+        rasterized=len(x) > DENSE,
+    )
     ax.step(x, mean, where="post", color="#1f4e79", lw=0.8, label="mean", rasterized=len(x) > DENSE)
     top = float(hi.max()) if len(x) else 0.0
     fail = one_per_column((_events(events, "failure")["t_s"] / 86400.0).to_numpy(), window_days)
-    ax.plot(fail, np.full(len(fail), top), "v", color="#d62728", ms=5, label="failure", rasterized=len(fail) > DENSE)
+    ax.plot(
+        fail,
+        np.full(len(fail), top),
+        "v",
+        color="#d62728",
+        ms=5,
+        label="failure",
+        rasterized=len(fail) > DENSE,
+    )
     ckpt = one_per_column((_events(events, "checkpoint_start")["t_s"] / 86400.0).to_numpy(), window_days)
     ticks(ax, ckpt, 0.0, 0.05, color="#555555", lw=0.8, label="checkpoint")
     ax.set_xlim(0, window_days)
@@ -258,14 +340,19 @@ def power_zoom(panels: list[dict[str, Any]]) -> Figure:
         ax.axhline(mw.max(), color="grey", lw=0.6, ls="--")
         ax.axhline(mw.min(), color="grey", lw=0.6, ls="--")
         k = int(np.argmax(np.abs(np.diff(mw)))) if len(mw) > 1 else 0
-        ax.plot(t[k:k + 2] - panel["centre_s"], mw[k:k + 2], color="#d62728", lw=2.5)
-        ax.set_title(f"{panel['title']}\nswing {panel['swing_mw']:.2f} MW, steepest ramp "
-                     f"{panel['max_ramp_mw_per_s']:.2f} MW/s", fontsize=8)
+        ax.plot(t[k : k + 2] - panel["centre_s"], mw[k : k + 2], color="#d62728", lw=2.5)
+        ax.set_title(
+            f"{panel['title']}\nswing {panel['swing_mw']:.2f} MW, steepest ramp "
+            f"{panel['max_ramp_mw_per_s']:.2f} MW/s",
+            fontsize=8,
+        )
         ax.set_xlabel("seconds from the event")
         ax.set_ylabel("MW")
         ax.grid(alpha=0.25)
     if not panels:
-        axes[0][0].text(0.5, 0.5, "no per-second series available", ha="center", transform=axes[0][0].transAxes)
+        axes[0][0].text(
+            0.5, 0.5, "no per-second series available", ha="center", transform=axes[0][0].transAxes
+        )
     return _figure("power_zoom", fig)
 
 
@@ -315,7 +402,9 @@ def completion_distribution(days: list[float | None], window_days: float) -> Fig
     ax2.axvline(window_days, color="#d62728", lw=1.2, label=f"window ends (day {window_days:,.1f})")
     ax2.axhline(p, color="#2a9d4b", lw=1, ls="--", label=f"P(finish inside the window) = {p:.1%}")
     ax2.set_ylim(0, 1.02)
-    ax2.set_xlim(min(x[1] if len(done) else 0.0, window_days) * 0.98 if len(done) else 0.0, window_days * 1.01)
+    ax2.set_xlim(
+        min(x[1] if len(done) else 0.0, window_days) * 0.98 if len(done) else 0.0, window_days * 1.01
+    )
     ax2.set_title("Share of replicas finished by each day (ECDF)", fontsize=9)
     ax2.set_xlabel("day of window")
     ax2.set_ylabel("finished")
@@ -327,8 +416,10 @@ def completion_distribution(days: list[float | None], window_days: float) -> Fig
 def interruption_distribution(unexpected: list[int], planned: list[int]) -> Figure:
     """Unexpected and planned interruptions per replica, side by side: one bar per count."""
     fig, axes = plt.subplots(1, 2, figsize=(10, 2.6))
-    for ax, values, colour, label in ((axes[0], unexpected, "#d62728", "unexpected"),
-                                      (axes[1], planned, "#555555", "planned maintenance")):
+    for ax, values, colour, label in (
+        (axes[0], unexpected, "#d62728", "unexpected"),
+        (axes[1], planned, "#555555", "planned maintenance"),
+    ):
         data = np.asarray(values, dtype=np.int64)
         if len(data):
             counts = np.bincount(data - data.min())

@@ -18,8 +18,9 @@ import pandas as pd
 from campaign.sim.power import one_second_series
 
 
-def rebuild_one_second(config_json: str | None, replica: int, summary: dict[str, Any],
-                       n_events: int) -> tuple[np.ndarray | None, str]:
+def rebuild_one_second(
+    config_json: str | None, replica: int, summary: dict[str, Any], n_events: int
+) -> tuple[np.ndarray | None, str]:
     """The window's 1-second power series (MW, index = second), or None and the reason it is not available."""
     if not config_json:
         return None, "the commitment has no recorded config (made before config_json existed)"
@@ -33,10 +34,15 @@ def rebuild_one_second(config_json: str | None, replica: int, summary: dict[str,
         result = simulate(window_inputs(config, make_plan(config)), replica=replica)
     except Exception as exc:  # noqa: BLE001 - a report without the zoom beats no report; the reason is shown
         return None, f"the committed config could not be simulated again ({type(exc).__name__}: {exc})"
-    same = (math.isclose(result.summary["tokens_trained"], summary["tokens_trained"], rel_tol=1e-12, abs_tol=1e-6)
-            and len(result.events) == n_events)
+    same = (
+        math.isclose(result.summary["tokens_trained"], summary["tokens_trained"], rel_tol=1e-12, abs_tol=1e-6)
+        and len(result.events) == n_events
+    )
     if not same or result.power_curve is None:
-        return None, "simulating the committed config again gave a different window (another campaign version)"
+        return (
+            None,
+            "simulating the committed config again gave a different window (another campaign version)",
+        )
     return one_second_series(result.power_curve), ""
 
 
@@ -46,8 +52,14 @@ def zoom(series_mw: np.ndarray, centre_s: float, title: str, half_width_s: int =
     hi = min(int(centre_s) + half_width_s, len(series_mw))
     mw = series_mw[lo:hi]
     steps = np.abs(np.diff(mw)) if len(mw) > 1 else np.zeros(1)
-    return {"title": title, "centre_s": float(centre_s), "t_s": np.arange(lo, hi, dtype=float), "power_mw": mw,
-            "swing_mw": float(mw.max() - mw.min()) if len(mw) else 0.0, "max_ramp_mw_per_s": float(steps.max())}
+    return {
+        "title": title,
+        "centre_s": float(centre_s),
+        "t_s": np.arange(lo, hi, dtype=float),
+        "power_mw": mw,
+        "swing_mw": float(mw.max() - mw.min()) if len(mw) else 0.0,
+        "max_ramp_mw_per_s": float(steps.max()),
+    }
 
 
 def zoom_moments(events: pd.DataFrame) -> list[tuple[float, str]]:
@@ -85,6 +97,8 @@ def smoothing_effect(config_json: str | None, replica: int, summary: dict[str, A
         "max_ramp_mw_per_s": {"with": on["max_ramp_mw_per_s"], "without": off["max_ramp_mw_per_s"]},
         "swing_mw": {"with": on["peak"] - on["min"], "without": off["peak"] - off["min"]},
         "tokens_trained": {"with": summary["tokens_trained"], "without": without["tokens_trained"]},
-        "completion_days": {k: (s["completion_s"] / 86400.0 if s.get("completion_s") else None)
-                            for k, s in (("with", summary), ("without", without))},
+        "completion_days": {
+            k: (s["completion_s"] / 86400.0 if s.get("completion_s") else None)
+            for k, s in (("with", summary), ("without", without))
+        },
     }

@@ -21,11 +21,15 @@ from campaign.files import atomic_write_text
 if TYPE_CHECKING:
     from campaign.analysis.plots import Figure
 
-BUCKETS = (("productive", "productive training", "useful"), ("checkpoint", "checkpoint writes", "planned overhead"),
-           ("lost_rework", "lost rework", "lost"), ("restart", "detection and restart", "lost"),
-           ("waiting", "waiting (spare or maintenance)", "lost"),
-           ("idle_spares", "spares standing by", "insurance, not lost"),
-           ("idle_released", "released early", "capacity back to the cluster, not lost"))
+BUCKETS = (
+    ("productive", "productive training", "useful"),
+    ("checkpoint", "checkpoint writes", "planned overhead"),
+    ("lost_rework", "lost rework", "lost"),
+    ("restart", "detection and restart", "lost"),
+    ("waiting", "waiting (spare or maintenance)", "lost"),
+    ("idle_spares", "spares standing by", "insurance, not lost"),
+    ("idle_released", "released early", "capacity back to the cluster, not lost"),
+)
 
 
 def num(value: Any, digits: int = 0) -> str:
@@ -42,9 +46,14 @@ def pct(value: Any, digits: int = 1) -> str:
 
 
 def environment() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.PackageLoader("campaign.analysis", "templates"),
-                             autoescape=jinja2.select_autoescape(["html", "j2"]), undefined=jinja2.StrictUndefined,
-                             trim_blocks=False, lstrip_blocks=False, keep_trailing_newline=True)
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("campaign.analysis", "templates"),
+        autoescape=jinja2.select_autoescape(["html", "j2"]),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=False,
+        lstrip_blocks=False,
+        keep_trailing_newline=True,
+    )
     env.filters["num"] = num
     env.filters["pct"] = pct
     return env
@@ -54,8 +63,9 @@ def css() -> str:
     return resources.files("campaign.analysis").joinpath("templates/base.css").read_text(encoding="utf-8")
 
 
-def window_figures(result: dict[str, Any], events: pd.DataFrame, power_band: pd.DataFrame,
-                   one_second: np.ndarray | None) -> dict[str, Figure]:
+def window_figures(
+    result: dict[str, Any], events: pd.DataFrame, power_band: pd.DataFrame, one_second: np.ndarray | None
+) -> dict[str, Figure]:
     """Every figure of the window report (`power_band`: per-bin min/mean/max, `report_inputs.power_band`)."""
     from campaign.analysis import plots  # matplotlib loads only when a report is drawn
 
@@ -69,21 +79,39 @@ def window_figures(result: dict[str, Any], events: pd.DataFrame, power_band: pd.
     if ck.get("optimal_for_observed_mtbf_s"):
         mtbf_s = result["observed_job_mtbf_h"] * 3600.0
         figs["checkpoint"] = plots.checkpoint_cost(
-            ck["used_s"], ck["optimal_for_observed_mtbf_s"],
-            lambda t: checkpoint_overhead(t, ck["write_s"], ck["mean_restart_s"], mtbf_s))
-    panels = [zoom(one_second, t, title) for t, title in zoom_moments(events)] if one_second is not None else []
-    result["power_zoom"] = [{k: p[k] for k in ("title", "centre_s", "swing_mw", "max_ramp_mw_per_s")}
-                            for p in panels]
+            ck["used_s"],
+            ck["optimal_for_observed_mtbf_s"],
+            lambda t: checkpoint_overhead(t, ck["write_s"], ck["mean_restart_s"], mtbf_s),
+        )
+    panels = (
+        [zoom(one_second, t, title) for t, title in zoom_moments(events)] if one_second is not None else []
+    )
+    result["power_zoom"] = [
+        {k: p[k] for k in ("title", "centre_s", "swing_mw", "max_ramp_mw_per_s")} for p in panels
+    ]
     figs["power_zoom"] = plots.power_zoom(panels)
     return figs
 
 
-def render_html(result: dict[str, Any], figures: dict[str, Figure], zoom_note: str = "",
-                rehearsal: dict[str, Any] | None = None) -> str:
-    return environment().get_template("report.html.j2").render(
-        r=result, figures={k: f.svg for k, f in figures.items()} | {"checkpoint": figures.get("checkpoint") and
-                                                                   figures["checkpoint"].svg},
-        buckets=BUCKETS, css=css(), zoom_note=zoom_note, rehearsal=rehearsal)
+def render_html(
+    result: dict[str, Any],
+    figures: dict[str, Figure],
+    zoom_note: str = "",
+    rehearsal: dict[str, Any] | None = None,
+) -> str:
+    return (
+        environment()
+        .get_template("report.html.j2")
+        .render(
+            r=result,
+            figures={k: f.svg for k, f in figures.items()}
+            | {"checkpoint": figures.get("checkpoint") and figures["checkpoint"].svg},
+            buckets=BUCKETS,
+            css=css(),
+            zoom_note=zoom_note,
+            rehearsal=rehearsal,
+        )
+    )
 
 
 def data_uri(png: bytes) -> str:
@@ -95,12 +123,20 @@ def svg_data_uri(svg: str) -> str:
     return "data:image/svg+xml;base64," + base64.b64encode(svg.encode("utf-8")).decode("ascii")
 
 
-def render_markdown(result: dict[str, Any], figures: dict[str, Figure],
-                    rehearsal: dict[str, Any] | None = None) -> str:
+def render_markdown(
+    result: dict[str, Any], figures: dict[str, Figure], rehearsal: dict[str, Any] | None = None
+) -> str:
     """The summary for the Prefect UI and report.md: headline with definitions, recommendations, tables, figures."""
-    return environment().get_template("summary.md.j2").render(
-        r=result, images={k: svg_data_uri(f.svg) for k, f in figures.items()}, buckets=BUCKETS,
-        rehearsal=rehearsal)
+    return (
+        environment()
+        .get_template("summary.md.j2")
+        .render(
+            r=result,
+            images={k: svg_data_uri(f.svg) for k, f in figures.items()},
+            buckets=BUCKETS,
+            rehearsal=rehearsal,
+        )
+    )
 
 
 def rehearsal_section(rehearsal: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -113,10 +149,12 @@ def rehearsal_section(rehearsal: dict[str, Any] | None) -> dict[str, Any] | None
     if not d.get("passed"):
         line = "failed: " + "; ".join(d.get("problems") or ["(no reason recorded)"])
     else:
-        line = (f"loss {d['loss_first_tenth']:.3f} -> {d['loss_last_tenth']:.3f} (drop {d['loss_drop']:.2f}), "
-                f"held-out {d['heldout_first']:.3f} -> {d['heldout_last']:.3f}; killed at step {d['killed_at_step']}, "
-                f"resumed at {d['resumed_step']}: {d['restore_check']}; "
-                f"{num(timings.get('tokens_per_s'))} tokens/s")
+        line = (
+            f"loss {d['loss_first_tenth']:.3f} -> {d['loss_last_tenth']:.3f} (drop {d['loss_drop']:.2f}), "
+            f"held-out {d['heldout_first']:.3f} -> {d['heldout_last']:.3f}; killed at step {d['killed_at_step']}, "
+            f"resumed at {d['resumed_step']}: {d['restore_check']}; "
+            f"{num(timings.get('tokens_per_s'))} tokens/s"
+        )
     return {"line": line, "image": data_uri(plot_loss_curve(rehearsal.get("curves") or {}, d))}
 
 

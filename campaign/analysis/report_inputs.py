@@ -36,12 +36,14 @@ class ReportInputs:
     rehearsal: dict[str, Any] | None  # the rehearsal gate's result.json, if the workspace has one
 
 
-def power_band(con: duckdb.DuckDBPyConnection, commitment_id: str, replica: int, window_s: float,
-               bins: int = BAND_BINS) -> pd.DataFrame:
+def power_band(
+    con: duckdb.DuckDBPyConnection, commitment_id: str, replica: int, window_s: float, bins: int = BAND_BINS
+) -> pd.DataFrame:
     """Per-minute facility power over the window, aggregated in DuckDB into `bins` bins of whole minutes."""
     bin_s = 60.0 * max(1, int(np.ceil(window_s / 60.0 / bins)))
-    return con.execute(query("power_band"), {"commitment_id": commitment_id, "replica": replica,
-                                             "bin_s": bin_s}).df()
+    return con.execute(
+        query("power_band"), {"commitment_id": commitment_id, "replica": replica, "bin_s": bin_s}
+    ).df()
 
 
 def gather_report_inputs(ws: Workspace) -> ReportInputs:

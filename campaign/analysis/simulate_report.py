@@ -24,8 +24,14 @@ DAY_S = 86_400.0
 # Above this many replicas the result carries percentiles only: ten numbers a replica would make the printed JSON
 # tens of megabytes, and a histogram of 100,000 draws already shows the shape.
 MAX_REPLICA_VALUES = 100_000
-VALUE_KEYS = ("ettr", "window_utilisation", "completion_days", "interruptions_unexpected", "interruptions_planned",
-              "tokens_trained")
+VALUE_KEYS = (
+    "ettr",
+    "window_utilisation",
+    "completion_days",
+    "interruptions_unexpected",
+    "interruptions_planned",
+    "tokens_trained",
+)
 
 
 def replica_values(summaries: list[dict[str, Any]]) -> dict[str, list[Any]] | None:
@@ -36,8 +42,9 @@ def replica_values(summaries: list[dict[str, Any]]) -> dict[str, list[Any]] | No
     return {
         "ettr": [float(s["ettr"]) for s in summaries],
         "window_utilisation": [float(s["window_utilisation"]) for s in summaries],
-        "completion_days": [s["completion_s"] / DAY_S if s.get("completion_s") is not None else None
-                            for s in summaries],
+        "completion_days": [
+            s["completion_s"] / DAY_S if s.get("completion_s") is not None else None for s in summaries
+        ],
         "interruptions_unexpected": [int(s["interruptions"]["unexpected"]) for s in summaries],
         "interruptions_planned": [int(s["interruptions"]["planned"]) for s in summaries],
         "tokens_trained": [float(s["tokens_trained"]) for s in summaries],
@@ -65,21 +72,32 @@ def finish_probability(values: dict[str, list[Any]], window_days: float) -> dict
         v = float(np.quantile(days, q, method="inverted_cdf"))
         return v if math.isfinite(v) else None
 
-    return {"replicas": n, "finished": done, "p": done / n, "interval_lo": lo, "interval_hi": hi,
-            "day_50pct": by(0.5), "day_90pct": by(0.9)}
+    return {
+        "replicas": n,
+        "finished": done,
+        "p": done / n,
+        "interval_lo": lo,
+        "interval_hi": hi,
+        "day_50pct": by(0.5),
+        "day_90pct": by(0.9),
+    }
 
 
 def simulate_figures(values: dict[str, list[Any]], window_days: float) -> dict[str, Figure]:
     from campaign.analysis import plots  # matplotlib loads only when a report is drawn
 
-    return {"completion": plots.completion_distribution(values["completion_days"], window_days),
-            "ettr": plots.distribution(values["ettr"], "ETTR over replicas", "ETTR (productive / job wall time)"),
-            "interruptions": plots.interruption_distribution(values["interruptions_unexpected"],
-                                                             values["interruptions_planned"])}
+    return {
+        "completion": plots.completion_distribution(values["completion_days"], window_days),
+        "ettr": plots.distribution(values["ettr"], "ETTR over replicas", "ETTR (productive / job wall time)"),
+        "interruptions": plots.interruption_distribution(
+            values["interruptions_unexpected"], values["interruptions_planned"]
+        ),
+    }
 
 
-def render_simulate_report(result: dict[str, Any], name: str,
-                           values: dict[str, list[Any]] | None) -> tuple[str, str, dict[str, Any]]:
+def render_simulate_report(
+    result: dict[str, Any], name: str, values: dict[str, list[Any]] | None
+) -> tuple[str, str, dict[str, Any]]:
     """HTML, Markdown and the figures' facts (P(finish) with its interval) of one simulate result."""
     from campaign.analysis.compare import window_length_advice
 
@@ -88,28 +106,46 @@ def render_simulate_report(result: dict[str, Any], name: str,
     finish = finish_probability(values, window_days) if values else None
     figures = simulate_figures(values, window_days) if values else {}
     advice = window_length_advice({"kind": "simulate", "data": result})
-    context = {"s": summary, "res": result, "name": name, "finish": finish, "advice": advice,
-               "rows": percentile_rows(summary), "max_values": MAX_REPLICA_VALUES}
+    context = {
+        "s": summary,
+        "res": result,
+        "name": name,
+        "finish": finish,
+        "advice": advice,
+        "rows": percentile_rows(summary),
+        "max_values": MAX_REPLICA_VALUES,
+    }
     env = environment()
-    html = env.get_template("simulate.html.j2").render(**context, css=css(),
-                                                       figures={k: f.svg for k, f in figures.items()})
-    markdown = env.get_template("simulate.md.j2").render(**context,
-                                                         images={k: svg_data_uri(f.svg) for k, f in figures.items()})
+    html = env.get_template("simulate.html.j2").render(
+        **context, css=css(), figures={k: f.svg for k, f in figures.items()}
+    )
+    markdown = env.get_template("simulate.md.j2").render(
+        **context, images={k: svg_data_uri(f.svg) for k, f in figures.items()}
+    )
     return html, markdown, {"finish": finish, "window_length": advice}
 
 
 def percentile_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for key, label, unit, scale, digits in (
-            ("completion_days", "finished on day (replicas that finished)", "d", 1.0, 2),
-            ("ettr", "ETTR while the job ran", "", 1.0, 3), ("window_utilisation", "window utilisation", "", 1.0, 3),
-            ("interruptions_unexpected", "unexpected interruptions", "", 1.0, 1),
-            ("interruptions_planned", "planned interruptions", "", 1.0, 1),
-            ("tokens_trained", "tokens trained", "B", 1e9, 1), ("observed_job_mtbf_h", "observed job MTBF", "h", 1.0, 2)):
+        ("completion_days", "finished on day (replicas that finished)", "d", 1.0, 2),
+        ("ettr", "ETTR while the job ran", "", 1.0, 3),
+        ("window_utilisation", "window utilisation", "", 1.0, 3),
+        ("interruptions_unexpected", "unexpected interruptions", "", 1.0, 1),
+        ("interruptions_planned", "planned interruptions", "", 1.0, 1),
+        ("tokens_trained", "tokens trained", "B", 1e9, 1),
+        ("observed_job_mtbf_h", "observed job MTBF", "h", 1.0, 2),
+    ):
         d = summary.get(key)
         if isinstance(d, dict):
-            rows.append({"label": label, "unit": unit, "digits": digits,
-                         **{k: None if d.get(k) is None else d[k] / scale for k in ("mean", "p10", "p50", "p90")}})
+            rows.append(
+                {
+                    "label": label,
+                    "unit": unit,
+                    "digits": digits,
+                    **{k: None if d.get(k) is None else d[k] / scale for k in ("mean", "p10", "p50", "p90")},
+                }
+            )
     return rows
 
 

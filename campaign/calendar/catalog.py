@@ -51,11 +51,12 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 @dataclass(frozen=True)
 class ClusterIdentity:
     """What makes a calendar this cluster's: its name and topology (not the job's nodes, prices or failures)."""
+
     name: str
     total_nodes: int
     topology: dict[str, Any]
     pricing: Pricing
-    total_given: bool = True   # False: cluster.total_nodes was not set; an existing calendar's size is taken
+    total_given: bool = True  # False: cluster.total_nodes was not set; an existing calendar's size is taken
 
     @property
     def topology_digest(self) -> str:
@@ -65,24 +66,42 @@ class ClusterIdentity:
 
 def cluster_identity(cluster: ClusterConfig) -> ClusterIdentity:
     topology = {
-        "name": cluster.name, "total_nodes": cluster.capacity_nodes, "gpus_per_node": cluster.gpus_per_node,
-        "accelerator": cluster.accelerator.name, "nvlink_domain_gpus": cluster.network.nvlink_domain_gpus,
+        "name": cluster.name,
+        "total_nodes": cluster.capacity_nodes,
+        "gpus_per_node": cluster.gpus_per_node,
+        "accelerator": cluster.accelerator.name,
+        "nvlink_domain_gpus": cluster.network.nvlink_domain_gpus,
         "pod_gpus": cluster.network.pod_gpus,
     }
-    pricing = Pricing(cluster.gpus_per_node, cluster.cost.gpu_hour_usd, cluster.cost.energy_usd_per_mwh,
-                      idle_node_w(cluster.gpus_per_node, cluster.accelerator.idle_w, cluster.power.node_overhead_w,
-                                  cluster.power.pue))
-    return ClusterIdentity(cluster.name, cluster.capacity_nodes, topology, pricing, cluster.total_nodes is not None)
+    pricing = Pricing(
+        cluster.gpus_per_node,
+        cluster.cost.gpu_hour_usd,
+        cluster.cost.energy_usd_per_mwh,
+        idle_node_w(
+            cluster.gpus_per_node,
+            cluster.accelerator.idle_w,
+            cluster.power.node_overhead_w,
+            cluster.power.pue,
+        ),
+    )
+    return ClusterIdentity(
+        cluster.name, cluster.capacity_nodes, topology, pricing, cluster.total_nodes is not None
+    )
 
 
 def _check_name(cluster_name: str) -> str:
     if not _NAME.match(cluster_name):
-        raise ConfigError(f"cluster name {cluster_name!r} cannot name a calendar file", where="cluster.name",
-                          fix="use letters, digits, '.', '_' and '-' only (e.g. demo-h100-16)")
+        raise ConfigError(
+            f"cluster name {cluster_name!r} cannot name a calendar file",
+            where="cluster.name",
+            fix="use letters, digits, '.', '_' and '-' only (e.g. demo-h100-16)",
+        )
     return cluster_name
 
 
-def calendar_path(cluster_name: str, workspace_root: Path | None = None, override: str | Path | None = None) -> Path:
+def calendar_path(
+    cluster_name: str, workspace_root: Path | None = None, override: str | Path | None = None
+) -> Path:
     """`--calendar PATH`, else CAMPAIGN_CALENDAR, else calendars/<cluster>.duckdb in the folder holding the
     workspace (`workspace/` when there is none). A folder given either way holds one file per cluster."""
     chosen = override or os.environ.get(CALENDAR_ENV) or None
@@ -120,12 +139,22 @@ def _locked(path: Path, command: str) -> Iterator[None]:
             who = f"pid {info['pid']} on {info['host']} ({info['command']}, since {info['since']})"
         except (OSError, ValueError, KeyError):
             who = "another campaign command"
-        raise WorkspaceBusy(f"the cluster calendar is locked by {who}", where=str(path),
-                            fix="run the command again in a moment (a booking holds the lock for milliseconds; a "
-                                "killed holder releases it by itself)") from None
+        raise WorkspaceBusy(
+            f"the cluster calendar is locked by {who}",
+            where=str(path),
+            fix="run the command again in a moment (a booking holds the lock for milliseconds; a "
+            "killed holder releases it by itself)",
+        ) from None
     try:
-        atomic_write_json(holder, {"pid": os.getpid(), "host": socket.gethostname(), "command": command,
-                                   "since": datetime.now(UTC).isoformat(timespec="seconds")})
+        atomic_write_json(
+            holder,
+            {
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "command": command,
+                "since": datetime.now(UTC).isoformat(timespec="seconds"),
+            },
+        )
         yield
     finally:
         holder.unlink(missing_ok=True)
@@ -141,9 +170,12 @@ def _connect(path: Path, write: bool) -> Iterator[duckdb.DuckDBPyConnection]:
     try:
         con = duckdb.connect(str(path), read_only=not write)
     except duckdb.Error as exc:
-        raise DataError(f"cannot open the cluster calendar ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})",
-                        where=str(path), fix="close programs that have it open; if it is damaged, move it aside "
-                        "(the bookings it held must then be committed again)") from None
+        raise DataError(
+            f"cannot open the cluster calendar ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})",
+            where=str(path),
+            fix="close programs that have it open; if it is damaged, move it aside "
+            "(the bookings it held must then be committed again)",
+        ) from None
     try:
         con.execute("SET TimeZone = 'UTC'")
         yield con
@@ -152,61 +184,96 @@ def _connect(path: Path, write: bool) -> Iterator[duckdb.DuckDBPyConnection]:
 
 
 @contextmanager
-def open_calendar(path: Path, command: str, identity: ClusterIdentity | None = None,
-                  create: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+def open_calendar(
+    path: Path, command: str, identity: ClusterIdentity | None = None, create: bool = False
+) -> Iterator[duckdb.DuckDBPyConnection]:
     """The locked calendar, its cluster checked against `identity`. `create` makes a missing file (bookings only);
     otherwise a missing calendar is bad input naming the path."""
     if not path.exists() and not create:
-        raise ConfigError("no calendar here (nothing has been booked on this cluster yet)", where=str(path),
-                          fix="commit a campaign on the cluster first, or pass the calendar with --calendar PATH "
-                              f"(or {CALENDAR_ENV})")
+        raise ConfigError(
+            "no calendar here (nothing has been booked on this cluster yet)",
+            where=str(path),
+            fix="commit a campaign on the cluster first, or pass the calendar with --calendar PATH "
+            f"(or {CALENDAR_ENV})",
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     with _locked(path, command), _connect(path, write=True) as con:
         try:
-            is_new = not con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'calendar_meta'"
-                                     ).fetchone()[0]
-            if is_new and path.stat().st_size > 0 and con.execute(
-                    "SELECT count(*) FROM duckdb_tables()").fetchone()[0]:
-                raise DataError("this DuckDB file is not a cluster calendar (it has other tables)", where=str(path),
-                                fix="pass the calendar file with --calendar, or remove that option")
+            is_new = not con.execute(
+                "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'calendar_meta'"
+            ).fetchone()[0]
+            if (
+                is_new
+                and path.stat().st_size > 0
+                and con.execute("SELECT count(*) FROM duckdb_tables()").fetchone()[0]
+            ):
+                raise DataError(
+                    "this DuckDB file is not a cluster calendar (it has other tables)",
+                    where=str(path),
+                    fix="pass the calendar file with --calendar, or remove that option",
+                )
             if is_new and identity is None:
-                raise ConfigError("this file is not a cluster calendar", where=str(path),
-                                  fix="pass a calendar file (calendars/<cluster>.duckdb)")
+                raise ConfigError(
+                    "this file is not a cluster calendar",
+                    where=str(path),
+                    fix="pass a calendar file (calendars/<cluster>.duckdb)",
+                )
             con.execute(_sql("schema"))
             if is_new:
                 assert identity is not None
-                con.execute("INSERT INTO calendar_meta VALUES (?, ?, ?, ?, ?, ?)",
-                            [SCHEMA_VERSION, identity.name, identity.topology_digest, json.dumps(identity.topology),
-                             identity.total_nodes, datetime.now(UTC)])
+                con.execute(
+                    "INSERT INTO calendar_meta VALUES (?, ?, ?, ?, ?, ?)",
+                    [
+                        SCHEMA_VERSION,
+                        identity.name,
+                        identity.topology_digest,
+                        json.dumps(identity.topology),
+                        identity.total_nodes,
+                        datetime.now(UTC),
+                    ],
+                )
             elif identity is not None:
                 _check_identity(con, path, identity)
         except duckdb.Error as exc:
-            raise DataError(f"the cluster calendar cannot be read ({type(exc).__name__}: "
-                            f"{str(exc).splitlines()[0][:200]})", where=str(path),
-                            fix="move the damaged file aside; the bookings it held must then be committed again") from None
+            raise DataError(
+                f"the cluster calendar cannot be read ({type(exc).__name__}: "
+                f"{str(exc).splitlines()[0][:200]})",
+                where=str(path),
+                fix="move the damaged file aside; the bookings it held must then be committed again",
+            ) from None
         yield con
 
 
 def _check_identity(con: duckdb.DuckDBPyConnection, path: Path, identity: ClusterIdentity) -> None:
     name, digest, topology_json, total = con.execute(
-        "SELECT cluster, topology_digest, topology, total_nodes FROM calendar_meta LIMIT 1").fetchone()
+        "SELECT cluster, topology_digest, topology, total_nodes FROM calendar_meta LIMIT 1"
+    ).fetchone()
     if digest == identity.topology_digest:
         return
     theirs = json.loads(topology_json)
     if not identity.total_given:
         # No cluster.total_nodes in the config: the calendar knows the cluster's size; the rest must match.
-        same_size = ClusterIdentity(identity.name, theirs.get("total_nodes"), {**identity.topology,
-                                    "total_nodes": theirs.get("total_nodes")}, identity.pricing)
+        same_size = ClusterIdentity(
+            identity.name,
+            theirs.get("total_nodes"),
+            {**identity.topology, "total_nodes": theirs.get("total_nodes")},
+            identity.pricing,
+        )
         if same_size.topology_digest == digest:
             return
-    differences = ", ".join(f"{k}: calendar {theirs.get(k)!r}, config {v!r}" for k, v in identity.topology.items()
-                            if theirs.get(k) != v)
+    differences = ", ".join(
+        f"{k}: calendar {theirs.get(k)!r}, config {v!r}"
+        for k, v in identity.topology.items()
+        if theirs.get(k) != v
+    )
     raise ConfigError(
         f"this is the calendar of cluster '{name}' ({total} nodes, topology {digest[:12]}), not of the cluster the "
         f"config describes ('{identity.name}', {identity.total_nodes} nodes, topology "
-        f"{identity.topology_digest[:12]}); they differ in {differences}", where=str(path),
+        f"{identity.topology_digest[:12]}); they differ in {differences}",
+        where=str(path),
         fix="use this cluster's own calendar (--calendar PATH or CAMPAIGN_CALENDAR), or describe the same cluster in "
-            "the config (e.g. --set cluster.total_nodes=<the cluster's nodes>, which every campaign sharing it gives)")
+        "the config (e.g. --set cluster.total_nodes=<the cluster's nodes>, which every campaign sharing it gives)",
+    )
 
 
 # ---------------------------------------------------------------------------------------------- reading
@@ -220,36 +287,57 @@ class CalendarState:
     total_nodes: int
     pricing: Pricing
     bookings: tuple[Booking, ...]
-    price_history: tuple[tuple[datetime, Pricing], ...] = ()   # (valid_from, prices), oldest first
+    price_history: tuple[tuple[datetime, Pricing], ...] = ()  # (valid_from, prices), oldest first
 
 
 def _state(con: duckdb.DuckDBPyConnection, path: Path, pricing: Pricing | None = None) -> CalendarState:
-    name, digest, total = con.execute("SELECT cluster, topology_digest, total_nodes FROM calendar_meta").fetchone()
-    history = tuple((utc_seconds(r[0]), Pricing(*r[1:])) for r in con.execute(
-        "SELECT valid_from, gpus_per_node, gpu_hour_usd, energy_usd_per_mwh, idle_node_w FROM prices "
-        "ORDER BY valid_from, rowid").fetchall())
+    name, digest, total = con.execute(
+        "SELECT cluster, topology_digest, total_nodes FROM calendar_meta"
+    ).fetchone()
+    history = tuple(
+        (utc_seconds(r[0]), Pricing(*r[1:]))
+        for r in con.execute(
+            "SELECT valid_from, gpus_per_node, gpu_hour_usd, energy_usd_per_mwh, idle_node_w FROM prices "
+            "ORDER BY valid_from, rowid"
+        ).fetchall()
+    )
     recorded = history[-1][1] if history else None
-    bookings = tuple(Booking(*r[:8], actual_end=r[8], workspace=r[9], config_digest=r[10], data_digest=r[11],
-                             note=r[12], created_at=r[13])
-                     for r in con.execute(_sql("bookings")).fetchall())
+    bookings = tuple(
+        Booking(
+            *r[:8],
+            actual_end=r[8],
+            workspace=r[9],
+            config_digest=r[10],
+            data_digest=r[11],
+            note=r[12],
+            created_at=r[13],
+        )
+        for r in con.execute(_sql("bookings")).fetchall()
+    )
     bookings = tuple(_utc_booking(b) for b in bookings)
-    return CalendarState(path, name, digest, int(total), pricing or recorded or Pricing(1, 0.0, 0.0, 0.0), bookings,
-                         history)
+    return CalendarState(
+        path, name, digest, int(total), pricing or recorded or Pricing(1, 0.0, 0.0, 0.0), bookings, history
+    )
 
 
 def _utc_booking(b: Booking) -> Booking:
     from dataclasses import replace
 
-    return replace(b, start=utc_seconds(b.start), end=utc_seconds(b.end),
-                   actual_end=utc_seconds(b.actual_end) if b.actual_end else None)
+    return replace(
+        b,
+        start=utc_seconds(b.start),
+        end=utc_seconds(b.end),
+        actual_end=utc_seconds(b.actual_end) if b.actual_end else None,
+    )
 
 
 def read_calendar(path: Path, identity: ClusterIdentity | None = None) -> CalendarState:
     """Every booking of the calendar (an empty calendar if the file does not exist yet and `identity` says
     which cluster it would be)."""
     if not path.exists() and identity is not None:
-        return CalendarState(path, identity.name, identity.topology_digest, identity.total_nodes, identity.pricing,
-                             ())
+        return CalendarState(
+            path, identity.name, identity.topology_digest, identity.total_nodes, identity.pricing, ()
+        )
     with open_calendar(path, "calendar read", identity) as con:
         return _state(con, path)
 
@@ -270,9 +358,9 @@ class BookingRequest:
     campaign: str
     nodes: int
     duration: timedelta
-    start: datetime | None          # None: the earliest start where it fits (window.start: auto)
+    start: datetime | None  # None: the earliest start where it fits (window.start: auto)
     kind: str = CAMPAIGN
-    align: str = "minute"           # what an auto start (start None) is rounded up to: minute, hour or day (UTC)
+    align: str = "minute"  # what an auto start (start None) is rounded up to: minute, hour or day (UTC)
     workspace: str | None = None
     config_digest: str | None = None
     data_digest: str | None = None
@@ -288,44 +376,74 @@ def book(path: Path, identity: ClusterIdentity, request: BookingRequest, now: da
     with open_calendar(path, f"book {request.commitment_id}", identity, create=True) as con:
         state = _state(con, path, identity.pricing)
         for b in state.bookings:
-            if b.holds and (b.commitment_id == request.commitment_id or (
-                    request.workspace is not None and b.workspace == request.workspace
-                    and b.config_digest == request.config_digest and b.data_digest == request.data_digest)):
+            if b.holds and (
+                b.commitment_id == request.commitment_id
+                or (
+                    request.workspace is not None
+                    and b.workspace == request.workspace
+                    and b.config_digest == request.config_digest
+                    and b.data_digest == request.data_digest
+                )
+            ):
                 return b
         if request.nodes > state.total_nodes:
-            raise ConfigError(f"a booking of {request.nodes} nodes is larger than the cluster "
-                              f"'{state.cluster}' ({state.total_nodes} nodes)", where=str(path),
-                              fix=f"book at most {state.total_nodes} nodes")
+            raise ConfigError(
+                f"a booking of {request.nodes} nodes is larger than the cluster "
+                f"'{state.cluster}' ({state.total_nodes} nodes)",
+                where=str(path),
+                fix=f"book at most {state.total_nodes} nodes",
+            )
         if request.start is None:
-            start = earliest_fit(state.bookings, request.nodes, request.duration, state.total_nodes, ceil_minute(now),
-                                 request.align)
+            start = earliest_fit(
+                state.bookings,
+                request.nodes,
+                request.duration,
+                state.total_nodes,
+                ceil_minute(now),
+                request.align,
+            )
         else:
             start = utc_seconds(request.start)
             if start < now:
-                raise ConfigError(f"the window starts at {start.isoformat()}, which is in the past (now "
-                                  f"{now.isoformat()})", where="window.start",
-                                  fix="set window.start to a future time (e.g. --set window.start="
-                                      f"{ceil_minute(now + timedelta(hours=1)).isoformat()}), or to auto for the "
-                                      "earliest free start")
+                raise ConfigError(
+                    f"the window starts at {start.isoformat()}, which is in the past (now {now.isoformat()})",
+                    where="window.start",
+                    fix="set window.start to a future time (e.g. --set window.start="
+                    f"{ceil_minute(now + timedelta(hours=1)).isoformat()}), or to auto for the "
+                    "earliest free start",
+                )
         end = start + request.duration
         holders = blocking(state.bookings, start, end, request.nodes, state.total_nodes)
         if holders:
             later = earliest_fit(state.bookings, request.nodes, request.duration, state.total_nodes, start)
-            soonest = earliest_fit(state.bookings, request.nodes, request.duration, state.total_nodes,
-                                   ceil_minute(now))
+            soonest = earliest_fit(
+                state.bookings, request.nodes, request.duration, state.total_nodes, ceil_minute(now)
+            )
             also = f" (the earliest from now is {_iso(soonest)})" if soonest < later else ""
             raise Refused(
                 f"the cluster '{state.cluster}' has no room for {request.nodes} nodes over {_iso(start)} .. "
                 f"{_iso(end)}: the capacity ({state.total_nodes} nodes) is held by "
                 + "; ".join(b.describe() for b in holders)
-                + f". Earliest free start at or after {_iso(start)}: {_iso(later)}{also}", where=str(path),
+                + f". Earliest free start at or after {_iso(start)}: {_iso(later)}{also}",
+                where=str(path),
                 fix=f"set window.start={_iso(later)} (or auto), shrink the campaign (cluster.nodes, "
-                    "cluster.spare_nodes), or cancel a booking with `campaign calendar cancel ID --reason TEXT`")
+                "cluster.spare_nodes), or cancel a booking with `campaign calendar cancel ID --reason TEXT`",
+            )
         booking = Booking(
-            booking_id=f"b-{uuid.uuid4().hex[:12]}", commitment_id=request.commitment_id, kind=request.kind,
-            campaign=request.campaign, nodes=request.nodes, start=start, end=end, status="booked",
-            workspace=request.workspace, config_digest=request.config_digest, data_digest=request.data_digest,
-            note=request.note, created_at=now)
+            booking_id=f"b-{uuid.uuid4().hex[:12]}",
+            commitment_id=request.commitment_id,
+            kind=request.kind,
+            campaign=request.campaign,
+            nodes=request.nodes,
+            start=start,
+            end=end,
+            status="booked",
+            workspace=request.workspace,
+            config_digest=request.config_digest,
+            data_digest=request.data_digest,
+            note=request.note,
+            created_at=now,
+        )
         con.execute("BEGIN TRANSACTION")
         try:
             _record_prices(con, state, identity.pricing, now, request.commitment_id)
@@ -333,11 +451,25 @@ def book(path: Path, identity: ClusterIdentity, request: BookingRequest, now: da
                 "INSERT INTO bookings (booking_id, commitment_id, kind, campaign, workspace, config_digest, "
                 "data_digest, nodes, start_at, end_at, actual_end, status, note, created_at) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 'booked', ?, ?)",
-                [booking.booking_id, booking.commitment_id, booking.kind, booking.campaign, booking.workspace,
-                 booking.config_digest, booking.data_digest, booking.nodes, booking.start, booking.end,
-                 booking.note, now])
-            con.execute("INSERT INTO booking_events VALUES (?, 'booked', ?, ?)",
-                        [booking.booking_id, now, f"{booking.nodes} nodes {_iso(start)} .. {_iso(end)}"])
+                [
+                    booking.booking_id,
+                    booking.commitment_id,
+                    booking.kind,
+                    booking.campaign,
+                    booking.workspace,
+                    booking.config_digest,
+                    booking.data_digest,
+                    booking.nodes,
+                    booking.start,
+                    booking.end,
+                    booking.note,
+                    now,
+                ],
+            )
+            con.execute(
+                "INSERT INTO booking_events VALUES (?, 'booked', ?, ?)",
+                [booking.booking_id, now, f"{booking.nodes} nodes {_iso(start)} .. {_iso(end)}"],
+            )
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
@@ -345,14 +477,25 @@ def book(path: Path, identity: ClusterIdentity, request: BookingRequest, now: da
         return booking
 
 
-def _record_prices(con: duckdb.DuckDBPyConnection, state: CalendarState, pricing: Pricing, now: datetime,
-                   by: str) -> None:
-    row = con.execute("SELECT gpus_per_node, gpu_hour_usd, energy_usd_per_mwh, idle_node_w FROM prices "
-                      "ORDER BY valid_from DESC LIMIT 1").fetchone()
+def _record_prices(
+    con: duckdb.DuckDBPyConnection, state: CalendarState, pricing: Pricing, now: datetime, by: str
+) -> None:
+    row = con.execute(
+        "SELECT gpus_per_node, gpu_hour_usd, energy_usd_per_mwh, idle_node_w FROM prices "
+        "ORDER BY valid_from DESC LIMIT 1"
+    ).fetchone()
     if row is None or Pricing(*row) != pricing:
-        con.execute("INSERT INTO prices VALUES (?, ?, ?, ?, ?, ?)",
-                    [now, pricing.gpus_per_node, pricing.gpu_hour_usd, pricing.energy_usd_per_mwh,
-                     pricing.idle_node_w, by])
+        con.execute(
+            "INSERT INTO prices VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                now,
+                pricing.gpus_per_node,
+                pricing.gpu_hour_usd,
+                pricing.energy_usd_per_mwh,
+                pricing.idle_node_w,
+                by,
+            ],
+        )
 
 
 def _iso(moment: datetime) -> str:
@@ -362,28 +505,40 @@ def _iso(moment: datetime) -> str:
 def cancel(path: Path, commitment_id: str, reason: str, now: datetime) -> Booking:
     """Release the booking of a commitment (or a maintenance window): recorded with its reason, never deleted."""
     if not reason.strip():
-        raise ConfigError("a cancellation needs a reason", where="--reason", fix="say why, e.g. --reason 'data redo'")
+        raise ConfigError(
+            "a cancellation needs a reason", where="--reason", fix="say why, e.g. --reason 'data redo'"
+        )
     now = utc_seconds(now)
     with open_calendar(path, f"cancel {commitment_id}") as con:
         state = _state(con, path)
         booking = find_booking(state, commitment_id)
         if booking is None:
             known = ", ".join(sorted({b.commitment_id for b in state.bookings})) or "none"
-            raise ConfigError(f"unknown commitment {commitment_id!r} on the calendar of cluster '{state.cluster}' "
-                              f"(known: {known})", where=str(path),
-                              fix="give a commitment id from `campaign calendar show` (or the calendar of its "
-                                  "cluster with --cluster / --calendar)")
+            raise ConfigError(
+                f"unknown commitment {commitment_id!r} on the calendar of cluster '{state.cluster}' "
+                f"(known: {known})",
+                where=str(path),
+                fix="give a commitment id from `campaign calendar show` (or the calendar of its "
+                "cluster with --cluster / --calendar)",
+            )
         if booking.status == "cancelled":
             return booking
         if booking.status == "executed":
-            raise Refused(f"commitment {commitment_id} was already executed (it ended {_iso(booking.held_until)}); "
-                          "an executed window cannot be cancelled", where=str(path),
-                          fix="nothing to release: the time after its actual end is already free")
+            raise Refused(
+                f"commitment {commitment_id} was already executed (it ended {_iso(booking.held_until)}); "
+                "an executed window cannot be cancelled",
+                where=str(path),
+                fix="nothing to release: the time after its actual end is already free",
+            )
         con.execute("BEGIN TRANSACTION")
         try:
-            con.execute("UPDATE bookings SET status = 'cancelled', note = ? WHERE booking_id = ?",
-                        [f"cancelled: {reason}", booking.booking_id])
-            con.execute("INSERT INTO booking_events VALUES (?, 'cancelled', ?, ?)", [booking.booking_id, now, reason])
+            con.execute(
+                "UPDATE bookings SET status = 'cancelled', note = ? WHERE booking_id = ?",
+                [f"cancelled: {reason}", booking.booking_id],
+            )
+            con.execute(
+                "INSERT INTO booking_events VALUES (?, 'cancelled', ?, ?)", [booking.booking_id, now, reason]
+            )
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
@@ -393,26 +548,37 @@ def cancel(path: Path, commitment_id: str, reason: str, now: datetime) -> Bookin
         return replace(booking, status="cancelled", note=f"cancelled: {reason}")
 
 
-def record_actual_end(path: Path, identity: ClusterIdentity, commitment_id: str, actual_end: datetime,
-                      now: datetime) -> Booking:
+def record_actual_end(
+    path: Path, identity: ClusterIdentity, commitment_id: str, actual_end: datetime, now: datetime
+) -> Booking:
     """After execute: the booking ends when the job did; the rest of its window is released (an early-finish gap)."""
     with open_calendar(path, f"execute {commitment_id}", identity) as con:
         state = _state(con, path)
         booking = find_booking(state, commitment_id)
         if booking is None or not booking.holds:
-            raise Refused(f"commitment {commitment_id} holds no booking on this calendar", where=str(path),
-                          fix="commit again to book the window")
+            raise Refused(
+                f"commitment {commitment_id} holds no booking on this calendar",
+                where=str(path),
+                fix="commit again to book the window",
+            )
         end = min(utc_seconds(actual_end), booking.end)
         end = max(end, booking.start)
         if booking.status == "executed" and booking.actual_end == end:
             return booking
         con.execute("BEGIN TRANSACTION")
         try:
-            con.execute("UPDATE bookings SET status = 'executed', actual_end = ? WHERE booking_id = ?",
-                        [end, booking.booking_id])
-            con.execute("INSERT INTO booking_events VALUES (?, 'executed', ?, ?)",
-                        [booking.booking_id, utc_seconds(now), (f"actual end {_iso(end)}; booked end "
-                         f"{_iso(booking.end)}")])
+            con.execute(
+                "UPDATE bookings SET status = 'executed', actual_end = ? WHERE booking_id = ?",
+                [end, booking.booking_id],
+            )
+            con.execute(
+                "INSERT INTO booking_events VALUES (?, 'executed', ?, ?)",
+                [
+                    booking.booking_id,
+                    utc_seconds(now),
+                    (f"actual end {_iso(end)}; booked end {_iso(booking.end)}"),
+                ],
+            )
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")

@@ -30,8 +30,10 @@ def gantt_png(report: dict[str, Any]) -> bytes:
     h0, h1 = _t(report["horizon"]["start"]), _t(report["horizon"]["end"])
     labelled: set[str] = set()
     # Each stretch between two changes: the bookings in use stacked from the floor, in the order they start.
-    cuts = sorted({h0, h1} | {t for b in holding for t in (_t(b["start"]), _t(b["actual_end"] or b["end"]))
-                              if h0 < t < h1})
+    cuts = sorted(
+        {h0, h1}
+        | {t for b in holding for t in (_t(b["start"]), _t(b["actual_end"] or b["end"])) if h0 < t < h1}
+    )
     for t0, t1 in itertools.pairwise(cuts):
         floor = 0
         for b in holding:
@@ -41,25 +43,52 @@ def gantt_png(report: dict[str, Any]) -> bytes:
                 if b["booking_id"] not in labelled:
                     label = f"{b['commitment_id']} ({b['campaign']}, {b['nodes']} nodes)"
                     labelled.add(b["booking_id"])
-                ax.bar(t0, b["nodes"], width=t1 - t0, bottom=floor, align="edge", color=colour_of[b["booking_id"]],
-                       edgecolor="white", linewidth=0.3, hatch=hatch, label=label)
+                ax.bar(
+                    t0,
+                    b["nodes"],
+                    width=t1 - t0,
+                    bottom=floor,
+                    align="edge",
+                    color=colour_of[b["booking_id"]],
+                    edgecolor="white",
+                    linewidth=0.3,
+                    hatch=hatch,
+                    label=label,
+                )
                 floor += b["nodes"]
     for gap in report["gaps"]:
         g0, g1 = _t(gap["start"]), _t(gap["end"])
         used = capacity - gap["idle_nodes"]
-        ax.bar(g0, gap["idle_nodes"], width=g1 - g0, bottom=used, align="edge",
-               color="#f4cccc" if gap["kind"] == "unbooked" else "#fce5cd", edgecolor="#cc0000", linewidth=0.4)
+        ax.bar(
+            g0,
+            gap["idle_nodes"],
+            width=g1 - g0,
+            bottom=used,
+            align="edge",
+            color="#f4cccc" if gap["kind"] == "unbooked" else "#fce5cd",
+            edgecolor="#cc0000",
+            linewidth=0.4,
+        )
         if (g1 - g0).total_seconds() >= 0.06 * (h1 - h0).total_seconds():
-            ax.text(g0 + (g1 - g0) / 2, used + gap["idle_nodes"] / 2,
-                    f"${gap['cost_usd']:,.0f}" + ("\nearly finish" if gap["kind"] == "early_finish" else ""),
-                    ha="center", va="center", fontsize=7, color="#990000")
+            ax.text(
+                g0 + (g1 - g0) / 2,
+                used + gap["idle_nodes"] / 2,
+                f"${gap['cost_usd']:,.0f}" + ("\nearly finish" if gap["kind"] == "early_finish" else ""),
+                ha="center",
+                va="center",
+                fontsize=7,
+                color="#990000",
+            )
     ax.axhline(capacity, color="black", lw=0.8, ls="--")
     ax.set_ylim(0, capacity * 1.08)
     ax.set_xlim(h0, h1)
     ax.set_ylabel("nodes")
     totals = report["totals"]
-    ax.set_title(f"Cluster {report['cluster']}: {capacity} nodes, utilisation {totals['utilisation']:.1%}, "
-                 f"idle {totals['idle_node_hours']:,.0f} node-h = ${totals['idle_cost_usd']:,.0f}", fontsize=10)
+    ax.set_title(
+        f"Cluster {report['cluster']}: {capacity} nodes, utilisation {totals['utilisation']:.1%}, "
+        f"idle {totals['idle_node_hours']:,.0f} node-h = ${totals['idle_cost_usd']:,.0f}",
+        fontsize=10,
+    )
     ax.xaxis.set_major_formatter(mdates.DateFormatter("%m-%d %H:%M"))
     fig.autofmt_xdate()
     if labelled:

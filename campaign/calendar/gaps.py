@@ -28,7 +28,7 @@ class Pricing:
     gpus_per_node: int
     gpu_hour_usd: float
     energy_usd_per_mwh: float
-    idle_node_w: float          # facility watts of one idle node (PUE included)
+    idle_node_w: float  # facility watts of one idle node (PUE included)
 
     @property
     def idle_node_hour_usd(self) -> float:
@@ -67,8 +67,15 @@ def price_at(history: PriceHistory, moment: datetime, default: Pricing) -> Prici
     return current
 
 
-def calendar_report(cluster: str, capacity: int, pricing: Pricing, bookings: Sequence[Booking],
-                    start: datetime, end: datetime, history: PriceHistory = ()) -> dict[str, Any]:
+def calendar_report(
+    cluster: str,
+    capacity: int,
+    pricing: Pricing,
+    bookings: Sequence[Booking],
+    start: datetime,
+    end: datetime,
+    history: PriceHistory = (),
+) -> dict[str, Any]:
     """Bookings, gaps and totals over the horizon [start, end) as one JSON-ready dict.
 
     `pricing` is the newest price (shown as `prices`); `history` (valid_from, pricing), oldest first, prices each
@@ -82,8 +89,9 @@ def calendar_report(cluster: str, capacity: int, pricing: Pricing, bookings: Seq
     gaps = []
     busy_ns = 0
     idle_ns_by_price: dict[Pricing, int] = {}
-    maintenance_ns = sum(s.used_nodes * s.seconds
-                         for s in segments([b for b in bookings if b.kind == MAINTENANCE], start, end))
+    maintenance_ns = sum(
+        s.used_nodes * s.seconds for s in segments([b for b in bookings if b.kind == MAINTENANCE], start, end)
+    )
     for seg in segs:
         busy_ns += seg.used_nodes * seg.seconds
         idle = capacity - seg.used_nodes
@@ -95,13 +103,20 @@ def calendar_report(cluster: str, capacity: int, pricing: Pricing, bookings: Seq
             price = price_at(history, t0, pricing)
             idle_ns_by_price[price] = idle_ns_by_price.get(price, 0) + idle * seconds
             idle_nh = _hours(idle * seconds)
-            gaps.append({
-                "start": _iso(t0), "end": _iso(t1), "hours": _hours(seconds),
-                "idle_nodes": idle, "idle_node_hours": idle_nh, **price.cost(idle_nh),
-                "kind": "early_finish" if seg.released_by else "unbooked",
-                "released_by": seg.released_by,
-                "gpu_hour_usd": price.gpu_hour_usd, "idle_node_hour_usd": price.idle_node_hour_usd,
-            })
+            gaps.append(
+                {
+                    "start": _iso(t0),
+                    "end": _iso(t1),
+                    "hours": _hours(seconds),
+                    "idle_nodes": idle,
+                    "idle_node_hours": idle_nh,
+                    **price.cost(idle_nh),
+                    "kind": "early_finish" if seg.released_by else "unbooked",
+                    "released_by": seg.released_by,
+                    "gpu_hour_usd": price.gpu_hour_usd,
+                    "idle_node_hour_usd": price.idle_node_hour_usd,
+                }
+            )
     total_ns = capacity * horizon_s
     idle_ns = total_ns - busy_ns
     costs = [p.cost(_hours(ns)) for p, ns in idle_ns_by_price.items()]
@@ -111,8 +126,10 @@ def calendar_report(cluster: str, capacity: int, pricing: Pricing, bookings: Seq
         "cluster": cluster,
         "horizon": {"start": _iso(start), "end": _iso(end), "hours": _hours(horizon_s)},
         "prices": {**asdict(pricing), "idle_node_hour_usd": pricing.idle_node_hour_usd},
-        "price_history": [{"valid_from": _iso(t), **asdict(p), "idle_node_hour_usd": p.idle_node_hour_usd}
-                          for t, p in history],
+        "price_history": [
+            {"valid_from": _iso(t), **asdict(p), "idle_node_hour_usd": p.idle_node_hour_usd}
+            for t, p in history
+        ],
         "bookings": [_booking_json(b) for b in sorted(shown, key=lambda b: (b.start, b.commitment_id))],
         "gaps": gaps,
         "totals": {
@@ -124,8 +141,13 @@ def calendar_report(cluster: str, capacity: int, pricing: Pricing, bookings: Seq
             "idle_cost_usd": idle_cost["cost_usd"],
             "idle_gpu_cost_usd": idle_cost["gpu_usd"],
             "idle_energy_cost_usd": idle_cost["energy_usd"],
-            "early_finish_node_hours": _hours(sum((capacity - s.used_nodes) * s.seconds for s in segs
-                                                  if s.released_by and s.used_nodes < capacity)),
+            "early_finish_node_hours": _hours(
+                sum(
+                    (capacity - s.used_nodes) * s.seconds
+                    for s in segs
+                    if s.released_by and s.used_nodes < capacity
+                )
+            ),
             "utilisation": busy_ns / total_ns if total_ns else 0.0,
             "n_gaps": len(gaps),
         },
@@ -134,8 +156,15 @@ def calendar_report(cluster: str, capacity: int, pricing: Pricing, bookings: Seq
 
 def _booking_json(b: Booking) -> dict[str, Any]:
     return {
-        "commitment_id": b.commitment_id, "booking_id": b.booking_id, "kind": b.kind, "campaign": b.campaign,
-        "start": _iso(b.start), "end": _iso(b.end), "nodes": b.nodes, "status": b.status,
-        "actual_end": _iso(b.actual_end) if b.actual_end else None, "workspace": b.workspace,
+        "commitment_id": b.commitment_id,
+        "booking_id": b.booking_id,
+        "kind": b.kind,
+        "campaign": b.campaign,
+        "start": _iso(b.start),
+        "end": _iso(b.end),
+        "nodes": b.nodes,
+        "status": b.status,
+        "actual_end": _iso(b.actual_end) if b.actual_end else None,
+        "workspace": b.workspace,
         "note": b.note or None,
     }

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-HOLDING = ("booked", "executed")   # statuses that hold capacity; "cancelled" holds none
+HOLDING = ("booked", "executed")  # statuses that hold capacity; "cancelled" holds none
 CAMPAIGN, MAINTENANCE = "campaign", "maintenance"
 
 
@@ -47,12 +47,12 @@ def ceil_aligned(moment: datetime, align: str = "second") -> datetime:
 class Booking:
     booking_id: str
     commitment_id: str
-    kind: str                    # campaign or maintenance
+    kind: str  # campaign or maintenance
     campaign: str
     nodes: int
     start: datetime
-    end: datetime                # the booked end
-    status: str = "booked"       # booked, executed, cancelled
+    end: datetime  # the booked end
+    status: str = "booked"  # booked, executed, cancelled
     actual_end: datetime | None = None
     workspace: str | None = None
     config_digest: str | None = None
@@ -76,8 +76,11 @@ class Booking:
         return self.holds and self.actual_end is not None and self.actual_end < self.end
 
     def describe(self) -> str:
-        what = f"maintenance {self.commitment_id}" if self.kind == MAINTENANCE else \
-            f"commitment {self.commitment_id} of campaign {self.campaign}"
+        what = (
+            f"maintenance {self.commitment_id}"
+            if self.kind == MAINTENANCE
+            else f"commitment {self.commitment_id} of campaign {self.campaign}"
+        )
         return f"{what} ({self.nodes} nodes, {self.start:%Y-%m-%d %H:%M} .. {self.held_until:%Y-%m-%d %H:%M} UTC)"
 
 
@@ -85,6 +88,7 @@ class Booking:
 class Segment:
     """A stretch of time with a constant number of nodes in use; `released_by` names the booking whose early
     finish freed this stretch (if any)."""
+
     start: datetime
     end: datetime
     used_nodes: int
@@ -142,8 +146,9 @@ def peak_nodes(bookings: Sequence[Booking], start: datetime, end: datetime) -> i
     return max((s.used_nodes for s in segments(bookings, start, end)), default=0)
 
 
-def blocking(bookings: Sequence[Booking], start: datetime, end: datetime, nodes: int,
-             capacity: int) -> list[Booking]:
+def blocking(
+    bookings: Sequence[Booking], start: datetime, end: datetime, nodes: int, capacity: int
+) -> list[Booking]:
     """The bookings that hold the capacity a new booking of `nodes` over [start, end) needs ([] if it fits):
     those in use at the first moment where it would not fit."""
     near = [b for b in _holding(bookings) if b.start < end and b.held_until > start]
@@ -179,19 +184,25 @@ class FreeStarts:
             if used <= limit:
                 continue
             left = t0 - duration
-            if self.rights and left < self.rights[-1]:      # overlaps the previous one (both open): merge
+            if self.rights and left < self.rights[-1]:  # overlaps the previous one (both open): merge
                 self.rights[-1] = max(self.rights[-1], t1)
             else:
                 self.lefts.append(left)
                 self.rights.append(t1)
 
     def fits(self, start: datetime) -> bool:
-        i = bisect.bisect_left(self.lefts, start) - 1        # the last ruled-out interval opening before start
+        i = bisect.bisect_left(self.lefts, start) - 1  # the last ruled-out interval opening before start
         return i < 0 or self.rights[i] <= start
 
 
-def earliest_fit(bookings: Sequence[Booking], nodes: int, duration: timedelta, capacity: int,
-                 not_before: datetime, align: str = "second") -> datetime:
+def earliest_fit(
+    bookings: Sequence[Booking],
+    nodes: int,
+    duration: timedelta,
+    capacity: int,
+    not_before: datetime,
+    align: str = "second",
+) -> datetime:
     """The earliest start at or after `not_before`, on a whole `align` (second, minute, hour, day) of UTC, where
     `nodes` fit for `duration` (nodes <= capacity).
 
@@ -200,11 +211,11 @@ def earliest_fit(bookings: Sequence[Booking], nodes: int, duration: timedelta, c
     the first aligned moment after c fits too); after the last booking ends the cluster is free, so there always is
     one. O(n log n)."""
     not_before = ceil_aligned(not_before, align)
-    ahead = [b for b in _holding(bookings) if b.held_until > not_before]   # only these can meet a later window
+    ahead = [b for b in _holding(bookings) if b.held_until > not_before]  # only these can meet a later window
     if nodes > capacity:
         raise ValueError(f"a booking of {nodes} nodes cannot fit a cluster of {capacity} nodes")
     if not blocking(ahead, not_before, not_before + duration, nodes, capacity):
-        return not_before   # the common case, in one O(n) pass; otherwise the sweep
+        return not_before  # the common case, in one O(n) pass; otherwise the sweep
     free = FreeStarts(ahead, nodes, duration, capacity)
     candidates = sorted({not_before} | {ceil_aligned(b.held_until, align) for b in ahead})
     for start in candidates:
@@ -216,10 +227,11 @@ def earliest_fit(bookings: Sequence[Booking], nodes: int, duration: timedelta, c
 @dataclass(frozen=True)
 class Placement:
     """A start proposed for a new booking, with the idle stretches it leaves next to its neighbours."""
+
     start: datetime
     end: datetime
-    lead_s: int      # idle time between the last change on the calendar (or `not_before`) and the start
-    trail_s: int     # idle time between the end and the next change on the calendar (0 if none follows)
+    lead_s: int  # idle time between the last change on the calendar (or `not_before`) and the start
+    trail_s: int  # idle time between the end and the next change on the calendar (0 if none follows)
     nodes: int
     reason: str = ""
     blockers: tuple[str, ...] = field(default_factory=tuple)
@@ -234,8 +246,14 @@ def _events(bookings: Sequence[Booking]) -> list[datetime]:
     return sorted({t for b in _holding(bookings) for t in (b.start, b.held_until)})
 
 
-def placement(bookings: Sequence[Booking], start: datetime, nodes: int, duration: timedelta,
-              not_before: datetime, events: list[datetime] | None = None) -> Placement:
+def placement(
+    bookings: Sequence[Booking],
+    start: datetime,
+    nodes: int,
+    duration: timedelta,
+    not_before: datetime,
+    events: list[datetime] | None = None,
+) -> Placement:
     """A start with the idle stretches it leaves: back to the last change on the calendar (or `not_before`) and on
     to the next one. `events` is `_events(bookings)` when the caller already has it."""
     start = utc_seconds(start)
@@ -248,8 +266,9 @@ def placement(bookings: Sequence[Booking], start: datetime, nodes: int, duration
     return Placement(start, end, max(0, int(lead.total_seconds())), int(trail.total_seconds()), nodes)
 
 
-def least_idle_fit(bookings: Sequence[Booking], nodes: int, duration: timedelta, capacity: int,
-                   not_before: datetime) -> Placement:
+def least_idle_fit(
+    bookings: Sequence[Booking], nodes: int, duration: timedelta, capacity: int, not_before: datetime
+) -> Placement:
     """The fitting start that strands the least idle capacity beside existing bookings (ties: the earliest).
 
     Candidates are `not_before`, every booking's end (start right after it) and every booking's start minus the

@@ -26,7 +26,7 @@ from campaign.calendar.gaps import Pricing
 from campaign.config import CampaignConfig
 
 DAY_S = 86_400.0
-OVERRUN = 1.5   # replicas run to 1.5 x the window so a too-short window is priced by the time it lacks
+OVERRUN = 1.5  # replicas run to 1.5 x the window so a too-short window is priced by the time it lacks
 
 
 def empirical_quantile(values: Sequence[float], q: float) -> float:
@@ -40,15 +40,15 @@ class WindowLength:
     window_days: float
     replicas: int
     p_complete_in_window: float
-    p90_completion_days: float | None      # None: later than every horizon simulated (more than 10% unfinished)
+    p90_completion_days: float | None  # None: later than every horizon simulated (more than 10% unfinished)
     p99_completion_days: float | None
-    expected_idle_tail_h: float            # mean time released after an early finish (0 for unfinished replicas)
+    expected_idle_tail_h: float  # mean time released after an early finish (0 for unfinished replicas)
     expected_idle_tail_node_hours: float
     expected_idle_tail_cost_usd: float
-    shortfall_node_hours: float            # too short: the booking's nodes x (p90 - window), what lengthening costs
+    shortfall_node_hours: float  # too short: the booking's nodes x (p90 - window), what lengthening costs
     shortfall_cost_usd: float
-    trains_through: bool                   # a snapshot window: the job trains to the window's end (no idle tail)
-    verdict: str                           # ok, too_short, too_long
+    trains_through: bool  # a snapshot window: the job trains to the window's end (no idle tail)
+    verdict: str  # ok, too_short, too_long
     message: str
 
     def as_details(self) -> dict[str, Any]:
@@ -59,9 +59,14 @@ def _days(seconds: float) -> str:
     return f"{seconds / DAY_S:.2f} days" if math.isfinite(seconds) else "beyond the window"
 
 
-def assess_window_length(completions_s: Sequence[float | None], window_s: float, booked_nodes: int,
-                         pricing: Pricing, trains_through: bool = False,
-                         longer_completions_s: Sequence[float | None] | None = None) -> WindowLength:
+def assess_window_length(
+    completions_s: Sequence[float | None],
+    window_s: float,
+    booked_nodes: int,
+    pricing: Pricing,
+    trains_through: bool = False,
+    longer_completions_s: Sequence[float | None] | None = None,
+) -> WindowLength:
     """Judge a window of `window_s` against replica completion times (None: did not finish in it).
 
     `longer_completions_s` (replicas run past the window) price a too-short window: the p90 it would need."""
@@ -69,7 +74,9 @@ def assess_window_length(completions_s: Sequence[float | None], window_s: float,
     n = len(times)
     done = [t for t in times if math.isfinite(t)]
     p_done = len(done) / n if n else 0.0
-    p90, p99 = (empirical_quantile(times, 0.90), empirical_quantile(times, 0.99)) if n else (math.inf, math.inf)
+    p90, p99 = (
+        (empirical_quantile(times, 0.90), empirical_quantile(times, 0.99)) if n else (math.inf, math.inf)
+    )
     # The idle tail is capacity released after an early finish; a snapshot job trains on, releasing nothing.
     tail_s = 0.0 if trains_through else (sum(window_s - t for t in done) / n if n else 0.0)
     tail_nh = tail_s / 3600.0 * booked_nodes
@@ -87,35 +94,61 @@ def assess_window_length(completions_s: Sequence[float | None], window_s: float,
     if not p90 <= window_s:
         verdict = "too_short"
         if window_s < needed < math.inf:
-            lengthen = (f"lengthening it to the p90 ({_days(needed)}{'' if math.isfinite(p90) else ', from replicas run past the window'}) "
-                        f"books {(needed - window_s) / 3600:.1f} h x {booked_nodes} nodes = {short_nh:,.0f} "
-                        f"node-hours more (${short_cost:,.2f}); set window.days to at least "
-                        f"{math.ceil(needed / DAY_S * 100) / 100:.2f}")
+            lengthen = (
+                f"lengthening it to the p90 ({_days(needed)}{'' if math.isfinite(p90) else ', from replicas run past the window'}) "
+                f"books {(needed - window_s) / 3600:.1f} h x {booked_nodes} nodes = {short_nh:,.0f} "
+                f"node-hours more (${short_cost:,.2f}); set window.days to at least "
+                f"{math.ceil(needed / DAY_S * 100) / 100:.2f}"
+            )
         else:
-            lengthen = (f"more than 10% of the replicas had not finished by {OVERRUN:g} x the window: lengthen "
-                        "window.days well beyond it")
-        message = (f"window of {days:.2f} days is shorter than the campaign's p90 completion time ({_days(p90)}): "
-                   f"{1 - p_done:.0%} of {n} replicas do not finish in it, and an unfinished window costs its whole "
-                   f"booking ({window_s / 3600 * booked_nodes:,.0f} node-hours, "
-                   f"${pricing.cost(window_s / 3600 * booked_nodes)['cost_usd']:,.2f}) without reaching "
-                   f"plan.target_tokens; {lengthen}, or lower plan.target_tokens")
+            lengthen = (
+                f"more than 10% of the replicas had not finished by {OVERRUN:g} x the window: lengthen "
+                "window.days well beyond it"
+            )
+        message = (
+            f"window of {days:.2f} days is shorter than the campaign's p90 completion time ({_days(p90)}): "
+            f"{1 - p_done:.0%} of {n} replicas do not finish in it, and an unfinished window costs its whole "
+            f"booking ({window_s / 3600 * booked_nodes:,.0f} node-hours, "
+            f"${pricing.cost(window_s / 3600 * booked_nodes)['cost_usd']:,.2f}) without reaching "
+            f"plan.target_tokens; {lengthen}, or lower plan.target_tokens"
+        )
     elif p99 < window_s and not trains_through:
         verdict = "too_long"
-        message = (f"window of {days:.2f} days is longer than the campaign's p99 completion time ({_days(p99)}): "
-                   f"the expected idle tail after the job finishes is {tail_s / 3600:.1f} h x {booked_nodes} "
-                   f"nodes = {tail_nh:,.0f} node-hours (${tail_cost:,.2f} of released capacity); set window.days "
-                   f"between {math.ceil(p90 / DAY_S * 100) / 100:.2f} and {math.floor(p99 / DAY_S * 100) / 100:.2f}"
-                   " (the p90 and p99), or raise plan.target_tokens")
+        message = (
+            f"window of {days:.2f} days is longer than the campaign's p99 completion time ({_days(p99)}): "
+            f"the expected idle tail after the job finishes is {tail_s / 3600:.1f} h x {booked_nodes} "
+            f"nodes = {tail_nh:,.0f} node-hours (${tail_cost:,.2f} of released capacity); set window.days "
+            f"between {math.ceil(p90 / DAY_S * 100) / 100:.2f} and {math.floor(p99 / DAY_S * 100) / 100:.2f}"
+            " (the p90 and p99), or raise plan.target_tokens"
+        )
     else:
         verdict = "ok"
-        upper = ("the job trains through the window (sim.stop_at_target: false), so nothing is released after "
-                 "the target and the p99 side does not apply" if trains_through else
-                 f"p99 ({_days(p99)})")
-        message = (f"window of {days:.2f} days lies between the p90 ({_days(p90)}) and {upper}; P(finish in "
-                   f"window) {p_done:.0%} of {n} replicas, expected idle tail after an early finish {tail_s / 3600:.1f} h "
-                   f"(${tail_cost:,.2f})")
-    return WindowLength(days, n, p_done, d(p90), d(p99), tail_s / 3600.0, tail_nh, tail_cost, short_nh, short_cost,
-                        trains_through, verdict, message)
+        upper = (
+            "the job trains through the window (sim.stop_at_target: false), so nothing is released after "
+            "the target and the p99 side does not apply"
+            if trains_through
+            else f"p99 ({_days(p99)})"
+        )
+        message = (
+            f"window of {days:.2f} days lies between the p90 ({_days(p90)}) and {upper}; P(finish in "
+            f"window) {p_done:.0%} of {n} replicas, expected idle tail after an early finish {tail_s / 3600:.1f} h "
+            f"(${tail_cost:,.2f})"
+        )
+    return WindowLength(
+        days,
+        n,
+        p_done,
+        d(p90),
+        d(p99),
+        tail_s / 3600.0,
+        tail_nh,
+        tail_cost,
+        short_nh,
+        short_cost,
+        trains_through,
+        verdict,
+        message,
+    )
 
 
 def judge_window(config: CampaignConfig, plan: Any, replicas: int | None = None) -> WindowLength:

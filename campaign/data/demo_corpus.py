@@ -27,10 +27,10 @@ from campaign.data.normalise import normalise_text
 from campaign.errors import ConfigError
 from campaign.files import atomic_write_bytes, atomic_write_parquet
 
-N_GOOD_PAGES = 300       # ordinary web pages (3-6 prose paragraphs each)
-N_MIRRORS = 12           # web pages that copy a docs section verbatim: the docs copy is the duplicate
-N_WEB_DUPLICATES = 24    # exact re-posts of earlier web pages; every third differs only in whitespace
-JUNK_PAGES = {           # pages built to fail one Gopher rule each
+N_GOOD_PAGES = 300  # ordinary web pages (3-6 prose paragraphs each)
+N_MIRRORS = 12  # web pages that copy a docs section verbatim: the docs copy is the duplicate
+N_WEB_DUPLICATES = 24  # exact re-posts of earlier web pages; every third differs only in whitespace
+JUNK_PAGES = {  # pages built to fail one Gopher rule each
     F.GOPHER_SHORT_DOC: 6,
     F.GOPHER_BELOW_AVG_THRESHOLD: 3,
     F.GOPHER_ABOVE_AVG_THRESHOLD: 3,
@@ -40,7 +40,7 @@ JUNK_PAGES = {           # pages built to fail one Gopher rule each
     F.GOPHER_ENOUGH_STOP_WORDS: 4,
     F.DUP_LINE_FRAC: 5,
 }
-DOCS_MIN_WORDS = 60      # a docs document is one or more consecutive sections of a topic, merged to this size
+DOCS_MIN_WORDS = 60  # a docs document is one or more consecutive sections of a topic, merged to this size
 
 _SHORT = [
     "Page not found. The page you are looking for has moved.",
@@ -50,16 +50,81 @@ _SHORT = [
     "403 Forbidden",
     "This site is under construction. Check back soon!",
 ]
-_TAGS = ["#python", "#coding", "#programming", "#dev", "#tips", "#learn", "#code", "#tutorial", "#100daysofcode",
-         "#software", "#tech", "#pythonprogramming"]
-_TEASERS = ["Top tips for {}... Read more...", "What nobody tells you about {}... Continue...",
-            "{} explained... Read more...", "Ten facts about {}... More..."]
-_KEYWORDS = ["python", "tutorial", "free", "download", "best", "course", "online", "examples", "beginner",
-             "advanced", "tips", "tricks", "cheat", "sheet", "pdf", "book", "learn", "programming", "code",
-             "developer", "jobs", "salary", "interview", "questions", "answers", "certification", "training"]
-_CHAT = ["ok", "so", "i", "go", "u", "r", "lol", "ya", "k", "a", "b", "me", "no", "hi", "to", "the", "is", "it"]
-_BOILERPLATE = ["Subscribe to our newsletter for weekly Python tips.", "Share this page with your friends.",
-                "Back to the top of the page.", "Related posts you might also enjoy."]
+_TAGS = [
+    "#python",
+    "#coding",
+    "#programming",
+    "#dev",
+    "#tips",
+    "#learn",
+    "#code",
+    "#tutorial",
+    "#100daysofcode",
+    "#software",
+    "#tech",
+    "#pythonprogramming",
+]
+_TEASERS = [
+    "Top tips for {}... Read more...",
+    "What nobody tells you about {}... Continue...",
+    "{} explained... Read more...",
+    "Ten facts about {}... More...",
+]
+_KEYWORDS = [
+    "python",
+    "tutorial",
+    "free",
+    "download",
+    "best",
+    "course",
+    "online",
+    "examples",
+    "beginner",
+    "advanced",
+    "tips",
+    "tricks",
+    "cheat",
+    "sheet",
+    "pdf",
+    "book",
+    "learn",
+    "programming",
+    "code",
+    "developer",
+    "jobs",
+    "salary",
+    "interview",
+    "questions",
+    "answers",
+    "certification",
+    "training",
+]
+_CHAT = [
+    "ok",
+    "so",
+    "i",
+    "go",
+    "u",
+    "r",
+    "lol",
+    "ya",
+    "k",
+    "a",
+    "b",
+    "me",
+    "no",
+    "hi",
+    "to",
+    "the",
+    "is",
+    "it",
+]
+_BOILERPLATE = [
+    "Subscribe to our newsletter for weekly Python tips.",
+    "Share this page with your friends.",
+    "Back to the top of the page.",
+    "Related posts you might also enjoy.",
+]
 
 
 DEMO_MARKER = ".campaign-demo-corpus"
@@ -74,8 +139,10 @@ def claim_demo_folder(out_dir: Path) -> None:
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise ConfigError(
             f"{out_dir} already holds files that campaign did not write; the demo corpus is written only into a "
-            "folder campaign created", where="data.demo_corpus_dir",
-            fix="point data.demo_corpus_dir at a new or empty folder (or remove it: real campaigns have none)")
+            "folder campaign created",
+            where="data.demo_corpus_dir",
+            fix="point data.demo_corpus_dir at a new or empty folder (or remove it: real campaigns have none)",
+        )
     out_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(marker, b"written by campaign: the synthetic demo corpus lives here\n")
 
@@ -115,8 +182,9 @@ def write_demo_corpus(out_dir: Path, seed: int = 7) -> dict[str, Any]:
         records.append({"kind": "mirror", "text": docs[i][1], "reason": None, "docs_index": i})
     for reason, count in JUNK_PAGES.items():
         for j in range(count):
-            records.append({"kind": "junk", "text": _junk_page(reason, j, rng, paragraphs, titles),
-                            "reason": reason})
+            records.append(
+                {"kind": "junk", "text": _junk_page(reason, j, rng, paragraphs, titles), "reason": reason}
+            )
     for reason in (R.MALFORMED_JSON, R.INVALID_UTF8, R.MISSING_TEXT, R.WRONG_TYPE, R.EMPTY_TEXT):
         records.append({"kind": "broken", "text": None, "reason": reason})
     records = [records[i] for i in rng.permutation(len(records))]
@@ -159,7 +227,9 @@ def write_demo_corpus(out_dir: Path, seed: int = 7) -> dict[str, Any]:
             kept_hashes.add(sha)
         if reason is not None:
             rejections[doc_id] = reason
-    table = pa.table({"doc_id": pa.array(doc_ids, pa.string()), "body": pa.array([b for _, b in docs], pa.string())})
+    table = pa.table(
+        {"doc_id": pa.array(doc_ids, pa.string()), "body": pa.array([b for _, b in docs], pa.string())}
+    )
     files.append(str(atomic_write_parquet(out_dir / "docs" / "part-000.parquet", table)))
 
     expected = {
@@ -167,10 +237,21 @@ def write_demo_corpus(out_dir: Path, seed: int = 7) -> dict[str, Any]:
         "docs": _expected(doc_ids, rejections),
     }
     sources = [
-        {"name": "web", "path": str(out_dir / "web" / "*.jsonl"), "format": "jsonl", "text_field": "text",
-         "weight": 0.6},
-        {"name": "docs", "path": str(out_dir / "docs" / "*.parquet"), "format": "parquet", "text_field": "body",
-         "id_field": "doc_id", "weight": 0.4},
+        {
+            "name": "web",
+            "path": str(out_dir / "web" / "*.jsonl"),
+            "format": "jsonl",
+            "text_field": "text",
+            "weight": 0.6,
+        },
+        {
+            "name": "docs",
+            "path": str(out_dir / "docs" / "*.parquet"),
+            "format": "parquet",
+            "text_field": "body",
+            "id_field": "doc_id",
+            "weight": 0.4,
+        },
     ]
     return {"seed": seed, "files": files, "sources": sources, "expected": expected, "rejections": rejections}
 
@@ -190,9 +271,16 @@ def _prose_paragraphs() -> tuple[list[str], list[str]]:
     for text in _topics().values():
         title = text.split("\n", 1)[0].strip()
         for para in re.split(r"\n\s*\n", text):
-            if (not para.startswith((" ", "\t")) and len(para.split()) >= 20 and "::=" not in para
-                    and ">>>" not in para and "#" not in para and "..." not in para and "|" not in para
-                    and _alpha_fraction(para) >= 0.9):
+            if (
+                not para.startswith((" ", "\t"))
+                and len(para.split()) >= 20
+                and "::=" not in para
+                and ">>>" not in para
+                and "#" not in para
+                and "..." not in para
+                and "|" not in para
+                and _alpha_fraction(para) >= 0.9
+            ):
                 paragraphs.append(para.strip())
                 titles.append(title)
     return paragraphs, titles
@@ -237,7 +325,9 @@ def _natural_reason(body: str) -> str | None:
     return None
 
 
-def _junk_page(reason: str, j: int, rng: np.random.Generator, paragraphs: list[str], titles: list[str]) -> str:
+def _junk_page(
+    reason: str, j: int, rng: np.random.Generator, paragraphs: list[str], titles: list[str]
+) -> str:
     """A page that fails `reason` first under CleaningConfig() defaults (and passes every earlier rule)."""
     para = paragraphs[int(rng.integers(len(paragraphs)))]
     title = titles[int(rng.integers(len(titles)))]
@@ -286,5 +376,9 @@ def _web_line(record: dict[str, Any], n: int) -> bytes:
 def _expected(doc_ids: list[str], rejections: dict[str, str]) -> dict[str, Any]:
     by_reason = Counter(rejections[d] for d in doc_ids if d in rejections)
     n_rejected = sum(by_reason.values())
-    return {"n_input": len(doc_ids), "n_kept": len(doc_ids) - n_rejected, "n_rejected": n_rejected,
-            "by_reason": dict(sorted(by_reason.items()))}
+    return {
+        "n_input": len(doc_ids),
+        "n_kept": len(doc_ids) - n_rejected,
+        "n_rejected": n_rejected,
+        "by_reason": dict(sorted(by_reason.items())),
+    }

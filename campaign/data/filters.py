@@ -113,8 +113,14 @@ STOP_WORDS = frozenset(("the", "be", "to", "of", "and", "that", "have", "with"))
 BULLETS = ("•", "‣", "◦", "⁃", "▪", "▫", "■", "□", "●", "○", "-", "*", "–", "—")
 ELLIPSES = ("...", "…")
 C4_END_PUNCTUATION = (".", "?", "!", '"', "'")
-C4_POLICY_SUBSTRINGS = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies",
-                        "use cookies")
+C4_POLICY_SUBSTRINGS = (
+    "terms of use",
+    "privacy policy",
+    "cookie policy",
+    "uses cookies",
+    "use of cookies",
+    "use cookies",
+)
 _CITATION = re.compile(r"\[\d*]|\[edit]|\[citation needed]")
 _SENTENCE_END = re.compile(r"[.!?]+(?:\s|$)")
 # Terminal punctuation for FineWeb's line rule: Latin, CJK and other scripts' full stops, closing quotes.
@@ -136,9 +142,18 @@ def filter_reasons(cleaning: CleaningConfig | None = None) -> tuple[str, ...]:
     rep = cleaning.gopher_repetition if cleaning else GopherRepetitionConfig()
     reasons = [TOO_LARGE]
     if cleaning is None or cleaning.gopher_quality:
-        reasons += [GOPHER_SHORT_DOC, GOPHER_LONG_DOC, GOPHER_BELOW_AVG_THRESHOLD, GOPHER_ABOVE_AVG_THRESHOLD,
-                    GOPHER_TOO_MANY_HASHES, GOPHER_TOO_MANY_ELLIPSIS, GOPHER_TOO_MANY_BULLETS,
-                    GOPHER_TOO_MANY_END_ELLIPSIS, GOPHER_BELOW_ALPHA_THRESHOLD, GOPHER_ENOUGH_STOP_WORDS]
+        reasons += [
+            GOPHER_SHORT_DOC,
+            GOPHER_LONG_DOC,
+            GOPHER_BELOW_AVG_THRESHOLD,
+            GOPHER_ABOVE_AVG_THRESHOLD,
+            GOPHER_TOO_MANY_HASHES,
+            GOPHER_TOO_MANY_ELLIPSIS,
+            GOPHER_TOO_MANY_BULLETS,
+            GOPHER_TOO_MANY_END_ELLIPSIS,
+            GOPHER_BELOW_ALPHA_THRESHOLD,
+            GOPHER_ENOUGH_STOP_WORDS,
+        ]
     if cleaning is None or rep.enabled:
         reasons += [DUP_PARA_FRAC, DUP_PARA_CHAR_FRAC, DUP_LINE_FRAC, DUP_LINE_CHAR_FRAC]
         top = [n for n, _ in rep.top_ngram_char_fractions] if cleaning else [2, 3, 4]
@@ -202,7 +217,9 @@ class TextStats:
         it is bounded by whitespace, punctuation or the text's ends ("The", "(of)", "to." count; "other",
         "tothe" do not), case-insensitively."""
         text = self.text
-        if not text.isascii():  # Unicode case folding and \\w: the regex (a lowercase copy may change lengths)
+        if (
+            not text.isascii()
+        ):  # Unicode case folding and \\w: the regex (a lowercase copy may change lengths)
             found: set[str] = set()
             for match in _STOP_WORD.finditer(text):
                 found.add(match.group(0).lower())
@@ -233,7 +250,9 @@ class TextStats:
     @cached_property
     def n_bullet_lines(self) -> int:
         """Non-empty lines whose first non-whitespace character is a bullet (C-level iterators, no Python loop)."""
-        return sum(map(_BULLET_SET.__contains__, map(itemgetter(0), filter(None, map(str.lstrip, self.lines)))))
+        return sum(
+            map(_BULLET_SET.__contains__, map(itemgetter(0), filter(None, map(str.lstrip, self.lines))))
+        )
 
     @cached_property
     def n_bullet_chars(self) -> int:
@@ -267,7 +286,9 @@ def _ascii_stop_words(lower: str, enough: int) -> frozenset[str]:
         i = lower.find(word)
         while i >= 0:
             j = i + size
-            if (i == 0 or not _is_ascii_word_char(lower[i - 1])) and (j >= end or not _is_ascii_word_char(lower[j])):
+            if (i == 0 or not _is_ascii_word_char(lower[i - 1])) and (
+                j >= end or not _is_ascii_word_char(lower[j])
+            ):
                 found.add(word)
                 break
             i = lower.find(word, i + 1)
@@ -349,7 +370,9 @@ def word_tables(stats: list[TextStats]) -> None:
                 no_letter[doc[w]] += 1
     shared = (data, wstart, wend, wlen)  # one object for the whole batch, for ngram_tables
     starts = np.concatenate([[0], np.cumsum(counts)]).tolist()
-    for i, (st, n, c, nl) in enumerate(zip(stats, counts.tolist(), chars.tolist(), no_letter.tolist(), strict=True)):
+    for i, (st, n, c, nl) in enumerate(
+        zip(stats, counts.tolist(), chars.tolist(), no_letter.tolist(), strict=True)
+    ):
         d = st.__dict__
         d["n_words"] = n
         d["word_chars"] = c
@@ -365,8 +388,12 @@ def _utf8_buffer(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     surrogate, which Arrow refuses and only unnormalised text can hold, is encoded as Python's surrogatepass does)."""
     try:
         array = pa.array(texts, pa.large_string())
-        offsets = np.frombuffer(array.buffers()[1], np.int64)[array.offset:array.offset + len(texts) + 1]
-        data = np.frombuffer(array.buffers()[2], np.uint8) if array.buffers()[2] is not None else np.zeros(0, np.uint8)
+        offsets = np.frombuffer(array.buffers()[1], np.int64)[array.offset : array.offset + len(texts) + 1]
+        data = (
+            np.frombuffer(array.buffers()[2], np.uint8)
+            if array.buffers()[2] is not None
+            else np.zeros(0, np.uint8)
+        )
         return data, offsets
     except (pa.ArrowException, UnicodeEncodeError):
         encoded = [t.encode("utf-8", "surrogatepass") for t in texts]
@@ -389,7 +416,9 @@ def word_tables_vocab(stats: list[TextStats]) -> None:
         counts = np.fromiter((len(st.words) for st in stats), dtype=np.int64, count=len(stats))
         ids: dict[str, int] = {}
         flat = itertools.chain.from_iterable(st.words for st in stats)
-        wid = np.fromiter((ids.setdefault(w, len(ids)) for w in flat), dtype=np.int64, count=int(counts.sum()))
+        wid = np.fromiter(
+            (ids.setdefault(w, len(ids)) for w in flat), dtype=np.int64, count=int(counts.sum())
+        )
         vocab = list(ids)
         length_v = np.fromiter(map(len, vocab), dtype=np.int64, count=len(vocab))
         no_letter_v = _no_letter(vocab, None)
@@ -405,7 +434,9 @@ def word_tables_vocab(stats: list[TextStats]) -> None:
         d["mean_word_length"] = c / n if n else 0.0
         d["n_alpha_words"] = n - int(no_letter[i])
         d["_wid"] = shared
-        d.pop("words", None)  # the word strings are the batch's largest object: split again only if a rule quotes them
+        d.pop(
+            "words", None
+        )  # the word strings are the batch's largest object: split again only if a rule quotes them
     starts = np.concatenate([[0], np.cumsum(counts)])
     for i, st in enumerate(stats):
         st.__dict__["_span"] = (int(starts[i]), int(starts[i + 1]))
@@ -436,8 +467,9 @@ def ngram_tables(stats: list[TextStats], top_ns: list[int], dup_ns: list[int]) -
     from campaign.data.word_kernels import ngram_measures
 
     data, wstart, wend, starts, wlen = _batch_words(stats)
-    top_count, top_chars, top_first, dup_has, dup_chars = ngram_measures(data, wstart, wend, starts, wlen, top_ns,
-                                                                         dup_ns)
+    top_count, top_chars, top_first, dup_has, dup_chars = ngram_measures(
+        data, wstart, wend, starts, wlen, top_ns, dup_ns
+    )
     top_ns, dup_ns = sorted(set(top_ns)), sorted(set(dup_ns))
     counts = top_count[:, top_ns].tolist()
     chars = top_chars[:, top_ns].tolist()
@@ -445,8 +477,9 @@ def ngram_tables(stats: list[TextStats], top_ns: list[int], dup_ns: list[int]) -
     has = dup_has[:, dup_ns].tolist()
     covered = dup_chars[:, dup_ns].tolist()
     for i, st in enumerate(stats):
-        st.top_ngrams = {n: (c, ch, f) for n, c, ch, f in zip(top_ns, counts[i], chars[i], firsts[i], strict=True)
-                         if c > 1}
+        st.top_ngrams = {
+            n: (c, ch, f) for n, c, ch, f in zip(top_ns, counts[i], chars[i], firsts[i], strict=True) if c > 1
+        }
         st.dup_ngrams = dict(zip(dup_ns, zip(has[i], covered[i], strict=True), strict=True))
 
 
@@ -461,8 +494,12 @@ def _batch_words(stats: list[TextStats]) -> tuple[np.ndarray, ...]:
     spans = [st.__dict__["_span"] for st in stats]
     counts = np.array([b - a for a, b in spans], dtype=np.int64)
     total = int(counts.sum())
-    if total == len(wstart_all) and spans and spans[0][0] == 0 and all(
-            spans[i][1] == spans[i + 1][0] for i in range(len(spans) - 1)):
+    if (
+        total == len(wstart_all)
+        and spans
+        and spans[0][0] == 0
+        and all(spans[i][1] == spans[i + 1][0] for i in range(len(spans) - 1))
+    ):
         index = None  # every word of the batch, in order: no copy
     else:
         index = np.concatenate([np.arange(a, b) for a, b in spans]) if spans else np.zeros(0, np.int64)
@@ -485,8 +522,9 @@ def ngram_tables_numpy(stats: list[TextStats], top_ns: list[int], dup_ns: list[i
         for st in stats:
             st.top_ngrams, st.dup_ngrams = {}, {}
         return
-    if "_wid" not in stats[0].__dict__ or any(st.__dict__.get("_wid") is not stats[0].__dict__["_wid"]
-                                              for st in stats):
+    if "_wid" not in stats[0].__dict__ or any(
+        st.__dict__.get("_wid") is not stats[0].__dict__["_wid"] for st in stats
+    ):
         word_tables_vocab(stats)
     wid_all, n_vocab, length_v = stats[0].__dict__["_wid"]
     spans = [st.__dict__["_span"] for st in stats]
@@ -542,8 +580,11 @@ def ngram_tables_numpy(stats: list[TextStats], top_ns: list[int], dup_ns: list[i
 
 def _need_ngrams(stats: TextStats, cfg: GopherRepetitionConfig) -> None:
     if stats.top_ngrams is None or stats.dup_ngrams is None:
-        ngram_tables([stats], [n for n, _ in cfg.top_ngram_char_fractions],
-                     [n for n, _ in cfg.duplicate_ngram_char_fractions])
+        ngram_tables(
+            [stats],
+            [n for n, _ in cfg.top_ngram_char_fractions],
+            [n for n, _ in cfg.duplicate_ngram_char_fractions],
+        )
 
 
 # ------------------------------------------------------------------------------------------ rule groups
@@ -560,26 +601,37 @@ def check_repetition(stats: TextStats, cfg: GopherRepetitionConfig) -> Rejection
         n_dup, dup_chars = _duplicates(paragraphs)
         frac = n_dup / len(paragraphs)
         if frac > cfg.max_duplicate_paragraph_fraction:
-            return Rejection(DUP_PARA_FRAC, f"duplicate paragraphs {frac:.3f} > "
-                                            f"{cfg.max_duplicate_paragraph_fraction:g} ({n_dup} of {len(paragraphs)})")
+            return Rejection(
+                DUP_PARA_FRAC,
+                f"duplicate paragraphs {frac:.3f} > "
+                f"{cfg.max_duplicate_paragraph_fraction:g} ({n_dup} of {len(paragraphs)})",
+            )
         frac = dup_chars / n_chars
         if frac > cfg.max_duplicate_paragraph_char_fraction:
-            return Rejection(DUP_PARA_CHAR_FRAC, f"characters in duplicate paragraphs {frac:.3f} > "
-                                                 f"{cfg.max_duplicate_paragraph_char_fraction:g}")
+            return Rejection(
+                DUP_PARA_CHAR_FRAC,
+                f"characters in duplicate paragraphs {frac:.3f} > "
+                f"{cfg.max_duplicate_paragraph_char_fraction:g}",
+            )
     lines = stats.lines
     if len(lines) > 1:
         n_dup, dup_chars = _duplicates(lines)
         frac = n_dup / len(lines)
         if frac > cfg.max_duplicate_line_fraction:
-            return Rejection(DUP_LINE_FRAC, f"duplicate lines {frac:.3f} > {cfg.max_duplicate_line_fraction:g} "
-                                            f"({n_dup} of {len(lines)})")
+            return Rejection(
+                DUP_LINE_FRAC,
+                f"duplicate lines {frac:.3f} > {cfg.max_duplicate_line_fraction:g} ({n_dup} of {len(lines)})",
+            )
         frac = dup_chars / n_chars
         if frac > cfg.max_duplicate_line_char_fraction:
-            return Rejection(DUP_LINE_CHAR_FRAC, f"characters in duplicate lines {frac:.3f} > "
-                                                 f"{cfg.max_duplicate_line_char_fraction:g}")
+            return Rejection(
+                DUP_LINE_CHAR_FRAC,
+                f"characters in duplicate lines {frac:.3f} > {cfg.max_duplicate_line_char_fraction:g}",
+            )
     n_words = stats.n_words
     if (cfg.top_ngram_char_fractions and n_words >= min(n for n, _ in cfg.top_ngram_char_fractions)) or (
-            cfg.duplicate_ngram_char_fractions and n_words > min(n for n, _ in cfg.duplicate_ngram_char_fractions)):
+        cfg.duplicate_ngram_char_fractions and n_words > min(n for n, _ in cfg.duplicate_ngram_char_fractions)
+    ):
         _need_ngrams(stats, cfg)
     for n, limit in cfg.top_ngram_char_fractions:
         if n_words < n:
@@ -588,9 +640,12 @@ def check_repetition(stats: TextStats, cfg: GopherRepetitionConfig) -> Rejection
         if count > 1:
             frac = gram_chars * count / n_chars
             if frac > limit:
-                gram = stats.words[first:first + n]
-                return Rejection(TOP_NGRAM.format(n=n), f"top {n}-gram {' '.join(gram)[:60]!r} x{count} covers "
-                                                        f"{frac:.3f} of characters > {limit:g}")
+                gram = stats.words[first : first + n]
+                return Rejection(
+                    TOP_NGRAM.format(n=n),
+                    f"top {n}-gram {' '.join(gram)[:60]!r} x{count} covers "
+                    f"{frac:.3f} of characters > {limit:g}",
+                )
     if cfg.duplicate_ngram_char_fractions:
         word_chars = stats.word_chars
         for n, limit in cfg.duplicate_ngram_char_fractions:
@@ -601,8 +656,10 @@ def check_repetition(stats: TextStats, cfg: GopherRepetitionConfig) -> Rejection
                 break  # no n-gram repeats, so no longer one does either
             frac = dup_chars / word_chars if word_chars else 0.0
             if frac > limit:
-                return Rejection(DUPLICATED_NGRAMS.format(n=n), f"characters in duplicated {n}-grams {frac:.3f} > "
-                                                                f"{limit:g}")
+                return Rejection(
+                    DUPLICATED_NGRAMS.format(n=n),
+                    f"characters in duplicated {n}-grams {frac:.3f} > {limit:g}",
+                )
     return None
 
 
@@ -616,17 +673,26 @@ def check_quality(stats: TextStats, cfg: CleaningConfig) -> Rejection | None:
     if n_words:
         mean = stats.mean_word_length
         if mean < cfg.min_mean_word_length:
-            return Rejection(GOPHER_BELOW_AVG_THRESHOLD, f"mean word length {mean:.2f} < {cfg.min_mean_word_length:g}")
+            return Rejection(
+                GOPHER_BELOW_AVG_THRESHOLD, f"mean word length {mean:.2f} < {cfg.min_mean_word_length:g}"
+            )
         if mean > cfg.max_mean_word_length:
-            return Rejection(GOPHER_ABOVE_AVG_THRESHOLD, f"mean word length {mean:.2f} > {cfg.max_mean_word_length:g}")
+            return Rejection(
+                GOPHER_ABOVE_AVG_THRESHOLD, f"mean word length {mean:.2f} > {cfg.max_mean_word_length:g}"
+            )
     ratio = stats.n_hashes / n_words if n_words else 0.0
     if ratio > cfg.max_symbol_word_ratio:
-        return Rejection(GOPHER_TOO_MANY_HASHES, f"'#' per word {ratio:.3f} > {cfg.max_symbol_word_ratio:g} "
-                                                 f"({stats.n_hashes} in {n_words})")
+        return Rejection(
+            GOPHER_TOO_MANY_HASHES,
+            f"'#' per word {ratio:.3f} > {cfg.max_symbol_word_ratio:g} ({stats.n_hashes} in {n_words})",
+        )
     ratio = stats.n_ellipsis / n_words if n_words else 0.0
     if ratio > cfg.max_symbol_word_ratio:
-        return Rejection(GOPHER_TOO_MANY_ELLIPSIS, f"ellipses per word {ratio:.3f} > {cfg.max_symbol_word_ratio:g} "
-                                                   f"({stats.n_ellipsis} in {n_words})")
+        return Rejection(
+            GOPHER_TOO_MANY_ELLIPSIS,
+            f"ellipses per word {ratio:.3f} > {cfg.max_symbol_word_ratio:g} "
+            f"({stats.n_ellipsis} in {n_words})",
+        )
     n_lines = len(stats.lines)
     if n_lines:
         # Upper bounds first (a bullet line holds a bullet character; a line ending in an ellipsis holds one
@@ -635,24 +701,33 @@ def check_quality(stats: TextStats, cfg: CleaningConfig) -> Rejection | None:
         if frac > cfg.max_bullet_lines_fraction:
             frac = stats.n_bullet_lines / n_lines
         if frac > cfg.max_bullet_lines_fraction:
-            return Rejection(GOPHER_TOO_MANY_BULLETS, f"bullet lines {frac:.3f} > {cfg.max_bullet_lines_fraction:g} "
-                                                      f"({stats.n_bullet_lines} of {n_lines})")
+            return Rejection(
+                GOPHER_TOO_MANY_BULLETS,
+                f"bullet lines {frac:.3f} > {cfg.max_bullet_lines_fraction:g} "
+                f"({stats.n_bullet_lines} of {n_lines})",
+            )
         frac = stats.n_ellipsis / n_lines
         if frac > cfg.max_ellipsis_lines_fraction:
             frac = stats.n_end_ellipsis_lines / n_lines
         if frac > cfg.max_ellipsis_lines_fraction:
-            return Rejection(GOPHER_TOO_MANY_END_ELLIPSIS, f"lines ending in an ellipsis {frac:.3f} > "
-                                                           f"{cfg.max_ellipsis_lines_fraction:g}")
+            return Rejection(
+                GOPHER_TOO_MANY_END_ELLIPSIS,
+                f"lines ending in an ellipsis {frac:.3f} > {cfg.max_ellipsis_lines_fraction:g}",
+            )
     fraction = stats.n_alpha_words / n_words if n_words else 0.0
     if fraction < cfg.min_alpha_word_fraction:
-        return Rejection(GOPHER_BELOW_ALPHA_THRESHOLD,
-                         f"words with a letter {fraction:.3f} < {cfg.min_alpha_word_fraction:g}")
+        return Rejection(
+            GOPHER_BELOW_ALPHA_THRESHOLD,
+            f"words with a letter {fraction:.3f} < {cfg.min_alpha_word_fraction:g}",
+        )
     if cfg.min_stop_words:
         found = stats.stop_words_present(cfg.min_stop_words)
         if len(found) < cfg.min_stop_words:
             shown = ", ".join(sorted(found)) or "none"
-            return Rejection(GOPHER_ENOUGH_STOP_WORDS, f"{len(found)} different stop words ({shown}) < "
-                                                       f"min_stop_words {cfg.min_stop_words}")
+            return Rejection(
+                GOPHER_ENOUGH_STOP_WORDS,
+                f"{len(found)} different stop words ({shown}) < min_stop_words {cfg.min_stop_words}",
+            )
     return None
 
 
@@ -691,7 +766,9 @@ def apply_c4(text: str, cfg: C4Config) -> tuple[str, Rejection | None]:
     # line's end: counting over the joined lines counts what counting line by line would.
     n_sentences = _count_sentences(joined, cfg.min_sentences)
     if n_sentences < cfg.min_sentences:
-        return text, Rejection(C4_TOO_FEW_SENTENCES, f"{n_sentences} sentences in kept lines < {cfg.min_sentences}")
+        return text, Rejection(
+            C4_TOO_FEW_SENTENCES, f"{n_sentences} sentences in kept lines < {cfg.min_sentences}"
+        )
     return joined.strip(), None
 
 
@@ -704,8 +781,11 @@ def _c4_page_words(text: str, cfg: C4Config) -> bool:
     if not (cfg.filter_lorem_ipsum or cfg.filter_javascript or cfg.filter_policy):
         return False
     lower = (_CITATION.sub("", text) if "[" in text else text).lower()
-    return ((cfg.filter_lorem_ipsum and "lorem ipsum" in lower) or (cfg.filter_javascript and "javascript" in lower)
-            or (cfg.filter_policy and _has_policy_phrase(lower)))
+    return (
+        (cfg.filter_lorem_ipsum and "lorem ipsum" in lower)
+        or (cfg.filter_javascript and "javascript" in lower)
+        or (cfg.filter_policy and _has_policy_phrase(lower))
+    )
 
 
 def _has_policy_phrase(lower: str) -> bool:
@@ -729,7 +809,9 @@ def _c4_lines_only(text: str, cfg: C4Config) -> tuple[str, Rejection | None]:
     need = cfg.min_words_per_line
     # min(words, need) per line: a split that stops after need - 1 cuts makes at most `need` pieces, not one
     # string per word
-    n_words = list(map(len, map(methodcaller("split", None, need - 1), lines))) if need > 0 else [0] * len(lines)
+    n_words = (
+        list(map(len, map(methodcaller("split", None, need - 1), lines))) if need > 0 else [0] * len(lines)
+    )
     keep = list(map(need.__le__, n_words))
     max_len = cfg.max_word_length
     if lines and max(map(len, lines)) > max_len:
@@ -741,7 +823,9 @@ def _c4_lines_only(text: str, cfg: C4Config) -> tuple[str, Rejection | None]:
         joined = _CITATION.sub("", joined)
     n_sentences = _count_sentences(joined, cfg.min_sentences)
     if n_sentences < cfg.min_sentences:
-        return text, Rejection(C4_TOO_FEW_SENTENCES, f"{n_sentences} sentences in kept lines < {cfg.min_sentences}")
+        return text, Rejection(
+            C4_TOO_FEW_SENTENCES, f"{n_sentences} sentences in kept lines < {cfg.min_sentences}"
+        )
     return joined.strip(), None
 
 
@@ -752,17 +836,24 @@ def check_fineweb(stats: TextStats, cfg: FineWebConfig) -> Rejection | None:
     n = len(lines)
     frac = sum(map(_TERMINAL_SET.__contains__, map(itemgetter(-1), lines))) / n  # lines are non-empty
     if frac <= cfg.min_line_punct_ratio:
-        return Rejection(FINEWEB_LINE_PUNCT_RATIO, f"lines ending in punctuation {frac:.3f} <= {cfg.min_line_punct_ratio:g}")
+        return Rejection(
+            FINEWEB_LINE_PUNCT_RATIO,
+            f"lines ending in punctuation {frac:.3f} <= {cfg.min_line_punct_ratio:g}",
+        )
     frac = bisect.bisect_right(sorted(map(len, lines)), cfg.short_line_chars) / n
     if frac >= cfg.max_short_line_fraction:
-        return Rejection(FINEWEB_SHORT_LINE_RATIO, f"lines of <= {cfg.short_line_chars} chars {frac:.3f} >= "
-                                                   f"{cfg.max_short_line_fraction:g}")
+        return Rejection(
+            FINEWEB_SHORT_LINE_RATIO,
+            f"lines of <= {cfg.short_line_chars} chars {frac:.3f} >= {cfg.max_short_line_fraction:g}",
+        )
     _, dup_chars = _duplicates(lines)
     denom = len(stats.text) - stats.text.count("\n")
     frac = dup_chars / denom if denom else 0.0
     if frac >= cfg.max_duplicate_line_char_fraction:
-        return Rejection(FINEWEB_CHAR_DUP_RATIO, f"characters in repeated lines {frac:.3f} >= "
-                                                 f"{cfg.max_duplicate_line_char_fraction:g}")
+        return Rejection(
+            FINEWEB_CHAR_DUP_RATIO,
+            f"characters in repeated lines {frac:.3f} >= {cfg.max_duplicate_line_char_fraction:g}",
+        )
     return None
 
 
@@ -798,7 +889,7 @@ def filter_batch(texts: list[str], cleaning: CleaningConfig) -> list[FilterResul
     for i, text in enumerate(texts):
         size += len(text)
         if size >= CHUNK_CHARS:
-            out += _filter_chunk(texts[start:i + 1], cleaning)
+            out += _filter_chunk(texts[start : i + 1], cleaning)
             start, size = i + 1, 0
     if start < len(texts):
         out += _filter_chunk(texts[start:], cleaning)
@@ -811,8 +902,12 @@ def _filter_chunk(texts: list[str], cleaning: CleaningConfig) -> list[FilterResu
     alive: list[int] = []
     for i, st in enumerate(stats):
         if st.n_bytes > cleaning.max_doc_bytes:
-            results[i] = FilterResult(st.text, Rejection(TOO_LARGE, f"{st.n_bytes:,} bytes > max_doc_bytes "
-                                                                     f"{cleaning.max_doc_bytes:,}"), st, 0)
+            results[i] = FilterResult(
+                st.text,
+                Rejection(TOO_LARGE, f"{st.n_bytes:,} bytes > max_doc_bytes {cleaning.max_doc_bytes:,}"),
+                st,
+                0,
+            )
         else:
             alive.append(i)
     rep = cleaning.gopher_repetition
@@ -822,8 +917,11 @@ def _filter_chunk(texts: list[str], cleaning: CleaningConfig) -> list[FilterResu
         if group.name == "gopher_quality":
             word_tables([stats[i] for i in alive])
         elif group.name == "gopher_repetition":
-            ngram_tables([stats[i] for i in alive], [n for n, _ in rep.top_ngram_char_fractions],
-                         [n for n, _ in rep.duplicate_ngram_char_fractions])
+            ngram_tables(
+                [stats[i] for i in alive],
+                [n for n, _ in rep.top_ngram_char_fractions],
+                [n for n, _ in rep.duplicate_ngram_char_fractions],
+            )
         still: list[int] = []
         for i in alive:
             st = stats[i]
@@ -833,8 +931,10 @@ def _filter_chunk(texts: list[str], cleaning: CleaningConfig) -> list[FilterResu
                     st = stats[i] = TextStats(new_text)
                     # the kept text must still meet Gopher's length bounds (data_checks asserts them on clean data)
                     if cleaning.gopher_quality and st.n_words < cleaning.min_words:
-                        rejection = Rejection(GOPHER_SHORT_DOC, f"{st.n_words} words after C4 line "
-                                                                f"edits < min_words {cleaning.min_words}")
+                        rejection = Rejection(
+                            GOPHER_SHORT_DOC,
+                            f"{st.n_words} words after C4 line edits < min_words {cleaning.min_words}",
+                        )
             else:
                 rejection = group.check(st, cleaning)
             if rejection is not None:
@@ -858,8 +958,11 @@ class _Group:
 
 _GROUPS = (
     _Group("gopher_quality", lambda c: c.gopher_quality, check=check_quality),
-    _Group("gopher_repetition", lambda c: c.gopher_repetition.enabled,
-           check=lambda s, c: check_repetition(s, c.gopher_repetition)),
+    _Group(
+        "gopher_repetition",
+        lambda c: c.gopher_repetition.enabled,
+        check=lambda s, c: check_repetition(s, c.gopher_repetition),
+    ),
     _Group("c4", lambda c: c.c4.enabled, edit=lambda t, c: apply_c4(t, c.c4)),
     _Group("fineweb", lambda c: c.fineweb.enabled, check=lambda s, c: check_fineweb(s, c.fineweb)),
 )

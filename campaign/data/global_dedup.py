@@ -54,8 +54,9 @@ class DedupStats:
     candidates: int  # documents that entered near-dedup (a signature, not an exact duplicate)
 
 
-def dedup_pass(summaries: Sequence[ShardSummary], data: DataConfig, work_dir: Path,
-               memory_mb: int = DEDUP_MEMORY_MB) -> DedupStats:
+def dedup_pass(
+    summaries: Sequence[ShardSummary], data: DataConfig, work_dir: Path, memory_mb: int = DEDUP_MEMORY_MB
+) -> DedupStats:
     """Global exact then near dedup over all shards; writes work_dir/dedup.parquet (shard, row, reason,
     kept_doc_id), ordered by shard and row. Reads only the `sig` parts; never any text."""
     import duckdb  # here, not at the top: the shard workers import this module and never need it (~30 MB each)
@@ -66,9 +67,15 @@ def dedup_pass(summaries: Sequence[ShardSummary], data: DataConfig, work_dir: Pa
     bands = cleaning.near_dedup.bands if cleaning.near_dedup.enabled else 0
     db_path, spill = work_dir / "dedup.duckdb", work_dir / "dedup.spill"
     _remove(db_path, spill)  # a killed pass starts again from the parts
-    con = duckdb.connect(str(db_path), config={
-        "memory_limit": f"{int(memory_mb)}MB", "temp_directory": str(spill), "threads": os.cpu_count() or 1,
-        "preserve_insertion_order": False})
+    con = duckdb.connect(
+        str(db_path),
+        config={
+            "memory_limit": f"{int(memory_mb)}MB",
+            "temp_directory": str(spill),
+            "threads": os.cpu_count() or 1,
+            "preserve_insertion_order": False,
+        },
+    )
     try:
         con.execute("PRAGMA disable_progress_bar")  # it writes to fd 1: a worker's reply stream
         con.register("sig_stream", _sig_reader(work_dir, summaries, bands))
@@ -114,12 +121,19 @@ def dedup_pass(summaries: Sequence[ShardSummary], data: DataConfig, work_dir: Pa
         candidates = 0
         if cleaning.near_dedup.enabled:
             candidates = con.execute("""
-                SELECT count(*) FROM docs d ANTI JOIN exact e ON e.row = d.row WHERE d.has_sig""").fetchone()[0]
+                SELECT count(*) FROM docs d ANTI JOIN exact e ON e.row = d.row WHERE d.has_sig""").fetchone()[
+                0
+            ]
     finally:
         con.close()
         _remove(db_path, spill, db_path.with_name(db_path.name + ".wal"))
-    return DedupStats(exact_removed=int(exact_removed), near_removed=int(near_removed),
-                      near_clusters=int(clusters), largest_cluster=int(largest), candidates=int(candidates))
+    return DedupStats(
+        exact_removed=int(exact_removed),
+        near_removed=int(near_removed),
+        near_clusters=int(clusters),
+        largest_cluster=int(largest),
+        candidates=int(candidates),
+    )
 
 
 def _components(con: duckdb.DuckDBPyConnection) -> None:
@@ -142,7 +156,9 @@ def _components(con: duckdb.DuckDBPyConnection) -> None:
             CREATE TABLE jumped AS
             SELECT s.node, least(s.label, t.label) AS label FROM step s JOIN step t ON t.node = s.label""")
         changed = con.execute("""
-            SELECT count(*) FROM jumped j JOIN labels l USING (node) WHERE j.label <> l.label""").fetchone()[0]
+            SELECT count(*) FROM jumped j JOIN labels l USING (node) WHERE j.label <> l.label""").fetchone()[
+            0
+        ]
         con.execute("DROP TABLE labels")
         con.execute("DROP TABLE step")
         con.execute("ALTER TABLE jumped RENAME TO labels")
@@ -154,9 +170,18 @@ def _sig_reader(work_dir: Path, summaries: Sequence[ShardSummary], bands: int) -
     """Every shard's `sig` part as one stream of record batches, with each row's global number, shard index
     and row in its shard: (row, shard, local, doc_id, key_hi, key_lo, has_sig, band_0 ...)."""
     band_names = [band_column(b) for b in range(bands)]
-    schema = pa.schema([("row", pa.int64()), ("shard", pa.int64()), ("local", pa.int64()),
-                        ("doc_id", pa.string()), ("key_hi", pa.uint64()), ("key_lo", pa.uint64()),
-                        ("has_sig", pa.bool_()), *[(name, pa.uint64()) for name in band_names]])
+    schema = pa.schema(
+        [
+            ("row", pa.int64()),
+            ("shard", pa.int64()),
+            ("local", pa.int64()),
+            ("doc_id", pa.string()),
+            ("key_hi", pa.uint64()),
+            ("key_lo", pa.uint64()),
+            ("has_sig", pa.bool_()),
+            *[(name, pa.uint64()) for name in band_names],
+        ]
+    )
 
     def batches() -> Iterator[pa.RecordBatch]:
         start = 0
@@ -168,11 +193,17 @@ def _sig_reader(work_dir: Path, summaries: Sequence[ShardSummary], bands: int) -
                 batch = reader.get_batch(i)
                 n = batch.num_rows
                 yield pa.record_batch(
-                    [pa.array(np.arange(start, start + n, dtype=np.int64)),
-                     pa.array(np.full(n, s.index, dtype=np.int64)),
-                     pa.array(np.arange(local, local + n, dtype=np.int64)),
-                     *[batch.column(name) for name in ("doc_id", "key_hi", "key_lo", "has_sig", *band_names)]],
-                    schema=schema)
+                    [
+                        pa.array(np.arange(start, start + n, dtype=np.int64)),
+                        pa.array(np.full(n, s.index, dtype=np.int64)),
+                        pa.array(np.arange(local, local + n, dtype=np.int64)),
+                        *[
+                            batch.column(name)
+                            for name in ("doc_id", "key_hi", "key_lo", "has_sig", *band_names)
+                        ],
+                    ],
+                    schema=schema,
+                )
                 start += n
                 local += n
 

@@ -84,7 +84,7 @@ def expand_glob(pattern: str) -> list[Path]:
         path = Path(pattern)
         return [path] if path.is_file() else []
     root = glob_root(pattern)
-    rest = parts[len(root.parts):]
+    rest = parts[len(root.parts) :]
     seen_dirs: set[tuple[int, int, tuple[str, ...]]] = set()
     found: list[Path] = []
     _walk(root, tuple(rest), seen_dirs, found)
@@ -143,8 +143,7 @@ def _walk(directory: Path, parts: tuple[str, ...], seen_dirs: set, found: list[P
     _walk_no_enter(directory, parts, seen_dirs, found)
 
 
-def _walk_no_enter(directory: Path, parts: tuple[str, ...], seen_dirs: set,
-                   found: list[Path]) -> None:
+def _walk_no_enter(directory: Path, parts: tuple[str, ...], seen_dirs: set, found: list[Path]) -> None:
     if not parts:
         return
     head, tail = parts[0], parts[1:]
@@ -196,8 +195,11 @@ def source_files(source: SourceConfig, index: int = 0) -> list[tuple[Path, str]]
         fix = f"check data.sources[{index}].path (a glob, absolute or relative to the campaign file)"
         if "[" in str(source.path):  # a folder named with brackets: they are a character class in a glob
             fix += "; [ and ] are glob characters: write [[] and []] for literal brackets"
-        raise DataError(f"source '{source.name}': path '{source.path}' matched no files",
-                        where=f"data.sources[{index}].path", fix=fix)
+        raise DataError(
+            f"source '{source.name}': path '{source.path}' matched no files",
+            where=f"data.sources[{index}].path",
+            fix=fix,
+        )
     root = glob_root(source.path)
     return [(path, relative_name(path, root)) for path in matches]
 
@@ -220,9 +222,11 @@ class InputProblem:
 def problems_error(problems: list[InputProblem]) -> DataError:
     """One DataError listing every unreadable input of the run."""
     lines = "\n".join(f"  - {p.render()}" for p in problems)
-    return DataError(f"{len(problems)} input file(s) cannot be read:\n{lines}",
-                     fix="fix or remove each file listed above, then run prepare again "
-                         "(finished shards of the other files are kept)")
+    return DataError(
+        f"{len(problems)} input file(s) cannot be read:\n{lines}",
+        fix="fix or remove each file listed above, then run prepare again "
+        "(finished shards of the other files are kept)",
+    )
 
 
 def _kind(source: SourceConfig, path: Path) -> str:
@@ -239,7 +243,9 @@ def plan_shards(data: DataConfig) -> list[Shard]:
         try:
             files = source_files(source, s_index)
         except DataError as err:
-            problems.append(InputProblem(err.where or f"data.sources[{s_index}].path", err.message, err.fix or ""))
+            problems.append(
+                InputProblem(err.where or f"data.sources[{s_index}].path", err.message, err.fix or "")
+            )
             continue
         for f_index, (path, name) in enumerate(files):
             kind = _kind(source, path)
@@ -248,8 +254,13 @@ def plan_shards(data: DataConfig) -> list[Shard]:
                 with open(path, "rb") as handle:
                     handle.read(1)
             except OSError as exc:
-                problems.append(InputProblem(str(path), f"cannot read ({exc.strerror or exc})",
-                                             "check the file exists and is readable (permissions), or remove it"))
+                problems.append(
+                    InputProblem(
+                        str(path),
+                        f"cannot read ({exc.strerror or exc})",
+                        "check the file exists and is readable (permissions), or remove it",
+                    )
+                )
                 continue
             ranges: list[tuple[int, int]]
             if kind == "parquet":
@@ -265,9 +276,22 @@ def plan_shards(data: DataConfig) -> list[Shard]:
                 bounds = [size * i // n for i in range(n + 1)]
                 ranges = list(itertools.pairwise(bounds))
             for part, (start, stop) in enumerate(ranges):
-                shards.append(Shard(index=len(shards), source_index=s_index, source=source.name,
-                                    path=str(path.absolute()), name=name, file_index=f_index, part=part,
-                                    n_parts=len(ranges), start=start, stop=stop, file_bytes=size, kind=kind))
+                shards.append(
+                    Shard(
+                        index=len(shards),
+                        source_index=s_index,
+                        source=source.name,
+                        path=str(path.absolute()),
+                        name=name,
+                        file_index=f_index,
+                        part=part,
+                        n_parts=len(ranges),
+                        start=start,
+                        stop=stop,
+                        file_bytes=size,
+                        kind=kind,
+                    )
+                )
     if problems:
         raise problems_error(problems)
     return shards
@@ -283,18 +307,31 @@ def _parquet_ranges(path: Path, source: SourceConfig, index: int, shard_bytes: i
         meta = pq.ParquetFile(path).metadata
         schema = meta.schema.to_arrow_schema()
     except (pa.ArrowException, OSError) as exc:
-        raise _Problem(InputProblem(str(path), f"truncated or corrupt Parquet file ({type(exc).__name__}: {exc})",
-                                    f"re-copy it or remove it (it matched data.sources[{index}].path)")) from None
+        raise _Problem(
+            InputProblem(
+                str(path),
+                f"truncated or corrupt Parquet file ({type(exc).__name__}: {exc})",
+                f"re-copy it or remove it (it matched data.sources[{index}].path)",
+            )
+        ) from None
     columns = schema.names
     if source.text_field not in columns:
-        raise _Problem(InputProblem(str(path), f"source '{source.name}': no text column '{source.text_field}' "
-                                               f"(columns: {', '.join(columns)})",
-                                    f"set data.sources[{index}].text_field to the column that holds the text"))
+        raise _Problem(
+            InputProblem(
+                str(path),
+                f"source '{source.name}': no text column '{source.text_field}' "
+                f"(columns: {', '.join(columns)})",
+                f"set data.sources[{index}].text_field to the column that holds the text",
+            )
+        )
     if source.id_field and source.id_field not in columns:
-        raise _Problem(InputProblem(str(path), f"source '{source.name}': no id column '{source.id_field}' "
-                                               f"(columns: {', '.join(columns)})",
-                                    f"set data.sources[{index}].id_field to an id column, or remove it to use "
-                                    "file:row ids"))
+        raise _Problem(
+            InputProblem(
+                str(path),
+                f"source '{source.name}': no id column '{source.id_field}' (columns: {', '.join(columns)})",
+                f"set data.sources[{index}].id_field to an id column, or remove it to use file:row ids",
+            )
+        )
     ranges: list[tuple[int, int]] = []
     start = acc = 0
     for g in range(meta.num_row_groups):

@@ -48,21 +48,29 @@ class Manifest(TypedDict):
     files: list[dict[str, Any]]
     mixture: list[dict[str, Any]]
     totals: dict[str, int]
-    data_config_digest: str          # DataConfig.production_digest() of the section that produced this data
-    inputs: list[dict[str, Any]]     # each input file read: path, bytes, sha256
+    data_config_digest: str  # DataConfig.production_digest() of the section that produced this data
+    inputs: list[dict[str, Any]]  # each input file read: path, bytes, sha256
 
 
 WRITTEN_LEDGER = ".written.json"
 
 
-def manifest_data_digest(manifest: dict[str, Any], file_hashes: dict[str, str], production_digest: str) -> str:
+def manifest_data_digest(
+    manifest: dict[str, Any], file_hashes: dict[str, str], production_digest: str
+) -> str:
     """The data digest: sha256 over the canonical manifest (without its own `data_digest`), the sha256 of every
     file it lists as read now ({relative path: sha256}) and the production digest of the judging `data:` section."""
     body = {k: v for k, v in manifest.items() if k != "data_digest"}
     # Run history is not data: whether a shard was reused by a resumed prepare must not change the digest.
-    body["sources"] = [{**src, "shards": [{k: v for k, v in shard.items() if k != "reused"}
-                                          for shard in src.get("shards", [])]} if isinstance(src, dict) else src
-                       for src in manifest.get("sources", [])]
+    body["sources"] = [
+        {
+            **src,
+            "shards": [{k: v for k, v in shard.items() if k != "reused"} for shard in src.get("shards", [])],
+        }
+        if isinstance(src, dict)
+        else src
+        for src in manifest.get("sources", [])
+    ]
     digest = hashlib.sha256()
     digest.update(b"campaign-data-digest/2\n")
     digest.update(json.dumps(body, sort_keys=True, separators=(",", ":"), default=str).encode())
@@ -103,13 +111,20 @@ def read_manifest(data_dir: Path) -> Manifest | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError, RecursionError) as exc:
-        raise DataError(f"unreadable data manifest ({type(exc).__name__})", where=str(path),
-                        fix="run `campaign prepare CONFIG` again: it rewrites the manifest") from None
-    missing = [key for key in ("data_digest", "tokenizer", "sources", "files") if key not in obj] \
-        if isinstance(obj, dict) else []
+        raise DataError(
+            f"unreadable data manifest ({type(exc).__name__})",
+            where=str(path),
+            fix="run `campaign prepare CONFIG` again: it rewrites the manifest",
+        ) from None
+    missing = (
+        [key for key in ("data_digest", "tokenizer", "sources", "files") if key not in obj]
+        if isinstance(obj, dict)
+        else []
+    )
     if not isinstance(obj, dict) or missing:
-        raise DataError(f"data manifest lacks {', '.join(missing) or 'an object'}", where=str(path),
-                        fix="delete it and run `campaign prepare CONFIG` again")
+        raise DataError(
+            f"data manifest lacks {', '.join(missing) or 'an object'}",
+            where=str(path),
+            fix="delete it and run `campaign prepare CONFIG` again",
+        )
     return obj  # type: ignore[return-value]
-
-

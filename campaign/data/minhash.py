@@ -47,16 +47,18 @@ def shingle_hashes(word_hashes: Sequence[int], ngram: int) -> np.ndarray:
     if len(h) <= ngram:
         acc = h[:1].copy()
         for i in range(1, len(h)):
-            acc = acc * _MULT ^ h[i:i + 1]
+            acc = acc * _MULT ^ h[i : i + 1]
         return acc
     m = len(h) - ngram + 1
     acc = h[:m].copy()
     for i in range(1, ngram):
-        acc = acc * _MULT ^ h[i:i + m]
+        acc = acc * _MULT ^ h[i : i + m]
     return np.unique(acc)
 
 
-def signatures(texts: Sequence[str], *, ngram: int, num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def signatures(
+    texts: Sequence[str], *, ngram: int, num_perm: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
     """(signature matrix uint32 [len(texts), num_perm], has_signature bool [len(texts)]).
 
     The whole batch at once: the lowercased texts are split into words by Arrow (`filters.split_words`,
@@ -75,7 +77,9 @@ def signatures(texts: Sequence[str], *, ngram: int, num_perm: int, seed: int) ->
         return _signatures_per_document(texts, ngram=ngram, num_perm=num_perm, seed=seed)
     encoded = pc.dictionary_encode(words)
     del words
-    vocab_hash = np.asarray(rensa.RMinHash.hash_token_sets([encoded.dictionary.to_pylist()])[0], dtype=np.uint64)
+    vocab_hash = np.asarray(
+        rensa.RMinHash.hash_token_sets([encoded.dictionary.to_pylist()])[0], dtype=np.uint64
+    )
     h = vocab_hash[encoded.indices.to_numpy()] if len(vocab_hash) else np.zeros(0, dtype=np.uint64)
     del encoded
     starts = np.concatenate([[0], np.cumsum(counts)])[:-1]
@@ -97,8 +101,9 @@ def signatures(texts: Sequence[str], *, ngram: int, num_perm: int, seed: int) ->
     return sig, per_doc > 0
 
 
-def _signatures_per_document(texts: Sequence[str], *, ngram: int, num_perm: int, seed: int
-                             ) -> tuple[np.ndarray, np.ndarray]:
+def _signatures_per_document(
+    texts: Sequence[str], *, ngram: int, num_perm: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
     """`signatures` one document at a time with `shingle_hashes` (what the batch code must equal)."""
     n = len(texts)
     word_hashes = rensa.RMinHash.hash_token_sets([t.lower().split() for t in texts])

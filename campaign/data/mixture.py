@@ -18,6 +18,7 @@ def mixture_report(token_counts: dict[str, float], weights: dict[str, float]) ->
         share = tokens / total_tokens if total_tokens > 0 else 0.0
         planned = weights.get(name, 0.0) / total_weight if total_weight > 0 else 0.0
         gap = (share - planned) / planned if planned > 0 else None
-        rows.append({"source": name, "tokens": tokens, "share": share, "planned_share": planned,
-                     "relative_gap": gap})
+        rows.append(
+            {"source": name, "tokens": tokens, "share": share, "planned_share": planned, "relative_gap": gap}
+        )
     return rows

@@ -76,8 +76,11 @@ WORK_DIR = "_work"
 # Every reason a document can be rejected for, in the order the pipeline applies them.
 REASONS: tuple[str, ...] = READER_REASONS + filter_reasons() + (EXACT_DUPLICATE, NEAR_DUPLICATE)
 
-REMOVAL_STEPS = {**{r: "read" for r in READER_REASONS}, EXACT_DUPLICATE: "exact_dedup",
-                 NEAR_DUPLICATE: "near_dedup"}
+REMOVAL_STEPS = {
+    **{r: "read" for r in READER_REASONS},
+    EXACT_DUPLICATE: "exact_dedup",
+    NEAR_DUPLICATE: "near_dedup",
+}
 
 
 def step_of(reason: str) -> str:
@@ -145,8 +148,12 @@ class RowGroupWriter:
     def __init__(self, path: Path, schema: pa.Schema) -> None:
         # Dictionary encoding only for the columns that repeat (a distinct text or id per row would only grow
         # a dictionary until the writer falls back to plain encoding, holding the row group's pages meanwhile).
-        self._writer = pq.ParquetWriter(path, schema, compression="zstd",
-                                        use_dictionary=[c for c in DICTIONARY_COLUMNS if c in schema.names])
+        self._writer = pq.ParquetWriter(
+            path,
+            schema,
+            compression="zstd",
+            use_dictionary=[c for c in DICTIONARY_COLUMNS if c in schema.names],
+        )
         self._schema = schema
         self._pending: list[pa.Table] = []
         self._rows = 0
@@ -201,7 +208,10 @@ def finalise_source(source_name: str, summaries: Sequence[ShardSummary], data_di
     dedup_chars: Counter[str] = Counter()
     dedup_tokens: Counter[str] = Counter()
     tokens_kept = chars_kept = bytes_kept = n_kept = 0
-    with RowGroupWriter(clean_tmp, CLEAN_SCHEMA) as clean_w, RowGroupWriter(rejected_tmp, REJECTED_SCHEMA) as rejected_w:
+    with (
+        RowGroupWriter(clean_tmp, CLEAN_SCHEMA) as clean_w,
+        RowGroupWriter(rejected_tmp, REJECTED_SCHEMA) as rejected_w,
+    ):
         for s in mine:
             folder = work_dir / "shards" / s.key
             for batch in part_batches(folder / REJECTED):
@@ -235,46 +245,83 @@ def finalise_source(source_name: str, summaries: Sequence[ShardSummary], data_di
                     text_chars = pc.utf8_length(dropped.column("text")).to_numpy(zero_copy_only=False)
                     tokens = dropped.column("n_tokens").to_numpy()
                     for reason in (EXACT_DUPLICATE, NEAR_DUPLICATE):
-                        mask = (pc.equal(why, reason).to_numpy(zero_copy_only=False))
+                        mask = pc.equal(why, reason).to_numpy(zero_copy_only=False)
                         if mask.any():
                             counts[reason] += int(mask.sum())
                             dedup_chars[reason] += int(text_chars[mask].sum())
                             dedup_tokens[reason] += int(tokens[mask].sum())
-                    rejected_w.write(pa.table({
-                        "doc_id": dropped.column("doc_id"), "source": dropped.column("source"),
-                        "file": dropped.column("file"), "line": dropped.column("line"), "reason": why,
-                        "detail": detail, "text": dropped.column("text")}, schema=REJECTED_SCHEMA))
+                    rejected_w.write(
+                        pa.table(
+                            {
+                                "doc_id": dropped.column("doc_id"),
+                                "source": dropped.column("source"),
+                                "file": dropped.column("file"),
+                                "line": dropped.column("line"),
+                                "reason": why,
+                                "detail": detail,
+                                "text": dropped.column("text"),
+                            },
+                            schema=REJECTED_SCHEMA,
+                        )
+                    )
                 release_memory()
             dedup_counts[s.key] = dict(counts)
     files = []
     for kind, tmp, final in ((CLEAN_DIR, clean_tmp, clean_path), (REJECTED_DIR, rejected_tmp, rejected_path)):
         tmp.replace(final)
-        files.append({"path": f"{kind}/{final.name}", "kind": kind, "source": source_name,
-                      "rows": pq.ParquetFile(final).metadata.num_rows, "bytes": final.stat().st_size,
-                      "sha256": sha256_file(final)})
-    return SourceResult(name=source_name, files=files, dedup=dedup_counts, dedup_chars=dict(dedup_chars),
-                        dedup_tokens=dict(dedup_tokens), tokens_kept=tokens_kept, chars_kept=chars_kept,
-                        bytes_kept=bytes_kept, n_kept=n_kept)
+        files.append(
+            {
+                "path": f"{kind}/{final.name}",
+                "kind": kind,
+                "source": source_name,
+                "rows": pq.ParquetFile(final).metadata.num_rows,
+                "bytes": final.stat().st_size,
+                "sha256": sha256_file(final),
+            }
+        )
+    return SourceResult(
+        name=source_name,
+        files=files,
+        dedup=dedup_counts,
+        dedup_chars=dict(dedup_chars),
+        dedup_tokens=dict(dedup_tokens),
+        tokens_kept=tokens_kept,
+        chars_kept=chars_kept,
+        bytes_kept=bytes_kept,
+        n_kept=n_kept,
+    )
 
 
 def _ordered(counter: dict[str, int]) -> dict[str, int]:
     order = {reason: i for i, reason in enumerate(REASONS)}
-    return {r: int(counter[r]) for r in sorted(counter, key=lambda r: (order.get(r, len(order)), r)) if counter[r]}
+    return {
+        r: int(counter[r]) for r in sorted(counter, key=lambda r: (order.get(r, len(order)), r)) if counter[r]
+    }
 
 
-def write_run_manifest(data: DataConfig, data_dir: Path, summaries: Sequence[ShardSummary],
-                       results: Sequence[SourceResult], dedup: DedupStats) -> Manifest:
+def write_run_manifest(
+    data: DataConfig,
+    data_dir: Path,
+    summaries: Sequence[ShardSummary],
+    results: Sequence[SourceResult],
+    dedup: DedupStats,
+) -> Manifest:
     """Assemble per-source stats and the removal table, check conservation, write manifest.json last."""
     data_dir = Path(data_dir)
     names = sorted({s.tokenizer for s in summaries if s.tokenizer})
     if len(names) > 1:  # workers with different library versions: the counts are not comparable
-        raise DataError(f"shards were counted with different tokenizers: {', '.join(names)}",
-                        fix="install the same bpe-openai / tokenizers version on every worker, then prepare again")
+        raise DataError(
+            f"shards were counted with different tokenizers: {', '.join(names)}",
+            fix="install the same bpe-openai / tokenizers version on every worker, then prepare again",
+        )
     tokenizer_name = names[0] if names else load_tokenizer(data.tokenizer).name
     by_source = {r.name: r for r in results}
     wanted = {f"{s.name}.parquet" for s in data.sources}
     owned = written_files(data_dir)
-    for kind in (CLEAN_DIR, REJECTED_DIR):  # files of sources no longer configured, temp files of killed writes
+    for kind in (
+        CLEAN_DIR,
+        REJECTED_DIR,
+    ):  # files of sources no longer configured, temp files of killed writes
         for stale in sorted((data_dir / kind).iterdir()):
             name = stale.name
             if name.startswith(".") and name.endswith(".tmp"):  # a killed write: ".<file>[.<random>].tmp"
@@ -303,10 +350,19 @@ def write_run_manifest(data: DataConfig, data_dir: Path, summaries: Sequence[Sha
         chars_in = sum(s.chars_in for s in mine)
         # Rejected documents are not tokenized: estimated from this source's kept tokens per character;
         # dedup removals passed every rule and carry an exact count.
-        per_char = (sum(s.tokens_kept for s in mine) / sum(s.chars_kept for s in mine)
-                    if sum(s.chars_kept for s in mine) else 0.25)
-        tokens_by_reason = {r: (int(result.dedup_tokens.get(r, 0)) if r in (EXACT_DUPLICATE, NEAR_DUPLICATE)
-                                else round(chars_by_reason[r] * per_char)) for r in by_reason}
+        per_char = (
+            sum(s.tokens_kept for s in mine) / sum(s.chars_kept for s in mine)
+            if sum(s.chars_kept for s in mine)
+            else 0.25
+        )
+        tokens_by_reason = {
+            r: (
+                int(result.dedup_tokens.get(r, 0))
+                if r in (EXACT_DUPLICATE, NEAR_DUPLICATE)
+                else round(chars_by_reason[r] * per_char)
+            )
+            for r in by_reason
+        }
         shards = []
         for s in mine:
             dedup_removed = sum(result.dedup.get(s.key, {}).values())
@@ -314,61 +370,128 @@ def write_run_manifest(data: DataConfig, data_dir: Path, summaries: Sequence[Sha
             kept = s.n_kept - dedup_removed
             if s.n_input != kept + rejected:  # a bug, not bad input
                 raise AssertionError(f"shard {s.key}: {s.n_input} in != {kept} kept + {rejected} rejected")
-            shards.append({"key": s.key, "file": s.name, "part": s.part, "n_input": s.n_input, "n_kept": kept,
-                           "n_rejected": rejected, "reused": s.reused})
+            shards.append(
+                {
+                    "key": s.key,
+                    "file": s.name,
+                    "part": s.part,
+                    "n_input": s.n_input,
+                    "n_kept": kept,
+                    "n_rejected": rejected,
+                    "reused": s.reused,
+                }
+            )
         n_rejected = sum(by_reason.values())
         if n_input != result.n_kept + n_rejected:
-            raise AssertionError(f"source {source.name}: {n_input} in != {result.n_kept} kept + {n_rejected} rejected")
+            raise AssertionError(
+                f"source {source.name}: {n_input} in != {result.n_kept} kept + {n_rejected} rejected"
+            )
         ordered = _ordered(by_reason)
         stats = {
-            "n_input": n_input, "n_kept": result.n_kept, "n_rejected": n_rejected, "by_reason": ordered,
-            "tokens_kept": result.tokens_kept, "tokens_rejected": int(sum(tokens_by_reason.values())),
+            "n_input": n_input,
+            "n_kept": result.n_kept,
+            "n_rejected": n_rejected,
+            "by_reason": ordered,
+            "tokens_kept": result.tokens_kept,
+            "tokens_rejected": int(sum(tokens_by_reason.values())),
             "tokens_by_reason": {r: int(tokens_by_reason[r]) for r in ordered},
-            "chars_in": chars_in, "chars_kept": result.chars_kept,
+            "chars_in": chars_in,
+            "chars_kept": result.chars_kept,
             "chars_edited": sum(s.chars_edited for s in mine),
             "chars_by_reason": {r: int(chars_by_reason[r]) for r in ordered},
-            "bytes_kept": result.bytes_kept, "tokenizer": tokenizer_name, "shards": shards,
+            "bytes_kept": result.bytes_kept,
+            "tokenizer": tokenizer_name,
+            "shards": shards,
         }
         entries = {f["kind"]: f for f in result.files}
         files += result.files
-        sources.append({"name": source.name, "weight": source.weight,
-                        "clean_file": entries[CLEAN_DIR]["path"], "clean_sha256": entries[CLEAN_DIR]["sha256"],
-                        "rejected_file": entries[REJECTED_DIR]["path"],
-                        "rejected_sha256": entries[REJECTED_DIR]["sha256"], **stats})
+        sources.append(
+            {
+                "name": source.name,
+                "weight": source.weight,
+                "clean_file": entries[CLEAN_DIR]["path"],
+                "clean_sha256": entries[CLEAN_DIR]["sha256"],
+                "rejected_file": entries[REJECTED_DIR]["path"],
+                "rejected_sha256": entries[REJECTED_DIR]["sha256"],
+                **stats,
+            }
+        )
         for r in ordered:
-            removals.append({"source": source.name, "step": step_of(r), "reason": r, "docs": ordered[r],
-                             "chars": stats["chars_by_reason"][r], "tokens": stats["tokens_by_reason"][r],
-                             "tokens_exact": r in (EXACT_DUPLICATE, NEAR_DUPLICATE)})
-    mixture = mixture_report({s["name"]: float(s["tokens_kept"]) for s in sources},
-                             {s.name: s.weight for s in data.sources})
+            removals.append(
+                {
+                    "source": source.name,
+                    "step": step_of(r),
+                    "reason": r,
+                    "docs": ordered[r],
+                    "chars": stats["chars_by_reason"][r],
+                    "tokens": stats["tokens_by_reason"][r],
+                    "tokens_exact": r in (EXACT_DUPLICATE, NEAR_DUPLICATE),
+                }
+            )
+    mixture = mixture_report(
+        {s["name"]: float(s["tokens_kept"]) for s in sources}, {s.name: s.weight for s in data.sources}
+    )
     for row, src in zip(mixture, sources, strict=True):
         src.update(share=row["share"], planned_share=row["planned_share"], relative_gap=row["relative_gap"])
-    totals = {key: int(sum(s[key] for s in sources))
-              for key in ("n_input", "n_kept", "n_rejected", "tokens_kept", "tokens_rejected", "chars_in",
-                          "chars_kept")}
-    inputs = sorted(({"path": s.path, "source": s.source, "bytes": s.file_bytes, "sha256": s.file_sha256}
-                     for s in summaries if s.file_sha256), key=lambda e: (e["source"], e["path"]))
+    totals = {
+        key: int(sum(s[key] for s in sources))
+        for key in (
+            "n_input",
+            "n_kept",
+            "n_rejected",
+            "tokens_kept",
+            "tokens_rejected",
+            "chars_in",
+            "chars_kept",
+        )
+    }
+    inputs = sorted(
+        (
+            {"path": s.path, "source": s.source, "bytes": s.file_bytes, "sha256": s.file_sha256}
+            for s in summaries
+            if s.file_sha256
+        ),
+        key=lambda e: (e["source"], e["path"]),
+    )
     production = data.production_digest()
     manifest: Manifest = {  # type: ignore[typeddict-unknown-key]
-        "version": MANIFEST_VERSION, "data_digest": "", "data_config_digest": production,
+        "version": MANIFEST_VERSION,
+        "data_digest": "",
+        "data_config_digest": production,
         "tokenizer": tokenizer_name,
-        "tokenizer_spec": data.tokenizer, "tokenizer_backend": TOKENIZER_BACKEND,
+        "tokenizer_spec": data.tokenizer,
+        "tokenizer_backend": TOKENIZER_BACKEND,
         "tokens_estimated": is_estimate(data.tokenizer),
         "rejected_tokens": "estimated for documents rejected by a reader or rule (their characters x the "
-                           "source's kept tokens per character); exact for exact and near duplicates",
-        "inputs": inputs, "sources": sources, "files": files, "mixture": mixture, "totals": totals,
+        "source's kept tokens per character); exact for exact and near duplicates",
+        "inputs": inputs,
+        "sources": sources,
+        "files": files,
+        "mixture": mixture,
+        "totals": totals,
         "removals": removals,
-        "near_dedup": {**data.cleaning.near_dedup.model_dump(mode="json"), "candidates": dedup.candidates,
-                       "removed": dedup.near_removed, "clusters": dedup.near_clusters,
-                       "largest_cluster": dedup.largest_cluster, "library": "rensa RMinHash"},
+        "near_dedup": {
+            **data.cleaning.near_dedup.model_dump(mode="json"),
+            "candidates": dedup.candidates,
+            "removed": dedup.near_removed,
+            "clusters": dedup.near_clusters,
+            "largest_cluster": dedup.largest_cluster,
+            "library": "rensa RMinHash",
+        },
         "shards": len(summaries),
     }
     # The data digest covers the manifest, every file it lists and the data: section (campaign/evidence.py).
-    manifest["data_digest"] = digest = manifest_data_digest(dict(manifest), {f["path"]: f["sha256"] for f in files},
-                                                            production)
+    manifest["data_digest"] = digest = manifest_data_digest(
+        dict(manifest), {f["path"]: f["sha256"] for f in files}, production
+    )
     write_manifest(data_dir, manifest)
-    log.info("wrote %d clean documents (%d tokens) to %s, data digest %s", totals["n_kept"],
-             totals["tokens_kept"], data_dir, digest[:12])
+    log.info(
+        "wrote %d clean documents (%d tokens) to %s, data digest %s",
+        totals["n_kept"],
+        totals["tokens_kept"],
+        data_dir,
+        digest[:12],
+    )
     return manifest
 
 
@@ -385,7 +508,9 @@ def finish_run(data_dir: Path) -> None:
 MapFn = Callable[[Callable[[Shard], ShardSummary], Iterable[Shard]], Iterable[ShardSummary]]
 
 
-def prepare_data(data: DataConfig, data_dir: Path, *, map_shards: MapFn = map, keep_work: bool = False) -> Manifest:
+def prepare_data(
+    data: DataConfig, data_dir: Path, *, map_shards: MapFn = map, keep_work: bool = False
+) -> Manifest:
     """All stages in one process (tests, benchmarks): plan, shards, dedup, finalise, manifest."""
     data_dir = Path(data_dir)
     start_run(data_dir)

@@ -42,8 +42,14 @@ RECORD_TOO_LARGE = "record_too_large"
 MISSING_TEXT = "missing_text"
 WRONG_TYPE = "wrong_type"
 EMPTY_TEXT = "empty_text"
-READER_REASONS: tuple[str, ...] = (INVALID_UTF8, MALFORMED_JSON, RECORD_TOO_LARGE, MISSING_TEXT, WRONG_TYPE,
-                                   EMPTY_TEXT)
+READER_REASONS: tuple[str, ...] = (
+    INVALID_UTF8,
+    MALFORMED_JSON,
+    RECORD_TOO_LARGE,
+    MISSING_TEXT,
+    WRONG_TYPE,
+    EMPTY_TEXT,
+)
 
 PARQUET_BATCH_ROWS = 4096
 BOM = b"\xef\xbb\xbf"
@@ -75,22 +81,45 @@ class FileDigest:
     sha256: str | None = None
 
 
-def read_source(source: SourceConfig, index: int = 0, *, max_record_bytes: int = 64 * 2**20
-                ) -> Iterator[RawDocument]:
+def read_source(
+    source: SourceConfig, index: int = 0, *, max_record_bytes: int = 64 * 2**20
+) -> Iterator[RawDocument]:
     """All records of a source in a fixed order: files sorted by path, records in file order (one shard each)."""
     for f_index, (path, name) in enumerate(source_files(source, index)):
-        kind = "parquet" if source.format == "parquet" else ("jsonl.gz" if path.name.endswith(".gz") else "jsonl")
+        kind = (
+            "parquet"
+            if source.format == "parquet"
+            else ("jsonl.gz" if path.name.endswith(".gz") else "jsonl")
+        )
         try:
             size = path.stat().st_size
         except OSError as exc:
             raise _unreadable(path, source, index, exc) from None
-        shard = Shard(index=f_index, source_index=index, source=source.name, path=str(path.absolute()), name=name,
-                      file_index=f_index, part=0, n_parts=1, start=0, stop=2**62, file_bytes=size, kind=kind)
+        shard = Shard(
+            index=f_index,
+            source_index=index,
+            source=source.name,
+            path=str(path.absolute()),
+            name=name,
+            file_index=f_index,
+            part=0,
+            n_parts=1,
+            start=0,
+            stop=2**62,
+            file_bytes=size,
+            kind=kind,
+        )
         yield from read_shard(shard, source, index, max_record_bytes=max_record_bytes)
 
 
-def read_shard(shard: Shard, source: SourceConfig, index: int = 0, *, max_record_bytes: int = 64 * 2**20,
-               digest: FileDigest | None = None) -> Iterator[RawDocument]:
+def read_shard(
+    shard: Shard,
+    source: SourceConfig,
+    index: int = 0,
+    *,
+    max_record_bytes: int = 64 * 2**20,
+    digest: FileDigest | None = None,
+) -> Iterator[RawDocument]:
     """The records of one shard, in file order."""
     digest = digest if digest is not None else FileDigest()
     path = Path(shard.path)
@@ -141,8 +170,9 @@ def _hash_whole_file(path: Path, digest: FileDigest, source: SourceConfig, index
     digest.bytes, digest.sha256 = n, sha.hexdigest()
 
 
-def _lines(handle, start_line: int, stop: int | None, limit: int, at_file_start: bool
-           ) -> Iterator[tuple[int, bytes | None, int]]:
+def _lines(
+    handle, start_line: int, stop: int | None, limit: int, at_file_start: bool
+) -> Iterator[tuple[int, bytes | None, int]]:
     """(line number, raw line without its line end, or None when longer than `limit`, length in bytes)."""
     line_no = start_line
     pos = 0
@@ -156,7 +186,7 @@ def _lines(handle, start_line: int, stop: int | None, limit: int, at_file_start:
         if first:
             first = False
             if raw.startswith(BOM):
-                raw = raw[len(BOM):]
+                raw = raw[len(BOM) :]
                 pos += len(BOM)
         if len(raw) > limit and not raw.endswith(b"\n"):
             size = len(raw)
@@ -170,8 +200,9 @@ def _lines(handle, start_line: int, stop: int | None, limit: int, at_file_start:
         yield line_no, raw, len(raw)
 
 
-def _read_jsonl_range(path: Path, shard: Shard, source: SourceConfig, index: int, limit: int,
-                      digest: FileDigest) -> Iterator[RawDocument]:
+def _read_jsonl_range(
+    path: Path, shard: Shard, source: SourceConfig, index: int, limit: int, digest: FileDigest
+) -> Iterator[RawDocument]:
     whole = shard.n_parts == 1
     try:
         with open(path, "rb") as raw_handle:
@@ -216,8 +247,9 @@ def _align(handle, offset: int) -> tuple[int, int]:
     return offset + len(rest), lines + (1 if rest.endswith(b"\n") else 0)
 
 
-def _read_jsonl_gz(path: Path, shard: Shard, source: SourceConfig, index: int, limit: int,
-                   digest: FileDigest) -> Iterator[RawDocument]:
+def _read_jsonl_gz(
+    path: Path, shard: Shard, source: SourceConfig, index: int, limit: int, digest: FileDigest
+) -> Iterator[RawDocument]:
     try:
         with open(path, "rb") as raw_handle:
             hashing = _HashingReader(raw_handle)
@@ -238,8 +270,15 @@ def _read_jsonl_gz(path: Path, shard: Shard, source: SourceConfig, index: int, l
 
 def _too_large(line_no: int, size: int, limit: int, name: str, source: SourceConfig) -> RawDocument:
     where = f"{name}:{line_no}"
-    return RawDocument(f"{source.name}/{where}", source.name, name, line_no, "", RECORD_TOO_LARGE,
-                       f"{where}: line of {size:,} bytes > max_record_bytes {limit:,} (not parsed)")
+    return RawDocument(
+        f"{source.name}/{where}",
+        source.name,
+        name,
+        line_no,
+        "",
+        RECORD_TOO_LARGE,
+        f"{where}: line of {size:,} bytes > max_record_bytes {limit:,} (not parsed)",
+    )
 
 
 def _jsonl_record(raw: bytes, line_no: int, name: str, source: SourceConfig) -> RawDocument:
@@ -251,7 +290,9 @@ def _jsonl_record(raw: bytes, line_no: int, name: str, source: SourceConfig) -> 
     if not isinstance(obj, dict):
         return _jsonl_record_slow(raw, line_no, name, source)
     id_value = obj.get(source.id_field) if source.id_field else None
-    return _record(obj.get(source.text_field), id_value, line_no, name, source, present=source.text_field in obj)
+    return _record(
+        obj.get(source.text_field), id_value, line_no, name, source, present=source.text_field in obj
+    )
 
 
 def _jsonl_record_slow(raw: bytes, line_no: int, name: str, source: SourceConfig) -> RawDocument:
@@ -269,23 +310,51 @@ def _jsonl_record_slow(raw: bytes, line_no: int, name: str, source: SourceConfig
                 doc_id = _doc_id(obj.get(source.id_field) if source.id_field else None, default_id)
         except (ValueError, RecursionError):
             pass
-        bad = raw[exc.start:exc.end].hex(" ")
-        return RawDocument(doc_id, source.name, name, line_no, _safe(text[:KEPT_RAW_CHARS]), INVALID_UTF8,
-                           f"{where}: invalid UTF-8 byte(s) {bad} at offset {exc.start}")
+        bad = raw[exc.start : exc.end].hex(" ")
+        return RawDocument(
+            doc_id,
+            source.name,
+            name,
+            line_no,
+            _safe(text[:KEPT_RAW_CHARS]),
+            INVALID_UTF8,
+            f"{where}: invalid UTF-8 byte(s) {bad} at offset {exc.start}",
+        )
     try:
         obj = json.loads(line)
     except ValueError as exc:
         msg = getattr(exc, "msg", str(exc))
         col = getattr(exc, "colno", None)
         at = f" at column {col}" if col else ""
-        return RawDocument(default_id, source.name, name, line_no, _safe(line[:KEPT_RAW_CHARS]), MALFORMED_JSON,
-                           f"{where}: {msg}{at}")
+        return RawDocument(
+            default_id,
+            source.name,
+            name,
+            line_no,
+            _safe(line[:KEPT_RAW_CHARS]),
+            MALFORMED_JSON,
+            f"{where}: {msg}{at}",
+        )
     except RecursionError:
-        return RawDocument(default_id, source.name, name, line_no, _safe(line[:KEPT_RAW_CHARS]), MALFORMED_JSON,
-                           f"{where}: JSON nested too deeply to parse ({len(raw):,} bytes)")
+        return RawDocument(
+            default_id,
+            source.name,
+            name,
+            line_no,
+            _safe(line[:KEPT_RAW_CHARS]),
+            MALFORMED_JSON,
+            f"{where}: JSON nested too deeply to parse ({len(raw):,} bytes)",
+        )
     if not isinstance(obj, dict):
-        return RawDocument(default_id, source.name, name, line_no, _safe(line[:KEPT_RAW_CHARS]), MALFORMED_JSON,
-                           f"{where}: a JSON {type(obj).__name__}, not an object")
+        return RawDocument(
+            default_id,
+            source.name,
+            name,
+            line_no,
+            _safe(line[:KEPT_RAW_CHARS]),
+            MALFORMED_JSON,
+            f"{where}: a JSON {type(obj).__name__}, not an object",
+        )
     present = source.text_field in obj
     id_value = obj.get(source.id_field) if source.id_field else None
     return _record(obj.get(source.text_field), id_value, line_no, name, source, present=present)
@@ -306,7 +375,8 @@ def _read_parquet(path: Path, shard: Shard, source: SourceConfig, index: int) ->
             f"source '{source.name}': {path} has no text column '{source.text_field}' "
             f"(columns: {', '.join(columns)})",
             where=f"data.sources[{index}].text_field",
-            fix=f"set data.sources[{index}].text_field to the column that holds the text")
+            fix=f"set data.sources[{index}].text_field to the column that holds the text",
+        )
     wanted = [source.text_field]
     if source.id_field:
         if source.id_field not in columns:
@@ -314,7 +384,8 @@ def _read_parquet(path: Path, shard: Shard, source: SourceConfig, index: int) ->
                 f"source '{source.name}': {path} has no id column '{source.id_field}' "
                 f"(columns: {', '.join(columns)})",
                 where=f"data.sources[{index}].id_field",
-                fix=f"set data.sources[{index}].id_field to an id column, or remove it to use file:row ids")
+                fix=f"set data.sources[{index}].id_field to an id column, or remove it to use file:row ids",
+            )
         if source.id_field != source.text_field:
             wanted.append(source.id_field)
     meta = parquet.metadata
@@ -336,8 +407,9 @@ def _read_parquet(path: Path, shard: Shard, source: SourceConfig, index: int) ->
 # --------------------------------------------------------------------------------------------- helpers
 
 
-def _record(value: Any, id_value: Any, line_no: int, name: str, source: SourceConfig, *,
-            present: bool) -> RawDocument:
+def _record(
+    value: Any, id_value: Any, line_no: int, name: str, source: SourceConfig, *, present: bool
+) -> RawDocument:
     where = f"{name}:{line_no}"
     doc_id = _doc_id(id_value, f"{source.name}/{where}")
     field = source.text_field
@@ -345,31 +417,68 @@ def _record(value: Any, id_value: Any, line_no: int, name: str, source: SourceCo
         if value.isascii() or _encodable(value):
             return RawDocument(doc_id, source.name, name, line_no, value)
         # JSON "\ud800" escapes decode to lone surrogates, which UTF-8 cannot hold
-        return RawDocument(doc_id, source.name, name, line_no, _safe(value), INVALID_UTF8,
-                           f"{where}: field '{field}' holds a lone surrogate (\\ud800-\\udfff escape)")
+        return RawDocument(
+            doc_id,
+            source.name,
+            name,
+            line_no,
+            _safe(value),
+            INVALID_UTF8,
+            f"{where}: field '{field}' holds a lone surrogate (\\ud800-\\udfff escape)",
+        )
     if isinstance(value, (bytes, bytearray)):  # Parquet binary column
         try:
             value = bytes(value).decode("utf-8")
         except UnicodeDecodeError as exc:
-            bad = bytes(value)[exc.start:exc.end].hex(" ")
-            return RawDocument(doc_id, source.name, name, line_no, bytes(value).decode("utf-8", errors="replace"),
-                               INVALID_UTF8, f"{where}: invalid UTF-8 byte(s) {bad} at offset {exc.start}")
+            bad = bytes(value)[exc.start : exc.end].hex(" ")
+            return RawDocument(
+                doc_id,
+                source.name,
+                name,
+                line_no,
+                bytes(value).decode("utf-8", errors="replace"),
+                INVALID_UTF8,
+                f"{where}: invalid UTF-8 byte(s) {bad} at offset {exc.start}",
+            )
     if value is None:
         what = "is null" if present else "is absent"
-        return RawDocument(doc_id, source.name, name, line_no, "", MISSING_TEXT, f"{where}: field '{field}' {what}")
+        return RawDocument(
+            doc_id, source.name, name, line_no, "", MISSING_TEXT, f"{where}: field '{field}' {what}"
+        )
     if not isinstance(value, str):
         try:
             shown = value if isinstance(value, (int, float, bool)) else json.dumps(value, default=str)[:200]
         except (ValueError, RecursionError):
             shown = f"<{type(value).__name__}>"
-        return RawDocument(doc_id, source.name, name, line_no, _safe(str(shown)), WRONG_TYPE,
-                           f"{where}: field '{field}' is {type(value).__name__}, not a string")
+        return RawDocument(
+            doc_id,
+            source.name,
+            name,
+            line_no,
+            _safe(str(shown)),
+            WRONG_TYPE,
+            f"{where}: field '{field}' is {type(value).__name__}, not a string",
+        )
     if not _encodable(value):
-        return RawDocument(doc_id, source.name, name, line_no, _safe(value), INVALID_UTF8,
-                           f"{where}: field '{field}' holds a lone surrogate (\\ud800-\\udfff escape)")
+        return RawDocument(
+            doc_id,
+            source.name,
+            name,
+            line_no,
+            _safe(value),
+            INVALID_UTF8,
+            f"{where}: field '{field}' holds a lone surrogate (\\ud800-\\udfff escape)",
+        )
     if not value.strip():
-        return RawDocument(doc_id, source.name, name, line_no, value, EMPTY_TEXT,
-                           f"{where}: field '{field}' is empty or whitespace ({len(value)} chars)")
+        return RawDocument(
+            doc_id,
+            source.name,
+            name,
+            line_no,
+            value,
+            EMPTY_TEXT,
+            f"{where}: field '{field}' is empty or whitespace ({len(value)} chars)",
+        )
     return RawDocument(doc_id, source.name, name, line_no, value)
 
 
@@ -395,10 +504,16 @@ def _safe(text: str) -> str:
 
 
 def _corrupt(path: Path, source: SourceConfig, index: int, exc: BaseException) -> DataError:
-    return DataError(f"source '{source.name}': truncated or corrupt file {path} ({type(exc).__name__}: {exc})",
-                     where=str(path), fix=f"{_CORRUPT_FIX} (it matched data.sources[{index}].path)")
+    return DataError(
+        f"source '{source.name}': truncated or corrupt file {path} ({type(exc).__name__}: {exc})",
+        where=str(path),
+        fix=f"{_CORRUPT_FIX} (it matched data.sources[{index}].path)",
+    )
 
 
 def _unreadable(path: Path, source: SourceConfig, index: int, exc: OSError) -> DataError:
-    return DataError(f"source '{source.name}': cannot read {path}: {exc.strerror or exc}", where=str(path),
-                     fix="check the file exists and is readable, or remove it")
+    return DataError(
+        f"source '{source.name}': cannot read {path}: {exc.strerror or exc}",
+        where=str(path),
+        fix="check the file exists and is readable, or remove it",
+    )

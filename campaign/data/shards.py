@@ -58,38 +58,44 @@ KEPT = "kept.arrow"
 REJECTED = "rejected.arrow"
 SIG = "sig.arrow"
 
-CLEAN_SCHEMA = pa.schema([
-    ("doc_id", pa.string()),
-    ("source", pa.string()),
-    ("text", pa.string()),          # normalised text (after C4 line edits when C4 is on)
-    ("n_words", pa.int64()),        # str.split() words
-    ("n_tokens", pa.int64()),       # under DataConfig.tokenizer
-    ("n_bytes", pa.int64()),        # UTF-8 bytes of text
-    ("text_sha256", pa.string()),
-    ("file", pa.string()),          # relative to the source glob's fixed prefix
-    ("line", pa.int64()),           # 1-based line (JSONL) or row (Parquet)
-])
+CLEAN_SCHEMA = pa.schema(
+    [
+        ("doc_id", pa.string()),
+        ("source", pa.string()),
+        ("text", pa.string()),  # normalised text (after C4 line edits when C4 is on)
+        ("n_words", pa.int64()),  # str.split() words
+        ("n_tokens", pa.int64()),  # under DataConfig.tokenizer
+        ("n_bytes", pa.int64()),  # UTF-8 bytes of text
+        ("text_sha256", pa.string()),
+        ("file", pa.string()),  # relative to the source glob's fixed prefix
+        ("line", pa.int64()),  # 1-based line (JSONL) or row (Parquet)
+    ]
+)
 
-REJECTED_SCHEMA = pa.schema([
-    ("doc_id", pa.string()),
-    ("source", pa.string()),
-    ("file", pa.string()),
-    ("line", pa.int64()),
-    ("reason", pa.string()),
-    ("detail", pa.string()),
-    ("text", pa.string()),          # as read for reader and rule rejections ("" when there was none);
-])                                  # normalised for duplicates (what was compared)
+REJECTED_SCHEMA = pa.schema(
+    [
+        ("doc_id", pa.string()),
+        ("source", pa.string()),
+        ("file", pa.string()),
+        ("line", pa.int64()),
+        ("reason", pa.string()),
+        ("detail", pa.string()),
+        ("text", pa.string()),  # as read for reader and rule rejections ("" when there was none);
+    ]
+)  # normalised for duplicates (what was compared)
 
 
 def sig_schema(bands: int) -> pa.Schema:
     """One column per LSH band, so the dedup pass can read one band of every shard at a time."""
-    return pa.schema([
-        ("doc_id", pa.string()),
-        ("key_hi", pa.uint64()),    # first 16 bytes of the text's sha256: the exact-dedup key
-        ("key_lo", pa.uint64()),
-        ("has_sig", pa.bool_()),
-        *[(band_column(b), pa.uint64()) for b in range(bands)],
-    ])
+    return pa.schema(
+        [
+            ("doc_id", pa.string()),
+            ("key_hi", pa.uint64()),  # first 16 bytes of the text's sha256: the exact-dedup key
+            ("key_lo", pa.uint64()),
+            ("has_sig", pa.bool_()),
+            *[(band_column(b), pa.uint64()) for b in range(bands)],
+        ]
+    )
 
 
 def band_column(band: int) -> str:
@@ -132,7 +138,9 @@ def shard_fingerprint(shard: Shard, data: DataConfig) -> str:
     except OSError:
         stat = None
     cfg = data.model_dump(mode="json", exclude={"demo_corpus_dir"})
-    blob = json.dumps({"v": PIPELINE_VERSION, "data": cfg, "shard": shard.to_dict(), "stat": stat}, sort_keys=True)
+    blob = json.dumps(
+        {"v": PIPELINE_VERSION, "data": cfg, "shard": shard.to_dict(), "stat": stat}, sort_keys=True
+    )
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -168,8 +176,14 @@ def run_shard(shard: Shard, data: DataConfig, work_dir: Path) -> ShardSummary:
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
-    summary = ShardSummary(key=shard.key, index=shard.index, source=shard.source, path=shard.path,
-                           name=shard.name, part=shard.part)
+    summary = ShardSummary(
+        key=shard.key,
+        index=shard.index,
+        source=shard.source,
+        path=shard.path,
+        name=shard.name,
+        part=shard.part,
+    )
     try:
         _process(shard, data, tmp, summary)
     except DataError as err:
@@ -179,7 +193,9 @@ def run_shard(shard: Shard, data: DataConfig, work_dir: Path) -> ShardSummary:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    atomic_write_json(tmp / MARKER, {"fingerprint": shard_fingerprint(shard, data), "summary": summary.to_dict()})
+    atomic_write_json(
+        tmp / MARKER, {"fingerprint": shard_fingerprint(shard, data), "summary": summary.to_dict()}
+    )
     os.replace(tmp, folder)
     return summary
 
@@ -201,8 +217,9 @@ def _process(shard: Shard, data: DataConfig, out: Path, summary: ShardSummary) -
     try:
         batch: list[RawDocument] = []
         chars = 0
-        records = read_shard(shard, source, shard.source_index, max_record_bytes=cleaning.max_record_bytes,
-                             digest=digest)
+        records = read_shard(
+            shard, source, shard.source_index, max_record_bytes=cleaning.max_record_bytes, digest=digest
+        )
         for doc in records:
             batch.append(doc)
             chars += len(doc.text)
@@ -274,7 +291,9 @@ def part_rows(path: Path) -> int:
         return sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
 
 
-RELEASE_FREE_BYTES = 32 * 2**20  # free heap a process may keep between batches (64 MB: ~35 MB more peak per tree)
+RELEASE_FREE_BYTES = (
+    32 * 2**20
+)  # free heap a process may keep between batches (64 MB: ~35 MB more peak per tree)
 
 
 def release_memory(keep: int = RELEASE_FREE_BYTES) -> None:
@@ -291,8 +310,21 @@ def release_memory(keep: int = RELEASE_FREE_BYTES) -> None:
 
 
 class _MallInfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in (
-        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
 
 
 def _heap_free(libc) -> int:
@@ -332,16 +364,26 @@ def utf8_bytes(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
-def _batch(batch: list[RawDocument], data: DataConfig, tokenizer, writers: dict[str, PartWriter],
-           summary: ShardSummary, by_reason: Counter[str], chars_by_reason: Counter[str]) -> None:
+def _batch(
+    batch: list[RawDocument],
+    data: DataConfig,
+    tokenizer,
+    writers: dict[str, PartWriter],
+    summary: ShardSummary,
+    by_reason: Counter[str],
+    chars_by_reason: Counter[str],
+) -> None:
     cleaning = data.cleaning
     kept: dict[str, list] = {name: [] for name in CLEAN_SCHEMA.names if name != "n_tokens"}
     rej: dict[str, list] = {name: [] for name in REJECTED_SCHEMA.names}
     # The size cap applies to the document as read (its UTF-8 bytes), before normalisation: an oversized record
     # (megabytes of one changelog) costs neither normalising nor the rules, and never sits in a batch's copies.
     cap = cleaning.max_doc_bytes
-    oversized = {i: size for i, doc in enumerate(batch)
-                 if doc.reason is None and len(doc.text) * 4 > cap and (size := utf8_bytes(doc.text)) > cap}
+    oversized = {
+        i: size
+        for i, doc in enumerate(batch)
+        if doc.reason is None and len(doc.text) * 4 > cap and (size := utf8_bytes(doc.text)) > cap
+    }
     readable = [doc for i, doc in enumerate(batch) if doc.reason is None and i not in oversized]
     results = iter(filter_batch(normalise_texts([doc.text for doc in readable]), cleaning))
     for i, doc in enumerate(batch):
@@ -355,17 +397,30 @@ def _batch(batch: list[RawDocument], data: DataConfig, tokenizer, writers: dict[
             if result.rejection is None:
                 text = result.text
                 summary.chars_edited += result.chars_edited
-                for name, value in (("doc_id", doc.doc_id), ("source", doc.source), ("text", text),
-                                    ("n_words", result.stats.n_words), ("n_bytes", result.stats.n_bytes),
-                                    ("text_sha256", hashlib.sha256(text.encode("utf-8")).hexdigest()),
-                                    ("file", doc.file), ("line", doc.line)):
+                for name, value in (
+                    ("doc_id", doc.doc_id),
+                    ("source", doc.source),
+                    ("text", text),
+                    ("n_words", result.stats.n_words),
+                    ("n_bytes", result.stats.n_bytes),
+                    ("text_sha256", hashlib.sha256(text.encode("utf-8")).hexdigest()),
+                    ("file", doc.file),
+                    ("line", doc.line),
+                ):
                     kept[name].append(value)
                 continue
             reason, detail = result.rejection
         by_reason[reason] += 1
         chars_by_reason[reason] += len(doc.text)
-        for name, value in (("doc_id", doc.doc_id), ("source", doc.source), ("file", doc.file),
-                            ("line", doc.line), ("reason", reason), ("detail", detail), ("text", doc.text)):
+        for name, value in (
+            ("doc_id", doc.doc_id),
+            ("source", doc.source),
+            ("file", doc.file),
+            ("line", doc.line),
+            ("reason", reason),
+            ("detail", detail),
+            ("text", doc.text),
+        ):
             rej[name].append(value)
     if rej["doc_id"]:
         writers[REJECTED].write_table(pa.table(rej, schema=REJECTED_SCHEMA))
@@ -377,7 +432,9 @@ def _batch(batch: list[RawDocument], data: DataConfig, tokenizer, writers: dict[
     summary.n_kept += len(texts)
     summary.chars_kept += sum(map(len, texts))
     summary.tokens_kept += int(n_tokens.sum())
-    keys = np.array([bytes.fromhex(h[:32]) for h in kept["text_sha256"]], dtype="S16").view(">u8").reshape(-1, 2)
+    keys = (
+        np.array([bytes.fromhex(h[:32]) for h in kept["text_sha256"]], dtype="S16").view(">u8").reshape(-1, 2)
+    )
     near = cleaning.near_dedup
     if near.enabled:
         sig, has = signatures(texts, ngram=near.ngram, num_perm=near.bands * near.rows, seed=near.seed)
@@ -385,6 +442,15 @@ def _batch(batch: list[RawDocument], data: DataConfig, tokenizer, writers: dict[
     else:
         has = np.zeros(len(texts), dtype=bool)
         bands = np.zeros((len(texts), near.bands), dtype=np.uint64)
-    writers[SIG].write_table(pa.table({
-        "doc_id": kept["doc_id"], "key_hi": keys[:, 0].astype(np.uint64), "key_lo": keys[:, 1].astype(np.uint64),
-        "has_sig": has, **{band_column(b): bands[:, b] for b in range(near.bands)}}, schema=sig_schema(near.bands)))
+    writers[SIG].write_table(
+        pa.table(
+            {
+                "doc_id": kept["doc_id"],
+                "key_hi": keys[:, 0].astype(np.uint64),
+                "key_lo": keys[:, 1].astype(np.uint64),
+                "has_sig": has,
+                **{band_column(b): bands[:, b] for b in range(near.bands)},
+            },
+            schema=sig_schema(near.bands),
+        )
+    )

@@ -57,7 +57,9 @@ _ASCII_LETTER[0x41:0x5B] = _ASCII_LETTER[0x61:0x7B] = True
 
 
 @njit(cache=True, nogil=True)
-def _split_kernel(data, offsets, wstart, wend, wlen, non_ascii, counts, no_letter):  # pragma: no cover - compiled
+def _split_kernel(
+    data, offsets, wstart, wend, wlen, non_ascii, counts, no_letter
+):  # pragma: no cover - compiled
     space = _ASCII_SPACE
     letters = _ASCII_LETTER
     n = 0
@@ -117,20 +119,35 @@ def split_words_compiled(data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndar
     wstart, wend, wlen = (np.empty(upper, np.int64) for _ in range(3))
     non_ascii = np.empty(upper, np.bool_)
     counts, no_letter = np.zeros(n_docs, np.int64), np.zeros(n_docs, np.int64)
-    n = _split_kernel(data, np.ascontiguousarray(offsets, np.int64), wstart, wend, wlen, non_ascii, counts, no_letter)
+    n = _split_kernel(
+        data, np.ascontiguousarray(offsets, np.int64), wstart, wend, wlen, non_ascii, counts, no_letter
+    )
     return wstart[:n], wend[:n], wlen[:n], non_ascii[:n], counts, no_letter
 
 
 @njit(cache=True, nogil=True)
-def _ngram_kernel(data, wstart, wend, starts, wlen, max_n, want_top, want_dup,
-                  top_count, top_chars, top_first, dup_has, dup_chars):  # pragma: no cover - compiled
+def _ngram_kernel(
+    data,
+    wstart,
+    wend,
+    starts,
+    wlen,
+    max_n,
+    want_top,
+    want_dup,
+    top_count,
+    top_chars,
+    top_first,
+    dup_has,
+    dup_chars,
+):  # pragma: no cover - compiled
     n_docs = len(starts) - 1
     longest = 0
     for d in range(n_docs):
         longest = max(longest, starts[d + 1] - starts[d])
-    rep = np.empty(longest + 1, np.int64)    # a word index holding each of the text's distinct words
-    word = np.empty(longest, np.int64)      # the document's own word ids, in order of first appearance
-    ids = np.empty(longest, np.int64)       # id of the n-gram starting at each position (-1: occurs once)
+    rep = np.empty(longest + 1, np.int64)  # a word index holding each of the text's distinct words
+    word = np.empty(longest, np.int64)  # the document's own word ids, in order of first appearance
+    ids = np.empty(longest, np.int64)  # id of the n-gram starting at each position (-1: occurs once)
     new_ids = np.empty(longest, np.int64)
     count = np.zeros(longest + 1, np.int64)
     first = np.empty(longest + 1, np.int64)
@@ -268,8 +285,15 @@ def _ngram_kernel(data, wstart, wend, starts, wlen, max_n, want_top, want_dup,
                 dup_chars[d, n] = chars
 
 
-def ngram_measures(data: np.ndarray, wstart: np.ndarray, wend: np.ndarray, starts: np.ndarray, wlen: np.ndarray,
-                   top_ns: list[int], dup_ns: list[int]) -> tuple[np.ndarray, ...]:
+def ngram_measures(
+    data: np.ndarray,
+    wstart: np.ndarray,
+    wend: np.ndarray,
+    starts: np.ndarray,
+    wlen: np.ndarray,
+    top_ns: list[int],
+    dup_ns: list[int],
+) -> tuple[np.ndarray, ...]:
     """Per text d and n (arrays [texts, max n + 1]): top n-gram count (0: none occurs twice), its characters
     (words joined by one space) and first word index; whether some n-gram repeats, and the characters of the
     words covered by repeats.
@@ -285,8 +309,13 @@ def ngram_measures(data: np.ndarray, wstart: np.ndarray, wend: np.ndarray, start
     want_top[list(top_ns)] = True
     want_dup[list(dup_ns)] = True
     shape = (n_docs, max_n + 1)
-    out = (np.zeros(shape, np.int64), np.zeros(shape, np.int64), np.zeros(shape, np.int64),
-           np.zeros(shape, np.bool_), np.zeros(shape, np.int64))
+    out = (
+        np.zeros(shape, np.int64),
+        np.zeros(shape, np.int64),
+        np.zeros(shape, np.int64),
+        np.zeros(shape, np.bool_),
+        np.zeros(shape, np.int64),
+    )
     as_int = [np.ascontiguousarray(x, np.int64) for x in (wstart, wend, starts, wlen)]
     _ngram_kernel(np.ascontiguousarray(data, np.uint8), *as_int, max_n, want_top, want_dup, *out)
     return out

@@ -69,10 +69,17 @@ class _Worker:
         root = str(Path(__file__).resolve().parents[2])
         # Arrow's system allocator: memory freed after a batch goes back with `shards.release_memory`
         # (mimalloc, pyarrow's default, keeps its segments: ~50 MB more per worker, measured).
-        env = {"ARROW_DEFAULT_MEMORY_POOL": "system", **os.environ,
-               "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-        self.proc = subprocess.Popen([sys.executable, "-m", "campaign.data.workers", str(os.getpid())],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        env = {
+            "ARROW_DEFAULT_MEMORY_POOL": "system",
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
+        }
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "campaign.data.workers", str(os.getpid())],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+        )
 
     def call(self, request: tuple) -> Any:
         try:
@@ -80,8 +87,10 @@ class _Worker:
             kind, value = _receive(self.proc.stdout)
         except (EOFError, BrokenPipeError, OSError):
             code = self.proc.wait()
-            raise WorkerDied(f"a prepare worker process ended with exit code {code} while cleaning a shard "
-                             "(killed, or out of memory?)") from None
+            raise WorkerDied(
+                f"a prepare worker process ended with exit code {code} while cleaning a shard "
+                "(killed, or out of memory?)"
+            ) from None
         if kind == "error":
             raise value
         return value

@@ -25,15 +25,20 @@ MAX_AUTO_INTERVAL_S = 6 * 3600.0
 
 @dataclass(frozen=True)
 class CheckpointPlan:
-    size_gb: float             # saved state, GB (1e9 bytes)
-    write_s: float             # blocking seconds per checkpoint
-    background_s: float        # non-blocking upload seconds after the blocking part (0 for sync)
-    interval_s: float          # compute seconds between checkpoints in use: config value or Daly's optimum
+    size_gb: float  # saved state, GB (1e9 bytes)
+    write_s: float  # blocking seconds per checkpoint
+    background_s: float  # non-blocking upload seconds after the blocking part (0 for sync)
+    interval_s: float  # compute seconds between checkpoints in use: config value or Daly's optimum
     optimal_interval_s: float  # Daly's optimum for this job MTBF, always computed
 
     def to_json(self) -> dict:
-        return {"size_gb": self.size_gb, "write_s": self.write_s, "background_s": self.background_s,
-                "interval_s": self.interval_s, "optimal_interval_s": finite_or_none(self.optimal_interval_s)}
+        return {
+            "size_gb": self.size_gb,
+            "write_s": self.write_s,
+            "background_s": self.background_s,
+            "interval_s": self.interval_s,
+            "optimal_interval_s": finite_or_none(self.optimal_interval_s),
+        }
 
 
 def finite_or_none(value: float) -> float | None:
@@ -46,7 +51,9 @@ def checkpoint_size_gb(parameters: int) -> float:
     return parameters * SAVED_BYTES_PER_PARAM / 1e9
 
 
-def checkpoint_write_s(size_gb: float, storage_gb_per_s: float, *, is_async: bool = False, gpus: int = 1) -> tuple[float, float]:
+def checkpoint_write_s(
+    size_gb: float, storage_gb_per_s: float, *, is_async: bool = False, gpus: int = 1
+) -> tuple[float, float]:
     """(blocking seconds, background seconds) of one save. Sync: all of size / storage bandwidth blocks.
     Async: each GPU copies its 1/gpus share to host memory (blocking), then the upload runs in the background."""
     upload_s = size_gb / storage_gb_per_s
@@ -68,7 +75,9 @@ def daly_interval_s(write_s: float, mtbf_s: float) -> float:
     return math.sqrt(2.0 * write_s * mtbf_s) * (1.0 + math.sqrt(x) / 3.0 + x / 9.0) - write_s
 
 
-def daly_expected_wall_s(solve_s: float, interval_s: float, write_s: float, restart_s: float, mtbf_s: float) -> float:
+def daly_expected_wall_s(
+    solve_s: float, interval_s: float, write_s: float, restart_s: float, mtbf_s: float
+) -> float:
     """Daly's expected wall time to finish `solve_s` of work: M e^(R/M) (e^((tau+delta)/M) - 1) T_s / tau.
 
     Exponential failures with mean M (also during writes and restarts), checkpoint every tau of work costing delta,
@@ -81,12 +90,19 @@ def daly_expected_wall_s(solve_s: float, interval_s: float, write_s: float, rest
 def plan_checkpoint(parameters: int, gpus: int, config: CheckpointConfig, mtbf_s: float) -> CheckpointPlan:
     """Size, save times and interval (config value, or Daly's optimum when 'auto') for this job's MTBF."""
     size_gb = checkpoint_size_gb(parameters)
-    write_s, background_s = checkpoint_write_s(size_gb, config.storage_gb_per_s, is_async=config.is_async, gpus=gpus)
+    write_s, background_s = checkpoint_write_s(
+        size_gb, config.storage_gb_per_s, is_async=config.is_async, gpus=gpus
+    )
     optimal = daly_interval_s(write_s, mtbf_s)
     # An async save cannot start before the previous upload finished.
     optimal = max(optimal, background_s)
     # With no (or very rare) modelled failures Daly's optimum grows without bound; real runs still checkpoint to
     # survive what the model leaves out, so 'auto' never waits longer than MAX_AUTO_INTERVAL_S (an assumption).
     interval = min(optimal, MAX_AUTO_INTERVAL_S) if config.interval_s == "auto" else float(config.interval_s)
-    return CheckpointPlan(size_gb=size_gb, write_s=write_s, background_s=background_s,
-                          interval_s=interval, optimal_interval_s=optimal)
+    return CheckpointPlan(
+        size_gb=size_gb,
+        write_s=write_s,
+        background_s=background_s,
+        interval_s=interval,
+        optimal_interval_s=optimal,
+    )

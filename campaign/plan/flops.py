@@ -68,7 +68,9 @@ def total_parameters(model: ModelConfig) -> int:
     return model.layers * layer_parameters(model) + embedding_parameters(model) + output_parameters(model)
 
 
-def attention_flops_per_token_layer(model: ModelConfig, *, causal: bool = True, seq_len: int | None = None) -> float:
+def attention_flops_per_token_layer(
+    model: ModelConfig, *, causal: bool = True, seq_len: int | None = None
+) -> float:
     """Forward QK^T and AV FLOPs per token per layer: 4*s*h, halved under a causal mask."""
     s = model.seq_len if seq_len is None else seq_len
     return (2.0 if causal else 4.0) * s * model.hidden
@@ -101,7 +103,9 @@ def model_flops_per_token(model: ModelConfig, *, causal: bool = True) -> float:
 
 def hardware_flops_per_token(model: ModelConfig, recompute: Recompute, *, causal: bool = True) -> float:
     """FLOPs the GPUs execute per token, recomputation included: the numerator of HFU."""
-    return model.layers * layer_flops_per_token(model, recompute, causal=causal) + logits_flops_per_token(model)
+    return model.layers * layer_flops_per_token(model, recompute, causal=causal) + logits_flops_per_token(
+        model
+    )
 
 
 # ------------------------------------------------------------------ each paper's formula, as published
@@ -113,10 +117,22 @@ def narayanan_flops_per_iteration(
     """Narayanan et al. 2021 eq. (GPT, 4h GeLU MLP): 96 (or 72 without recompute) B s l h^2 (1 + s/6h + V/16lh)
     (V/12lh without recompute). Korthikanti et al. 2022 count model FLOPs with the same 72 form."""
     if full_recompute:
-        return 96.0 * batch * seq_len * layers * hidden**2 * (
-            1 + seq_len / (6 * hidden) + vocab / (16 * layers * hidden)
+        return (
+            96.0
+            * batch
+            * seq_len
+            * layers
+            * hidden**2
+            * (1 + seq_len / (6 * hidden) + vocab / (16 * layers * hidden))
         )
-    return 72.0 * batch * seq_len * layers * hidden**2 * (1 + seq_len / (6 * hidden) + vocab / (12 * layers * hidden))
+    return (
+        72.0
+        * batch
+        * seq_len
+        * layers
+        * hidden**2
+        * (1 + seq_len / (6 * hidden) + vocab / (12 * layers * hidden))
+    )
 
 
 def megatron_core_2024_flops_per_iteration(model: ModelConfig, batch: int) -> float:
@@ -124,10 +140,18 @@ def megatron_core_2024_flops_per_iteration(model: ModelConfig, batch: int) -> fl
     12 B s l h^2 ((1 + g/a + s/h) + ffn/h x (3/2 if gated) + V/(2 l h)), attention not halved for causality."""
     s, h, layers = model.seq_len, model.hidden, model.layers
     gated = 1.5 if model.mlp == "swiglu" else 1.0
-    return 12.0 * batch * s * layers * h * h * (
-        (1 + model.kv_heads / model.heads + s / h)
-        + model.ffn_hidden / h * gated
-        + model.vocab / (2 * layers * h)
+    return (
+        12.0
+        * batch
+        * s
+        * layers
+        * h
+        * h
+        * (
+            (1 + model.kv_heads / model.heads + s / h)
+            + model.ffn_hidden / h * gated
+            + model.vocab / (2 * layers * h)
+        )
     )
 
 

@@ -41,14 +41,14 @@ FA_BACKWARD_FLOPS = 2.5
 class Kernels:
     """The calibrated kernel model of one accelerator."""
 
-    peak_flops: float          # FLOP/s, dense BF16
+    peak_flops: float  # FLOP/s, dense BF16
     memory_bytes_per_s: float  # achieved by memory-bound kernels
-    hbm_bytes_per_s: float     # peak, for the GEMM roofline
+    hbm_bytes_per_s: float  # peak, for the GEMM roofline
     sm_count: int
     gemm_peak_fraction: float
     gemm_half_k: float
     attention_peak_fraction: float
-    gap_s: float               # idle time between consecutive kernels
+    gap_s: float  # idle time between consecutive kernels
 
     @classmethod
     def from_accelerator(cls, acc: AcceleratorConfig, attention_kernel: str = "fused") -> Kernels:
@@ -96,7 +96,8 @@ class Kernels:
     def attention_efficiency(self, seq: float, head_dim: float) -> float:
         """Fraction of peak a fused attention kernel reaches on blocks of `seq` keys with this head dim."""
         d_factor = (head_dim / (head_dim + FA_HALF_HEAD_DIM)) / (
-            FA_REFERENCE_HEAD_DIM / (FA_REFERENCE_HEAD_DIM + FA_HALF_HEAD_DIM))
+            FA_REFERENCE_HEAD_DIM / (FA_REFERENCE_HEAD_DIM + FA_HALF_HEAD_DIM)
+        )
         return self.attention_peak_fraction * seq / (seq + FA_HALF_SEQ) * min(d_factor, 1.2)
 
     def flash_attention_s(self, forward_flops: float, seq: float, head_dim: float) -> tuple[float, float]:

@@ -24,7 +24,7 @@ MAX_SEARCH_MICRO_BATCH = 16
 
 @dataclass(frozen=True)
 class Violation:
-    rule: str     # "layout", "memory" or "schedule"
+    rule: str  # "layout", "memory" or "schedule"
     message: str  # what is wrong and how to fix it
 
     def __str__(self) -> str:
@@ -43,40 +43,88 @@ def layout_violations(config: CampaignConfig, layout: LayoutConfig, micro_batch:
     domain = cl.network.nvlink_domain_gpus
     t, c = layout.tp, layout.cp
     if layout.world != cl.gpus:
-        out.append(Violation("layout", (
-            f"tp x pp x dp x cp = {t}x{layout.pp}x{layout.dp}x{c} = {layout.world} GPUs but the cluster has "
-            f"{cl.gpus}; change dp to {cl.gpus // max(1, t * layout.pp * c)} or the node count")))
+        out.append(
+            Violation(
+                "layout",
+                (
+                    f"tp x pp x dp x cp = {t}x{layout.pp}x{layout.dp}x{c} = {layout.world} GPUs but the cluster has "
+                    f"{cl.gpus}; change dp to {cl.gpus // max(1, t * layout.pp * c)} or the node count"
+                ),
+            )
+        )
     if t > domain:
         spans = -(-t // domain)
-        out.append(Violation("layout", (
-            f"tp={t} spans {spans} NVLink domains of {domain} GPUs: TP traffic would cross the scale-out "
-            f"network; use tp<={domain}")))
+        out.append(
+            Violation(
+                "layout",
+                (
+                    f"tp={t} spans {spans} NVLink domains of {domain} GPUs: TP traffic would cross the scale-out "
+                    f"network; use tp<={domain}"
+                ),
+            )
+        )
     elif domain % t:
-        out.append(Violation("layout", (
-            f"tp={t} does not divide the NVLink domain of {domain} GPUs: some TP groups would straddle two "
-            f"domains; use a divisor of {domain}")))
+        out.append(
+            Violation(
+                "layout",
+                (
+                    f"tp={t} does not divide the NVLink domain of {domain} GPUs: some TP groups would straddle two "
+                    f"domains; use a divisor of {domain}"
+                ),
+            )
+        )
     for name, value in (("heads", m.heads), ("kv_heads", m.kv_heads), ("ffn_hidden", m.ffn_hidden)):
         if value % t:
-            out.append(Violation("layout", f"tp={t} does not divide model.{name} ({value}); use a divisor of {value}"))
+            out.append(
+                Violation(
+                    "layout", f"tp={t} does not divide model.{name} ({value}); use a divisor of {value}"
+                )
+            )
     if c > 1 and m.seq_len % (2 * c):
-        out.append(Violation("layout", (
-            f"cp={c}: load-balanced causal context parallelism splits the sequence into 2 x cp chunks, but "
-            f"seq_len {m.seq_len} is not divisible by {2 * c}; use a cp with 2*cp dividing {m.seq_len}")))
+        out.append(
+            Violation(
+                "layout",
+                (
+                    f"cp={c}: load-balanced causal context parallelism splits the sequence into 2 x cp chunks, but "
+                    f"seq_len {m.seq_len} is not divisible by {2 * c}; use a cp with 2*cp dividing {m.seq_len}"
+                ),
+            )
+        )
     sequences = config.plan.global_batch_tokens // m.seq_len
     if sequences % (micro_batch * layout.dp):
-        out.append(Violation("layout", (
-            f"a global batch of {sequences} sequences does not split into micro_batch x dp = "
-            f"{micro_batch}x{layout.dp}; pick micro_batch x dp dividing {sequences}")))
+        out.append(
+            Violation(
+                "layout",
+                (
+                    f"a global batch of {sequences} sequences does not split into micro_batch x dp = "
+                    f"{micro_batch}x{layout.dp}; pick micro_batch x dp dividing {sequences}"
+                ),
+            )
+        )
     if layout.vpp > 1 and layout.pp == 1:
-        out.append(Violation("layout", "vpp > 1 needs pp > 1 (interleaving splits pipeline stages); set vpp=1"))
+        out.append(
+            Violation("layout", "vpp > 1 needs pp > 1 (interleaving splits pipeline stages); set vpp=1")
+        )
     micro_batches = sequences // max(1, micro_batch * layout.dp)
     if layout.vpp > 1 and layout.pp > 1 and micro_batches % layout.pp:
-        out.append(Violation("layout", (
-            f"the interleaved schedule (vpp={layout.vpp}) needs the {micro_batches} micro-batches per pipeline to be "
-            f"a multiple of pp={layout.pp}; change the global batch, micro_batch or dp, or set vpp=1")))
+        out.append(
+            Violation(
+                "layout",
+                (
+                    f"the interleaved schedule (vpp={layout.vpp}) needs the {micro_batches} micro-batches per pipeline to be "
+                    f"a multiple of pp={layout.pp}; change the global batch, micro_batch or dp, or set vpp=1"
+                ),
+            )
+        )
     if layout.pp * layout.vpp > m.layers + 2:
-        out.append(Violation("layout", (
-            f"pp x vpp = {layout.pp * layout.vpp} stages is more than layers + 2 = {m.layers + 2}; lower pp or vpp")))
+        out.append(
+            Violation(
+                "layout",
+                (
+                    f"pp x vpp = {layout.pp * layout.vpp} stages is more than layers + 2 = {m.layers + 2}; lower pp or vpp"
+                ),
+            )
+        )
     return out
 
 
@@ -118,12 +166,16 @@ def candidates(config: CampaignConfig) -> list[Candidate]:
                 d = gpus // (t * c * p)
                 if sequences % d:
                     continue
-                vpps = [1] + [v for v in range(2, (layers + 2) // p + 1)
-                              if p > 1 and (layers % (p * v) == 0 or (layers + 2) % (p * v) == 0)]
+                vpps = [1] + [
+                    v
+                    for v in range(2, (layers + 2) // p + 1)
+                    if p > 1 and (layers % (p * v) == 0 or (layers + 2) % (p * v) == 0)
+                ]
                 bs = [b for b in _divisors(sequences // d) if b <= MAX_SEARCH_MICRO_BATCH]
                 for v in vpps:
-                    out.extend(Candidate(t, p, d, c, v, b) for b in bs
-                               if v == 1 or (sequences // (d * b)) % p == 0)
+                    out.extend(
+                        Candidate(t, p, d, c, v, b) for b in bs if v == 1 or (sequences // (d * b)) % p == 0
+                    )
     return out
 
 

@@ -74,13 +74,25 @@ def split_layers(layers: int, pp: int, vpp: int = 1) -> StageSplit:
         return StageSplit(per, per, per)
     if (layers + 2) % stages == 0:
         per = (layers + 2) // pp
-        return StageSplit(per - 1, per if pp > 2 else per - 1, per - 1, note=(
-            f"{layers} layers on {pp}x{vpp} pipeline stages: the first and last rank hold {per - 1} layers plus the "
-            f"embedding / output layer, the others {per} (Llama 3 split)"))
+        return StageSplit(
+            per - 1,
+            per if pp > 2 else per - 1,
+            per - 1,
+            note=(
+                f"{layers} layers on {pp}x{vpp} pipeline stages: the first and last rank hold {per - 1} layers plus the "
+                f"embedding / output layer, the others {per} (Llama 3 split)"
+            ),
+        )
     per = math.ceil(layers / stages) * vpp
-    return StageSplit(per, per, per, note=(
-        f"{layers} layers do not split evenly over {pp}x{vpp} pipeline stages: the most-loaded rank is assumed to "
-        f"hold ceil({layers}/{stages})x{vpp} = {per} layers (pick pp*vpp dividing {layers} to balance)"))
+    return StageSplit(
+        per,
+        per,
+        per,
+        note=(
+            f"{layers} layers do not split evenly over {pp}x{vpp} pipeline stages: the most-loaded rank is assumed to "
+            f"hold ceil({layers}/{stages})x{vpp} = {per} layers (pick pp*vpp dividing {layers} to balance)"
+        ),
+    )
 
 
 @lru_cache(maxsize=4096)
@@ -101,9 +113,17 @@ def stage_parameters(model: ModelConfig, split: StageSplit, pp: int) -> int:
     return max(first, middle, last)
 
 
-def activation_bytes_per_layer(model: ModelConfig, micro_batch: int, tp: int, cp: int, recompute: Recompute, *,
-                               attention: str = "flash", sequence_parallel: bool = True,
-                               recompute_pointwise: bool = False) -> float:
+def activation_bytes_per_layer(
+    model: ModelConfig,
+    micro_batch: int,
+    tp: int,
+    cp: int,
+    recompute: Recompute,
+    *,
+    attention: str = "flash",
+    sequence_parallel: bool = True,
+    recompute_pointwise: bool = False,
+) -> float:
     """Activation bytes one layer keeps for one micro-batch on one GPU (CP shards the sequence).
 
     Per token, bf16, Korthikanti et al.'s accounting generalised to GQA and SwiGLU: h-wide tensors sharded by
@@ -118,8 +138,8 @@ def activation_bytes_per_layer(model: ModelConfig, micro_batch: int, tp: int, cp
     sp = tp if sequence_parallel else 1
     if recompute == "full":
         return 2.0 * tokens * h / sp
-    replicated = 2 * 2.0 * h + (2 * 1.0 * h if model.dropout else 0.0)     # norm inputs, dropout masks
-    gemm_inputs = 0.0 if recompute_pointwise else 2 * 2.0 * h               # QKV and MLP-up inputs
+    replicated = 2 * 2.0 * h + (2 * 1.0 * h if model.dropout else 0.0)  # norm inputs, dropout masks
+    gemm_inputs = 0.0 if recompute_pointwise else 2 * 2.0 * h  # QKV and MLP-up inputs
     up = (2 if model.mlp == "swiglu" else 1) * ffn
     sharded = 2.0 * (h + 2 * kv) + 2.0 * h + 2.0 * up + (0.0 if recompute_pointwise else 2.0 * ffn)
     per_token = (replicated + gemm_inputs) / sp + sharded / tp
@@ -130,15 +150,24 @@ def activation_bytes_per_layer(model: ModelConfig, micro_batch: int, tp: int, cp
     return tokens * per_token
 
 
-def working_layer_bytes(model: ModelConfig, micro_batch: int, tp: int, cp: int, *, attention: str = "flash",
-                        sequence_parallel: bool = True) -> float:
+def working_layer_bytes(
+    model: ModelConfig,
+    micro_batch: int,
+    tp: int,
+    cp: int,
+    *,
+    attention: str = "flash",
+    sequence_parallel: bool = True,
+) -> float:
     """One layer's full activation set, rebuilt during the backward pass under full recompute."""
-    return activation_bytes_per_layer(model, micro_batch, tp, cp, "none", attention=attention,
-                                      sequence_parallel=sequence_parallel)
+    return activation_bytes_per_layer(
+        model, micro_batch, tp, cp, "none", attention=attention, sequence_parallel=sequence_parallel
+    )
 
 
-def activation_gradient_bytes(model: ModelConfig, micro_batch: int, tp: int, cp: int, *,
-                              attention: str = "flash") -> float:
+def activation_gradient_bytes(
+    model: ModelConfig, micro_batch: int, tp: int, cp: int, *, attention: str = "flash"
+) -> float:
     """Gradient buffers alive while one layer runs backward: the gradients of the MLP up output and activation
     output (TP-sharded), two full-sequence h-wide gradients (after the sequence-parallel all-gather), the
     incoming and outgoing layer gradient, and with materialized attention the gradient of the scores."""
@@ -157,8 +186,16 @@ NCCL_BYTES_PER_COMMUNICATOR = 2 * 16 * 4 * 2**20
 RUNTIME_BYTES = 0.5 * 2**30
 
 
-def communication_buffer_bytes(model: ModelConfig, micro_batch: int, tp: int, pp: int, dp: int, cp: int,
-                               params_gpu: float, zero_stage: int) -> float:
+def communication_buffer_bytes(
+    model: ModelConfig,
+    micro_batch: int,
+    tp: int,
+    pp: int,
+    dp: int,
+    cp: int,
+    params_gpu: float,
+    zero_stage: int,
+) -> float:
     """NCCL buffers of each communicator in use (tp, cp, pp, dp x cp), the sequence-parallel all-gather output,
     the PP send/recv buffers, one DP bucket staged for its collective, and the CUDA runtime."""
     groups = sum(1 for size in (tp, cp, pp, dp * cp) if size > 1)
@@ -192,11 +229,26 @@ class MemoryEstimate:
 
     @property
     def total(self) -> float:
-        return (self.weights + self.gradients + self.optimizer + self.activations + self.activation_gradients
-                + self.communication + self.other)
+        return (
+            self.weights
+            + self.gradients
+            + self.optimizer
+            + self.activations
+            + self.activation_gradients
+            + self.communication
+            + self.other
+        )
 
     def gib(self) -> dict[str, float]:
-        kinds = ("weights", "gradients", "optimizer", "activations", "activation_gradients", "communication", "other")
+        kinds = (
+            "weights",
+            "gradients",
+            "optimizer",
+            "activations",
+            "activation_gradients",
+            "communication",
+            "other",
+        )
         return {k: getattr(self, k) / GIB for k in kinds}
 
 
@@ -204,11 +256,22 @@ class MemoryModel:
     """The memory model of one (model, plan settings), memoising per-layer bytes by (micro-batch, tp, cp) and stage
     parameters by (pp, vpp), so a layout search pays only for what differs."""
 
-    def __init__(self, model: ModelConfig, *, zero_stage: int, recompute: Recompute, attention: str = "flash",
-                 sequence_parallel: bool = True, recompute_pointwise: bool = False) -> None:
+    def __init__(
+        self,
+        model: ModelConfig,
+        *,
+        zero_stage: int,
+        recompute: Recompute,
+        attention: str = "flash",
+        sequence_parallel: bool = True,
+        recompute_pointwise: bool = False,
+    ) -> None:
         self.model, self.zero_stage, self.recompute = model, zero_stage, recompute
         self.attention, self.sequence_parallel, self.recompute_pointwise = (
-            attention, sequence_parallel, recompute_pointwise)
+            attention,
+            sequence_parallel,
+            recompute_pointwise,
+        )
         self._layer: dict[tuple[int, int, int], tuple[float, float, float]] = {}
         self._params: dict[tuple[int, int], tuple[StageSplit, int]] = {}
         self._states: dict[tuple[str, int], float] = {}
@@ -217,12 +280,28 @@ class MemoryModel:
         key = (b, t, c)
         if key not in self._layer:
             model = self.model
-            per_layer = activation_bytes_per_layer(model, b, t, c, self.recompute, attention=self.attention,
-                                                   sequence_parallel=self.sequence_parallel,
-                                                   recompute_pointwise=self.recompute_pointwise)
-            working = working_layer_bytes(model, b, t, c, attention=self.attention,
-                                          sequence_parallel=self.sequence_parallel) if self.recompute == "full" else 0.0
-            self._layer[key] = (per_layer, working, activation_gradient_bytes(model, b, t, c, attention=self.attention))
+            per_layer = activation_bytes_per_layer(
+                model,
+                b,
+                t,
+                c,
+                self.recompute,
+                attention=self.attention,
+                sequence_parallel=self.sequence_parallel,
+                recompute_pointwise=self.recompute_pointwise,
+            )
+            working = (
+                working_layer_bytes(
+                    model, b, t, c, attention=self.attention, sequence_parallel=self.sequence_parallel
+                )
+                if self.recompute == "full"
+                else 0.0
+            )
+            self._layer[key] = (
+                per_layer,
+                working,
+                activation_gradient_bytes(model, b, t, c, attention=self.attention),
+            )
         return self._layer[key]
 
     def _stage(self, pp: int, vpp: int) -> tuple[StageSplit, int]:
@@ -232,14 +311,18 @@ class MemoryModel:
             self._params[key] = (split, stage_parameters(self.model, split, pp))
         return self._params[key]
 
-    def total_bytes(self, tp: int, pp: int, dp: int, cp: int, vpp: int, micro_batch: int, micro_batches: int) -> float:
+    def total_bytes(
+        self, tp: int, pp: int, dp: int, cp: int, vpp: int, micro_batch: int, micro_batches: int
+    ) -> float:
         """`estimate(...).total` without building the breakdown (the search's filter; the same arithmetic)."""
         split, stage_params = self._stage(pp, vpp)
         params = stage_params / tp
         key = ("per_param", dp * cp)
         per_param = self._states.get(key)
         if per_param is None:
-            per_param = self._states[key] = sum(model_state_bytes_per_param(self.zero_stage, dp * cp).values())
+            per_param = self._states[key] = sum(
+                model_state_bytes_per_param(self.zero_stage, dp * cp).values()
+            )
         in_flight = in_flight_micro_batches(pp, vpp, micro_batches)
         per_layer, working, act_grads = self._per_layer(micro_batch, tp, cp)
         model = self.model
@@ -250,8 +333,9 @@ class MemoryModel:
         comm = communication_buffer_bytes(model, micro_batch, tp, pp, dp, cp, params, self.zero_stage)
         return params * per_param + per_layer * split.most * in_flight + working + act_grads + comm + other
 
-    def estimate(self, *, tp: int, pp: int, dp: int, cp: int, vpp: int, micro_batch: int,
-                 micro_batches: int) -> MemoryEstimate:
+    def estimate(
+        self, *, tp: int, pp: int, dp: int, cp: int, vpp: int, micro_batch: int, micro_batches: int
+    ) -> MemoryEstimate:
         model = self.model
         split, stage_params = self._stage(pp, vpp)
         params = stage_params / tp
@@ -268,18 +352,38 @@ class MemoryModel:
             optimizer=params * per_param["optimizer"],
             activations=per_layer * split.most * in_flight + working,
             activation_gradients=act_grads,
-            communication=communication_buffer_bytes(model, micro_batch, tp, pp, dp, cp, params, self.zero_stage),
+            communication=communication_buffer_bytes(
+                model, micro_batch, tp, pp, dp, cp, params, self.zero_stage
+            ),
             other=other,
         )
 
 
-def estimate_memory(model: ModelConfig, *, tp: int, pp: int, dp: int, cp: int, vpp: int, micro_batch: int,
-                    micro_batches: int, zero_stage: int, recompute: Recompute, attention: str = "flash",
-                    sequence_parallel: bool = True, recompute_pointwise: bool = False) -> MemoryEstimate:
+def estimate_memory(
+    model: ModelConfig,
+    *,
+    tp: int,
+    pp: int,
+    dp: int,
+    cp: int,
+    vpp: int,
+    micro_batch: int,
+    micro_batches: int,
+    zero_stage: int,
+    recompute: Recompute,
+    attention: str = "flash",
+    sequence_parallel: bool = True,
+    recompute_pointwise: bool = False,
+) -> MemoryEstimate:
     """Memory on the most-loaded GPU: model states of the largest stage shard (/tp; sharded over dp x cp), the
     largest layer count's activations with the first stage's micro-batches in flight, one layer's activation
     gradients, communication buffers. `other` holds Megatron's embedding terms (token ids, embedding output per
     micro-batch in flight) and the fp32 logits and their gradient when pp = 1."""
-    return MemoryModel(model, zero_stage=zero_stage, recompute=recompute, attention=attention,
-                       sequence_parallel=sequence_parallel, recompute_pointwise=recompute_pointwise).estimate(
-        tp=tp, pp=pp, dp=dp, cp=cp, vpp=vpp, micro_batch=micro_batch, micro_batches=micro_batches)
+    return MemoryModel(
+        model,
+        zero_stage=zero_stage,
+        recompute=recompute,
+        attention=attention,
+        sequence_parallel=sequence_parallel,
+        recompute_pointwise=recompute_pointwise,
+    ).estimate(tp=tp, pp=pp, dp=dp, cp=cp, vpp=vpp, micro_batch=micro_batch, micro_batches=micro_batches)

@@ -39,7 +39,7 @@ from campaign.plan.kernels import Kernels
 from campaign.plan.memory import split_layers, stage_parameters
 from campaign.plan.topology import Fabric, Placement, all_gather_s, p2p_s, place_group, reduce_scatter_s
 
-ACT_BYTES = 2.0          # bf16 activations on the wire
+ACT_BYTES = 2.0  # bf16 activations on the wire
 GRAD_REDUCE_BYTES = 4.0  # Megatron reduces bf16 training gradients in fp32 main-grad buffers
 PARAM_GATHER_BYTES = 2.0
 # Megatron DDP bucket: max(40M, 1M x dp) parameters; the last bucket's collective cannot overlap.
@@ -109,10 +109,10 @@ class LayerTimes:
     """Seconds one GPU spends on one transformer layer for one micro-batch."""
 
     fwd_s: float
-    bwd_s: float           # backward, recompute included
-    gemm_s: float          # all GEMM time fwd + bwd (what TP overlap can hide behind)
+    bwd_s: float  # backward, recompute included
+    gemm_s: float  # all GEMM time fwd + bwd (what TP overlap can hide behind)
     memory_bound_s: float  # memory-bound part of fwd + bwd
-    attn_fwd_s: float      # attention core forward (what a CP exchange hides behind)
+    attn_fwd_s: float  # attention core forward (what a CP exchange hides behind)
     attn_bwd_s: float
 
     @property
@@ -120,13 +120,15 @@ class LayerTimes:
         return self.fwd_s + self.bwd_s
 
 
-def _pointwise_fwd_bytes(model: ModelConfig, tokens: float, t: int, sequence_parallel: bool) -> tuple[float, float]:
+def _pointwise_fwd_bytes(
+    model: ModelConfig, tokens: float, t: int, sequence_parallel: bool
+) -> tuple[float, float]:
     """(norm + residual + dropout bytes, activation-function + RoPE bytes) one layer's forward moves."""
     h_bytes = ACT_BYTES * tokens * model.hidden / (t if sequence_parallel else 1)
-    norms = 2 * 2.0 * h_bytes                     # two norms: read x, write y
-    residual = 2 * 3.0 * h_bytes                  # two adds: read 2, write 1
+    norms = 2 * 2.0 * h_bytes  # two norms: read x, write y
+    residual = 2 * 3.0 * h_bytes  # two adds: read 2, write 1
     if model.dropout:
-        residual += 2 * 1.5 * h_bytes             # extra read + 1-byte mask, fused with the add
+        residual += 2 * 1.5 * h_bytes  # extra read + 1-byte mask, fused with the add
     ffn_bytes = ACT_BYTES * tokens * model.ffn_hidden / t
     act = (3.0 if model.mlp == "swiglu" else 2.0) * ffn_bytes
     if model.position == "rope":
@@ -134,13 +136,20 @@ def _pointwise_fwd_bytes(model: ModelConfig, tokens: float, t: int, sequence_par
     return norms + residual, act
 
 
-def layer_times(model: ModelConfig, plan: PlanConfig, kernels: Kernels, micro_batch: int, t: int, c: int) -> LayerTimes:
+def layer_times(
+    model: ModelConfig, plan: PlanConfig, kernels: Kernels, micro_batch: int, t: int, c: int
+) -> LayerTimes:
     """Forward and backward seconds of one layer for one micro-batch on one GPU of a (tp=t, cp=c) group."""
     s, h, d = model.seq_len, model.hidden, head_dim(model)
     tokens = micro_batch * s / c
     kv = kv_hidden(model)
     up = (2 if model.mlp == "swiglu" else 1) * model.ffn_hidden
-    shapes = [(tokens, (h + 2 * kv) / t, h), (tokens, h, h / t), (tokens, up / t, h), (tokens, h, model.ffn_hidden / t)]
+    shapes = [
+        (tokens, (h + 2 * kv) / t, h),
+        (tokens, h, h / t),
+        (tokens, up / t, h),
+        (tokens, h, model.ffn_hidden / t),
+    ]
     gemm_f = gemm_b = 0.0
     for m, n, k in shapes:
         f, b = kernels.gemm_fwd_bwd_s(m, n, k)
@@ -167,8 +176,13 @@ def layer_times(model: ModelConfig, plan: PlanConfig, kernels: Kernels, micro_ba
         attn_mem_f = scores * (SOFTMAX_FWD_BYTES + (DROPOUT_FWD_BYTES if model.dropout else 0.0))
         attn_mem_b = scores * (SOFTMAX_BWD_BYTES + (DROPOUT_BWD_BYTES if model.dropout else 0.0))
         attn_f = qk + av + kernels.memory_s(attn_mem_f)
-        attn_b = (kernels.gemm_s(sq, s, d, batch) + kernels.gemm_s(s, d, sq, batch) + kernels.gemm_s(sq, d, s, batch)
-                  + kernels.gemm_s(s, d, sq, batch) + kernels.memory_s(attn_mem_b))
+        attn_b = (
+            kernels.gemm_s(sq, s, d, batch)
+            + kernels.gemm_s(s, d, sq, batch)
+            + kernels.gemm_s(sq, d, s, batch)
+            + kernels.gemm_s(s, d, sq, batch)
+            + kernels.memory_s(attn_mem_b)
+        )
 
     # Kernel launches per layer (each pays the family's inter-kernel gap): 4 GEMMs forward, 8 backward; flash
     # attention 1 + 2 per extra CP ring step each way; materialized 2 batched GEMMs + softmax (+ dropout) forward,
@@ -205,11 +219,19 @@ def layer_times(model: ModelConfig, plan: PlanConfig, kernels: Kernels, micro_ba
     elif plan.recompute_pointwise:
         mem_bound += pw_mem_f
     gemm_total = gemm_f + gemm_b + (gemm_f if plan.recompute == "full" else 0.0)
-    return LayerTimes(fwd_s=fwd, bwd_s=gemm_b + attn_b + pw_b + recompute, gemm_s=gemm_total,
-                      memory_bound_s=mem_bound, attn_fwd_s=attn_f, attn_bwd_s=attn_b)
+    return LayerTimes(
+        fwd_s=fwd,
+        bwd_s=gemm_b + attn_b + pw_b + recompute,
+        gemm_s=gemm_total,
+        memory_bound_s=mem_bound,
+        attn_fwd_s=attn_f,
+        attn_bwd_s=attn_b,
+    )
 
 
-def logits_times(model: ModelConfig, kernels: Kernels, micro_batch: int, t: int, c: int) -> tuple[float, float]:
+def logits_times(
+    model: ModelConfig, kernels: Kernels, micro_batch: int, t: int, c: int
+) -> tuple[float, float]:
     """(seconds, memory-bound seconds) of the output layer and cross entropy, fwd + bwd, for one micro-batch."""
     tokens = micro_batch * model.seq_len / c
     f, b = kernels.gemm_fwd_bwd_s(tokens, model.vocab / t, model.hidden)
@@ -217,7 +239,9 @@ def logits_times(model: ModelConfig, kernels: Kernels, micro_batch: int, t: int,
     return f + b + ce + CE_KERNELS * kernels.gap_s, ce
 
 
-def _tp_layer_s(model: ModelConfig, plan: PlanConfig, micro_batch: int, t: int, c: int, fabric: Fabric) -> float:
+def _tp_layer_s(
+    model: ModelConfig, plan: PlanConfig, micro_batch: int, t: int, c: int, fabric: Fabric
+) -> float:
     """TP collective seconds per layer per micro-batch (all of them, before any overlap)."""
     if t <= 1:
         return 0.0
@@ -243,14 +267,18 @@ class StepModel:
             return value
 
     def layer(self, b: int, t: int, c: int) -> LayerTimes:
-        return self._memo(("layer", b, t, c), lambda: layer_times(self.model, self.plan, self.kernels, b, t, c))
+        return self._memo(
+            ("layer", b, t, c), lambda: layer_times(self.model, self.plan, self.kernels, b, t, c)
+        )
 
     def logits(self, b: int, t: int, c: int) -> tuple[float, float]:
         return self._memo(("logits", b, t, c), lambda: logits_times(self.model, self.kernels, b, t, c))
 
     def params_gpu(self, p: int, v: int, t: int) -> float:
-        return self._memo(("params", p, v, t),
-                          lambda: stage_parameters(self.model, split_layers(self.model.layers, p, v), p) / t)
+        return self._memo(
+            ("params", p, v, t),
+            lambda: stage_parameters(self.model, split_layers(self.model.layers, p, v), p) / t,
+        )
 
     def group(self, size: int, stride: int) -> Placement:
         return self._memo(("group", size, stride), lambda: place_group(size, stride, self.fabric))
@@ -281,7 +309,9 @@ class StepModel:
             collectives = 3 + (1 if plan.recompute in ("selective", "full") else 0)
             cp_layer = cp_exposed = collectives * one
             if cp_group.crosses_domain:
-                notes.append(f"tp x cp = {t * c} spans more than one NVLink domain: the CP all-gather uses the NIC")
+                notes.append(
+                    f"tp x cp = {t * c} spans more than one NVLink domain: the CP all-gather uses the NIC"
+                )
         elif c > 1:
             cp_group = self.group(c, t)
             kv_local = head_dim(model) * max(1.0, model.kv_heads / t)
@@ -296,10 +326,14 @@ class StepModel:
                 cp_layer += steps * hop_s
                 cp_exposed += steps * max(0.0, hop_s - fwd_block)
             if cp_group.crosses_domain:
-                notes.append(f"tp x cp = {t * c} spans more than one NVLink domain: CP K/V exchange uses the NIC")
+                notes.append(
+                    f"tp x cp = {t * c} spans more than one NVLink domain: CP K/V exchange uses the NIC"
+                )
         if c > 1 and not plan.cp_load_balance:
-            notes.append(f"cp={c} without load balancing: the last CP rank does {2 - 1 / c:.2f}x the mean "
-                         "causal attention work")
+            notes.append(
+                f"cp={c} without load balancing: the last CP rank does {2 - 1 / c:.2f}x the mean "
+                "causal attention work"
+            )
         return tp_layer, tp_exposed, cp_layer, cp_exposed, tuple(notes)
 
     def lower_bound_s(self, layout: LayoutConfig, micro_batch: int, micro_batches: int) -> float:
@@ -330,8 +364,11 @@ class StepModel:
         else:
             layers, extra = model.layers, logits_s
         params_gpu = self.params_gpu(p, v, t)
-        accum_s = 0.0 if plan.grad_accumulation_fusion else self.kernels.memory_s(
-            GRAD_ACCUM_BYTES_PER_PARAM * params_gpu)
+        accum_s = (
+            0.0
+            if plan.grad_accumulation_fusion
+            else self.kernels.memory_s(GRAD_ACCUM_BYTES_PER_PARAM * params_gpu)
+        )
         mb_compute_s = layers * lt.total_s + extra + accum_s
         mb_stage_s = mb_compute_s + layers * (tp_exposed + cp_exposed)
         compute_s = m * mb_compute_s
@@ -355,7 +392,9 @@ class StepModel:
         zero = plan.zero_stage
 
         def shard_rs(bytes_: float) -> float:
-            return reduce_scatter_s(bytes_, cp_grad_group, fabric) + reduce_scatter_s(bytes_ / c, dp_group, fabric)
+            return reduce_scatter_s(bytes_, cp_grad_group, fabric) + reduce_scatter_s(
+                bytes_ / c, dp_group, fabric
+            )
 
         grad_s = gather_s = 0.0
         if d * c > 1:
@@ -367,11 +406,16 @@ class StepModel:
             elif zero == 2:
                 grad_s, gather_s = shard_rs(params_gpu * 2.0), shard_rs(params_gpu * PARAM_GATHER_BYTES)
             else:  # ZeRO-3: weights gathered for forward and backward of every micro-batch, gradients once
-                grad_s, gather_s = shard_rs(params_gpu * 2.0), 2.0 * m * shard_rs(params_gpu * PARAM_GATHER_BYTES)
+                grad_s, gather_s = (
+                    shard_rs(params_gpu * 2.0),
+                    2.0 * m * shard_rs(params_gpu * PARAM_GATHER_BYTES),
+                )
         tail = min(1.0, max(BUCKET_PARAMS, 1e6 * d) / max(params_gpu, 1.0))
         mb_bwd_s = layers * (lt.bwd_s + tp_exposed * 0.5)
         mb_fwd_s = layers * lt.fwd_s
-        grad_exposed = (max(grad_s - mb_bwd_s, 0.0) + tail * grad_s) if plan.overlap.dp_grad_reduce else grad_s
+        grad_exposed = (
+            (max(grad_s - mb_bwd_s, 0.0) + tail * grad_s) if plan.overlap.dp_grad_reduce else grad_s
+        )
         if zero == 3:
             gather_exposed = max(gather_s - compute_s, 0.0) + tail * gather_s / (2 * m)
         elif plan.overlap.dp_param_gather:
@@ -381,22 +425,42 @@ class StepModel:
         dp_comm_s = grad_s + gather_s
         dp_comm_exposed_s = min(dp_comm_s, grad_exposed + gather_exposed)
         if dp_group.crosses_pod:
-            notes.append(f"the dp={d} group spans {dp_group.pods} pods: its cross-pod ring runs at "
-                         f"nic/oversubscription = {fabric.nic_gb_per_s / fabric.oversubscription:.1f} GB/s per GPU")
+            notes.append(
+                f"the dp={d} group spans {dp_group.pods} pods: its cross-pod ring runs at "
+                f"nic/oversubscription = {fabric.nic_gb_per_s / fabric.oversubscription:.1f} GB/s per GPU"
+            )
 
         updated = params_gpu / (d * c) if zero >= 1 else params_gpu
         optimizer_s = self.kernels.memory_s(OPTIMIZER_BYTES_PER_PARAM * updated)
 
         step_s = compute_s + tp_comm_s + cp_comm_s + pp_bubble_s + pp_comm_s + dp_comm_exposed_s + optimizer_s
-        return StepEstimate(step_s=step_s, compute_s=compute_s, tp_comm_s=tp_comm_s, cp_comm_s=cp_comm_s,
-                            pp_bubble_s=pp_bubble_s, pp_comm_s=pp_comm_s, dp_comm_s=dp_comm_s,
-                            dp_comm_exposed_s=dp_comm_exposed_s, optimizer_s=optimizer_s,
-                            memory_bound_s=memory_bound_s, tp_comm_total_s=m * layers * tp_layer,
-                            cp_comm_total_s=m * layers * cp_layer, notes=tuple(notes))
+        return StepEstimate(
+            step_s=step_s,
+            compute_s=compute_s,
+            tp_comm_s=tp_comm_s,
+            cp_comm_s=cp_comm_s,
+            pp_bubble_s=pp_bubble_s,
+            pp_comm_s=pp_comm_s,
+            dp_comm_s=dp_comm_s,
+            dp_comm_exposed_s=dp_comm_exposed_s,
+            optimizer_s=optimizer_s,
+            memory_bound_s=memory_bound_s,
+            tp_comm_total_s=m * layers * tp_layer,
+            cp_comm_total_s=m * layers * cp_layer,
+            notes=tuple(notes),
+        )
 
 
-def estimate_step(model: ModelConfig, layout: LayoutConfig, plan: PlanConfig, *, micro_batch: int,
-                  micro_batches: int, kernels: Kernels, fabric: Fabric) -> StepEstimate:
+def estimate_step(
+    model: ModelConfig,
+    layout: LayoutConfig,
+    plan: PlanConfig,
+    *,
+    micro_batch: int,
+    micro_batches: int,
+    kernels: Kernels,
+    fabric: Fabric,
+) -> StepEstimate:
     """Time of one optimizer step (seconds) with its parts, for `micro_batches` micro-batches per pipeline."""
     return StepModel(model, plan, kernels, fabric).estimate(layout, micro_batch, micro_batches)
 
@@ -405,7 +469,11 @@ def step_time_s(config: CampaignConfig) -> float:
     """Seconds per optimizer step for the config's own layout."""
     plan = config.plan
     return estimate_step(
-        config.model, plan.layout, plan, micro_batch=plan.micro_batch, micro_batches=config.micro_batches,
+        config.model,
+        plan.layout,
+        plan,
+        micro_batch=plan.micro_batch,
+        micro_batches=config.micro_batches,
         kernels=Kernels.from_accelerator(config.cluster.accelerator, plan.attention_kernel),
         fabric=Fabric.from_cluster(config.cluster),
     ).step_s

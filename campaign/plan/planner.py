@@ -41,7 +41,7 @@ class Plan:
     job_mtbf_h: float
     expected_ettr: float
     expected_days: float
-    fits: bool                       # no violation at all (layout, memory, schedule)
+    fits: bool  # no violation at all (layout, memory, schedule)
     violations: tuple[Violation, ...]
     notes: tuple[str, ...]
     micro_batch: int = 1
@@ -133,22 +133,34 @@ class PlanContext:
         ckpt = plan_checkpoint(params, cl.gpus, plan.checkpoint, mtbf_h * 3600.0)
         notes = []
         if plan.checkpoint.is_async:
-            notes.append(f"async checkpoint: blocking part is the copy of 1/{cl.gpus} of the state to host memory; "
-                         f"the {ckpt.background_s:.0f} s upload runs in the background")
+            notes.append(
+                f"async checkpoint: blocking part is the copy of 1/{cl.gpus} of the state to host memory; "
+                f"the {ckpt.background_s:.0f} s upload runs in the background"
+            )
         if plan.checkpoint.interval_s == "auto":
             notes.append("checkpoint interval: Daly's optimum for the job MTBF (interval_s: auto)")
         gates = config.gates.config
         return cls(
-            config=config, parameters=params, fabric=Fabric.from_cluster(cl),
+            config=config,
+            parameters=params,
+            fabric=Fabric.from_cluster(cl),
             kernels=(kernels := Kernels.from_accelerator(cl.accelerator, plan.attention_kernel)),
             steps=StepModel(config.model, plan, kernels, Fabric.from_cluster(cl)),
-            memory=MemoryModel(config.model, zero_stage=plan.zero_stage, recompute=plan.recompute,
-                               attention=plan.attention, sequence_parallel=plan.sequence_parallel,
-                               recompute_pointwise=plan.recompute_pointwise),
+            memory=MemoryModel(
+                config.model,
+                zero_stage=plan.zero_stage,
+                recompute=plan.recompute,
+                attention=plan.attention,
+                sequence_parallel=plan.sequence_parallel,
+                recompute_pointwise=plan.recompute_pointwise,
+            ),
             flops_per_token=model_flops_per_token(config.model),
-            checkpoint=ckpt, job_mtbf_h=mtbf_h, ettr=expected_ettr(cl, ckpt),
+            checkpoint=ckpt,
+            job_mtbf_h=mtbf_h,
+            ettr=expected_ettr(cl, ckpt),
             memory_limit_gib=gates.max_memory_fraction * cl.accelerator.hbm_gib,
-            days_limit=config.window.days * (1.0 - gates.min_window_margin), notes=tuple(notes),
+            days_limit=config.window.days * (1.0 - gates.min_window_margin),
+            notes=tuple(notes),
         )
 
     def micro_batches(self, layout: LayoutConfig, micro_batch: int) -> int:
@@ -156,8 +168,15 @@ class PlanContext:
         return max(1, sequences // (micro_batch * layout.dp))
 
     def _memory(self, layout: LayoutConfig, micro_batch: int, m: int) -> MemoryEstimate:
-        return self.memory.estimate(tp=layout.tp, pp=layout.pp, dp=layout.dp, cp=layout.cp, vpp=layout.vpp,
-                                    micro_batch=micro_batch, micro_batches=m)
+        return self.memory.estimate(
+            tp=layout.tp,
+            pp=layout.pp,
+            dp=layout.dp,
+            cp=layout.cp,
+            vpp=layout.vpp,
+            micro_batch=micro_batch,
+            micro_batches=m,
+        )
 
     def _estimate(self, layout: LayoutConfig, micro_batch: int) -> tuple[MemoryEstimate, StepEstimate, int]:
         m = self.micro_batches(layout, micro_batch)
@@ -177,8 +196,13 @@ class PlanContext:
         tps = tokens / step.step_s
         days = expected_days(self.config.plan.target_tokens, tps, self.ettr)
         fits_memory = mem_gib <= self.memory_limit_gib
-        return QuickPlan(layout=layout, micro_batch=micro_batch, fits=fits_memory and days <= self.days_limit,
-                         fits_memory=fits_memory, tokens_per_s=tps)
+        return QuickPlan(
+            layout=layout,
+            micro_batch=micro_batch,
+            fits=fits_memory and days <= self.days_limit,
+            fits_memory=fits_memory,
+            tokens_per_s=tps,
+        )
 
     def plan(self, layout: LayoutConfig, micro_batch: int) -> Plan:
         cfg, cl = self.config, self.config.cluster
@@ -194,25 +218,41 @@ class PlanContext:
         days = expected_days(cfg.plan.target_tokens, tps, self.ettr)
 
         if mem_gib > self.memory_limit_gib:
-            violations.append(Violation("memory", (
-                f"{mem_gib:.1f} GiB per GPU is over the limit of {self.memory_limit_gib:.1f} GiB "
-                f"({cfg.gates.config.max_memory_fraction:.0%} of {cl.accelerator.hbm_gib:g} GiB); raise tp or pp, "
-                f"lower micro_batch, use recompute: full or a higher zero_stage")))
+            violations.append(
+                Violation(
+                    "memory",
+                    (
+                        f"{mem_gib:.1f} GiB per GPU is over the limit of {self.memory_limit_gib:.1f} GiB "
+                        f"({cfg.gates.config.max_memory_fraction:.0%} of {cl.accelerator.hbm_gib:g} GiB); raise tp or pp, "
+                        f"lower micro_batch, use recompute: full or a higher zero_stage"
+                    ),
+                )
+            )
         if days > self.days_limit:
-            violations.append(Violation("schedule", (
-                f"expected {days:.1f} days (ETTR {self.ettr:.1%}) is over the {self.days_limit:.1f} days the window "
-                f"allows ({cfg.window.days:g} days, margin {cfg.gates.config.min_window_margin:.0%}); lower "
-                f"plan.target_tokens, lengthen the window or add GPUs")))
+            violations.append(
+                Violation(
+                    "schedule",
+                    (
+                        f"expected {days:.1f} days (ETTR {self.ettr:.1%}) is over the {self.days_limit:.1f} days the window "
+                        f"allows ({cfg.window.days:g} days, margin {cfg.gates.config.min_window_margin:.0%}); lower "
+                        f"plan.target_tokens, lengthen the window or add GPUs"
+                    ),
+                )
+            )
 
         notes = list(self.notes)
         split_note = split_layers(cfg.model.layers, layout.pp, layout.vpp).note
         if split_note:
             notes.append(split_note)
         notes.extend(step.notes)
-        notes.append("MFU counts model FLOPs 6*(layer matmul params + h*V) + 6*l*h*s per token (causal attention, "
-                     "no recompute) over peak dense BF16")
-        notes.append("ETTR = productive/elapsed time: Daly's expected wall time for unexpected failures "
-                     "(checkpoint writes, lost work, detect + restart) x share of time outside planned maintenance")
+        notes.append(
+            "MFU counts model FLOPs 6*(layer matmul params + h*V) + 6*l*h*s per token (causal attention, "
+            "no recompute) over peak dense BF16"
+        )
+        notes.append(
+            "ETTR = productive/elapsed time: Daly's expected wall time for unexpected failures "
+            "(checkpoint writes, lost work, detect + restart) x share of time outside planned maintenance"
+        )
         return Plan(
             gpus=gpus,
             nodes=-(-gpus // cl.gpus_per_node),

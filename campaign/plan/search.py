@@ -24,8 +24,12 @@ def search_layouts(config: CampaignConfig, top: int = 10) -> list[Plan]:
     found = candidates(config)
     sequences = config.plan.global_batch_tokens // config.model.seq_len
     limit = ctx.memory_limit_gib * GIB
-    memory = [ctx.memory.total_bytes(c.tp, c.pp, c.dp, c.cp, c.vpp, c.micro_batch,
-                                     max(1, sequences // (c.micro_batch * c.dp))) for c in found]
+    memory = [
+        ctx.memory.total_bytes(
+            c.tp, c.pp, c.dp, c.cp, c.vpp, c.micro_batch, max(1, sequences // (c.micro_batch * c.dp))
+        )
+        for c in found
+    ]
     # Layouts that fit in memory rank above all that do not: time the others only if too few fit.
     fitting = [(c, g / GIB) for c, g in zip(found, memory) if g <= limit]
     if len(fitting) >= top:
@@ -45,11 +49,15 @@ def explain_difference(plan: Plan, reference: Plan) -> str:
     """Why `plan` is faster or slower than `reference`: throughput ratio and the step parts that differ most
     (per token, since the two may process different tokens per step), largest first."""
     ratio = plan.tokens_per_s / reference.tokens_per_s - 1.0
-    per_token = {k: plan.step_breakdown_s[k] / plan.tokens_per_step
-                 - reference.step_breakdown_s[k] / reference.tokens_per_step for k in _PARTS}
+    per_token = {
+        k: plan.step_breakdown_s[k] / plan.tokens_per_step
+        - reference.step_breakdown_s[k] / reference.tokens_per_step
+        for k in _PARTS
+    }
     total = reference.step_time_s / reference.tokens_per_step
-    parts = sorted(((v / total, k) for k, v in per_token.items() if abs(v) / total >= 0.005),
-                   key=lambda x: -abs(x[0]))
+    parts = sorted(
+        ((v / total, k) for k, v in per_token.items() if abs(v) / total >= 0.005), key=lambda x: -abs(x[0])
+    )
     lay = reference.layout
     ref = f"tp={lay['tp']} pp={lay['pp']} dp={lay['dp']} cp={lay['cp']} vpp={lay['vpp']} mb={reference.micro_batch}"
     detail = ", ".join(f"{k} {v:+.1%}" for v, k in parts) or "no part differs by 0.5 % or more"
@@ -62,8 +70,9 @@ def _with_comparison(plan: Plan, reference: Plan) -> Plan:
     return replace(plan, notes=(*plan.notes, explain_difference(plan, reference)))
 
 
-def _best_by_bound(ctx: PlanContext, fitting: list[tuple[Candidate, float]], top: int,
-                   sequences: int) -> list[QuickPlan]:
+def _best_by_bound(
+    ctx: PlanContext, fitting: list[tuple[Candidate, float]], top: int, sequences: int
+) -> list[QuickPlan]:
     """The `top` fastest of layouts that all fit in memory, timing them in order of their best possible
     tokens/s (`StepModel.lower_bound_s`) and stopping once that bound cannot beat the `top`-th found (branch and bound)."""
     seq = ctx.config.model.seq_len

@@ -26,11 +26,11 @@ NETWORK_ALPHA_S = 9.6e-6
 class Fabric:
     """The parts of a cluster's network a collective's time depends on."""
 
-    domain_gpus: int          # GPUs per NVLink domain
-    pod_gpus: int             # GPUs per non-blocking pod
-    nvlink_gb_per_s: float    # per-GPU busbw inside a domain
-    nic_gb_per_s: float       # per-GPU busbw between domains inside a pod
-    oversubscription: float   # between pods the per-GPU bandwidth is nic / oversubscription
+    domain_gpus: int  # GPUs per NVLink domain
+    pod_gpus: int  # GPUs per non-blocking pod
+    nvlink_gb_per_s: float  # per-GPU busbw inside a domain
+    nic_gb_per_s: float  # per-GPU busbw between domains inside a pod
+    oversubscription: float  # between pods the per-GPU bandwidth is nic / oversubscription
 
     @classmethod
     def from_cluster(cls, cluster: ClusterConfig) -> Fabric:
@@ -49,9 +49,9 @@ class Placement:
     """How a communication group of `size` ranks spreads over the fabric."""
 
     size: int
-    in_domain: int    # k1: members sharing one NVLink domain
-    domains: int      # k2: domains per pod the group touches
-    pods: int         # k3: pods the group spans
+    in_domain: int  # k1: members sharing one NVLink domain
+    domains: int  # k2: domains per pod the group touches
+    pods: int  # k3: pods the group spans
 
     @property
     def crosses_domain(self) -> bool:

@@ -15,36 +15,44 @@ from pathlib import Path
 from typing import Any
 
 # Required by the contract (issue 7).
-ENV_TRAIN = "CAMPAIGN_REHEARSAL_TRAIN"            # .npy, uint32 [n_sequences, seq_len + 1]
-ENV_HELDOUT = "CAMPAIGN_REHEARSAL_HELDOUT"        # .npy, uint32 [n_sequences, seq_len + 1]
-ENV_VOCAB = "CAMPAIGN_REHEARSAL_VOCAB"            # every id in the files is below this
-ENV_STEPS = "CAMPAIGN_REHEARSAL_STEPS"            # optimizer steps to run, numbered 1..steps
+ENV_TRAIN = "CAMPAIGN_REHEARSAL_TRAIN"  # .npy, uint32 [n_sequences, seq_len + 1]
+ENV_HELDOUT = "CAMPAIGN_REHEARSAL_HELDOUT"  # .npy, uint32 [n_sequences, seq_len + 1]
+ENV_VOCAB = "CAMPAIGN_REHEARSAL_VOCAB"  # every id in the files is below this
+ENV_STEPS = "CAMPAIGN_REHEARSAL_STEPS"  # optimizer steps to run, numbered 1..steps
 ENV_SEED = "CAMPAIGN_REHEARSAL_SEED"
 ENV_CHECKPOINT_EVERY = "CAMPAIGN_REHEARSAL_CHECKPOINT_EVERY"
 ENV_CHECKPOINT_DIR = "CAMPAIGN_REHEARSAL_CHECKPOINT_DIR"
 ENV_METRICS = "CAMPAIGN_REHEARSAL_METRICS"
 # Also set; a team's trainer may use or ignore them.
-ENV_LEARNING_RATE = "CAMPAIGN_REHEARSAL_LEARNING_RATE"    # peak learning rate
+ENV_LEARNING_RATE = "CAMPAIGN_REHEARSAL_LEARNING_RATE"  # peak learning rate
 ENV_WARMUP_STEPS = "CAMPAIGN_REHEARSAL_WARMUP_STEPS"
 ENV_BATCH_SEQUENCES = "CAMPAIGN_REHEARSAL_BATCH_SEQUENCES"  # sequences per step
-ENV_EVAL_EVERY = "CAMPAIGN_REHEARSAL_EVAL_EVERY"          # held-out evaluation interval, steps
-ENV_MODEL = "CAMPAIGN_REHEARSAL_MODEL"                    # JSON: layers, hidden, heads, kv_heads, ffn_hidden
-ENV_CACHE_DIR = "CAMPAIGN_REHEARSAL_CACHE_DIR"            # a folder shared by every start, for caches
+ENV_EVAL_EVERY = "CAMPAIGN_REHEARSAL_EVAL_EVERY"  # held-out evaluation interval, steps
+ENV_MODEL = "CAMPAIGN_REHEARSAL_MODEL"  # JSON: layers, hidden, heads, kv_heads, ffn_hidden
+ENV_CACHE_DIR = "CAMPAIGN_REHEARSAL_CACHE_DIR"  # a folder shared by every start, for caches
 
-REQUIRED_ENV = (ENV_TRAIN, ENV_HELDOUT, ENV_VOCAB, ENV_STEPS, ENV_SEED, ENV_CHECKPOINT_EVERY, ENV_CHECKPOINT_DIR,
-                ENV_METRICS)
+REQUIRED_ENV = (
+    ENV_TRAIN,
+    ENV_HELDOUT,
+    ENV_VOCAB,
+    ENV_STEPS,
+    ENV_SEED,
+    ENV_CHECKPOINT_EVERY,
+    ENV_CHECKPOINT_DIR,
+    ENV_METRICS,
+)
 
 
 @dataclass
 class Metrics:
     """What one metrics file says, in file order. Steps count from 1; held-out may be evaluated at step 0."""
 
-    losses: list[tuple[int, float]] = field(default_factory=list)          # (step, loss)
-    heldout: list[tuple[int, float]] = field(default_factory=list)         # (step, heldout_loss)
-    checkpoints: list[int] = field(default_factory=list)                   # steps of complete checkpoints
-    resumed: list[int] = field(default_factory=list)                       # steps resumed from
-    tokens: dict[int, int] = field(default_factory=dict)                   # step -> tokens, when reported
-    problems: list[str] = field(default_factory=list)                      # malformed lines, with their number
+    losses: list[tuple[int, float]] = field(default_factory=list)  # (step, loss)
+    heldout: list[tuple[int, float]] = field(default_factory=list)  # (step, heldout_loss)
+    checkpoints: list[int] = field(default_factory=list)  # steps of complete checkpoints
+    resumed: list[int] = field(default_factory=list)  # steps resumed from
+    tokens: dict[int, int] = field(default_factory=dict)  # step -> tokens, when reported
+    problems: list[str] = field(default_factory=list)  # malformed lines, with their number
 
     @property
     def last_step(self) -> int:
@@ -82,7 +90,12 @@ def parse_metrics_line(text: str, line_no: int, into: Metrics) -> None:
     if not isinstance(record, dict):
         raise MetricsError(f"line {line_no}: expected a JSON object, got {text[:120]!r}")
     for key in ("loss", "heldout_loss"):
-        if isinstance(record.get(key), str) and record[key].strip().lower() in ("nan", "inf", "-inf", "infinity"):
+        if isinstance(record.get(key), str) and record[key].strip().lower() in (
+            "nan",
+            "inf",
+            "-inf",
+            "infinity",
+        ):
             record[key] = float(record[key])
     if "event" in record:
         event = record["event"]
@@ -92,7 +105,9 @@ def parse_metrics_line(text: str, line_no: int, into: Metrics) -> None:
         elif event == "resumed":
             into.resumed.append(step)
         else:
-            raise MetricsError(f"line {line_no}: unknown event {event!r} (expected 'checkpoint' or 'resumed')")
+            raise MetricsError(
+                f"line {line_no}: unknown event {event!r} (expected 'checkpoint' or 'resumed')"
+            )
         return
     step = _step(record, line_no)
     if "loss" in record:

@@ -42,8 +42,9 @@ def rehearsal_model(model: ModelConfig, override: RehearsalModelConfig | None = 
             heads, group = REHEARSAL_WIDTH // REHEARSAL_HEAD_DIM, 1
             break
     ffn = max(16, round(model.ffn_hidden / model.hidden * REHEARSAL_WIDTH / 16) * 16)
-    return RehearsalModelConfig(layers=REHEARSAL_LAYERS, hidden=REHEARSAL_WIDTH, heads=heads,
-                                kv_heads=heads // group, ffn_hidden=ffn)
+    return RehearsalModelConfig(
+        layers=REHEARSAL_LAYERS, hidden=REHEARSAL_WIDTH, heads=heads, kv_heads=heads // group, ffn_hidden=ffn
+    )
 
 
 def _save_npy(path: Path, array: np.ndarray) -> None:
@@ -54,8 +55,14 @@ def _save_npy(path: Path, array: np.ndarray) -> None:
     atomic_write_bytes(path, buffer.getvalue())
 
 
-def run_rehearsal(docs: Sequence[Document], tokenizer: Tokenizer, config: RehearsalConfig, model: ModelConfig,
-                  seed: int, workdir: Path) -> tuple[RehearsalResult, Sample]:
+def run_rehearsal(
+    docs: Sequence[Document],
+    tokenizer: Tokenizer,
+    config: RehearsalConfig,
+    model: ModelConfig,
+    seed: int,
+    workdir: Path,
+) -> tuple[RehearsalResult, Sample]:
     """Sample, pack and write the data, run the trainer twice (one real SIGKILL), and judge.
 
     `workdir` is the rehearsal's own folder: it is emptied first, so a rehearsal killed half-way leaves nothing
@@ -65,15 +72,23 @@ def run_rehearsal(docs: Sequence[Document], tokenizer: Tokenizer, config: Rehear
         kill_registered_groups(workdir / REGISTRY)  # a trainer left running by a campaign that was killed
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)
-    sample = build_sample(docs, tokenizer, sample_tokens=config.sample_tokens, seq_len=config.seq_len,
-                          heldout_fraction=config.heldout_fraction, vocab=config.vocab)
+    sample = build_sample(
+        docs,
+        tokenizer,
+        sample_tokens=config.sample_tokens,
+        seq_len=config.seq_len,
+        heldout_fraction=config.heldout_fraction,
+        vocab=config.vocab,
+    )
     data_dir = workdir / "sample"
     data_dir.mkdir()
     (data_dir / "sample.json").write_text(json.dumps(sample.summary(), indent=1, default=str) + "\n")
     if sample.problems:
         result = RehearsalResult(passed=False)
         for problem, fix in zip(sample.problems, sample.fixes + [""] * len(sample.problems), strict=False):
-            result.fail(f"sample: {problem}", fix or "see the sample's checks in rehearsal/sample/sample.json")
+            result.fail(
+                f"sample: {problem}", fix or "see the sample's checks in rehearsal/sample/sample.json"
+            )
         result.details["sample"] = sample.summary()
         result.details["restore_check"] = "not run (the sample failed its checks)"
         return result, sample
@@ -85,16 +100,23 @@ def run_rehearsal(docs: Sequence[Document], tokenizer: Tokenizer, config: Rehear
     shape = rehearsal_model(model, config.model)
     command = list(config.command)
     settings = HarnessSettings(
-        command=command, steps=config.steps, seed=seed, checkpoint_every=config.checkpoint_every,
-        timeout_s=config.timeout_s, min_loss_drop=config.min_loss_drop, restore_tolerance=config.restore_tolerance,
+        command=command,
+        steps=config.steps,
+        seed=seed,
+        checkpoint_every=config.checkpoint_every,
+        timeout_s=config.timeout_s,
+        min_loss_drop=config.min_loss_drop,
+        restore_tolerance=config.restore_tolerance,
         tokens_per_step=config.batch_sequences * config.seq_len,
-        extra_env={contract.ENV_LEARNING_RATE: repr(config.learning_rate),
-                   contract.ENV_WARMUP_STEPS: str(config.warmup_steps),
-                   contract.ENV_BATCH_SEQUENCES: str(config.batch_sequences),
-                   contract.ENV_EVAL_EVERY: str(config.eval_every),
-                   contract.ENV_MODEL: json.dumps(shape.model_dump())})
+        extra_env={
+            contract.ENV_LEARNING_RATE: repr(config.learning_rate),
+            contract.ENV_WARMUP_STEPS: str(config.warmup_steps),
+            contract.ENV_BATCH_SEQUENCES: str(config.batch_sequences),
+            contract.ENV_EVAL_EVERY: str(config.eval_every),
+            contract.ENV_MODEL: json.dumps(shape.model_dump()),
+        },
+    )
     result = rehearse(train, heldout, sample.vocab, settings, workdir)
     result.details["sample"] = sample.summary()
     result.details["model"] = {**shape.model_dump(), "vocab": sample.vocab}
     return result, sample
-

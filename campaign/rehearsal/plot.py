@@ -28,10 +28,16 @@ def plot_loss_curve(curves: dict[str, Any], details: dict[str, Any]) -> bytes:
         steps, values = zip(*after, strict=True)
         ax.plot(steps, values, ".", ms=2.5, color="tab:green", label="training loss after the restore")
     if details.get("kill_step") is not None:
-        ax.axvline(details.get("killed_at_step", details["kill_step"]), color="tab:red", lw=1,
-                   label=f"SIGKILL (step {details.get('killed_at_step', details['kill_step'])})")
+        ax.axvline(
+            details.get("killed_at_step", details["kill_step"]),
+            color="tab:red",
+            lw=1,
+            label=f"SIGKILL (step {details.get('killed_at_step', details['kill_step'])})",
+        )
     if resumed is not None:
-        ax.axvline(resumed, color="tab:green", lw=1, ls="--", label=f"restored from checkpoint (step {resumed})")
+        ax.axvline(
+            resumed, color="tab:green", lw=1, ls="--", label=f"restored from checkpoint (step {resumed})"
+        )
     ax.set_xlabel("step")
     ax.set_ylabel("loss (nats)")
     verdict = "passed" if details.get("passed") else "failed"

@@ -88,11 +88,13 @@ class MetricsTail:
 
 # Runs before the trainer, in its process: ask the kernel to SIGKILL it when campaign dies, then become it. If
 # campaign died before the request was made, nobody would send the signal: prctl(2) says to check getppid().
-_LAUNCHER = ("import ctypes, os, signal, sys\n"
-             "try:\n    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG\n"
-             "except (AttributeError, OSError):\n    pass\n"
-             "if os.getppid() != int(sys.argv[1]):\n    os._exit(137)\n"
-             "os.execvp(sys.argv[2], sys.argv[2:])")
+_LAUNCHER = (
+    "import ctypes, os, signal, sys\n"
+    "try:\n    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG\n"
+    "except (AttributeError, OSError):\n    pass\n"
+    "if os.getppid() != int(sys.argv[1]):\n    os._exit(137)\n"
+    "os.execvp(sys.argv[2], sys.argv[2:])"
+)
 
 
 def missing_executable(command: list[str]) -> str | None:
@@ -115,7 +117,7 @@ def start_time(pid: int) -> int | None:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return int(stat[stat.rfind(")") + 2:].split()[19])
+    return int(stat[stat.rfind(")") + 2 :].split()[19])
 
 
 def kill_registered_groups(registry: Path) -> list[int]:
@@ -161,7 +163,7 @@ def group_members(pgid: int) -> list[int]:
         except OSError:
             continue
         # pid (comm) state ppid pgrp ...; comm may contain spaces and parentheses: split after the last ')'.
-        fields = stat[stat.rfind(")") + 2:].split()
+        fields = stat[stat.rfind(")") + 2 :].split()
         if len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == pgid:
             members.append(int(entry.name))
     return members
@@ -185,9 +187,16 @@ def kill_group(proc: subprocess.Popen) -> list[int]:
     return survivors
 
 
-def run_start(label: str, command: list[str], env: dict[str, str], metrics_path: Path, log_dir: Path,
-              deadline: float, kill_when: Callable[[Metrics], bool] | None = None,
-              registry: Path | None = None) -> Start:
+def run_start(
+    label: str,
+    command: list[str],
+    env: dict[str, str],
+    metrics_path: Path,
+    log_dir: Path,
+    deadline: float,
+    kill_when: Callable[[Metrics], bool] | None = None,
+    registry: Path | None = None,
+) -> Start:
     """Start the trainer, follow its metrics until it exits, `kill_when` says kill, or `deadline` passes.
 
     Whatever happens, the process group is killed and reaped before this returns.
@@ -208,8 +217,14 @@ def run_start(label: str, command: list[str], env: dict[str, str], metrics_path:
         return result
     with open(log_dir / f"{label}.stdout.log", "wb") as out, open(stderr_path, "wb") as err:
         try:
-            proc = subprocess.Popen([sys.executable, "-c", _LAUNCHER, str(os.getpid()), *command], env=env,
-                                    stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
+            proc = subprocess.Popen(
+                [sys.executable, "-c", _LAUNCHER, str(os.getpid()), *command],
+                env=env,
+                stdout=out,
+                stderr=err,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         except OSError as exc:
             result.launch_error = f"{type(exc).__name__}: {exc}"
             return result

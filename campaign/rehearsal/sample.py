@@ -41,11 +41,11 @@ class Document:
 class Sample:
     """Packed rows of both splits, the vocabulary the trainer sees, and what the checks found."""
 
-    train: np.ndarray                 # uint32 [n_train, seq_len + 1]
-    heldout: np.ndarray               # uint32 [n_heldout, seq_len + 1]
-    vocab: int                        # every id in train and heldout is below this
-    eot_id: int                       # the end-of-document id, in the trainer's numbering
-    vocab_map: np.ndarray | None      # tokenizer id of each trainer id ("sample" vocabulary), else None
+    train: np.ndarray  # uint32 [n_train, seq_len + 1]
+    heldout: np.ndarray  # uint32 [n_heldout, seq_len + 1]
+    vocab: int  # every id in train and heldout is below this
+    eot_id: int  # the end-of-document id, in the trainer's numbering
+    vocab_map: np.ndarray | None  # tokenizer id of each trainer id ("sample" vocabulary), else None
     tokenizer: str
     n_documents: dict[str, int] = field(default_factory=dict)
     n_tokens: dict[str, int] = field(default_factory=dict)
@@ -54,11 +54,17 @@ class Sample:
     checks: dict[str, Any] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
-        return {"tokenizer": self.tokenizer, "vocab": self.vocab, "eot_id": self.eot_id,
-                "n_sequences": {"train": int(self.train.shape[0]), "heldout": int(self.heldout.shape[0])},
-                "seq_len": int(self.train.shape[1] - 1) if self.train.ndim == 2 else None,
-                "n_documents": self.n_documents, "n_tokens": self.n_tokens, "checks": self.checks,
-                "problems": self.problems}
+        return {
+            "tokenizer": self.tokenizer,
+            "vocab": self.vocab,
+            "eot_id": self.eot_id,
+            "n_sequences": {"train": int(self.train.shape[0]), "heldout": int(self.heldout.shape[0])},
+            "seq_len": int(self.train.shape[1] - 1) if self.train.ndim == 2 else None,
+            "n_documents": self.n_documents,
+            "n_tokens": self.n_tokens,
+            "checks": self.checks,
+            "problems": self.problems,
+        }
 
 
 def select_documents(docs: Sequence[Document], sample_tokens: int) -> list[Document]:
@@ -81,8 +87,10 @@ def documents_from_tables(tables: Sequence[pa.Table], sample_tokens: int) -> lis
         ids = pc.cast(table.column("doc_id"), pa.string()).to_pylist()
         hashes = table.column("text_sha256").to_pylist()
         counts = table.column("n_tokens").to_pylist()
-        keys += [(h, i, int(n or 0), t_index, row) for row, (h, i, n) in enumerate(zip(hashes, ids, counts,
-                                                                                        strict=True))]
+        keys += [
+            (h, i, int(n or 0), t_index, row)
+            for row, (h, i, n) in enumerate(zip(hashes, ids, counts, strict=True))
+        ]
     keys.sort(key=lambda k: (k[0], k[1]))
     chosen, total = [], 0
     for key in keys:
@@ -91,8 +99,10 @@ def documents_from_tables(tables: Sequence[pa.Table], sample_tokens: int) -> lis
         chosen.append(key)
         total += max(key[2], 0)
     texts = {t_index: tables[t_index].column("text") for t_index in {k[3] for k in chosen}}
-    return [Document(doc_id=i, text=texts[t][row].as_py(), text_sha256=h, n_tokens=n)
-            for h, i, n, t, row in chosen]
+    return [
+        Document(doc_id=i, text=texts[t][row].as_py(), text_sha256=h, n_tokens=n)
+        for h, i, n, t, row in chosen
+    ]
 
 
 def is_heldout(n_documents: int, fraction: float) -> list[bool]:
@@ -112,12 +122,12 @@ def pack(token_lists: Sequence[Sequence[int]], eot_id: int, seq_len: int) -> np.
     stream = np.empty(total, dtype=np.int64)
     at = 0
     for tokens in token_lists:
-        stream[at:at + len(tokens)] = tokens
+        stream[at : at + len(tokens)] = tokens
         stream[at + len(tokens)] = eot_id
         at += len(tokens) + 1
     width = seq_len + 1
     rows = total // width
-    return stream[:rows * width].reshape(rows, width)
+    return stream[: rows * width].reshape(rows, width)
 
 
 def _first_difference(a: str, b: str) -> int:
@@ -127,8 +137,15 @@ def _first_difference(a: str, b: str) -> int:
     return min(len(a), len(b))
 
 
-def build_sample(docs: Sequence[Document], tokenizer: Tokenizer, *, sample_tokens: int, seq_len: int,
-                 heldout_fraction: float, vocab: str = "sample") -> Sample:
+def build_sample(
+    docs: Sequence[Document],
+    tokenizer: Tokenizer,
+    *,
+    sample_tokens: int,
+    seq_len: int,
+    heldout_fraction: float,
+    vocab: str = "sample",
+) -> Sample:
     """The rehearsal sample of `docs`; a sample with `problems` must fail the gate (each says what and where)."""
     empty = np.zeros((0, seq_len + 1), dtype=np.uint32)
     out = Sample(train=empty, heldout=empty, vocab=0, eot_id=0, vocab_map=None, tokenizer=tokenizer.name)
@@ -142,8 +159,11 @@ def build_sample(docs: Sequence[Document], tokenizer: Tokenizer, *, sample_token
         encoded = tokenizer.encode_many(texts)
     except CampaignError as err:  # a counting-only tokenizer (gpt2-pretokens) cannot produce token ids
         out.problems.append(f"tokenizer {tokenizer.name} cannot encode: {err.message}")
-        out.fixes.append(err.fix or "set data.tokenizer to a real tokenizer (cl100k_base, o200k_base or a "
-                         "tokenizer.json), then run prepare and validate again")
+        out.fixes.append(
+            err.fix
+            or "set data.tokenizer to a real tokenizer (cl100k_base, o200k_base or a "
+            "tokenizer.json), then run prepare and validate again"
+        )
         return out
 
     # Check: every id below the vocabulary, the end-of-document id too.
@@ -151,21 +171,28 @@ def build_sample(docs: Sequence[Document], tokenizer: Tokenizer, *, sample_token
     out.checks["max_token_id"] = int(max_id)
     out.checks["n_vocab"] = int(tokenizer.n_vocab)
     if tokenizer.eot_id >= tokenizer.n_vocab or tokenizer.eot_id < 0:
-        out.problems.append(f"end-of-document id {tokenizer.eot_id} is outside the vocabulary of "
-                            f"{tokenizer.n_vocab}")
-    bad_ids = [(d.doc_id, max(t)) for d, t in zip(chosen, encoded, strict=True)
-               if t and (max(t) >= tokenizer.n_vocab or min(t) < 0)]
+        out.problems.append(
+            f"end-of-document id {tokenizer.eot_id} is outside the vocabulary of {tokenizer.n_vocab}"
+        )
+    bad_ids = [
+        (d.doc_id, max(t))
+        for d, t in zip(chosen, encoded, strict=True)
+        if t and (max(t) >= tokenizer.n_vocab or min(t) < 0)
+    ]
     if bad_ids:
-        out.problems.append(f"{len(bad_ids)} document(s) encode to ids outside the vocabulary of "
-                            f"{tokenizer.n_vocab}: " + ", ".join(f"{i} (id {m})" for i, m in bad_ids[:MAX_EVIDENCE]))
+        out.problems.append(
+            f"{len(bad_ids)} document(s) encode to ids outside the vocabulary of "
+            f"{tokenizer.n_vocab}: " + ", ".join(f"{i} (id {m})" for i, m in bad_ids[:MAX_EVIDENCE])
+        )
         out.fixes.append("the tokenizer's n_vocab does not cover its ids: use a consistent tokenizer.json")
 
     # Check: no document encodes to nothing (it would put two end-of-document tokens side by side).
     empties = [d.doc_id for d, t in zip(chosen, encoded, strict=True) if not t]
     out.checks["n_empty_documents"] = len(empties)
     if empties:
-        out.problems.append(f"{len(empties)} sampled document(s) encode to no tokens: "
-                            + ", ".join(empties[:MAX_EVIDENCE]))
+        out.problems.append(
+            f"{len(empties)} sampled document(s) encode to no tokens: " + ", ".join(empties[:MAX_EVIDENCE])
+        )
         out.fixes.append("prepare should reject empty documents: check data.cleaning.min_words")
 
     # Check: the tokenizer round-trips the sample where it says it is lossless.
@@ -175,43 +202,59 @@ def build_sample(docs: Sequence[Document], tokenizer: Tokenizer, *, sample_token
         for doc, tokens in zip(chosen, encoded, strict=True):
             back = tokenizer.decode(tokens)
             if back != doc.text:
-                broken.append(f"{doc.doc_id} (first difference at character {_first_difference(doc.text, back)})")
+                broken.append(
+                    f"{doc.doc_id} (first difference at character {_first_difference(doc.text, back)})"
+                )
         if broken:
             out.checks["round_trip"] = f"failed for {len(broken)} document(s)"
-            out.problems.append(f"tokenizer {tokenizer.name} does not round-trip {len(broken)} sampled "
-                                "document(s): " + ", ".join(broken[:MAX_EVIDENCE]))
-            out.fixes.append("the tokenizer loses text it claims to keep: use another data.tokenizer or fix "
-                             "its tokenizer.json")
+            out.problems.append(
+                f"tokenizer {tokenizer.name} does not round-trip {len(broken)} sampled "
+                "document(s): " + ", ".join(broken[:MAX_EVIDENCE])
+            )
+            out.fixes.append(
+                "the tokenizer loses text it claims to keep: use another data.tokenizer or fix "
+                "its tokenizer.json"
+            )
 
     mismatched = sum(1 for d, t in zip(chosen, encoded, strict=True) if d.n_tokens != len(t))
     out.checks["n_count_mismatch_with_prepare"] = mismatched
 
     held = is_heldout(len(chosen), heldout_fraction)
-    splits = {"train": [t for t, h in zip(encoded, held, strict=True) if not h],
-              "heldout": [t for t, h in zip(encoded, held, strict=True) if h]}
+    splits = {
+        "train": [t for t, h in zip(encoded, held, strict=True) if not h],
+        "heldout": [t for t, h in zip(encoded, held, strict=True) if h],
+    }
     out.n_documents = {name: len(lists) for name, lists in splits.items()}
     out.n_tokens = {name: sum(len(t) for t in lists) for name, lists in splits.items()}
     packed = {name: pack(lists, tokenizer.eot_id, seq_len) for name, lists in splits.items()}
     for name, rows in packed.items():
         if rows.shape[0] == 0:
             have = out.n_tokens[name] + out.n_documents[name]
-            out.problems.append(f"the sample is too small for one {name} sequence: {out.n_documents[name]} "
-                                f"document(s), {have} tokens with end-of-document tokens, need "
-                                f"seq_len + 1 = {seq_len + 1}")
-            out.fixes.append("raise rehearsal.sample_tokens or lower rehearsal.seq_len (or prepare more data)")
+            out.problems.append(
+                f"the sample is too small for one {name} sequence: {out.n_documents[name]} "
+                f"document(s), {have} tokens with end-of-document tokens, need "
+                f"seq_len + 1 = {seq_len + 1}"
+            )
+            out.fixes.append(
+                "raise rehearsal.sample_tokens or lower rehearsal.seq_len (or prepare more data)"
+            )
     # Check: no row is only end-of-document tokens.
     for name, rows in packed.items():
         hollow = np.flatnonzero((rows == tokenizer.eot_id).all(axis=1)) if rows.size else np.array([], int)
         if hollow.size:
-            out.problems.append(f"{hollow.size} {name} sequence(s) hold only end-of-document tokens (rows "
-                                f"{', '.join(str(int(i)) for i in hollow[:MAX_EVIDENCE])})")
+            out.problems.append(
+                f"{hollow.size} {name} sequence(s) hold only end-of-document tokens (rows "
+                f"{', '.join(str(int(i)) for i in hollow[:MAX_EVIDENCE])})"
+            )
             out.fixes.append("prepare should reject empty documents")
     out.checks["n_sequences"] = {name: int(rows.shape[0]) for name, rows in packed.items()}
     if out.problems:
         return out
 
     if vocab == "sample":
-        used = np.unique(np.concatenate([packed["train"].ravel(), packed["heldout"].ravel(), [tokenizer.eot_id]]))
+        used = np.unique(
+            np.concatenate([packed["train"].ravel(), packed["heldout"].ravel(), [tokenizer.eot_id]])
+        )
         out.vocab_map = used.astype(np.uint32)
         out.train = np.searchsorted(used, packed["train"]).astype(np.uint32)
         out.heldout = np.searchsorted(used, packed["heldout"]).astype(np.uint32)

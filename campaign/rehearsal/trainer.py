@@ -60,8 +60,10 @@ def settings_from_env(env: dict[str, str]) -> TrainerSettings:
     """Read the contract's variables; raises UsageError naming a missing or malformed one."""
     missing = [name for name in c.REQUIRED_ENV if not env.get(name)]
     if missing:
-        raise UsageError(f"missing environment variable(s): {', '.join(missing)}; the rehearsal harness sets "
-                         "them (see the README's trainer contract)")
+        raise UsageError(
+            f"missing environment variable(s): {', '.join(missing)}; the rehearsal harness sets "
+            "them (see the README's trainer contract)"
+        )
 
     def integer(name: str, default: int | None = None, minimum: int = 0) -> int:
         raw = env.get(name)
@@ -80,18 +82,30 @@ def settings_from_env(env: dict[str, str]) -> TrainerSettings:
     except ValueError:
         raise UsageError(f"{c.ENV_LEARNING_RATE}={env.get(c.ENV_LEARNING_RATE)!r} is not a number") from None
     try:
-        model = json.loads(env.get(c.ENV_MODEL) or '{"layers": 2, "hidden": 128, "heads": 4, "kv_heads": 2, '
-                           '"ffn_hidden": 512}')
+        model = json.loads(
+            env.get(c.ENV_MODEL)
+            or '{"layers": 2, "hidden": 128, "heads": 4, "kv_heads": 2, "ffn_hidden": 512}'
+        )
     except json.JSONDecodeError as exc:
         raise UsageError(f"{c.ENV_MODEL} is not JSON: {exc.msg}") from None
-    if not isinstance(model, dict) or not {"layers", "hidden", "heads", "kv_heads", "ffn_hidden"} <= set(model):
-        raise UsageError(f"{c.ENV_MODEL} must be a JSON object with layers, hidden, heads, kv_heads, ffn_hidden")
+    if not isinstance(model, dict) or not {"layers", "hidden", "heads", "kv_heads", "ffn_hidden"} <= set(
+        model
+    ):
+        raise UsageError(
+            f"{c.ENV_MODEL} must be a JSON object with layers, hidden, heads, kv_heads, ffn_hidden"
+        )
     steps = integer(c.ENV_STEPS, minimum=1)
     return TrainerSettings(
-        train=Path(env[c.ENV_TRAIN]), heldout=Path(env[c.ENV_HELDOUT]), vocab=integer(c.ENV_VOCAB, minimum=2),
-        steps=steps, seed=integer(c.ENV_SEED), checkpoint_every=integer(c.ENV_CHECKPOINT_EVERY, minimum=1),
-        checkpoint_dir=Path(env[c.ENV_CHECKPOINT_DIR]), metrics=Path(env[c.ENV_METRICS]),
-        learning_rate=learning_rate, warmup_steps=integer(c.ENV_WARMUP_STEPS, default=max(1, steps // 10)),
+        train=Path(env[c.ENV_TRAIN]),
+        heldout=Path(env[c.ENV_HELDOUT]),
+        vocab=integer(c.ENV_VOCAB, minimum=2),
+        steps=steps,
+        seed=integer(c.ENV_SEED),
+        checkpoint_every=integer(c.ENV_CHECKPOINT_EVERY, minimum=1),
+        checkpoint_dir=Path(env[c.ENV_CHECKPOINT_DIR]),
+        metrics=Path(env[c.ENV_METRICS]),
+        learning_rate=learning_rate,
+        warmup_steps=integer(c.ENV_WARMUP_STEPS, default=max(1, steps // 10)),
         batch_sequences=integer(c.ENV_BATCH_SEQUENCES, default=8, minimum=1),
         eval_every=integer(c.ENV_EVAL_EVERY, default=max(1, steps // 10), minimum=1),
         model={k: int(model[k]) for k in ("layers", "hidden", "heads", "kv_heads", "ffn_hidden")},
@@ -105,8 +119,10 @@ def load_tokens(path: Path, vocab: int, what: str) -> np.ndarray:
     except (OSError, ValueError) as exc:
         raise UsageError(f"cannot read the {what} tokens {path}: {exc}") from None
     if array.ndim != 2 or array.shape[0] < 1 or array.shape[1] < 2 or array.dtype != np.uint32:
-        raise UsageError(f"{path}: expected uint32 [n_sequences >= 1, seq_len + 1 >= 2], got {array.dtype} "
-                         f"{list(array.shape)}")
+        raise UsageError(
+            f"{path}: expected uint32 [n_sequences >= 1, seq_len + 1 >= 2], got {array.dtype} "
+            f"{list(array.shape)}"
+        )
     if int(array.max()) >= vocab:
         raise UsageError(f"{path}: token id {int(array.max())} is not below {c.ENV_VOCAB}={vocab}")
     return np.ascontiguousarray(array)
@@ -146,8 +162,9 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def save_checkpoint(directory: Path, step: int, data_position: int, leaves: list[np.ndarray],
-                    extra: dict[str, Any]) -> Path:
+def save_checkpoint(
+    directory: Path, step: int, data_position: int, leaves: list[np.ndarray], extra: dict[str, Any]
+) -> Path:
     """Write a complete checkpoint for `step` atomically (temporary folder, fsync, rename); keep the last two."""
     final = directory / f"{CHECKPOINT_PREFIX}{step:08d}"
     tmp = directory / f".tmp-{CHECKPOINT_PREFIX}{step:08d}-{os.getpid()}"
@@ -159,8 +176,13 @@ def save_checkpoint(directory: Path, step: int, data_position: int, leaves: list
         np.savez(handle, **{f"leaf_{i:05d}": leaf for i, leaf in enumerate(leaves)})
         handle.flush()
         os.fsync(handle.fileno())
-    meta = {"step": step, "data_position": data_position, "n_leaves": len(leaves),
-            "state_sha256": hashlib.sha256(state_path.read_bytes()).hexdigest(), **extra}
+    meta = {
+        "step": step,
+        "data_position": data_position,
+        "n_leaves": len(leaves),
+        "state_sha256": hashlib.sha256(state_path.read_bytes()).hexdigest(),
+        **extra,
+    }
     with open(tmp / "meta.json", "w") as handle:
         json.dump(meta, handle)
         handle.flush()
@@ -179,8 +201,11 @@ def complete_checkpoints(directory: Path) -> list[Path]:
     """Complete checkpoint folders, oldest first."""
     if not directory.exists():
         return []
-    return sorted(p for p in directory.iterdir()
-                  if p.is_dir() and p.name.startswith(CHECKPOINT_PREFIX) and (p / "meta.json").exists())
+    return sorted(
+        p
+        for p in directory.iterdir()
+        if p.is_dir() and p.name.startswith(CHECKPOINT_PREFIX) and (p / "meta.json").exists()
+    )
 
 
 def load_latest_checkpoint(directory: Path, n_leaves: int) -> tuple[dict[str, Any], list[np.ndarray]] | None:
@@ -209,7 +234,9 @@ def remove_partial_checkpoints(directory: Path) -> None:
 # ---------------------------------------------------------------------------------------------- training
 
 
-def train(settings: TrainerSettings, log: Callable[[str], None] = lambda s: sys.stderr.write(s + "\n")) -> int:
+def train(
+    settings: TrainerSettings, log: Callable[[str], None] = lambda s: sys.stderr.write(s + "\n")
+) -> int:
     """Run (or resume) the rehearsal training; returns the last step trained."""
     import jax
     import jax.numpy as jnp
@@ -227,14 +254,20 @@ def train(settings: TrainerSettings, log: Callable[[str], None] = lambda s: sys.
     heldout_tokens = load_tokens(settings.heldout, settings.vocab, "held-out")
     shape = TransformerShape(vocab=settings.vocab, **settings.model)
     if shape.hidden % shape.heads or shape.heads % shape.kv_heads or shape.head_dim % 2:
-        raise UsageError(f"model {shape.as_dict()}: hidden must divide by heads into an even head size, and heads "
-                         "by kv_heads")
+        raise UsageError(
+            f"model {shape.as_dict()}: hidden must divide by heads into an even head size, and heads "
+            "by kv_heads"
+        )
     schedule = optax.warmup_cosine_decay_schedule(
-        init_value=settings.learning_rate / max(1, settings.warmup_steps), peak_value=settings.learning_rate,
-        warmup_steps=min(settings.warmup_steps, settings.steps - 1), decay_steps=settings.steps,
-        end_value=settings.learning_rate * 0.1)
-    optimizer = optax.chain(optax.clip_by_global_norm(1.0),
-                            optax.adamw(schedule, b1=0.9, b2=0.95, eps=1e-8, weight_decay=0.1))
+        init_value=settings.learning_rate / max(1, settings.warmup_steps),
+        peak_value=settings.learning_rate,
+        warmup_steps=min(settings.warmup_steps, settings.steps - 1),
+        decay_steps=settings.steps,
+        end_value=settings.learning_rate * 0.1,
+    )
+    optimizer = optax.chain(
+        optax.clip_by_global_norm(1.0), optax.adamw(schedule, b1=0.9, b2=0.95, eps=1e-8, weight_decay=0.1)
+    )
 
     params = init_params(shape, jax.random.PRNGKey(settings.seed))
     opt_state = optimizer.init(params)
@@ -248,16 +281,20 @@ def train(settings: TrainerSettings, log: Callable[[str], None] = lambda s: sys.
         meta, leaves = restored
         expected = meta["step"] * settings.batch_sequences
         if meta["data_position"] != expected:
-            raise UsageError(f"checkpoint step {meta['step']} has data position {meta['data_position']}, expected "
-                             f"{expected} for {settings.batch_sequences} sequences a step; delete "
-                             f"{settings.checkpoint_dir} to start over")
+            raise UsageError(
+                f"checkpoint step {meta['step']} has data position {meta['data_position']}, expected "
+                f"{expected} for {settings.batch_sequences} sequences a step; delete "
+                f"{settings.checkpoint_dir} to start over"
+            )
         params, opt_state = jax.tree_util.tree_unflatten(treedef, [jnp.asarray(x) for x in leaves])
         start = meta["step"]
         append_metric(settings.metrics, {"event": "resumed", "step": start})
         log(f"trainer: resumed from step {start} (data position {meta['data_position']})")
     else:
-        log(f"trainer: {parameter_count(params):,} parameters, {train_tokens.shape[0]} training and "
-            f"{heldout_tokens.shape[0]} held-out sequences of {train_tokens.shape[1] - 1} tokens")
+        log(
+            f"trainer: {parameter_count(params):,} parameters, {train_tokens.shape[0]} training and "
+            f"{heldout_tokens.shape[0]} held-out sequences of {train_tokens.shape[1] - 1} tokens"
+        )
 
     def step_fn(params: Any, opt_state: Any, batch: jax.Array) -> tuple[Any, Any, jax.Array]:
         value, grads = jax.value_and_grad(loss)(params, batch, shape)
@@ -267,10 +304,15 @@ def train(settings: TrainerSettings, log: Callable[[str], None] = lambda s: sys.
     train_step = jax.jit(step_fn)
     eval_loss = jax.jit(lambda p, b: loss(p, b, shape))
     b = settings.batch_sequences
-    n_eval = heldout_tokens.shape[0] if heldout_tokens.shape[0] < b else \
-        min(heldout_tokens.shape[0] // b, MAX_EVAL_BATCHES) * b
-    eval_batches = [jnp.asarray(heldout_tokens[i:i + min(b, n_eval)].astype(np.int32))
-                    for i in range(0, n_eval, min(b, n_eval))]
+    n_eval = (
+        heldout_tokens.shape[0]
+        if heldout_tokens.shape[0] < b
+        else min(heldout_tokens.shape[0] // b, MAX_EVAL_BATCHES) * b
+    )
+    eval_batches = [
+        jnp.asarray(heldout_tokens[i : i + min(b, n_eval)].astype(np.int32))
+        for i in range(0, n_eval, min(b, n_eval))
+    ]
 
     def evaluate(step: int) -> None:
         values = [float(eval_loss(params, batch)) for batch in eval_batches]
@@ -288,8 +330,13 @@ def train(settings: TrainerSettings, log: Callable[[str], None] = lambda s: sys.
             evaluate(step)
         if step % settings.checkpoint_every == 0 or step == settings.steps:
             leaves = [np.asarray(x) for x in jax.tree_util.tree_leaves((params, opt_state))]
-            save_checkpoint(settings.checkpoint_dir, step, step * b, leaves,
-                            {"seed": settings.seed, "model": shape.as_dict()})
+            save_checkpoint(
+                settings.checkpoint_dir,
+                step,
+                step * b,
+                leaves,
+                {"seed": settings.seed, "model": shape.as_dict()},
+            )
             append_metric(settings.metrics, {"event": "checkpoint", "step": step})
     return settings.steps
 

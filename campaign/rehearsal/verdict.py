@@ -23,7 +23,7 @@ DIVERGENCE_MARGIN_NATS = 1.0
 class Difference:
     step: int
     expected: float | None  # None: the step is missing from the reference
-    got: float | None       # None: the step is missing from the compared run
+    got: float | None  # None: the step is missing from the compared run
 
     def describe(self, what: str = "loss") -> str:
         if self.got is None:
@@ -39,7 +39,7 @@ def tenth_means(losses: Curve, steps: int) -> tuple[float, float]:
     by_step = dict(losses)
     first = [by_step[s] for s in range(1, tenth + 1) if s in by_step]
     last = [by_step[s] for s in range(steps - tenth + 1, steps + 1) if s in by_step]
-    mean = (lambda xs: sum(xs) / len(xs) if xs else math.nan)
+    mean = lambda xs: sum(xs) / len(xs) if xs else math.nan
     return mean(first), mean(last)
 
 
@@ -50,7 +50,9 @@ def first_non_finite(curve: Curve) -> tuple[int, float] | None:
     return None
 
 
-def first_divergence(losses: Curve, margin: float = DIVERGENCE_MARGIN_NATS) -> tuple[int, float, float] | None:
+def first_divergence(
+    losses: Curve, margin: float = DIVERGENCE_MARGIN_NATS
+) -> tuple[int, float, float] | None:
     """(step, loss, starting loss) of the first step that is not finite or exceeds the start by `margin` nats."""
     if not losses:
         return None
@@ -71,8 +73,9 @@ def same(expected: float, got: float, tolerance: float) -> bool:
     return abs(got - expected) <= tolerance * max(abs(expected), 1e-12)
 
 
-def compare_curves(reference: Curve, other: Curve, first_step: int, last_step: int,
-                   tolerance: float) -> tuple[int, Difference | None]:
+def compare_curves(
+    reference: Curve, other: Curve, first_step: int, last_step: int, tolerance: float
+) -> tuple[int, Difference | None]:
     """Steps compared and the first difference of `other` from `reference` over first_step..last_step.
 
     A step the reference has and `other` lacks is a difference; so is a value outside the tolerance.

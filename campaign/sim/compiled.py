@@ -34,18 +34,60 @@ from numba import njit
 INIT, RUNNING, CHECKPOINT, DETECT, RESTART, WAIT_SPARE, PLANNED, DONE = range(8)
 # Goodput buckets of the non-training states.
 B_CHECKPOINT, B_RESTART, B_WAITING, B_RELEASED = range(4)
-_BUCKET = np.array([B_RESTART, -1, B_CHECKPOINT, B_RESTART, B_RESTART, B_WAITING, B_WAITING, B_RELEASED], np.int64)
-# Event kinds.
-E_FAILURE, E_DETECTED, E_REPAIR, E_PLANNED, E_PLANNED_END, E_SEGMENT_END, E_TARGET, E_CKPT_END, E_UPLOAD, E_RESTART_END = (
-    range(10)
+_BUCKET = np.array(
+    [B_RESTART, -1, B_CHECKPOINT, B_RESTART, B_RESTART, B_WAITING, B_WAITING, B_RELEASED], np.int64
 )
+# Event kinds.
+(
+    E_FAILURE,
+    E_DETECTED,
+    E_REPAIR,
+    E_PLANNED,
+    E_PLANNED_END,
+    E_SEGMENT_END,
+    E_TARGET,
+    E_CKPT_END,
+    E_UPLOAD,
+    E_RESTART_END,
+) = range(10)
 
 # Float parameters (P).
-P_WINDOW, P_RATE, P_TAU, P_WRITE, P_BG, P_TARGET, P_STOP, P_AMP, P_T0, P_RAMP, P_PLANNED_DUR, P_IDLE_NODE_MW = range(12)
+(
+    P_WINDOW,
+    P_RATE,
+    P_TAU,
+    P_WRITE,
+    P_BG,
+    P_TARGET,
+    P_STOP,
+    P_AMP,
+    P_T0,
+    P_RAMP,
+    P_PLANNED_DUR,
+    P_IDLE_NODE_MW,
+) = range(12)
 N_P = 12
 # Float state (F).
-(F_NOW, F_SINCE, F_SEG_START, F_SEG_EFF, F_RUN_S, F_RUN_TOK, F_PEND_S, F_PEND_TOK, F_COMMIT_S, F_COMMIT_TOK, F_LOST_S,
- F_HOLD, F_NEED_RESTART, F_COMPLETION, F_REWORK_S, F_LOST_END_S, F_LAST_MW, F_B0) = range(18)
+(
+    F_NOW,
+    F_SINCE,
+    F_SEG_START,
+    F_SEG_EFF,
+    F_RUN_S,
+    F_RUN_TOK,
+    F_PEND_S,
+    F_PEND_TOK,
+    F_COMMIT_S,
+    F_COMMIT_TOK,
+    F_LOST_S,
+    F_HOLD,
+    F_NEED_RESTART,
+    F_COMPLETION,
+    F_REWORK_S,
+    F_LOST_END_S,
+    F_LAST_MW,
+    F_B0,
+) = range(18)
 # After the four buckets: what the summarised cycles add to the curve's energy (MW s) and their largest 1-s change.
 F_CYCLES_MWS = F_B0 + 4
 F_CYCLES_RAMP = F_B0 + 5
@@ -54,9 +96,36 @@ N_F = F_B0 + 6
 # neighbouring seconds then lie inside its two segments (see _write_cycles); a hair above 2 s covers float rounding.
 CYCLE_MIN_S = 2.0 + 1e-6
 # Int state (S).
-(S_STATE, S_IDS, S_SEG_ID, S_CKPT_ID, S_RESTART_ID, S_RAMP_BUCKET, S_DETECTIONS, S_PLANNED_STOP, S_FINAL, S_UNEXPECTED,
- S_PLANNED, S_CHECKPOINTS, S_EXHAUSTED, S_REWORK_N, S_EMPTY_N, S_SEQ, S_FREE_HEAD, S_FREE_N, S_AWAIT_HEAD, S_AWAIT_N,
- S_PEND_HEAD, S_PEND_N, S_HAS_POWER, S_HEAP_N, S_POWER_N, S_FREE_EV_N, S_EV_USED, S_ARR_NEXT) = range(28)
+(
+    S_STATE,
+    S_IDS,
+    S_SEG_ID,
+    S_CKPT_ID,
+    S_RESTART_ID,
+    S_RAMP_BUCKET,
+    S_DETECTIONS,
+    S_PLANNED_STOP,
+    S_FINAL,
+    S_UNEXPECTED,
+    S_PLANNED,
+    S_CHECKPOINTS,
+    S_EXHAUSTED,
+    S_REWORK_N,
+    S_EMPTY_N,
+    S_SEQ,
+    S_FREE_HEAD,
+    S_FREE_N,
+    S_AWAIT_HEAD,
+    S_AWAIT_N,
+    S_PEND_HEAD,
+    S_PEND_N,
+    S_HAS_POWER,
+    S_HEAP_N,
+    S_POWER_N,
+    S_FREE_EV_N,
+    S_EV_USED,
+    S_ARR_NEXT,
+) = range(28)
 N_S = 28
 DAY_S = 86_400.0
 
@@ -87,7 +156,9 @@ def _nominal_periodic(a, t0, first, length, period, k):
     w = 2.0 * math.pi / DAY_S
     h = w * period
     half = math.sin(h / 2.0)
-    return k * length - a / w * (_sines(k, h, half, w * (first + length - t0)) - _sines(k, h, half, w * (first - t0)))
+    return k * length - a / w * (
+        _sines(k, h, half, w * (first + length - t0)) - _sines(k, h, half, w * (first - t0))
+    )
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -289,7 +360,11 @@ def _start_running(S, F, P, JM, nodes, H, EF, EI, FE):
     remaining = P[P_TARGET] - _tokens_in_progress(S, F, P)
     t_checkpoint = now + max(P[P_TAU] - F[F_RUN_S], 0.0)
     if P[P_STOP] != 0.0 and _segment_tokens(F, P, t_checkpoint) >= remaining:
-        t_target = _time_for_nominal(P[P_AMP], P[P_T0], F[F_SEG_EFF], remaining / P[P_RATE]) if remaining > 0 else now
+        t_target = (
+            _time_for_nominal(P[P_AMP], P[P_T0], F[F_SEG_EFF], remaining / P[P_RATE])
+            if remaining > 0
+            else now
+        )
         _push(H, EF, EI, FE, S, min(max(t_target, now), t_checkpoint), E_TARGET, S[S_SEG_ID], 0, 0, remaining)
     else:
         _push(H, EF, EI, FE, S, t_checkpoint, E_SEGMENT_END, S[S_SEG_ID], 0, 0, 0.0)
@@ -301,7 +376,9 @@ def _begin_checkpoint(S, F, P, PEND, H, EF, EI, FE, exact_tokens):
     S[S_IDS] += 1
     cap = PEND.shape[0]
     if S[S_PEND_N] >= cap:
-        raise RuntimeError("campaign.sim.compiled: pending snapshots overflow (a bound in compiled_inputs is wrong)")
+        raise RuntimeError(
+            "campaign.sim.compiled: pending snapshots overflow (a bound in compiled_inputs is wrong)"
+        )
     i = (S[S_PEND_HEAD] + S[S_PEND_N]) % cap
     PEND[i, 0] = S[S_IDS]
     PEND[i, 1] = F[F_RUN_S]
@@ -391,7 +468,13 @@ def _skip_cycles(S, F, P, JM, nodes, H, EF, EI, ORDER):
 def _summarised(P, k, summarise):
     """Whether a block of k cycles is written as its first cycle, one long run and its last checkpoint (see
     _write_cycles) instead of two steps per cycle: only for the summary of a curve without a ramp limit."""
-    return summarise != 0 and k >= 3 and P[P_RAMP] <= 0.0 and P[P_TAU] >= CYCLE_MIN_S and P[P_WRITE] >= CYCLE_MIN_S
+    return (
+        summarise != 0
+        and k >= 3
+        and P[P_RAMP] <= 0.0
+        and P[P_TAU] >= CYCLE_MIN_S
+        and P[P_WRITE] >= CYCLE_MIN_S
+    )
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -495,8 +578,9 @@ def _load_arrivals(S, EF, EI, arr_t, arr_kind, arr_a, arr_b):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _run_events(P, JM, nodes, CAT, F, S, SLOTS, EMPTY, FREE, AWAIT, PEND, BYCAT, PT, PM, H, EF, EI, FE, ORDER,
-                summarise):
+def _run_events(
+    P, JM, nodes, CAT, F, S, SLOTS, EMPTY, FREE, AWAIT, PEND, BYCAT, PT, PM, H, EF, EI, FE, ORDER, summarise
+):
     """The event loop, from where it stopped to the window's end (True), or until the power steps need more room
     than PT and PM have (False: the state is whole between two events; grow them and call again)."""
     window = P[P_WINDOW]
@@ -668,8 +752,28 @@ def run_replica(P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, p
     ORDER = np.argsort(arr_t, kind="mergesort")  # stable: equal times keep their scheduling order
     _start_running(S, F, P, JM, nodes, H, EF, EI, FE)
     _record_power(S, F, PT, PM, _facility_mw(S, P, JM, nodes))
-    while not _run_events(P, JM, nodes, CAT, F, S, SLOTS, EMPTY, FREE, AWAIT, PEND, BYCAT, PT, PM, H, EF, EI, FE,
-                          ORDER, summarise):
+    while not _run_events(
+        P,
+        JM,
+        nodes,
+        CAT,
+        F,
+        S,
+        SLOTS,
+        EMPTY,
+        FREE,
+        AWAIT,
+        PEND,
+        BYCAT,
+        PT,
+        PM,
+        H,
+        EF,
+        EI,
+        FE,
+        ORDER,
+        summarise,
+    ):
         PT = _grown(PT, 2 * PT.size)
         PM = _grown(PM, PT.size)
     F[F_NOW] = max(F[F_NOW], P[P_WINDOW])
@@ -844,7 +948,9 @@ def pcg64_stream_states(entropy, n_children):
     """PCG64 state of each child of SeedSequence(entropy words).spawn(n_children), as rows (state high, state low,
     increment high, increment low). `entropy`: the run entropy as 32-bit words (uint64 array), lowest first."""
     out = np.empty((n_children, 4), np.uint64)
-    words = np.zeros(max(entropy.size, 4) + 1, np.uint64)  # the run entropy padded to the pool, then the spawn key
+    words = np.zeros(
+        max(entropy.size, 4) + 1, np.uint64
+    )  # the run entropy padded to the pool, then the spawn key
     words[: entropy.size] = entropy
     pool = np.empty(4, np.uint64)
     seed = np.empty(4, np.uint64)
@@ -888,7 +994,9 @@ def replica_summary(P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_
     """One replica's tallies and power statistics in one call: run_replica with its cycles summarised, the
     step curve coalesced (rate-limited from `start_mw` under a ramp limit) and its statistics. Returns
     (F, S, by_category, [peak MW, min MW, largest 1-s change MW, energy MWh])."""
-    F, S, BYCAT, PT, PM = run_replica(P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, pend_cap, 1)
+    F, S, BYCAT, PT, PM = run_replica(
+        P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, pend_cap, 1
+    )
     t, mw = coalesce(PT, PM)
     if P[P_RAMP] > 0.0:
         t, mw, slope = rate_limited(t, mw, P[P_WINDOW], P[P_RAMP], start_mw)
@@ -909,7 +1017,14 @@ def warm() -> float:
 
     started = time.perf_counter()
     P = np.zeros(N_P)
-    P[P_WINDOW], P[P_RATE], P[P_TAU], P[P_WRITE], P[P_TARGET], P[P_RAMP] = 3600.0, 1.0, 600.0, 10.0, 1e30, -1.0
+    P[P_WINDOW], P[P_RATE], P[P_TAU], P[P_WRITE], P[P_TARGET], P[P_RAMP] = (
+        3600.0,
+        1.0,
+        600.0,
+        10.0,
+        1e30,
+        -1.0,
+    )
     JM = np.full(8, 0.01)
     CAT = np.array([[60.0, 600.0, 7200.0, 1.0]])
     arrivals = np.array([100.0, 2000.0])

@@ -62,9 +62,15 @@ def stream_states(seed: int, replica: int, n_categories: int) -> list[dict]:
         return [g.bit_generator.state for g in random_streams(seed, replica, n_categories)]
     entropy = np.array(_uint32_words(seed) + _uint32_words(replica), dtype=np.uint64)
     return [
-        {"bit_generator": "PCG64", "state": {"state": (s_hi << 64) | s_lo, "inc": (i_hi << 64) | i_lo},
-         "has_uint32": 0, "uinteger": 0}
-        for s_hi, s_lo, i_hi, i_lo in pcg64_stream_states(entropy, FIRST_CATEGORY_STREAM + n_categories).tolist()
+        {
+            "bit_generator": "PCG64",
+            "state": {"state": (s_hi << 64) | s_lo, "inc": (i_hi << 64) | i_lo},
+            "has_uint32": 0,
+            "uinteger": 0,
+        }
+        for s_hi, s_lo, i_hi, i_lo in pcg64_stream_states(
+            entropy, FIRST_CATEGORY_STREAM + n_categories
+        ).tolist()
     ]
 
 

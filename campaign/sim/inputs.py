@@ -167,7 +167,7 @@ def sim_inputs_from_config(
     smoothing = cfg.plan.power_smoothing
     start = cfg.window.start
     if cfg.window.is_auto:
-        start_of_day_s = 0.0   # not booked yet: simulated from midnight UTC (campaign.window.UNBOOKED_START)
+        start_of_day_s = 0.0  # not booked yet: simulated from midnight UTC (campaign.window.UNBOOKED_START)
     else:
         if start.tzinfo is not None:
             start = start.astimezone(UTC)

@@ -205,7 +205,9 @@ def interval_mean_mw(curve: PowerCurve, lo: float, hi: float) -> float:
     while a < hi:
         b = min(hi, float(curve.t_s[k + 1])) if k + 1 < curve.t_s.size else hi
         if b > a:
-            total += (b - a) * (float(curve.mw[k]) + float(curve.slope[k]) * (0.5 * (a + b) - float(curve.t_s[k])))
+            total += (b - a) * (
+                float(curve.mw[k]) + float(curve.slope[k]) * (0.5 * (a + b) - float(curve.t_s[k]))
+            )
         a = b
         k += 1
     return total / (hi - lo)
@@ -258,7 +260,7 @@ def power_stats_from_curve(curve: PowerCurve, chunk: int = STATS_CHUNK) -> dict:
     peak, low, ramp = -math.inf, math.inf, 0.0
     prev_cand, prev_value = None, None  # the last second of the previous chunk, to pair across the seam
     for a in range(0, points.size, chunk):
-        cand, values = _second_means(curve, points[a:a + chunk], n)
+        cand, values = _second_means(curve, points[a : a + chunk], n)
         if cand.size == 0:
             continue
         peak, low = max(peak, float(values.max())), min(low, float(values.min()))
@@ -288,7 +290,9 @@ def power_stats_from_curve(curve: PowerCurve, chunk: int = STATS_CHUNK) -> dict:
 def _second_means(curve: PowerCurve, points: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """The seconds next to these breakpoints (sorted, unique, inside [0, n)) and the 1-s mean over each."""
     base = np.floor(points).astype(np.int64)
-    cand = np.sort(np.column_stack((base - 1, base, base + 1)).ravel(), kind="stable")  # nearly sorted already
+    cand = np.sort(
+        np.column_stack((base - 1, base, base + 1)).ravel(), kind="stable"
+    )  # nearly sorted already
     cand = cand[np.append(True, cand[1:] != cand[:-1]) & (cand >= 0) & (cand < n)]
     lo = cand.astype(float)
     hi = np.minimum(lo + 1.0, curve.end_s)
@@ -300,7 +304,9 @@ def _second_means(curve: PowerCurve, points: np.ndarray, n: int) -> tuple[np.nda
     # A second inside one segment is its level at the midpoint (exact, and stable for a tiny last second);
     # a second holding a breakpoint is its energy over its length.
     values = np.where(
-        k_lo == k_hi, curve.mw[k_lo] + curve.slope[k_lo] * (0.5 * (lo + hi) - curve.t_s[k_lo]), (e_hi - e_lo) / (hi - lo)
+        k_lo == k_hi,
+        curve.mw[k_lo] + curve.slope[k_lo] * (0.5 * (lo + hi) - curve.t_s[k_lo]),
+        (e_hi - e_lo) / (hi - lo),
     )
     if cand.size and cand[-1] == n - 1 and curve.end_s < n:  # a partial last second: from its own pieces
         values[-1] = interval_mean_mw(curve, float(n - 1), curve.end_s)

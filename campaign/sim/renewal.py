@@ -28,7 +28,9 @@ def long_run_ettr(interval_s: float, write_s: float, rate_per_s: float, down_s: 
     return interval_s / segment_time_s(interval_s + write_s, rate_per_s, down_s)
 
 
-def finishing_wall_s(work_s: float, interval_s: float, write_s: float, rate_per_s: float, down_s: float) -> float:
+def finishing_wall_s(
+    work_s: float, interval_s: float, write_s: float, rate_per_s: float, down_s: float
+) -> float:
     """Expected wall seconds to train `work_s` productive seconds and write the final checkpoint."""
     full = math.floor(work_s / interval_s)
     last = work_s - full * interval_s
@@ -40,6 +42,8 @@ def finishing_wall_s(work_s: float, interval_s: float, write_s: float, rate_per_
     return total
 
 
-def finishing_ettr(work_s: float, interval_s: float, write_s: float, rate_per_s: float, down_s: float) -> float:
+def finishing_ettr(
+    work_s: float, interval_s: float, write_s: float, rate_per_s: float, down_s: float
+) -> float:
     """work / E[wall] for a job that finishes: the ETTR it reports (to first order in the wall time's spread)."""
     return work_s / finishing_wall_s(work_s, interval_s, write_s, rate_per_s, down_s)

@@ -187,22 +187,39 @@ def summary_table(summary: dict) -> list[dict]:
 
 def summary_markdown(campaign: str, replicas: int, seed: int, summary: dict) -> str:
     """The simulate run's result as markdown: the distributions, P(finish), power, energy, cost, definitions."""
+
     def fmt(v) -> str:
         return "n/a" if v is None else (f"{v:,.4g}" if abs(v) < 1e6 else f"{v:,.4e}")
 
-    lines = [f"# campaign simulate: {campaign}", "",
-             f"{replicas:,} replicas, seed {seed}, window {summary['window_days']:g} days.", "",
-             "| figure | mean | p10 | p50 | p90 |", "| --- | ---: | ---: | ---: | ---: |"]
+    lines = [
+        f"# campaign simulate: {campaign}",
+        "",
+        f"{replicas:,} replicas, seed {seed}, window {summary['window_days']:g} days.",
+        "",
+        "| figure | mean | p10 | p50 | p90 |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
     for row in summary_table(summary):
-        lines.append(f"| {row['figure']} | {fmt(row['mean'])} | {fmt(row['p10'])} | {fmt(row['p50'])} | "
-                     f"{fmt(row['p90'])} |")
+        lines.append(
+            f"| {row['figure']} | {fmt(row['mean'])} | {fmt(row['p10'])} | {fmt(row['p50'])} | "
+            f"{fmt(row['p90'])} |"
+        )
     power = summary["power_mw"]
     cost = summary["cost_usd"]
-    lines += ["", f"P(finish in the window): {summary['p_complete_in_window']:.2f}",
-              (f"Facility power: peak {power['peak']:.2f} MW, mean {power['mean']:.2f} MW, min {power['min']:.2f} MW, "
-              f"steepest 1-s change {power['max_ramp_mw_per_s']:.2f} MW/s; energy {summary['energy_mwh']:,.0f} MWh "
-              "(mean per replica)."),
-              (f"Cost per replica (mean): compute ${cost['compute']:,.0f}, energy ${cost['energy']:,.0f}, "
-              f"lost ${cost['lost']:,.0f}."), "", "Definitions:"]
+    lines += [
+        "",
+        f"P(finish in the window): {summary['p_complete_in_window']:.2f}",
+        (
+            f"Facility power: peak {power['peak']:.2f} MW, mean {power['mean']:.2f} MW, min {power['min']:.2f} MW, "
+            f"steepest 1-s change {power['max_ramp_mw_per_s']:.2f} MW/s; energy {summary['energy_mwh']:,.0f} MWh "
+            "(mean per replica)."
+        ),
+        (
+            f"Cost per replica (mean): compute ${cost['compute']:,.0f}, energy ${cost['energy']:,.0f}, "
+            f"lost ${cost['lost']:,.0f}."
+        ),
+        "",
+        "Definitions:",
+    ]
     lines += [f"- {v}" for v in summary["definitions"].values()]
     return "\n".join(lines) + "\n"

@@ -58,7 +58,9 @@ EVENT_KINDS = (
     "window_end",
 )
 EVENT_COLUMNS = ("event_id", "t_s", "kind", "category", "scope", "node", "tokens_trained", "detail")
-BREAKDOWN_KEYS = ALL_KEYS  # productive, lost_rework, checkpoint, restart, waiting, idle, idle_spares, idle_released
+BREAKDOWN_KEYS = (
+    ALL_KEYS  # productive, lost_rework, checkpoint, restart, waiting, idle, idle_spares, idle_released
+)
 
 # Job states. Training time is tracked per segment (productive once committed, else lost_rework); every other
 # state's time goes to one goodput bucket.
@@ -171,8 +173,10 @@ def compiled_inputs(x: SimInputs) -> CompiledInputs:
     params[compiled.P_PLANNED_DUR] = x.planned_duration_s
     params[compiled.P_IDLE_NODE_MW] = levels.facility_mw(0, 0.0, 1)
     categories = np.array(
-        [[c.detect_s, c.restart_s, c.repair_h * 3600.0, 1.0 if c.scope in NODE_LOSING_SCOPES else 0.0]
-         for c in x.failures],
+        [
+            [c.detect_s, c.restart_s, c.repair_h * 3600.0, 1.0 if c.scope in NODE_LOSING_SCOPES else 0.0]
+            for c in x.failures
+        ],
         dtype=float,
     ).reshape(len(x.failures), 4)
     baseline = levels.facility_mw(x.nodes, x.gpu_idle_w, x.spare_nodes)
@@ -183,8 +187,17 @@ def compiled_inputs(x: SimInputs) -> CompiledInputs:
     n = len(x.failures)
     kinds = np.array([compiled.E_PLANNED] + [compiled.E_FAILURE] * n, np.int64)
     index = np.array([0, *range(n)], np.int64)
-    return CompiledInputs(params, job_node_mw, categories, tuple(c.name for c in x.failures), capacity, baseline,
-                          running - baseline, kinds, index)
+    return CompiledInputs(
+        params,
+        job_node_mw,
+        categories,
+        tuple(c.name for c in x.failures),
+        capacity,
+        baseline,
+        running - baseline,
+        kinds,
+        index,
+    )
 
 
 def kernel_arguments(x: SimInputs, replica: int, c: CompiledInputs) -> tuple:
@@ -192,9 +205,18 @@ def kernel_arguments(x: SimInputs, replica: int, c: CompiledInputs) -> tuple:
     planned, arrivals = draw_arrivals(x, replica)
     sources = [planned, *arrivals]  # in the reference's scheduling order
     counts = [a.t_s.size for a in sources]
-    return (c.params, c.job_node_mw, x.nodes, x.spare_nodes, c.categories, np.concatenate([a.t_s for a in sources]),
-            np.repeat(c.source_kinds, counts), np.repeat(c.source_index, counts),
-            np.concatenate([a.slot for a in sources]), c.pending_capacity)
+    return (
+        c.params,
+        c.job_node_mw,
+        x.nodes,
+        x.spare_nodes,
+        c.categories,
+        np.concatenate([a.t_s for a in sources]),
+        np.repeat(c.source_kinds, counts),
+        np.repeat(c.source_index, counts),
+        np.concatenate([a.slot for a in sources]),
+        c.pending_capacity,
+    )
 
 
 def _compiled_replica(x: SimInputs, replica: int, c: CompiledInputs, want_curve: bool):
@@ -229,8 +251,13 @@ def _compiled_replica(x: SimInputs, replica: int, c: CompiledInputs, want_curve:
         n_rework_failures=int(s[compiled.S_REWORK_N]),
         lost_window_end_s=float(f[compiled.F_LOST_END_S]),
     )
-    stats = {"peak": peak, "mean": energy_mwh * 3600.0 / x.window_s, "min": low, "max_ramp_mw_per_s": ramp,
-             "energy_mwh": energy_mwh}
+    stats = {
+        "peak": peak,
+        "mean": energy_mwh * 3600.0 / x.window_s,
+        "min": low,
+        "max_ramp_mw_per_s": ramp,
+        "energy_mwh": energy_mwh,
+    }
     summary = summary_dict(x, replica, tallies, stats, c.job_start_swing_mw)
     return summary, (PowerCurve(t, mw, slope, x.window_s) if want_curve else None)
 
@@ -254,7 +281,9 @@ def nominal_seconds(inputs: SimInputs, start_s: float, end_s: float) -> float:
     return (end_s - start_s) - a / w * (math.sin(w * (end_s - t0)) - math.sin(w * (start_s - t0)))
 
 
-def nominal_seconds_periodic(inputs: SimInputs, first_s: float, length_s: float, period_s: float, k: int) -> float:
+def nominal_seconds_periodic(
+    inputs: SimInputs, first_s: float, length_s: float, period_s: float, k: int
+) -> float:
     """Sum of nominal_seconds over k intervals [first + i period, first + i period + length], i = 0..k-1.
 
     Closed form: the sines of an arithmetic progression sum to sin(k h / 2) / sin(h / 2) x sin(a + (k-1) h / 2).
@@ -470,7 +499,9 @@ class _Replica:
         self.seg_id = self._next_id()
         remaining = self.x.target_tokens - self.tokens_in_progress()
         t_checkpoint = now + max(self.x.checkpoint_interval_s - self.since_run_s, 0.0)
-        if self.x.stop_at_target and self._segment_tokens(t_checkpoint) >= remaining:  # the target falls inside this segment
+        if (
+            self.x.stop_at_target and self._segment_tokens(t_checkpoint) >= remaining
+        ):  # the target falls inside this segment
             t_target = (
                 time_for_nominal_s(self.x, self.seg_eff, remaining / self.rate) if remaining > 0 else now
             )

@@ -43,18 +43,26 @@ def parse_sweep(spec: str) -> SweepAxis:
     key, sep, raw = spec.partition("=")
     key = key.strip()
     if not sep or not key:
-        raise ConfigError(f"'{spec}' is not dotted.key=v1,v2,...", where="--sweep",
-                          fix="write e.g. --sweep plan.checkpoint.interval_s=600,1200,1800")
+        raise ConfigError(
+            f"'{spec}' is not dotted.key=v1,v2,...",
+            where="--sweep",
+            fix="write e.g. --sweep plan.checkpoint.interval_s=600,1200,1800",
+        )
     values = []
     for item in raw.split(","):
         item = item.strip()
         try:
             value = float(item)
         except ValueError:
-            raise ConfigError(f"value '{item}' is not a number", where=f"--sweep {key}",
-                              fix="sweep numeric keys only, with values separated by commas") from None
+            raise ConfigError(
+                f"value '{item}' is not a number",
+                where=f"--sweep {key}",
+                fix="sweep numeric keys only, with values separated by commas",
+            ) from None
         if not math.isfinite(value):
-            raise ConfigError(f"value '{item}' is not finite", where=f"--sweep {key}", fix="use finite numbers")
+            raise ConfigError(
+                f"value '{item}' is not finite", where=f"--sweep {key}", fix="use finite numbers"
+            )
         values.append(int(value) if value.is_integer() else value)
     if len(set(values)) != len(values):
         raise ConfigError("a value is repeated", where=f"--sweep {key}", fix="list each value once")
@@ -81,14 +89,20 @@ def check_numeric_key(config_dump: dict, key: str) -> None:
     node = config_dump
     for part in key.split("."):
         if not isinstance(node, dict) or part not in node:
-            raise ConfigError("no such key in the config", where=f"--sweep {key}",
-                              fix="sweep a numeric key the config has, e.g. plan.checkpoint.interval_s")
+            raise ConfigError(
+                "no such key in the config",
+                where=f"--sweep {key}",
+                fix="sweep a numeric key the config has, e.g. plan.checkpoint.interval_s",
+            )
         node = node[part]
     if node == "auto":  # a number-or-auto field (plan.checkpoint.interval_s): any number is a valid value
         return
     if isinstance(node, bool) or not isinstance(node, (int, float)):
-        raise ConfigError(f"the key holds {type(node).__name__} {node!r}, not a number", where=f"--sweep {key}",
-                          fix="sweep numeric keys only (intervals, spares, smoothing, window days, ...)")
+        raise ConfigError(
+            f"the key holds {type(node).__name__} {node!r}, not a number",
+            where=f"--sweep {key}",
+            fix="sweep numeric keys only (intervals, spares, smoothing, window days, ...)",
+        )
 
 
 def sweep_row(index: int, point: dict[str, float], summary: dict) -> dict:
@@ -116,24 +130,45 @@ def mark_best(rows: list[dict]) -> list[dict]:
     """Mark the best row: most likely to finish, then highest mean ETTR, then cheapest (first on full ties)."""
     if not rows:
         return rows
-    best = min(range(len(rows)), key=lambda i: (-rows[i]["p_complete_in_window"], -rows[i]["ettr_mean"],
-                                                rows[i]["cost_usd"], i))
+    best = min(
+        range(len(rows)),
+        key=lambda i: (-rows[i]["p_complete_in_window"], -rows[i]["ettr_mean"], rows[i]["cost_usd"], i),
+    )
     return [dict(r, is_best=(i == best)) for i, r in enumerate(rows)]
 
 
 def sweep_table_markdown(rows: list[dict]) -> str:
     """The rows as a Markdown table (the CLI prints it; the Prefect artifact holds the same rows)."""
     keys = list(rows[0]["values"]) if rows else []
-    fmt = (lambda v, spec: "n/a" if v is None else format(v, spec))
-    head = [*keys, "ETTR mean", "ETTR p10", "ETTR p90", "done day p10", "p50", "p90", "P(done)", "energy MWh",
-            "cost USD", "best"]
+    fmt = lambda v, spec: "n/a" if v is None else format(v, spec)
+    head = [
+        *keys,
+        "ETTR mean",
+        "ETTR p10",
+        "ETTR p90",
+        "done day p10",
+        "p50",
+        "p90",
+        "P(done)",
+        "energy MWh",
+        "cost USD",
+        "best",
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + " ---: |" * len(head)]
     for r in rows:
         cells = [format(r["values"][k], "g") for k in keys]
-        cells += [fmt(r["ettr_mean"], ".4f"), fmt(r["ettr_p10"], ".4f"), fmt(r["ettr_p90"], ".4f"),
-                  fmt(r["completion_days_p10"], ".2f"), fmt(r["completion_days_p50"], ".2f"),
-                  fmt(r["completion_days_p90"], ".2f"), fmt(r["p_complete_in_window"], ".2f"),
-                  fmt(r["energy_mwh"], ",.1f"), fmt(r["cost_usd"], ",.0f"), "**best**" if r["is_best"] else ""]
+        cells += [
+            fmt(r["ettr_mean"], ".4f"),
+            fmt(r["ettr_p10"], ".4f"),
+            fmt(r["ettr_p90"], ".4f"),
+            fmt(r["completion_days_p10"], ".2f"),
+            fmt(r["completion_days_p50"], ".2f"),
+            fmt(r["completion_days_p90"], ".2f"),
+            fmt(r["p_complete_in_window"], ".2f"),
+            fmt(r["energy_mwh"], ",.1f"),
+            fmt(r["cost_usd"], ",.0f"),
+            "**best**" if r["is_best"] else "",
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -19,14 +19,23 @@ from tests.paths import FAST_REHEARSAL, REPO, future_start
 
 # A named window start (the shipped demo books `auto`), always in the future; the demo window is two days.
 START = future_start(30)
-WINDOW = (f"{START.replace('Z', '+00:00')} .. "
-          f"{(datetime.fromisoformat(START) + timedelta(days=2)).isoformat().replace('Z', '+00:00')}")
+WINDOW = (
+    f"{START.replace('Z', '+00:00')} .. "
+    f"{(datetime.fromisoformat(START) + timedelta(days=2)).isoformat().replace('Z', '+00:00')}"
+)
 
 pytestmark = pytest.mark.e2e
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SHOTS = REPO / "build" / "e2e"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 @pytest.fixture(scope="module")
@@ -75,9 +84,11 @@ def _flow_runs(client, flow: str | None = None, name_like: str | None = None, st
 
     run_filter = FlowRunFilter(
         name=FlowRunFilterName(like_=name_like) if name_like else None,
-        state=FlowRunFilterState(name=FlowRunFilterStateName(any_=[state])) if state else None)
-    return client.read_flow_runs(flow_run_filter=run_filter,
-                                 flow_filter=FlowFilter(name=FlowFilterName(any_=[flow])) if flow else None)
+        state=FlowRunFilterState(name=FlowRunFilterStateName(any_=[state])) if state else None,
+    )
+    return client.read_flow_runs(
+        flow_run_filter=run_filter, flow_filter=FlowFilter(name=FlowFilterName(any_=[flow])) if flow else None
+    )
 
 
 def _wait_final(client, run_id, timeout_s: float = 480):
@@ -98,10 +109,18 @@ def _deployment(client, name: str):
 def params(tmp_path_factory):
     demo = tmp_path_factory.mktemp("demo_inputs")
     ws = tmp_path_factory.mktemp("e2e_ws") / "w"
-    return {"config": "configs/campaigns/demo.yaml", "workspace": str(ws),
-            "settings": [{"key": "commit.require_approval", "value": True}],
-            "overrides": [f"data.demo_corpus_dir={demo}", f"data.sources.0.path={demo}/web/*.jsonl",
-                          f"data.sources.1.path={demo}/docs/*.parquet", f"window.start={START}", *FAST_REHEARSAL]}
+    return {
+        "config": "configs/campaigns/demo.yaml",
+        "workspace": str(ws),
+        "settings": [{"key": "commit.require_approval", "value": True}],
+        "overrides": [
+            f"data.demo_corpus_dir={demo}",
+            f"data.sources.0.path={demo}/web/*.jsonl",
+            f"data.sources.1.path={demo}/docs/*.parquet",
+            f"window.start={START}",
+            *FAST_REHEARSAL,
+        ],
+    }
 
 
 RESULTS: dict = {}
@@ -114,21 +133,26 @@ def test_every_deployment_is_deployed_and_bad_input_is_refused_before_the_run(st
     with _client() as client:
         deployed = {d.name: d for d in client.read_deployments()}
         assert set(specs) <= set(deployed)
-        assert {a.name for a in client.read_automations()} >= {"demo-validate-after-prepare",
-                                                                 "demo-analyse-after-execute"}
+        assert {a.name for a in client.read_automations()} >= {
+            "demo-validate-after-prepare",
+            "demo-analyse-after-execute",
+        }
         lifecycle = deployed["demo-lifecycle"]
         RESULTS["lifecycle_deployment"] = lifecycle.id
         assert lifecycle.tags == ["campaign", "demo", "lifecycle"] and lifecycle.description
         assert any(s.active for d in deployed.values() for s in d.schedules)
         assert deployed["demo-execute-window"].global_concurrency_limit.limit == 1
+
         def started_by_hand() -> int:
             # The server's scheduler may add the active schedules' runs at any moment (auto_scheduled): not ours.
             return sum(1 for run in client.read_flow_runs() if not run.auto_scheduled)
 
         before = started_by_hand()
-        for bad, field in (({"config": "configs/campaigns/nope.yaml"}, "params.config"),
-                           ({"overrides": ["cluster.nodez=4"]}, "params.overrides[0]"),
-                           ({"settings": [{"key": "cluster.nodes", "value": -3}]}, "params.settings[0]")):
+        for bad, field in (
+            ({"config": "configs/campaigns/nope.yaml"}, "params.config"),
+            ({"overrides": ["cluster.nodez=4"]}, "params.overrides[0]"),
+            ({"settings": [{"key": "cluster.nodes", "value": -3}]}, "params.settings[0]"),
+        ):
             with pytest.raises(PrefectHTTPStatusError) as err:
                 client.create_flow_run_from_deployment(lifecycle.id, parameters={"params": bad})
             assert f"Validation failed for field '{field}'" in err.value.response.text
@@ -141,8 +165,9 @@ def test_the_demo_lifecycle_waits_for_approval_then_executes_its_window_once(sta
 
     ws = Path(params["workspace"])
     with _client() as client:
-        parent = client.create_flow_run_from_deployment(_deployment(client, "demo-lifecycle").id,
-                                                        parameters={"params": params})
+        parent = client.create_flow_run_from_deployment(
+            _deployment(client, "demo-lifecycle").id, parameters={"params": params}
+        )
         deadline = time.monotonic() + 300
         paused = []
         while not paused and time.monotonic() < deadline:
@@ -152,7 +177,9 @@ def test_the_demo_lifecycle_waits_for_approval_then_executes_its_window_once(sta
         assert paused, "the commit never paused for approval"
         # While it waits: the marker names the run, and another process can take the workspace at once.
         marker = json.loads((ws / "approval-pending.json").read_text())
-        assert marker["flow_run_id"] == str(paused[0].id) and marker["url"].startswith(stack["PREFECT_UI_URL"])
+        assert marker["flow_run_id"] == str(paused[0].id) and marker["url"].startswith(
+            stack["PREFECT_UI_URL"]
+        )
         with store.locked(store.Workspace(ws), "e2e probe", wait_s=1):
             pass
         artifact = next(a for a in client.read_artifacts() if a.key == "approval-demo")
@@ -162,8 +189,11 @@ def test_the_demo_lifecycle_waits_for_approval_then_executes_its_window_once(sta
         final = _wait_final(client, parent.id)
         assert final.state.is_completed(), final.state.message
         assert (ws / "report" / "report.md").exists()
-        booked = [json.loads(p.read_text()) for p in (ws / "commitments").glob("c-*.json")
-                  if not p.name.endswith("-power.json")]
+        booked = [
+            json.loads(p.read_text())
+            for p in (ws / "commitments").glob("c-*.json")
+            if not p.name.endswith("-power.json")
+        ]
         assert [b["approved_by"] for b in booked] == ["e2e"]
         # Exactly one execution of the window: the lifecycle's own; none scheduled, no second analyse.
         assert len(_flow_runs(client, flow="execute")) == 1
@@ -211,29 +241,41 @@ def test_a_commit_deployment_schedules_its_execute_window_once(stack, params):
     """Run as its own deployment (same config, so the same gates), commit books the same window again and
     schedules `demo-execute-window` at its start, once."""
     with _client() as client:
-        run = client.create_flow_run_from_deployment(_deployment(client, "demo-commit").id,
-                                                     parameters={"params": params})
+        run = client.create_flow_run_from_deployment(
+            _deployment(client, "demo-commit").id, parameters={"params": params}
+        )
         _approve_when_paused(client, run.id, "e2e", "second look")
         assert _wait_final(client, run.id, 300).state.is_completed()
         scheduled = _flow_runs(client, name_like="window-c-")
         assert [(r.state.type.value, r.expected_start_time.isoformat()) for r in scheduled] == [
-            ("SCHEDULED", START.replace("Z", "+00:00"))]
+            ("SCHEDULED", START.replace("Z", "+00:00"))
+        ]
         assert client.read_deployment(scheduled[0].deployment_id).name == "demo-execute-window"
 
 
 def test_a_failed_gate_fails_the_validate_run(stack, params):
-    failing = {**params, "settings": [], "overrides": [*params["overrides"], "gates.data.min_documents=1000000000"]}
+    failing = {
+        **params,
+        "settings": [],
+        "overrides": [*params["overrides"], "gates.data.min_documents=1000000000"],
+    }
     with _client() as client:
-        run = client.create_flow_run_from_deployment(_deployment(client, "demo-validate").id,
-                                                     parameters={"params": failing})
+        run = client.create_flow_run_from_deployment(
+            _deployment(client, "demo-validate").id, parameters={"params": failing}
+        )
         final = _wait_final(client, run.id, 300)
         assert final.state.is_failed() and "data_volume" in (final.state.message or "")
         RESULTS["failed_validate"] = run.id
 
 
 def _dom(url: str, profile: Path) -> str:
-    out = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=15000",
-                          "--dump-dom", url], capture_output=True, text=True, timeout=120, check=False)
+    out = subprocess.run(
+        [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=15000", "--dump-dom", url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     return out.stdout
 
@@ -241,9 +283,22 @@ def _dom(url: str, profile: Path) -> str:
 def _shot(url: str, profile: Path, name: str) -> Path:
     SHOTS.mkdir(parents=True, exist_ok=True)
     shot = SHOTS / f"{name}.png"
-    out = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=15000",
-                          "--window-size=1400,1000", "--hide-scrollbars", f"--screenshot={shot}", url],
-                         capture_output=True, text=True, timeout=120, check=False)
+    out = subprocess.run(
+        [
+            CHROMIUM,
+            *FLAGS,
+            f"--user-data-dir={profile}",
+            "--virtual-time-budget=15000",
+            "--window-size=1400,1000",
+            "--hide-scrollbars",
+            f"--screenshot={shot}",
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert out.returncode == 0 and shot.is_file(), out.stderr[-2000:]
     return shot
 
@@ -254,9 +309,13 @@ def _text(dom: str) -> str:
     return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", dom)))
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium; .ci/run installs it)")
+@pytest.mark.skipif(
+    CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium; .ci/run installs it)"
+)
 def test_the_ui_in_chromium_shows_the_runs_the_approval_and_the_report(stack, params, tmp_path):
-    assert {"parent", "paused_run", "artifact_id", "failed_validate"} <= set(RESULTS), "earlier tests did not run"
+    assert {"parent", "paused_run", "artifact_id", "failed_validate"} <= set(RESULTS), (
+        "earlier tests did not run"
+    )
     base = stack["PREFECT_UI_URL"]
     pages = {
         "lifecycle-run": f"{base}/runs/flow-run/{RESULTS['parent']}",
@@ -265,7 +324,9 @@ def test_the_ui_in_chromium_shows_the_runs_the_approval_and_the_report(stack, pa
         "lifecycle-form": f"{base}/deployments/deployment/{RESULTS['lifecycle_deployment']}/run",
         "report": (Path(params["workspace"]) / "report" / "report.html").as_uri(),
     }
-    texts = {name: _text(_dom(url, tmp_path / f"dom-{name}")) for name, url in pages.items() if name != "report"}
+    texts = {
+        name: _text(_dom(url, tmp_path / f"dom-{name}")) for name, url in pages.items() if name != "report"
+    }
     assert "Completed" in texts["lifecycle-run"], texts["lifecycle-run"][:2000]
     assert WINDOW in texts["approval-artifact"]
     assert "Reserved cost" in texts["approval-artifact"]

@@ -54,9 +54,11 @@ def _as_postgres() -> list[str]:
 @pytest.fixture(scope="module")
 def postgres():
     if PG_BIN is None:
-        pytest.skip("PostgreSQL is not installed (no initdb, pg_ctl, createdb and psql together under "
-                    "/usr/lib/postgresql/*/bin or on PATH); "
-                    "`apt-get install postgresql` provides it")
+        pytest.skip(
+            "PostgreSQL is not installed (no initdb, pg_ctl, createdb and psql together under "
+            "/usr/lib/postgresql/*/bin or on PATH); "
+            "`apt-get install postgresql` provides it"
+        )
     prefix = _as_postgres()
     # Not under pytest's tmp folder: that is private to this user, and PostgreSQL may run as `postgres`.
     root = Path(tempfile.mkdtemp(prefix="campaign-pg-"))
@@ -64,30 +66,75 @@ def postgres():
     if prefix:
         shutil.chown(root, "postgres")
     port = free_port()
-    subprocess.run([*prefix, f"{PG_BIN}/initdb", "-D", str(data), "-U", "prefect", "--auth=trust", "-E", "UTF8"],
-                   check=True, capture_output=True, timeout=120)
-    subprocess.run([*prefix, f"{PG_BIN}/pg_ctl", "-D", str(data), "-l", str(root / "pg.log"), "-w", "-o",
-                    f"-c listen_addresses=127.0.0.1 -p {port} -k {root}", "start"], check=True, capture_output=True,
-                   timeout=120)
+    subprocess.run(
+        [*prefix, f"{PG_BIN}/initdb", "-D", str(data), "-U", "prefect", "--auth=trust", "-E", "UTF8"],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    subprocess.run(
+        [
+            *prefix,
+            f"{PG_BIN}/pg_ctl",
+            "-D",
+            str(data),
+            "-l",
+            str(root / "pg.log"),
+            "-w",
+            "-o",
+            f"-c listen_addresses=127.0.0.1 -p {port} -k {root}",
+            "start",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     try:
-        subprocess.run([f"{PG_BIN}/createdb", "-h", "127.0.0.1", "-p", str(port), "-U", "prefect", "prefect"],
-                       check=True, capture_output=True, timeout=60)
+        subprocess.run(
+            [f"{PG_BIN}/createdb", "-h", "127.0.0.1", "-p", str(port), "-U", "prefect", "prefect"],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
         yield f"postgresql+asyncpg://prefect@127.0.0.1:{port}/prefect", port
     finally:
-        subprocess.run([*prefix, f"{PG_BIN}/pg_ctl", "-D", str(data), "-m", "fast", "stop"], capture_output=True,
-                       timeout=60, check=False)
+        subprocess.run(
+            [*prefix, f"{PG_BIN}/pg_ctl", "-D", str(data), "-m", "fast", "stop"],
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
         shutil.rmtree(root, ignore_errors=True)
 
 
 def test_a_prefect_server_on_postgres_records_campaign_runs(postgres, tmp_path):
     url, port = postgres
     api_port = free_port()
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path), "PREFECT_SERVER_DATABASE_CONNECTION_URL": url,
-           "PREFECT_API_URL": f"http://127.0.0.1:{api_port}/api", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(tmp_path),
+        "PREFECT_SERVER_DATABASE_CONNECTION_URL": url,
+        "PREFECT_API_URL": f"http://127.0.0.1:{api_port}/api",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    }
     log = open(tmp_path / "server.log", "w")  # noqa: SIM115 - must outlive the server process
-    server = subprocess.Popen([f"{BIN}/prefect", "server", "start", "--host", "127.0.0.1", "--port", str(api_port),
-                               "--no-services", "--no-ui"],
-                              env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    server = subprocess.Popen(
+        [
+            f"{BIN}/prefect",
+            "server",
+            "start",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(api_port),
+            "--no-services",
+            "--no-ui",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 180
         while True:
@@ -112,12 +159,35 @@ def test_a_prefect_server_on_postgres_records_campaign_runs(postgres, tmp_path):
 
             print(plan_flow("configs/campaigns/demo.yaml"))
         """)
-        run = subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, capture_output=True, text=True,
-                             timeout=180, check=False)
+        run = subprocess.run(
+            [sys.executable, "-c", code],
+            env=env,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
         assert run.returncode == 0, run.stdout + run.stderr
-        rows = subprocess.run([f"{PG_BIN}/psql", "-h", "127.0.0.1", "-p", str(port), "-U", "prefect", "-d", "prefect",
-                               "-tAc", "SELECT f.name, r.state_type FROM flow_run r JOIN flow f ON f.id = r.flow_id"],
-                              capture_output=True, text=True, timeout=60, check=True).stdout.split()
+        rows = subprocess.run(
+            [
+                f"{PG_BIN}/psql",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "-U",
+                "prefect",
+                "-d",
+                "prefect",
+                "-tAc",
+                "SELECT f.name, r.state_type FROM flow_run r JOIN flow f ON f.id = r.flow_id",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout.split()
         assert "plan-on-shared-server|COMPLETED" in rows
     finally:
         os.killpg(server.pid, signal.SIGTERM)

@@ -15,8 +15,16 @@ from tests.unit.analysis_fixtures import executed_workspace
 
 pytestmark = pytest.mark.e2e
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--host-resolver-rules=MAP * ~NOTFOUND"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--host-resolver-rules=MAP * ~NOTFOUND",
+]
 
 # Appended to a copy of the page for the test only (the report itself has no script): measures every figure as
 # laid out and looks for Markdown left in the visible text.
@@ -37,8 +45,13 @@ window.addEventListener('load', () => {
 
 
 def _chromium(profile, *args, timeout=120):
-    return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args], capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    return subprocess.run(
+        [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +61,10 @@ def report_html(tmp_path_factory):
     return html
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed here (Debian: apt-get install chromium; "
-                                               ".ci/run installs it)")
+@pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="chromium is not installed here (Debian: apt-get install chromium; .ci/run installs it)",
+)
 def test_report_opens_offline_with_every_figure_visible(report_html, tmp_path):
     probe = tmp_path / "probe.html"
     probe.write_text(report_html.read_text().replace("</body>", PROBE))
@@ -64,8 +79,13 @@ def test_report_opens_offline_with_every_figure_visible(report_html, tmp_path):
     assert all(src.startswith("data:") for src in out["images"])  # nothing is fetched
 
     shot = tmp_path / "report.png"
-    run = _chromium(tmp_path / "profile-shot", "--window-size=1200,2400", "--hide-scrollbars",
-                    f"--screenshot={shot}", report_html.as_uri())
+    run = _chromium(
+        tmp_path / "profile-shot",
+        "--window-size=1200,2400",
+        "--hide-scrollbars",
+        f"--screenshot={shot}",
+        report_html.as_uri(),
+    )
     assert run.returncode == 0 and shot.is_file(), run.stderr[-2000:]
     image = Image.open(shot).convert("L")
     assert image.size == (1200, 2400)

@@ -1,6 +1,5 @@
 """One Prefect test harness for every flow test in the session (9-13 s to start on 2 cores)."""
 
-
 import pytest
 
 from tests.paths import DEMO, FAST_REHEARSAL, REPO  # noqa: F401 - re-exported to the flow tests
@@ -12,7 +11,10 @@ def prefect_harness():
     from prefect.testing.utilities import prefect_test_harness
 
     # The heartbeat thread costs ~1 s per flow run and cannot be switched off by environment variable.
-    with prefect_test_harness(server_startup_timeout=90), temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+    with (
+        prefect_test_harness(server_startup_timeout=90),
+        temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}),
+    ):
         yield
 
 
@@ -20,9 +22,11 @@ def prefect_harness():
 def demo_inputs_jax(tmp_path_factory) -> list[str]:
     """Overrides that point the demo config at a private copy of the generated demo corpus."""
     root = tmp_path_factory.mktemp("demo_inputs")
-    return [f"data.demo_corpus_dir={root}",
-            f"data.sources.0.path={root}/web/*.jsonl",
-            f"data.sources.1.path={root}/docs/*.parquet"]
+    return [
+        f"data.demo_corpus_dir={root}",
+        f"data.sources.0.path={root}/web/*.jsonl",
+        f"data.sources.1.path={root}/docs/*.parquet",
+    ]
 
 
 @pytest.fixture(scope="session")

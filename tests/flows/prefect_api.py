@@ -26,13 +26,18 @@ def drain() -> None:
 
 def latest_flow_run(name_prefix: str):
     with get_client(sync_client=True) as client:
-        runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(name=FlowRunFilterName(like_=name_prefix)),
-                                     sort=FlowRunSort.START_TIME_DESC, limit=1)
+        runs = client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(name=FlowRunFilterName(like_=name_prefix)),
+            sort=FlowRunSort.START_TIME_DESC,
+            limit=1,
+        )
     assert runs, f"no flow run named {name_prefix}..."
     return runs[0]
 
 
-def task_runs_of(flow_run_id, settled: Callable[[list], bool] = lambda runs: True, timeout_s: float = 30) -> list:
+def task_runs_of(
+    flow_run_id, settled: Callable[[list], bool] = lambda runs: True, timeout_s: float = 30
+) -> list:
     """The flow run's task runs, read again until `settled(runs)` (or the timeout): Prefect 3 records task runs
     from events, so a run's templated name (`gate-{row.gate}`) and final state reach the API a moment later."""
     from prefect.events.worker import EventsWorker
@@ -43,7 +48,9 @@ def task_runs_of(flow_run_id, settled: Callable[[list], bool] = lambda runs: Tru
         with contextlib.suppress(Exception):
             EventsWorker.drain_all(timeout=10)
         with get_client(sync_client=True) as client:
-            runs = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
+            runs = client.read_task_runs(
+                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
+            )
         if settled(runs) or time.monotonic() > deadline:
             return runs
         time.sleep(0.5)
@@ -58,6 +65,9 @@ def log_messages(flow_run_ids: list) -> list[str]:
 
 def latest_artifact(key: str):
     with get_client(sync_client=True) as client:
-        found = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])), limit=1,
-                                      sort=ArtifactSort.CREATED_DESC)
+        found = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])),
+            limit=1,
+            sort=ArtifactSort.CREATED_DESC,
+        )
     return found[0] if found else None

@@ -31,14 +31,18 @@ def test_analyse_writes_the_report_and_artifacts_keyed_by_campaign(executed, cap
     assert set(result["goodput_breakdown_gpu_h"]) == set(goodput.ALL_KEYS)
     total = (result["gpus"] + result["spare_gpus"]) * result["window"]["hours"]
     assert goodput.buckets_sum_gpu_h(result["goodput_breakdown_gpu_h"]) == pytest.approx(total, rel=1e-9)
-    assert sum(result["goodput_breakdown_gpu_h"][k] for k in goodput.CONTRACT_KEYS) == pytest.approx(total, rel=1e-9)
+    assert sum(result["goodput_breakdown_gpu_h"][k] for k in goodput.CONTRACT_KEYS) == pytest.approx(
+        total, rel=1e-9
+    )
     assert result["ettr"] > result["ettr_whole_window"]  # the demo finishes early: the tail is not the job's
     html = (ws.report_dir / "report.html").read_text()
     assert "<svg" in html and "**" not in html
     assert json.loads((ws.report_dir / "analysis.json").read_text())["ettr"] == result["ettr"]
     campaign = result["campaign"]
     markdown = _artifacts(f"campaign-report-{campaign}")
-    assert markdown and "data:image/svg+xml;base64," in markdown[0].data  # shown by the UI: prefect_ui_images.py
+    assert (
+        markdown and "data:image/svg+xml;base64," in markdown[0].data
+    )  # shown by the UI: prefect_ui_images.py
     assert _artifacts(f"goodput-{campaign}") and _artifacts(f"failures-{campaign}")
     link = _artifacts(f"report-html-{campaign}")
     assert link and "(file://" in link[0].data and link[0].data.endswith("report.html)")  # a link artifact
@@ -48,7 +52,9 @@ def test_compare_sets_two_windows_side_by_side(executed, tmp_path, capsys):
     other = executed_workspace(tmp_path / "other", ("plan.checkpoint.interval_s=3600",))
     out = tmp_path / "cmp"
     capsys.readouterr()
-    assert main(["analyse", "--compare", str(executed.root), str(other.root), "--out", str(out), "--json"]) == 0
+    assert (
+        main(["analyse", "--compare", str(executed.root), str(other.root), "--out", str(out), "--json"]) == 0
+    )
     result = json.loads(capsys.readouterr().out)
     assert [r["name"] for r in result["runs"]] == ["w", "other"]
     assert "checkpoint interval" in result["differences"]
@@ -60,7 +66,10 @@ def test_sql_prints_a_table_and_json(executed, capsys):
     assert main(["sql", "--workspace", str(executed.root), "select gate, passed from gate_figures"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0].split() == ["gate", "passed"] and "memory" in out
-    assert main(["sql", "--workspace", str(executed.root), "--json", "select count(*) AS n from window_events"]) == 0
+    assert (
+        main(["sql", "--workspace", str(executed.root), "--json", "select count(*) AS n from window_events"])
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)[0]["n"] > 0
     assert main(["sql", "--workspace", str(executed.root), "drop table runs"]) == 2
     assert "read-only" in capsys.readouterr().err
@@ -78,12 +87,15 @@ def _old_catalog(root):
     return root
 
 
-@pytest.mark.parametrize("case, message", [
-    ("missing", "no such workspace folder"),
-    ("empty", "the workspace is empty"),
-    ("not_executed", "no executed window"),
-    ("older", "older campaign"),
-])
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("missing", "no such workspace folder"),
+        ("empty", "the workspace is empty"),
+        ("not_executed", "no executed window"),
+        ("older", "older campaign"),
+    ],
+)
 def test_bad_workspaces_exit_2_and_write_nothing(tmp_path, capsys, case, message):
     root = tmp_path / "ws"
     if case == "empty":
@@ -128,8 +140,13 @@ def test_simulate_report_task_writes_the_page_and_the_artifacts(tmp_path):
     loaded = load_config(DEMO, [])
     inputs = window_inputs(loaded.config)
     summaries = simulate_batch(inputs, range(6))
-    result = {"replicas": 6, "seed": loaded.config.seed, "config_digest": loaded.digest, "wall_s": 0.1,
-              "summary": summarise_replicas(summaries, inputs.window_s)}
+    result = {
+        "replicas": 6,
+        "seed": loaded.config.seed,
+        "config_digest": loaded.digest,
+        "wall_s": 0.1,
+        "summary": summarise_replicas(summaries, inputs.window_s),
+    }
     ws = tmp_path / "what-if"
     with disable_run_logger():
         out = simulate_report.fn(result, summaries, "demo", str(ws))

@@ -19,8 +19,10 @@ from .conftest import DEMO, REPO, set_args
 
 # A named start (the shipped demo books `auto`), so the request shows the window it would book.
 START = future_start(30)
-WINDOW = (f"{START.replace('Z', '+00:00')} .. "
-          f"{(datetime.fromisoformat(START) + timedelta(days=2)).isoformat().replace('Z', '+00:00')}")
+WINDOW = (
+    f"{START.replace('Z', '+00:00')} .. "
+    f"{(datetime.fromisoformat(START) + timedelta(days=2)).isoformat().replace('Z', '+00:00')}"
+)
 
 PROBE = """
 import sys
@@ -42,8 +44,11 @@ def _paused_run(client, deadline: float):
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterState, FlowRunFilterStateName
 
     while time.monotonic() < deadline:
-        paused = client.read_flow_runs(flow_run_filter=FlowRunFilter(
-            state=FlowRunFilterState(name=FlowRunFilterStateName(any_=["Paused"]))))
+        paused = client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(
+                state=FlowRunFilterState(name=FlowRunFilterStateName(any_=["Paused"]))
+            )
+        )
         if paused:
             return paused[0]
         time.sleep(0.3)
@@ -80,15 +85,23 @@ def _while_paused(ws: Path, other_ws: Path, api_url: str, seen: dict, answer: di
             seen["description"] = _run_input(client, run.id, keyset["description"])
             schema = _run_input(client, run.id, keyset["schema"])
             seen["schema"] = json.loads(schema) if isinstance(schema, str) else schema
-            seen["artifacts"] = [a.data for a in client.read_artifacts() if (a.key or "").startswith("approval-")]
+            seen["artifacts"] = [
+                a.data for a in client.read_artifacts() if (a.key or "").startswith("approval-")
+            ]
             seen["marker"] = json.loads((ws / "approval-pending.json").read_text())
             seen["lock_holder"] = (ws / ".lock.json").exists()
             # Another process, as `campaign analyse` does it (its check, then the lock): the lock of this workspace is
             # free, analyse says where the run waits (exit 2: nothing executed yet) instead of "busy" (exit 4), and
             # on another workspace it works.
             started = time.monotonic()
-            probe = subprocess.run([sys.executable, "-c", PROBE, str(ws), str(other_ws)], cwd=REPO, capture_output=True,
-                                   text=True, timeout=300, check=True)
+            probe = subprocess.run(
+                [sys.executable, "-c", PROBE, str(ws), str(other_ws)],
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=True,
+            )
             seen["analyse_s"] = time.monotonic() - started
             seen["probe"] = probe.stdout.splitlines()
             resume_flow_run(run.id, run_input=answer)
@@ -96,7 +109,9 @@ def _while_paused(ws: Path, other_ws: Path, api_url: str, seen: dict, answer: di
         seen["error"] = repr(exc)
         if "run" in seen:  # answer anyway, so the commit ends now and the test reports the error
             with contextlib.suppress(Exception):
-                resume_flow_run(seen["run"], run_input={"approved": False, "approver": "test", "comment": repr(exc)})
+                resume_flow_run(
+                    seen["run"], run_input={"approved": False, "approver": "test", "comment": repr(exc)}
+                )
 
 
 @pytest.fixture(scope="module")
@@ -111,19 +126,28 @@ def prepared(tmp_path_factory, demo_inputs) -> tuple[Path, list[str]]:
     """One prepared and validated workspace for the module: a rejection books nothing, so the tests share it."""
     ws = tmp_path_factory.mktemp("approval") / "ws"
     # A short approval timeout: should the test's "person" fail, the commit gives up in minutes, not an hour.
-    sets = set_args([*demo_inputs, "commit.require_approval=true", "commit.approval_timeout_s=180",
-                     f"window.start={START}"])
+    sets = set_args(
+        [
+            *demo_inputs,
+            "commit.require_approval=true",
+            "commit.approval_timeout_s=180",
+            f"window.start={START}",
+        ]
+    )
     for stage in ("prepare", "validate"):
         assert main([stage, str(DEMO), "--workspace", str(ws), *sets]) == 0
     return ws, sets
 
 
-def _commit_answered(ws: Path, sets: list[str], other_ws: Path, answer: dict, capsys) -> tuple[int, dict, object]:
+def _commit_answered(
+    ws: Path, sets: list[str], other_ws: Path, answer: dict, capsys
+) -> tuple[int, dict, object]:
     from prefect.settings import PREFECT_API_URL
 
     seen: dict = {}
-    person = threading.Thread(target=_while_paused, args=(ws, other_ws, PREFECT_API_URL.value(), seen, answer),
-                              daemon=True)
+    person = threading.Thread(
+        target=_while_paused, args=(ws, other_ws, PREFECT_API_URL.value(), seen, answer), daemon=True
+    )
     person.start()
     capsys.readouterr()
     code = main(["commit", str(DEMO), "--workspace", str(ws), *sets])
@@ -144,7 +168,9 @@ def _shows_the_request(seen: dict) -> None:
     assert {"approved", "approver", "comment"} <= set(seen["schema"]["properties"])
 
 
-def test_a_rejection_fails_the_run_with_who_and_why_and_the_wait_holds_nothing(prepared, other_workspace, capsys):
+def test_a_rejection_fails_the_run_with_who_and_why_and_the_wait_holds_nothing(
+    prepared, other_workspace, capsys
+):
     ws, sets = prepared
     answer = {"approved": False, "approver": "alice", "comment": "wait for Q3"}
     code, seen, out = _commit_answered(ws, sets, other_workspace, answer, capsys)
@@ -198,7 +224,9 @@ def test_an_approval_books_with_the_approver_and_comment(prepared, capsys):
     def approve():
         with get_client(sync_client=True) as client:
             run = _paused_run(client, time.monotonic() + 300)
-            resume_flow_run(run.id, run_input={"approved": True, "approver": "alice", "comment": "looks right"})
+            resume_flow_run(
+                run.id, run_input={"approved": True, "approver": "alice", "comment": "looks right"}
+            )
 
     person = threading.Thread(target=approve, daemon=True)
     person.start()
@@ -206,10 +234,16 @@ def test_an_approval_books_with_the_approver_and_comment(prepared, capsys):
     assert main(["commit", str(DEMO), "--workspace", str(ws), *sets]) == 0
     person.join(timeout=5)
     assert "approved by alice" in capsys.readouterr().out
-    (booked,) = [json.loads(p.read_text()) for p in (ws / "commitments").glob("c-*.json")
-                 if not p.name.endswith("-power.json")]
+    (booked,) = [
+        json.loads(p.read_text())
+        for p in (ws / "commitments").glob("c-*.json")
+        if not p.name.endswith("-power.json")
+    ]
     assert booked["approved_by"] == "alice" and booked["approval_comment"] == "looks right"
     from campaign import store
 
     (row,) = store.commitments(store.Workspace(ws))
-    assert (row.approved_by, row.approval_comment) == ("alice", "looks right")  # the catalog, not only the file
+    assert (row.approved_by, row.approval_comment) == (
+        "alice",
+        "looks right",
+    )  # the catalog, not only the file

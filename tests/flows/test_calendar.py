@@ -66,7 +66,9 @@ def test_two_campaigns_on_one_cluster(tmp_path, demo_inputs, capsys):
     assert _commit(b, [*sets, *SHRUNK]) == 0
     report = _show(root, capsys)
     assert sorted((x["campaign"], x["nodes"], x["status"]) for x in report["bookings"]) == [
-        ("demo", 11, "booked"), ("demo", 19, "booked")]
+        ("demo", 11, "booked"),
+        ("demo", 19, "booked"),
+    ]
     totals = report["totals"]
     assert totals["cluster_nodes"] == 32 and report["horizon"]["hours"] == 48.0
     assert totals["busy_node_hours"] + totals["idle_node_hours"] == 32 * report["horizon"]["hours"]
@@ -124,38 +126,92 @@ def test_bad_calendar_input_names_the_value_and_changes_nothing(tmp_path, demo_i
         assert "fix:" in err and "Traceback" not in err
         assert _bookings(calendar) == before
 
-    refused(2, ["calendar", "show", "--workspaces", str(root), "--from", "2027-02-01", "--to", "2027-01-01"],
-            "2027-01-01", "2027-02-01", "--to")
-    refused(2, ["calendar", "cancel", "c-000000000000", "--reason", "x", "--workspaces", str(root)],
-            "unknown commitment 'c-000000000000'")
+    refused(
+        2,
+        ["calendar", "show", "--workspaces", str(root), "--from", "2027-02-01", "--to", "2027-01-01"],
+        "2027-01-01",
+        "2027-02-01",
+        "--to",
+    )
+    refused(
+        2,
+        ["calendar", "cancel", "c-000000000000", "--reason", "x", "--workspaces", str(root)],
+        "unknown commitment 'c-000000000000'",
+    )
     refused(2, ["calendar", "show", "--cluster", "nowhere", "--workspaces", str(root)], "nowhere.duckdb")
     # Another cluster's calendar: the same name, a different size.
     other = [*demo_inputs, "cluster.total_nodes=64", f"window.start={future_start(60)}"]
     _ready(ws, other)
-    refused(2, ["commit", str(DEMO), "--workspace", str(ws), *set_args(other)],
-            "calendar of cluster 'demo-h100-16' (32 nodes", "total_nodes: calendar 32, config 64")
+    refused(
+        2,
+        ["commit", str(DEMO), "--workspace", str(ws), *set_args(other)],
+        "calendar of cluster 'demo-h100-16' (32 nodes",
+        "total_nodes: calendar 32, config 64",
+    )
     # A start in the past.
     past = [*sets, "window.start=2021-01-04T00:00:00Z"]
     _ready(ws, past)
-    refused(2, ["commit", str(DEMO), "--workspace", str(ws), *set_args(past)], "window.start",
-            "2021-01-04T00:00:00+00:00, which is in the past")
+    refused(
+        2,
+        ["commit", str(DEMO), "--workspace", str(ws), *set_args(past)],
+        "window.start",
+        "2021-01-04T00:00:00+00:00, which is in the past",
+    )
     # A booking larger than the cluster: a maintenance window of 40 nodes on 32.
-    refused(2, ["calendar", "maintenance", str(DEMO), "--workspace", str(ws), "--start", future_start(90)[:10],
-                "--hours", "4", "--nodes", "40", "--reason", "rack swap", *set_args(sets)],
-            "40 nodes is larger than the cluster 'demo-h100-16' (32 nodes)")
+    refused(
+        2,
+        [
+            "calendar",
+            "maintenance",
+            str(DEMO),
+            "--workspace",
+            str(ws),
+            "--start",
+            future_start(90)[:10],
+            "--hours",
+            "4",
+            "--nodes",
+            "40",
+            "--reason",
+            "rack swap",
+            *set_args(sets),
+        ],
+        "40 nodes is larger than the cluster 'demo-h100-16' (32 nodes)",
+    )
     # A campaign larger than the cluster is caught when its config loads.
-    refused(2, ["commit", str(DEMO), "--workspace", str(ws), *set_args([*demo_inputs, "cluster.total_nodes=12"])],
-            "cluster.total_nodes", "less than nodes + spare_nodes")
+    refused(
+        2,
+        ["commit", str(DEMO), "--workspace", str(ws), *set_args([*demo_inputs, "cluster.total_nodes=12"])],
+        "cluster.total_nodes",
+        "less than nodes + spare_nodes",
+    )
 
 
 def test_maintenance_is_a_booking_and_auto_books_around_it(tmp_path, demo_inputs, capsys):
     root = tmp_path / "team"
     ws = root / "a"
-    sets = [*demo_inputs, "cluster.total_nodes=32"]   # the shipped demo: window.start auto, align day
+    sets = [*demo_inputs, "cluster.total_nodes=32"]  # the shipped demo: window.start auto, align day
     # The whole cluster down for 6 hours from tomorrow's midnight: the first midnight a 2-day window fits is the
     # one after (the same answer if the clock crosses midnight during the test).
-    assert main(["calendar", "maintenance", str(DEMO), "--workspace", str(ws), "--start", future_start(1),
-                 "--hours", "6", "--reason", "firmware", *set_args(sets)]) == 0
+    assert (
+        main(
+            [
+                "calendar",
+                "maintenance",
+                str(DEMO),
+                "--workspace",
+                str(ws),
+                "--start",
+                future_start(1),
+                "--hours",
+                "6",
+                "--reason",
+                "firmware",
+                *set_args(sets),
+            ]
+        )
+        == 0
+    )
     _ready(ws, sets)
     assert _commit(ws, sets) == 0
     report = _show(root, capsys)
@@ -183,9 +239,17 @@ def test_two_commits_launched_at_once_from_two_processes_book_once(tmp_path, dem
     workspaces = [root / "left", root / "right"]
     for ws in workspaces:
         _ready(ws, sets)
-    procs = [subprocess.Popen([sys.executable, "-m", "flows.cli", "commit", str(DEMO), "--workspace", str(ws),
-                               *set_args(sets)], env=_env(), cwd=REPO, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for ws in workspaces]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "flows.cli", "commit", str(DEMO), "--workspace", str(ws), *set_args(sets)],
+            env=_env(),
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for ws in workspaces
+    ]
     deadline = time.monotonic() + 600
     results = []
     for proc in procs:

@@ -19,12 +19,20 @@ def _cli(*args: str, cwd=REPO) -> subprocess.CompletedProcess:
     from prefect.settings import PREFECT_API_URL
 
     env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value()}
-    return subprocess.run([sys.executable, "-m", "flows.cli", *args], check=False, capture_output=True, text=True, env=env,
-                          cwd=cwd, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "flows.cli", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=300,
+    )
 
 
-@pytest.mark.parametrize("command", ["run", "prepare", "validate", "commit", "execute", "analyse", "plan",
-                                     "simulate"])
+@pytest.mark.parametrize(
+    "command", ["run", "prepare", "validate", "commit", "execute", "analyse", "plan", "simulate"]
+)
 def test_every_command_has_help(command, capsys):
     assert main([command, "--help"]) == 0
     assert "Usage" in capsys.readouterr().out
@@ -49,8 +57,16 @@ def test_impossible_layout_exits_2():
 
 
 def test_missing_data_exits_2_naming_the_source_and_field(tmp_path):
-    result = _cli("prepare", str(DEMO), "--workspace", str(tmp_path / "w"), "--set", "data.demo_corpus_dir=null",
-                  "--set", f"data.sources.0.path={tmp_path}/nothing/*.jsonl")
+    result = _cli(
+        "prepare",
+        str(DEMO),
+        "--workspace",
+        str(tmp_path / "w"),
+        "--set",
+        "data.demo_corpus_dir=null",
+        "--set",
+        f"data.sources.0.path={tmp_path}/nothing/*.jsonl",
+    )
     assert result.returncode == 2, result.stderr
     assert "matched no files" in result.stderr and "data.sources" in result.stderr
     assert "Traceback" not in result.stderr
@@ -60,8 +76,22 @@ def test_python_dash_m_runs_one_stage(tmp_path, demo_inputs):
     from prefect.settings import PREFECT_API_URL
 
     env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value()}
-    result = subprocess.run([sys.executable, "-m", "flows.prepare", str(DEMO), "--workspace", str(tmp_path / "w"),
-                             *set_args(demo_inputs)], check=False, capture_output=True, text=True, env=env, timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "flows.prepare",
+            str(DEMO),
+            "--workspace",
+            str(tmp_path / "w"),
+            *set_args(demo_inputs),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     assert "prepared:" in result.stdout and (tmp_path / "w" / "data" / "manifest.json").exists()
 
@@ -69,8 +99,20 @@ def test_python_dash_m_runs_one_stage(tmp_path, demo_inputs):
 def test_plan_json_has_the_contract_keys(capsys):
     assert main(["plan", str(LLAMA), "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)
-    for key in ("gpus", "layout", "memory_gib_per_gpu", "step_time_s", "mfu", "tokens_per_s", "checkpoint",
-                "job_mtbf_h", "expected_ettr", "expected_days", "fits", "violations"):
+    for key in (
+        "gpus",
+        "layout",
+        "memory_gib_per_gpu",
+        "step_time_s",
+        "mfu",
+        "tokens_per_s",
+        "checkpoint",
+        "job_mtbf_h",
+        "expected_ettr",
+        "expected_days",
+        "fits",
+        "violations",
+    ):
         assert key in plan
     assert plan["gpus"] == 16384 and set(plan["layout"]) >= {"tp", "pp", "dp", "cp"}
     assert set(plan["checkpoint"]) >= {"size_gb", "write_s", "interval_s"}
@@ -97,7 +139,13 @@ def test_simulate_json_has_the_contract_keys(capsys, tmp_path):
     out = json.loads(capsys.readouterr().out)
     assert out["replicas"] == 4 and out["seed"] == 3 and out["wall_s"] >= 0
     summary = out["summary"]
-    for key in ("interruptions_unexpected", "interruptions_planned", "ettr", "tokens_trained", "completion_days"):
+    for key in (
+        "interruptions_unexpected",
+        "interruptions_planned",
+        "ettr",
+        "tokens_trained",
+        "completion_days",
+    ):
         assert set(summary[key]) == {"mean", "p10", "p50", "p90"}
     assert 0 <= summary["p_complete_in_window"] <= 1
     assert set(summary["power_mw"]) >= {"peak", "mean", "min"} and summary["energy_mwh"] > 0
@@ -107,17 +155,39 @@ def test_simulate_json_has_the_contract_keys(capsys, tmp_path):
     again = json.loads(capsys.readouterr().out)
     assert again["summary"] == summary
     # The same whatever the number of workers (one batch each, on threads).
-    assert main(["simulate", str(DEMO), "--replicas", "4", "--seed", "3", "--json", "--set",
-                 "runtime.max_workers=1", *ws]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                str(DEMO),
+                "--replicas",
+                "4",
+                "--seed",
+                "3",
+                "--json",
+                "--set",
+                "runtime.max_workers=1",
+                *ws,
+            ]
+        )
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)["summary"] == summary
     assert 0 <= summary["window_utilisation"]["mean"] <= summary["ettr"]["mean"] <= 1
 
 
 def test_simulate_prints_its_figures_with_their_definitions_and_the_report_path(capsys, tmp_path):
-    assert main(["simulate", str(DEMO), "--replicas", "3", "--seed", "3", "--workspace", str(tmp_path / "ws")]) == 0
+    assert (
+        main(["simulate", str(DEMO), "--replicas", "3", "--seed", "3", "--workspace", str(tmp_path / "ws")])
+        == 0
+    )
     out = capsys.readouterr().out
-    assert "3 replicas (seed 3)" in out and "P(complete in window)" in out and "ettr = productive job time" in out
-    report = next(line for line in out.splitlines() if line.startswith("report: "))[len("report: "):]
+    assert (
+        "3 replicas (seed 3)" in out
+        and "P(complete in window)" in out
+        and "ettr = productive job time" in out
+    )
+    report = next(line for line in out.splitlines() if line.startswith("report: "))[len("report: ") :]
     assert report.startswith(str(tmp_path / "ws" / "simulate")) and report.endswith(".html")
     assert Path(report).is_file()
 
@@ -147,18 +217,34 @@ def test_a_bug_inside_a_stage_exits_70_in_one_line_without_a_traceback(tmp_path)
 
     ws = tmp_path / "w"
     assert main(["prepare", str(DEMO), "--workspace", str(ws)]) == 0
-    bug = ("import sys, tasks.validate as t\n"
-           "def boom(*a, **k):\n    raise ZeroDivisionError('a bug planted by the test')\n"
-           "t.make_plan = boom\nfrom flows.cli import main\n"
-           f"sys.exit(main(['validate', {str(DEMO)!r}, '--workspace', {str(ws)!r}]))\n")
+    bug = (
+        "import sys, tasks.validate as t\n"
+        "def boom(*a, **k):\n    raise ZeroDivisionError('a bug planted by the test')\n"
+        "t.make_plan = boom\nfrom flows.cli import main\n"
+        f"sys.exit(main(['validate', {str(DEMO)!r}, '--workspace', {str(ws)!r}]))\n"
+    )
     env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value()}
-    result = subprocess.run([sys.executable, "-c", bug], check=False, capture_output=True, text=True, env=env, cwd=REPO,
-                            timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", bug],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=300,
+    )
     assert result.returncode == 70, result.stderr
     assert "Traceback" not in result.stderr + result.stdout
     assert "ZeroDivisionError" in result.stderr and "CAMPAIGN_DEBUG=1" in result.stderr
-    debug = subprocess.run([sys.executable, "-c", bug], check=False, capture_output=True, text=True, cwd=REPO, timeout=300,
-                           env={**env, "CAMPAIGN_DEBUG": "1"})
+    debug = subprocess.run(
+        [sys.executable, "-c", bug],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+        env={**env, "CAMPAIGN_DEBUG": "1"},
+    )
     assert debug.returncode == 70 and "Traceback" in debug.stderr
 
 
@@ -180,13 +266,23 @@ def test_bad_workspace_state_exits_2_with_the_place_and_the_fix(tmp_path, case):
         (ws / "campaign.duckdb").write_bytes(b"")
     from prefect.settings import PREFECT_API_URL
 
-    result = subprocess.run([sys.executable, "-m", "flows.cli", "validate", str(DEMO), "--workspace", str(ws)],
-                            check=False, capture_output=True, text=True, cwd=REPO, timeout=300,
-                            env={**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), **env})
+    result = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "validate", str(DEMO), "--workspace", str(ws)],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+        env={**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), **env},
+    )
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr and "fix:" in result.stderr
-    expected = {"lock_wait": "CAMPAIGN_LOCK_WAIT_S", "manifest_files_int": "manifest.json",
-                "damaged_catalog": "campaign.duckdb", "empty_catalog": "campaign.duckdb"}[case]
+    expected = {
+        "lock_wait": "CAMPAIGN_LOCK_WAIT_S",
+        "manifest_files_int": "manifest.json",
+        "damaged_catalog": "campaign.duckdb",
+        "empty_catalog": "campaign.duckdb",
+    }[case]
     assert expected in result.stderr
 
 

@@ -26,8 +26,12 @@ def _run(stage: str, ws: Path, sets: list[str]) -> int:
 
 def _inputs(root: Path) -> list[str]:
     """Overrides that point the demo at its own copy of the demo corpus under `root`."""
-    return [f"data.demo_corpus_dir={root}", f"data.sources.0.path={root}/web/*.jsonl",
-            f"data.sources.1.path={root}/docs/*.parquet", *FAST_REHEARSAL]
+    return [
+        f"data.demo_corpus_dir={root}",
+        f"data.sources.0.path={root}/web/*.jsonl",
+        f"data.sources.1.path={root}/docs/*.parquet",
+        *FAST_REHEARSAL,
+    ]
 
 
 @pytest.fixture()
@@ -198,7 +202,9 @@ def test_analyse_reports_the_window_executed_last(tmp_path, own_inputs):
         for stage in ("prepare", "validate", "commit", "execute"):
             assert _run(stage, ws, sets) == 0, stage
         with duckdb.connect(str(ws / "campaign.duckdb")) as con:
-            windows.append(con.execute("SELECT commitment_id FROM commitments ORDER BY created_at DESC").fetchone()[0])
+            windows.append(
+                con.execute("SELECT commitment_id FROM commitments ORDER BY created_at DESC").fetchone()[0]
+            )
         assert (ws / "sim" / windows[-1] / "events-0.parquet").is_file()
     # execute the first window again (its simulation is reused): that is now the window to analyse
     assert _run("execute", ws, [*own_inputs, f"window.start={first_start}"]) == 0

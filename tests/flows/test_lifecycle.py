@@ -33,7 +33,10 @@ def test_run_demo_end_to_end(tmp_path, demo_inputs, capsys):
     # Commit wrote the facility power notice beside the commitment (issue 9).
     commitment_id = _catalog(ws, "SELECT commitment_id FROM commitments")[0][0]
     notice = json.loads((ws / "commitments" / f"{commitment_id}-power.json").read_text())
-    assert notice["smoothing_tradeoff"] and "Largest swing" in (ws / "commitments" / f"{commitment_id}-power.md").read_text()
+    assert (
+        notice["smoothing_tradeoff"]
+        and "Largest swing" in (ws / "commitments" / f"{commitment_id}-power.md").read_text()
+    )
     report = (ws / "report" / "report.md").read_text()
     assert "ETTR" in report and "<svg" in (ws / "report" / "report.html").read_text()
     # Input = kept + rejected for every source, and every rejected document is kept with its reason.
@@ -47,11 +50,29 @@ def test_run_demo_end_to_end(tmp_path, demo_inputs, capsys):
     capsys.readouterr()
     assert main(["analyse", "--workspace", str(ws), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
-    for key in ("ettr", "goodput_breakdown_gpu_h", "interruptions", "observed_job_mtbf_h", "checkpoint_interval_s",
-                "power_mw", "energy_mwh", "cost_usd", "tokens_trained", "tokens_target"):
+    for key in (
+        "ettr",
+        "goodput_breakdown_gpu_h",
+        "interruptions",
+        "observed_job_mtbf_h",
+        "checkpoint_interval_s",
+        "power_mw",
+        "energy_mwh",
+        "cost_usd",
+        "tokens_trained",
+        "tokens_target",
+    ):
         assert key in result
-    assert set(result["goodput_breakdown_gpu_h"]) == {"productive", "lost_rework", "checkpoint", "restart",
-                                                      "waiting", "idle", "idle_spares", "idle_released"}
+    assert set(result["goodput_breakdown_gpu_h"]) == {
+        "productive",
+        "lost_rework",
+        "checkpoint",
+        "restart",
+        "waiting",
+        "idle",
+        "idle_spares",
+        "idle_released",
+    }
     assert 0.0 <= result["window_utilisation"] <= result["ettr"] <= 1.0
 
     # Running it again adds no duplicate rows: every stage's results are keyed by what produced them; the one
@@ -82,20 +103,32 @@ def test_failed_gate_stops_the_lifecycle_before_commit(tmp_path, demo_inputs, ca
     assert "data_volume" in parent.state.message and "\n" not in parent.state.message
     validate_run = latest_flow_run("validate-demo-")
     expected = {f"gate-{g}" for g in REQUIRED_GATES}
-    runs = task_runs_of(validate_run.id, settled=lambda runs: expected <= {t.name for t in runs}
-                        and all(t.state and t.state.is_final() for t in runs if t.name in expected))
+    runs = task_runs_of(
+        validate_run.id,
+        settled=lambda runs: (
+            expected <= {t.name for t in runs}
+            and all(t.state and t.state.is_final() for t in runs if t.name in expected)
+        ),
+    )
     gates = {t.name: t for t in runs if t.name.startswith("gate-")}
     assert set(gates) == {f"gate-{g}" for g in REQUIRED_GATES}
     assert {n for n, t in gates.items() if t.state.is_failed()} == {"gate-data_quality", "gate-data_volume"}
     volume = gates["gate-data_volume"].state.message
-    assert volume.startswith("data_volume FAIL: ") and ">= 1,000,000 documents" in volume and "\n" not in volume
-    assert all(t.state.is_completed() for n, t in gates.items() if n not in ("gate-data_quality", "gate-data_volume"))
+    assert (
+        volume.startswith("data_volume FAIL: ") and ">= 1,000,000 documents" in volume and "\n" not in volume
+    )
+    assert all(
+        t.state.is_completed() for n, t in gates.items() if n not in ("gate-data_quality", "gate-data_volume")
+    )
     logs = log_messages([parent.id, validate_run.id])
     assert not [m for m in logs if "Engine execution exited with unexpected exception" in m]
     # Artifacts keyed by campaign: the gate table in markdown, the lifecycle's summary naming the stage.
     detail = latest_artifact("gates-detail-demo")
     assert detail.data.startswith("# Gates of `demo`: FAILED: data_quality, data_volume")
-    assert "| gate | passed | figure | threshold |" in detail.data and "checks/data_docs/index.html" in detail.data
+    assert (
+        "| gate | passed | figure | threshold |" in detail.data
+        and "checks/data_docs/index.html" in detail.data
+    )
     assert (ws / "checks" / "data_docs" / "index.html").is_file()
     quality = latest_artifact("data-quality-demo")
     assert any(row["bounds"] == ">= 1,000,000" and row["passed"] is False for row in json.loads(quality.data))
@@ -107,6 +140,9 @@ def test_validate_prints_the_gate_table_and_exits_1_on_failure(tmp_path, demo_in
     sets = set_args(demo_inputs)
     assert main(["prepare", str(DEMO), "--workspace", str(ws), *sets]) == 0
     # 4 GiB of HBM cannot hold the demo model with this layout: the memory gate fails.
-    assert main(["validate", str(DEMO), "--workspace", str(ws), *sets, "--set", "cluster.accelerator.hbm_gib=4"]) == 1
+    assert (
+        main(["validate", str(DEMO), "--workspace", str(ws), *sets, "--set", "cluster.accelerator.hbm_gib=4"])
+        == 1
+    )
     out = capsys.readouterr().out
     assert "memory" in out and "FAIL" in out and "data_quality" in out and "PASS" in out

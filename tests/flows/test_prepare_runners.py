@@ -13,8 +13,15 @@ pytest.importorskip("prefect_dask")
 
 def _prepare(ws, demo_inputs, runner: str, *extra: str) -> dict:
     # small shards so the demo corpus is cut into several mapped shard tasks; near dedup and C4/FineWeb on
-    overrides = [*demo_inputs, *extra, f"runtime.task_runner={runner}", "runtime.max_workers=2", "data.shard_bytes=262144",
-                 "data.cleaning.c4.enabled=true", "data.cleaning.fineweb.enabled=true"]
+    overrides = [
+        *demo_inputs,
+        *extra,
+        f"runtime.task_runner={runner}",
+        "runtime.max_workers=2",
+        "data.shard_bytes=262144",
+        "data.cleaning.c4.enabled=true",
+        "data.cleaning.fineweb.enabled=true",
+    ]
     assert main(["prepare", str(DEMO), "--workspace", str(ws), *set_args(overrides)]) == 0
     return json.loads((ws / "data" / "manifest.json").read_text())
 
@@ -36,5 +43,7 @@ def test_an_existing_dask_cluster_by_address(tmp_path, demo_inputs):
 
     threads = _prepare(tmp_path / "threads", demo_inputs, "threads")
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        dask = _prepare(tmp_path / "dask", demo_inputs, "dask", f"runtime.dask_address={cluster.scheduler_address}")
+        dask = _prepare(
+            tmp_path / "dask", demo_inputs, "dask", f"runtime.dask_address={cluster.scheduler_address}"
+        )
     assert dask == threads

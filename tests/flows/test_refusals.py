@@ -36,7 +36,9 @@ def _listing(root):
 
 
 @pytest.mark.parametrize("folder", ["missing", "empty", "marker-only"])
-def test_execute_on_an_empty_workspace_is_refused_and_leaves_it_as_it_was(tmp_path, demo_inputs, capsys, folder):
+def test_execute_on_an_empty_workspace_is_refused_and_leaves_it_as_it_was(
+    tmp_path, demo_inputs, capsys, folder
+):
     ws = tmp_path / "w"
     if folder != "missing":
         ws.mkdir()
@@ -63,18 +65,37 @@ def test_a_refusal_is_printed_once_on_the_terminal(tmp_path, demo_inputs):
     ws = tmp_path / "w"
     ws.mkdir()
     env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value()}
-    result = subprocess.run([sys.executable, "-m", "flows.cli", "execute", str(DEMO), "--workspace", str(ws),
-                             *set_args(demo_inputs)], capture_output=True, text=True, env=env, timeout=300,
-                            check=False)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "flows.cli",
+            "execute",
+            str(DEMO),
+            "--workspace",
+            str(ws),
+            *set_args(demo_inputs),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
     assert result.returncode == 3
     assert result.stderr.count("no campaign workspace here") == 1, result.stderr
     assert "Finished in state" not in result.stderr and "Traceback" not in result.stderr
     assert list(ws.iterdir()) == []
 
 
-@pytest.mark.parametrize(("override", "field"), [("nosuch.key=1", "nosuch"),
-                                                 ("cluster.nodes=-1", "cluster.nodes"),
-                                                 ("gates.data.max_rejected_fraction=7", "gates.data.max_rejected_fraction")])
+@pytest.mark.parametrize(
+    ("override", "field"),
+    [
+        ("nosuch.key=1", "nosuch"),
+        ("cluster.nodes=-1", "cluster.nodes"),
+        ("gates.data.max_rejected_fraction=7", "gates.data.max_rejected_fraction"),
+    ],
+)
 def test_bad_input_is_refused_before_the_run_naming_the_field(tmp_path, demo_inputs, capsys, override, field):
     ws = tmp_path / "w"
     assert main(["run", str(DEMO), "--workspace", str(ws), *set_args([*demo_inputs, override])]) == 2
@@ -110,7 +131,9 @@ def test_changed_config_makes_execute_name_the_config_digest(committed, demo_inp
     assert "config digest changed since commit" in err and "Traceback" not in err
 
 
-def test_changed_parquet_makes_execute_name_the_data_digest_and_file(committed, demo_inputs, capsys, tmp_path):
+def test_changed_parquet_makes_execute_name_the_data_digest_and_file(
+    committed, demo_inputs, capsys, tmp_path
+):
     clean = committed / "data" / "clean" / "web.parquet"
     original = clean.read_bytes()
     table = pq.read_table(clean)
@@ -141,14 +164,22 @@ def test_a_second_process_on_the_workspace_exits_4_naming_the_holder(tmp_path, d
 
     ws = tmp_path / "w"
     assert main(["prepare", str(DEMO), "--workspace", str(ws), *set_args(demo_inputs)]) == 0
-    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
         import time
         from pathlib import Path
         from campaign import store
         with store.locked(store.Workspace(Path({str(ws)!r})), "campaign run"):
             print("held", flush=True)
             time.sleep(60)
-    """)], stdout=subprocess.PIPE, text=True)
+    """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         capsys.readouterr()

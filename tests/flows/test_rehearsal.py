@@ -46,15 +46,24 @@ def test_a_divergent_learning_rate_fails_the_gate_and_commit_refuses(prepared, d
     assert "gate 'rehearsal' failed" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("override", "reason"), [
-    ("data.tokenizer=gpt2-pretokens", "cannot encode"),
-    ("rehearsal.command=[/no/such/trainer, --small]", "cannot start the trainer `/no/such/trainer --small`"),
-])
-def test_unusable_tokenizer_or_command_fails_the_gate_not_the_program(prepared, demo_inputs_jax, capsys, override,
-                                                                        reason):
+@pytest.mark.parametrize(
+    ("override", "reason"),
+    [
+        ("data.tokenizer=gpt2-pretokens", "cannot encode"),
+        (
+            "rehearsal.command=[/no/such/trainer, --small]",
+            "cannot start the trainer `/no/such/trainer --small`",
+        ),
+    ],
+)
+def test_unusable_tokenizer_or_command_fails_the_gate_not_the_program(
+    prepared, demo_inputs_jax, capsys, override, reason
+):
     capsys.readouterr()
-    assert main(["validate", str(DEMO), "--workspace", str(prepared),
-                 *set_args([*demo_inputs_jax, override])]) == 1
+    assert (
+        main(["validate", str(DEMO), "--workspace", str(prepared), *set_args([*demo_inputs_jax, override])])
+        == 1
+    )
     captured = capsys.readouterr()
     row = rehearsal_row(captured.out)
     assert "FAIL" in row and reason in row and "fix:" in row, row

@@ -24,9 +24,12 @@ CONTENT = {
     "sim_power": "replica, t_s, power_mw",
 }
 KEYS = {
-    "datasets": "data_digest, source", "rejections": "data_digest, source, reason",
-    "gates": "run_id, gate", "commitments": "config_digest, data_digest",
-    "sim_replicas": "commitment_id, replica", "sim_events": "commitment_id, replica, event_id",
+    "datasets": "data_digest, source",
+    "rejections": "data_digest, source, reason",
+    "gates": "run_id, gate",
+    "commitments": "config_digest, data_digest",
+    "sim_replicas": "commitment_id, replica",
+    "sim_events": "commitment_id, replica, event_id",
     "sim_power": "commitment_id, replica, t_s",
 }
 
@@ -62,11 +65,15 @@ def _snapshot(ws: Path) -> dict[str, list]:
         snap = {}
         for table, cols in CONTENT.items():
             # gates: every validate run records a verdict; the newest one for the committed digests is what counts
-            where = ("WHERE run_id = (SELECT run_id FROM gates ORDER BY checked_at DESC LIMIT 1)"
-                     if table == "gates" else "")
+            where = (
+                "WHERE run_id = (SELECT run_id FROM gates ORDER BY checked_at DESC LIMIT 1)"
+                if table == "gates"
+                else ""
+            )
             snap[table] = con.execute(f"SELECT {cols} FROM {table} {where} ORDER BY ALL").fetchall()
             total, distinct = con.execute(
-                f"SELECT count(*), count(DISTINCT ({KEYS[table]})) FROM {table}").fetchone()
+                f"SELECT count(*), count(DISTINCT ({KEYS[table]})) FROM {table}"
+            ).fetchone()
             assert total == distinct, f"duplicate rows in {table}"
         return snap
     finally:
@@ -74,9 +81,13 @@ def _snapshot(ws: Path) -> dict[str, list]:
 
 
 def _commitments(ws: Path) -> list[tuple]:
-    con = duckdb.connect(str(ws / "campaign.duckdb"))   # read-write: replays what a killed writer left in the WAL
+    con = duckdb.connect(
+        str(ws / "campaign.duckdb")
+    )  # read-write: replays what a killed writer left in the WAL
     try:
-        return con.execute("SELECT commitment_id, window_start, window_end FROM commitments ORDER BY ALL").fetchall()
+        return con.execute(
+            "SELECT commitment_id, window_start, window_end FROM commitments ORDER BY ALL"
+        ).fetchall()
     finally:
         con.close()
 

@@ -11,8 +11,13 @@ pytest.importorskip("prefect_dask")
 def _run(workspace, *overrides: str) -> dict:
     from flows.simulate import SimulateParams, simulate_flow
 
-    params = SimulateParams(config=str(DEMO), replicas=5, seed=11, overrides=["runtime.max_workers=2", *overrides],
-                            workspace=str(workspace))  # its report goes there, not into the current folder
+    params = SimulateParams(
+        config=str(DEMO),
+        replicas=5,
+        seed=11,
+        overrides=["runtime.max_workers=2", *overrides],
+        workspace=str(workspace),
+    )  # its report goes there, not into the current folder
     return simulate_flow(params)
 
 
@@ -42,8 +47,15 @@ def test_threads_and_dask_give_identical_results_and_publish_artifacts(tmp_path)
     table_key = artifact_key(config.name, "simulate-table")
     with get_client(sync_client=True) as client:
         # The newest version of each key (earlier tests may have published older ones).
-        found = {a.key: a for a in sorted(client.read_artifacts(
-            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key, table_key]))), key=lambda a: a.created)}
+        found = {
+            a.key: a
+            for a in sorted(
+                client.read_artifacts(
+                    artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key, table_key]))
+                ),
+                key=lambda a: a.created,
+            )
+        }
     assert set(found) == {key, table_key}
     assert "ETTR" in found[key].data and "5 replicas" in found[key].data
     assert "window utilisation" in str(found[table_key].data)

@@ -45,7 +45,10 @@ def test_young_overestimates_when_mtbf_is_short():
 def test_daly_optimum_minimises_daly_wall_time(mtbf_s):
     """Self-consistency: Daly's interval is within 1 % (in wall time) of the numerical minimum of his T_w."""
     delta, restart, solve = 5 * MIN, 10 * MIN, 100 * HOUR
-    best = min(daly_expected_wall_s(solve, tau, delta, restart, mtbf_s) for tau in [x * 1.0 for x in range(10, 40000, 5)])
+    best = min(
+        daly_expected_wall_s(solve, tau, delta, restart, mtbf_s)
+        for tau in [x * 1.0 for x in range(10, 40000, 5)]
+    )
     at_daly = daly_expected_wall_s(solve, daly_interval_s(delta, mtbf_s), delta, restart, mtbf_s)
     assert at_daly == pytest.approx(best, rel=0.01)
 

@@ -37,8 +37,17 @@ from tests.reference.published_runs import (
 
 def gpt_model(h, layers, heads, seq=2048, vocab=51200, **family):
     spec = {"mlp": "gelu", "tied_embeddings": True, "position": "learned", "dropout": True, **family}
-    return ModelConfig(name="gpt", layers=layers, hidden=h, heads=heads, kv_heads=heads, ffn_hidden=4 * h,
-                       vocab=vocab, seq_len=seq, **spec)
+    return ModelConfig(
+        name="gpt",
+        layers=layers,
+        hidden=h,
+        heads=heads,
+        kv_heads=heads,
+        ffn_hidden=4 * h,
+        vocab=vocab,
+        seq_len=seq,
+        **spec,
+    )
 
 
 # ------------------------------------------------------------------ (1) FLOP conventions, as each paper states
@@ -52,17 +61,28 @@ def test_megatron2021_flops_are_the_papers_formula(row):
     model = gpt_model(h, l, a)
     tokens = batch * 2048
     assert tokens * hardware_flops_per_token(model, "full", causal=False) == pytest.approx(
-        narayanan_flops_per_iteration(batch, 2048, l, h, 51200), rel=1e-9)
+        narayanan_flops_per_iteration(batch, 2048, l, h, 51200), rel=1e-9
+    )
     assert tokens * model_flops_per_token(model, causal=False) == pytest.approx(
-        narayanan_flops_per_iteration(batch, 2048, l, h, 51200, full_recompute=False), rel=1e-9)
+        narayanan_flops_per_iteration(batch, 2048, l, h, 51200, full_recompute=False), rel=1e-9
+    )
 
 
 @pytest.mark.parametrize("mlp", ["gelu", "swiglu"])
 def test_megatron_core_2024_formula_is_the_non_causal_convention(mlp):
     """The 2024 `num_floating_point_operations` (README table) counts attention without the causal halving: it
     equals our non-causal model FLOPs, and is above the causal (today's) count by 6 l h s per token."""
-    model = ModelConfig(name="m", layers=48, hidden=7168, heads=56, kv_heads=8, ffn_hidden=4 * 7168, vocab=131072,
-                        seq_len=4096, mlp=mlp)
+    model = ModelConfig(
+        name="m",
+        layers=48,
+        hidden=7168,
+        heads=56,
+        kv_heads=8,
+        ffn_hidden=4 * 7168,
+        vocab=131072,
+        seq_len=4096,
+        mlp=mlp,
+    )
     tokens = 192 * 4096
     stated = megatron_core_2024_flops_per_iteration(model, 192)
     assert tokens * model_flops_per_token(model, causal=False) == pytest.approx(stated, rel=1e-9)
@@ -94,7 +114,8 @@ def test_causal_convention_counts_fewer_attention_flops():
     1T at s = 2048, 6.0 % for the 1.7B model (s/6h = 0.15)."""
     model = gpt_model(25600, 128, 160)
     assert model_flops_per_token(model, causal=False) - model_flops_per_token(model) == pytest.approx(
-        6 * 128 * 25600 * 2048)
+        6 * 128 * 25600 * 2048
+    )
     small = gpt_model(2304, 24, 24)
     ratio = model_flops_per_token(small) / model_flops_per_token(small, causal=False)
     assert ratio == pytest.approx(0.9396, abs=5e-4)
@@ -121,17 +142,42 @@ def test_korthikanti_fig1_memory(row):
     split = split_layers(l, pp, vpp)
     per_param = sum(model_state_bytes_per_param(1, 1).values())
     assert per_param == 18.0
-    assert split.middle * layer_parameters(model) / tp * per_param / GIB == pytest.approx(states_gib, rel=0.02)
-    mem = estimate_memory(model, tp=tp, pp=pp, dp=1, cp=1, vpp=vpp, micro_batch=b, micro_batches=batch // b,
-                          zero_stage=1, recompute="selective", attention="materialized")
+    assert split.middle * layer_parameters(model) / tp * per_param / GIB == pytest.approx(
+        states_gib, rel=0.02
+    )
+    mem = estimate_memory(
+        model,
+        tp=tp,
+        pp=pp,
+        dp=1,
+        cp=1,
+        vpp=vpp,
+        micro_batch=b,
+        micro_batches=batch // b,
+        zero_stage=1,
+        recompute="selective",
+        attention="materialized",
+    )
     assert mem.activations / GIB == pytest.approx(act_gib, rel=0.02)
 
 
 def test_korthikanti_no_recompute_activations_match_table2():
     """Without recompute and without SP, materialized attention keeps s b h (10 + 24/t + 5 a s/(h t)) per layer."""
     model = gpt_model(6144, 48, 64)
-    mem = estimate_memory(model, tp=8, pp=1, dp=1, cp=1, vpp=1, micro_batch=4, micro_batches=1, zero_stage=1,
-                          recompute="none", attention="materialized", sequence_parallel=False)
+    mem = estimate_memory(
+        model,
+        tp=8,
+        pp=1,
+        dp=1,
+        cp=1,
+        vpp=1,
+        micro_batch=4,
+        micro_batches=1,
+        zero_stage=1,
+        recompute="none",
+        attention="materialized",
+        sequence_parallel=False,
+    )
     sbh = 2048 * 4 * 6144
     assert mem.activations == pytest.approx(48 * sbh * (10 + 24 / 8 + 5 * 64 * 2048 / (6144 * 8)), rel=1e-9)
 
@@ -201,13 +247,24 @@ def test_llama3_parameter_count():
 # published: the config's 8 (one layer per virtual stage). Issue 8's limit for published runs outside the tables:
 # each within 4 points (measured +0.2 / -0.2 / -1.3, benchmarks/plan/llama3_table4.py and the README).
 LLAMA3_LIMIT_POINTS = 4.0
-LLAMA3_TABLE4 = [(16384, 8192, (8, 1, 16, 128), 400.0), (8192, 8192, (8, 1, 16, 64), 430.0),
-                 (16384, 131072, (8, 16, 16, 8), 380.0)]
+LLAMA3_TABLE4 = [
+    (16384, 8192, (8, 1, 16, 128), 400.0),
+    (8192, 8192, (8, 1, 16, 64), 430.0),
+    (16384, 131072, (8, 16, 16, 8), 380.0),
+]
 
 
 def llama3_row_config(gpus, seq, cp, dp, *sets):
-    return load_config(LLAMA, [f"cluster.nodes={gpus // 8}", f"model.seq_len={seq}", f"plan.layout.cp={cp}",
-                               f"plan.layout.dp={dp}", *sets]).config
+    return load_config(
+        LLAMA,
+        [
+            f"cluster.nodes={gpus // 8}",
+            f"model.seq_len={seq}",
+            f"plan.layout.cp={cp}",
+            f"plan.layout.dp={dp}",
+            *sets,
+        ],
+    ).config
 
 
 def llama3_palm_mfu(cfg, plan) -> float:
@@ -238,8 +295,10 @@ def test_llama3_palm_convention_is_the_papers_6n_plus_12lhqt():
 def test_llama3_interleaving_below_4_does_not_fit_the_8192_gpu_row():
     """vpp is not published; with the config's recompute, the 8,192-GPU row (32 micro-batches in flight at most
     p (1 + (p-1)/(p v))) fits 95 % of 80 GB at vpp 4 and 8 but not at 2: the published run had vpp >= 4."""
-    mem = {v: make_plan(llama3_row_config(8192, 8192, 1, 64, f"plan.layout.vpp={v}")).memory_gib_per_gpu
-           for v in (2, 4, 8)}
+    mem = {
+        v: make_plan(llama3_row_config(8192, 8192, 1, 64, f"plan.layout.vpp={v}")).memory_gib_per_gpu
+        for v in (2, 4, 8)
+    }
     assert mem[2] > 0.95 * 80 >= mem[4] > mem[8]
 
 
@@ -290,8 +349,10 @@ def test_llama3_search_does_not_prefer_context_parallelism_at_8k():
     assert best_cp is None or best_cp.tokens_per_s < ranked[0].tokens_per_s
 
 
-@pytest.mark.parametrize(("name", "params", "row"), [("gpt3-175b", 175.0e9, "175B"), ("turing-530b", 530e9, "530B"),
-                                                   ("megatron-1t", 1.0e12, "1T")])
+@pytest.mark.parametrize(
+    ("name", "params", "row"),
+    [("gpt3-175b", 175.0e9, "175B"), ("turing-530b", 530e9, "530B"), ("megatron-1t", 1.0e12, "1T")],
+)
 def test_gpt_family_model_files_are_the_reference_rows(name, params, row):
     """configs/models holds GPT-3 / Megatron models as plain configs: they load, count their published size
     (within 1.5 %, biases left out) and are exactly the models of the Korthikanti rows."""
@@ -303,7 +364,9 @@ def test_gpt_family_model_files_are_the_reference_rows(name, params, row):
     model = ModelConfig.model_validate(yaml.safe_load(path.read_text()))
     assert parameter_count(model) == pytest.approx(params, rel=0.015)
     run = next(r for r in korthikanti_2022() if r.name == f"{row} full")
-    assert model.model_dump(exclude={"name", "source"}) == run.config.model.model_dump(exclude={"name", "source"})
+    assert model.model_dump(exclude={"name", "source"}) == run.config.model.model_dump(
+        exclude={"name", "source"}
+    )
 
 
 @pytest.mark.parametrize("family", ["A100", "H100"])

@@ -136,12 +136,25 @@ def renewal_inputs(interval_s: float, window_days: float, target_tokens: float) 
     """The renewal setting: one job-scope failure stream (no node lost), no maintenance, no drift, no ramp."""
     inputs = llama3_inputs(write_s=30.0, interval_s=interval_s)
     bug = inputs.failures[0].model_copy(
-        update={"name": "any", "scope": "job", "per_gpu_year": 0.173, "per_1k_node_days": None,
-                "detect_s": 300.0, "restart_s": 600.0, "repair_h": 0.0}
+        update={
+            "name": "any",
+            "scope": "job",
+            "per_gpu_year": 0.173,
+            "per_1k_node_days": None,
+            "detect_s": 300.0,
+            "restart_s": 600.0,
+            "repair_h": 0.0,
+        }
     )
     return dataclasses.replace(
-        inputs, failures=(bug,), planned_per_day=0.0, diurnal_amplitude=0.0, ramp_mw_per_s=None,
-        window_s=window_days * 86_400.0, target_tokens=target_tokens, stop_at_target=True,
+        inputs,
+        failures=(bug,),
+        planned_per_day=0.0,
+        diurnal_amplitude=0.0,
+        ramp_mw_per_s=None,
+        window_s=window_days * 86_400.0,
+        target_tokens=target_tokens,
+        stop_at_target=True,
     )
 
 

@@ -27,10 +27,23 @@ def executed_workspace(root: Path, overrides: tuple[str, ...] = ()) -> store.Wor
     # The demo books `window.start: auto`; unbooked, it is simulated from UNBOOKED_START (a UTC midnight).
     start = UNBOOKED_START if config.window.is_auto else config.window.start
     commitment = store.Commitment(
-        "c-test", start, start + timedelta(days=config.window.days), loaded.digest, "d" * 64, "tester", "commit-1",
-        datetime(2027, 1, 1, tzinfo=UTC), json.dumps(config.model_dump(mode="json", by_alias=True), sort_keys=True))
-    store.record_gates(ws, "validate-1", loaded.digest, "d" * 64,
-                       [("layout", True, {"summary": "tp=2 fits"}), ("memory", False, {"summary": "too big"})])
+        "c-test",
+        start,
+        start + timedelta(days=config.window.days),
+        loaded.digest,
+        "d" * 64,
+        "tester",
+        "commit-1",
+        datetime(2027, 1, 1, tzinfo=UTC),
+        json.dumps(config.model_dump(mode="json", by_alias=True), sort_keys=True),
+    )
+    store.record_gates(
+        ws,
+        "validate-1",
+        loaded.digest,
+        "d" * 64,
+        [("layout", True, {"summary": "tp=2 fits"}), ("memory", False, {"summary": "too big"})],
+    )
     store.record_commitment(ws, commitment)
     store.record_replica(ws, "execute-1", "c-test", 0, config.seed, summary, result.events, result.power)
     store.record_execution(ws, "execute-1", "c-test", 0, reused=False)

@@ -1,5 +1,6 @@
 """The Gopher/C4/FineWeb filters as they were before the batch rewrite (campaign.data.filters at e867836), frozen
 as the oracle the fast implementation must agree with decision for decision. Do not edit: it is the reference."""
+
 from __future__ import annotations
 
 import re
@@ -44,8 +45,14 @@ STOP_WORDS = frozenset(("the", "be", "to", "of", "and", "that", "have", "with"))
 BULLETS = ("•", "‣", "◦", "⁃", "▪", "▫", "■", "□", "●", "○", "-", "*", "–", "—")
 ELLIPSES = ("...", "…")
 C4_END_PUNCTUATION = (".", "?", "!", '"', "'")
-C4_POLICY_SUBSTRINGS = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies",
-                        "use cookies")
+C4_POLICY_SUBSTRINGS = (
+    "terms of use",
+    "privacy policy",
+    "cookie policy",
+    "uses cookies",
+    "use of cookies",
+    "use cookies",
+)
 _CITATION = re.compile(r"\[\d*]|\[edit]|\[citation needed]")
 _SENTENCE_END = re.compile(r"[.!?]+(?:\s|$)")
 # Terminal punctuation for FineWeb's line rule: Latin, CJK and other scripts' full stops, closing quotes.
@@ -67,9 +74,18 @@ def filter_reasons(cleaning: CleaningConfig | None = None) -> tuple[str, ...]:
     rep = cleaning.gopher_repetition if cleaning else GopherRepetitionConfig()
     reasons = [TOO_LARGE]
     if cleaning is None or cleaning.gopher_quality:
-        reasons += [GOPHER_SHORT_DOC, GOPHER_LONG_DOC, GOPHER_BELOW_AVG_THRESHOLD, GOPHER_ABOVE_AVG_THRESHOLD,
-                    GOPHER_TOO_MANY_HASHES, GOPHER_TOO_MANY_ELLIPSIS, GOPHER_TOO_MANY_BULLETS,
-                    GOPHER_TOO_MANY_END_ELLIPSIS, GOPHER_BELOW_ALPHA_THRESHOLD, GOPHER_ENOUGH_STOP_WORDS]
+        reasons += [
+            GOPHER_SHORT_DOC,
+            GOPHER_LONG_DOC,
+            GOPHER_BELOW_AVG_THRESHOLD,
+            GOPHER_ABOVE_AVG_THRESHOLD,
+            GOPHER_TOO_MANY_HASHES,
+            GOPHER_TOO_MANY_ELLIPSIS,
+            GOPHER_TOO_MANY_BULLETS,
+            GOPHER_TOO_MANY_END_ELLIPSIS,
+            GOPHER_BELOW_ALPHA_THRESHOLD,
+            GOPHER_ENOUGH_STOP_WORDS,
+        ]
     if cleaning is None or rep.enabled:
         reasons += [DUP_PARA_FRAC, DUP_PARA_CHAR_FRAC, DUP_LINE_FRAC, DUP_LINE_CHAR_FRAC]
         top = [n for n, _ in rep.top_ngram_char_fractions] if cleaning else [2, 3, 4]
@@ -185,33 +201,46 @@ def check_repetition(stats: TextStats, cfg: GopherRepetitionConfig) -> Rejection
         n_dup, dup_chars = _duplicates(paragraphs)
         frac = n_dup / len(paragraphs)
         if frac > cfg.max_duplicate_paragraph_fraction:
-            return Rejection(DUP_PARA_FRAC, f"duplicate paragraphs {frac:.3f} > "
-                                            f"{cfg.max_duplicate_paragraph_fraction:g} ({n_dup} of {len(paragraphs)})")
+            return Rejection(
+                DUP_PARA_FRAC,
+                f"duplicate paragraphs {frac:.3f} > "
+                f"{cfg.max_duplicate_paragraph_fraction:g} ({n_dup} of {len(paragraphs)})",
+            )
         frac = dup_chars / n_chars
         if frac > cfg.max_duplicate_paragraph_char_fraction:
-            return Rejection(DUP_PARA_CHAR_FRAC, f"characters in duplicate paragraphs {frac:.3f} > "
-                                                 f"{cfg.max_duplicate_paragraph_char_fraction:g}")
+            return Rejection(
+                DUP_PARA_CHAR_FRAC,
+                f"characters in duplicate paragraphs {frac:.3f} > "
+                f"{cfg.max_duplicate_paragraph_char_fraction:g}",
+            )
     lines = stats.lines
     if len(lines) > 1:
         n_dup, dup_chars = _duplicates(lines)
         frac = n_dup / len(lines)
         if frac > cfg.max_duplicate_line_fraction:
-            return Rejection(DUP_LINE_FRAC, f"duplicate lines {frac:.3f} > {cfg.max_duplicate_line_fraction:g} "
-                                            f"({n_dup} of {len(lines)})")
+            return Rejection(
+                DUP_LINE_FRAC,
+                f"duplicate lines {frac:.3f} > {cfg.max_duplicate_line_fraction:g} ({n_dup} of {len(lines)})",
+            )
         frac = dup_chars / n_chars
         if frac > cfg.max_duplicate_line_char_fraction:
-            return Rejection(DUP_LINE_CHAR_FRAC, f"characters in duplicate lines {frac:.3f} > "
-                                                 f"{cfg.max_duplicate_line_char_fraction:g}")
+            return Rejection(
+                DUP_LINE_CHAR_FRAC,
+                f"characters in duplicate lines {frac:.3f} > {cfg.max_duplicate_line_char_fraction:g}",
+            )
     words = stats.words
     for n, limit in cfg.top_ngram_char_fractions:
         if len(words) < n:
             continue
-        (gram, count), = Counter(_ngrams(words, n)).most_common(1)
+        ((gram, count),) = Counter(_ngrams(words, n)).most_common(1)
         if count > 1:
             frac = (sum(map(len, gram)) + n - 1) * count / n_chars
             if frac > limit:
-                return Rejection(TOP_NGRAM.format(n=n), f"top {n}-gram {' '.join(gram)[:60]!r} x{count} covers "
-                                                        f"{frac:.3f} of characters > {limit:g}")
+                return Rejection(
+                    TOP_NGRAM.format(n=n),
+                    f"top {n}-gram {' '.join(gram)[:60]!r} x{count} covers "
+                    f"{frac:.3f} of characters > {limit:g}",
+                )
     if cfg.duplicate_ngram_char_fractions:
         word_chars = sum(map(len, words))
         for n, limit in cfg.duplicate_ngram_char_fractions:
@@ -226,14 +255,16 @@ def check_repetition(stats: TextStats, cfg: GopherRepetitionConfig) -> Rejection
             for i, gram in enumerate(grams):
                 if counts[gram] > 1:
                     if gram in seen:
-                        covered[i:i + n] = b"\x01" * n
+                        covered[i : i + n] = b"\x01" * n
                     else:
                         seen.add(gram)
             dup_chars = sum(len(w) for w, c in zip(words, covered, strict=True) if c)
             frac = dup_chars / word_chars if word_chars else 0.0
             if frac > limit:
-                return Rejection(DUPLICATED_NGRAMS.format(n=n), f"characters in duplicated {n}-grams {frac:.3f} > "
-                                                                f"{limit:g}")
+                return Rejection(
+                    DUPLICATED_NGRAMS.format(n=n),
+                    f"characters in duplicated {n}-grams {frac:.3f} > {limit:g}",
+                )
     return None
 
 
@@ -247,37 +278,55 @@ def check_quality(stats: TextStats, cfg: CleaningConfig) -> Rejection | None:
     if n_words:
         mean = stats.mean_word_length
         if mean < cfg.min_mean_word_length:
-            return Rejection(GOPHER_BELOW_AVG_THRESHOLD, f"mean word length {mean:.2f} < {cfg.min_mean_word_length:g}")
+            return Rejection(
+                GOPHER_BELOW_AVG_THRESHOLD, f"mean word length {mean:.2f} < {cfg.min_mean_word_length:g}"
+            )
         if mean > cfg.max_mean_word_length:
-            return Rejection(GOPHER_ABOVE_AVG_THRESHOLD, f"mean word length {mean:.2f} > {cfg.max_mean_word_length:g}")
+            return Rejection(
+                GOPHER_ABOVE_AVG_THRESHOLD, f"mean word length {mean:.2f} > {cfg.max_mean_word_length:g}"
+            )
     ratio = stats.n_hashes / n_words if n_words else 0.0
     if ratio > cfg.max_symbol_word_ratio:
-        return Rejection(GOPHER_TOO_MANY_HASHES, f"'#' per word {ratio:.3f} > {cfg.max_symbol_word_ratio:g} "
-                                                 f"({stats.n_hashes} in {n_words})")
+        return Rejection(
+            GOPHER_TOO_MANY_HASHES,
+            f"'#' per word {ratio:.3f} > {cfg.max_symbol_word_ratio:g} ({stats.n_hashes} in {n_words})",
+        )
     ratio = stats.n_ellipsis / n_words if n_words else 0.0
     if ratio > cfg.max_symbol_word_ratio:
-        return Rejection(GOPHER_TOO_MANY_ELLIPSIS, f"ellipses per word {ratio:.3f} > {cfg.max_symbol_word_ratio:g} "
-                                                   f"({stats.n_ellipsis} in {n_words})")
+        return Rejection(
+            GOPHER_TOO_MANY_ELLIPSIS,
+            f"ellipses per word {ratio:.3f} > {cfg.max_symbol_word_ratio:g} "
+            f"({stats.n_ellipsis} in {n_words})",
+        )
     n_lines = len(stats.lines)
     if n_lines:
         frac = stats.n_bullet_lines / n_lines
         if frac > cfg.max_bullet_lines_fraction:
-            return Rejection(GOPHER_TOO_MANY_BULLETS, f"bullet lines {frac:.3f} > {cfg.max_bullet_lines_fraction:g} "
-                                                      f"({stats.n_bullet_lines} of {n_lines})")
+            return Rejection(
+                GOPHER_TOO_MANY_BULLETS,
+                f"bullet lines {frac:.3f} > {cfg.max_bullet_lines_fraction:g} "
+                f"({stats.n_bullet_lines} of {n_lines})",
+            )
         frac = stats.n_end_ellipsis_lines / n_lines
         if frac > cfg.max_ellipsis_lines_fraction:
-            return Rejection(GOPHER_TOO_MANY_END_ELLIPSIS, f"lines ending in an ellipsis {frac:.3f} > "
-                                                           f"{cfg.max_ellipsis_lines_fraction:g}")
+            return Rejection(
+                GOPHER_TOO_MANY_END_ELLIPSIS,
+                f"lines ending in an ellipsis {frac:.3f} > {cfg.max_ellipsis_lines_fraction:g}",
+            )
     fraction = stats.n_alpha_words / n_words if n_words else 0.0
     if fraction < cfg.min_alpha_word_fraction:
-        return Rejection(GOPHER_BELOW_ALPHA_THRESHOLD,
-                         f"words with a letter {fraction:.3f} < {cfg.min_alpha_word_fraction:g}")
+        return Rejection(
+            GOPHER_BELOW_ALPHA_THRESHOLD,
+            f"words with a letter {fraction:.3f} < {cfg.min_alpha_word_fraction:g}",
+        )
     if cfg.min_stop_words:
         found = stats.stop_words_present(cfg.min_stop_words)
         if len(found) < cfg.min_stop_words:
             shown = ", ".join(sorted(found)) or "none"
-            return Rejection(GOPHER_ENOUGH_STOP_WORDS, f"{len(found)} different stop words ({shown}) < "
-                                                       f"min_stop_words {cfg.min_stop_words}")
+            return Rejection(
+                GOPHER_ENOUGH_STOP_WORDS,
+                f"{len(found)} different stop words ({shown}) < min_stop_words {cfg.min_stop_words}",
+            )
     return None
 
 
@@ -308,7 +357,9 @@ def apply_c4(text: str, cfg: C4Config) -> tuple[str, Rejection | None]:
         n_sentences += len(_SENTENCE_END.findall(line))
         kept.append(line)
     if n_sentences < cfg.min_sentences:
-        return text, Rejection(C4_TOO_FEW_SENTENCES, f"{n_sentences} sentences in kept lines < {cfg.min_sentences}")
+        return text, Rejection(
+            C4_TOO_FEW_SENTENCES, f"{n_sentences} sentences in kept lines < {cfg.min_sentences}"
+        )
     return "\n".join(kept).strip(), None
 
 
@@ -319,17 +370,24 @@ def check_fineweb(stats: TextStats, cfg: FineWebConfig) -> Rejection | None:
     n = len(lines)
     frac = sum(1 for line in lines if line.endswith(TERMINAL_PUNCTUATION)) / n
     if frac <= cfg.min_line_punct_ratio:
-        return Rejection(FINEWEB_LINE_PUNCT_RATIO, f"lines ending in punctuation {frac:.3f} <= {cfg.min_line_punct_ratio:g}")
+        return Rejection(
+            FINEWEB_LINE_PUNCT_RATIO,
+            f"lines ending in punctuation {frac:.3f} <= {cfg.min_line_punct_ratio:g}",
+        )
     frac = sum(1 for line in lines if len(line) <= cfg.short_line_chars) / n
     if frac >= cfg.max_short_line_fraction:
-        return Rejection(FINEWEB_SHORT_LINE_RATIO, f"lines of <= {cfg.short_line_chars} chars {frac:.3f} >= "
-                                                   f"{cfg.max_short_line_fraction:g}")
+        return Rejection(
+            FINEWEB_SHORT_LINE_RATIO,
+            f"lines of <= {cfg.short_line_chars} chars {frac:.3f} >= {cfg.max_short_line_fraction:g}",
+        )
     _, dup_chars = _duplicates(lines)
     denom = len(stats.text) - stats.text.count("\n")
     frac = dup_chars / denom if denom else 0.0
     if frac >= cfg.max_duplicate_line_char_fraction:
-        return Rejection(FINEWEB_CHAR_DUP_RATIO, f"characters in repeated lines {frac:.3f} >= "
-                                                 f"{cfg.max_duplicate_line_char_fraction:g}")
+        return Rejection(
+            FINEWEB_CHAR_DUP_RATIO,
+            f"characters in repeated lines {frac:.3f} >= {cfg.max_duplicate_line_char_fraction:g}",
+        )
     return None
 
 
@@ -346,8 +404,12 @@ def apply_filters(text: str, cleaning: CleaningConfig) -> FilterResult:
     """Run the enabled rule groups in pipeline order on a normalised text."""
     stats = TextStats(text)
     if stats.n_bytes > cleaning.max_doc_bytes:
-        return FilterResult(text, Rejection(TOO_LARGE, f"{stats.n_bytes:,} bytes > max_doc_bytes "
-                                                       f"{cleaning.max_doc_bytes:,}"), stats, 0)
+        return FilterResult(
+            text,
+            Rejection(TOO_LARGE, f"{stats.n_bytes:,} bytes > max_doc_bytes {cleaning.max_doc_bytes:,}"),
+            stats,
+            0,
+        )
     for group in _GROUPS:
         if not group.enabled(cleaning):
             continue
@@ -359,9 +421,15 @@ def apply_filters(text: str, cleaning: CleaningConfig) -> FilterResult:
                 stats = TextStats(new_text)
                 # the kept text must still meet Gopher's length bounds (data_checks asserts them on clean data)
                 if cleaning.gopher_quality and stats.n_words < cleaning.min_words:
-                    return FilterResult(text, Rejection(GOPHER_SHORT_DOC, f"{stats.n_words} words after C4 line "
-                                                                          f"edits < min_words {cleaning.min_words}"),
-                                        stats, 0)
+                    return FilterResult(
+                        text,
+                        Rejection(
+                            GOPHER_SHORT_DOC,
+                            f"{stats.n_words} words after C4 line edits < min_words {cleaning.min_words}",
+                        ),
+                        stats,
+                        0,
+                    )
             continue
         rejection = group.check(stats, cleaning)
         if rejection is not None:
@@ -379,8 +447,11 @@ class _Group:
 
 _GROUPS = (
     _Group("gopher_quality", lambda c: c.gopher_quality, check=check_quality),
-    _Group("gopher_repetition", lambda c: c.gopher_repetition.enabled,
-           check=lambda s, c: check_repetition(s, c.gopher_repetition)),
+    _Group(
+        "gopher_repetition",
+        lambda c: c.gopher_repetition.enabled,
+        check=lambda s, c: check_repetition(s, c.gopher_repetition),
+    ),
     _Group("c4", lambda c: c.c4.enabled, edit=lambda t, c: apply_c4(t, c.c4)),
     _Group("fineweb", lambda c: c.fineweb.enabled, check=lambda s, c: check_fineweb(s, c.fineweb)),
 )

@@ -73,7 +73,10 @@ def main():
             loss *= 1 + noise.normal() * 1e-7
         log(metrics, {"step": step, "loss": loss})
         if mode == "crash" and step == 5:
-            print("numpy trainer: CUDA error: an illegal memory access was encountered (pretend)", file=sys.stderr)
+            print(
+                "numpy trainer: CUDA error: an illegal memory access was encountered (pretend)",
+                file=sys.stderr,
+            )
             sys.exit(3)
         if mode == "malformed" and step == 4:
             with open(metrics, "a") as handle:

@@ -32,9 +32,11 @@ def analysed(tmp_path_factory):
 
 def test_poisson_interval_matches_the_exact_quantiles():
     assert poisson_interval(0.0) == (0, 0)
-    assert poisson_interval(10.0) == (4, 17)      # Poisson(10): P(X<=3)=0.0103, P(X<=16)=0.973, P(X<=17)=0.986
+    assert poisson_interval(10.0) == (4, 17)  # Poisson(10): P(X<=3)=0.0103, P(X<=16)=0.973, P(X<=17)=0.986
     lo, hi = poisson_interval(1000.0)
-    assert 937 <= lo <= 939 and 1062 <= hi <= 1063  # normal approximation 1000 -/+ 1.96 * sqrt(1000) = 938, 1062
+    assert (
+        937 <= lo <= 939 and 1062 <= hi <= 1063
+    )  # normal approximation 1000 -/+ 1.96 * sqrt(1000) = 938, 1062
 
 
 @pytest.mark.parametrize("mean", [0.3, 2.5, 41.0, 419.0])
@@ -62,24 +64,48 @@ def test_daly_overhead_is_smallest_at_the_optimum():
 
 
 def _summary(completion_s: float | None) -> dict:
-    job = {"productive": 80_000.0, "lost_rework": 2_000.0, "checkpoint": 1_000.0, "restart": 3_000.0,
-           "waiting": 4_000.0, "idle": 0.0}
-    return {"gpus": 100, "spare_gpus": 20, "window_s": 100_000.0, "completion_s": completion_s, "job_time_s": job,
-            "checkpoint_interval_s": 600.0, "tokens_trained": 1e12, "tokens_target": 1e12,
-            "completed": completion_s is not None, "cost_usd": {"compute": 120 * 100_000 / 3600 * 2.0, "energy": 5.0},
-            "energy_mwh": 1.0, "power_mw": {"peak": 1.0, "mean": 0.8, "min": 0.2, "max_ramp_mw_per_s": 0.1}}
+    job = {
+        "productive": 80_000.0,
+        "lost_rework": 2_000.0,
+        "checkpoint": 1_000.0,
+        "restart": 3_000.0,
+        "waiting": 4_000.0,
+        "idle": 0.0,
+    }
+    return {
+        "gpus": 100,
+        "spare_gpus": 20,
+        "window_s": 100_000.0,
+        "completion_s": completion_s,
+        "job_time_s": job,
+        "checkpoint_interval_s": 600.0,
+        "tokens_trained": 1e12,
+        "tokens_target": 1e12,
+        "completed": completion_s is not None,
+        "cost_usd": {"compute": 120 * 100_000 / 3600 * 2.0, "energy": 5.0},
+        "energy_mwh": 1.0,
+        "power_mw": {"peak": 1.0, "mean": 0.8, "min": 0.2, "max_ramp_mw_per_s": 0.1},
+    }
 
 
 def _events() -> pd.DataFrame:
-    return pd.DataFrame({"t_s": [0.0, 10.0, 20.0, 30.0], "kind": ["job_start", "failure", "failure", "planned_start"],
-                         "category": ["", "gpu", "gpu", ""], "scope": ["", "gpu", "gpu", ""], "node": [-1, 1, 2, -1],
-                         "tokens_trained": [0.0, 1.0, 2.0, 3.0], "detail": ["", "", "", ""]})
+    return pd.DataFrame(
+        {
+            "t_s": [0.0, 10.0, 20.0, 30.0],
+            "kind": ["job_start", "failure", "failure", "planned_start"],
+            "category": ["", "gpu", "gpu", ""],
+            "scope": ["", "gpu", "gpu", ""],
+            "node": [-1, 1, 2, -1],
+            "tokens_trained": [0.0, 1.0, 2.0, 3.0],
+            "detail": ["", "", "", ""],
+        }
+    )
 
 
 def test_an_early_finish_is_released_capacity_not_a_loss():
     r = window_figures(_summary(completion_s=90_000.0), _events(), None)
     detail = r["goodput_breakdown_gpu_h"]
-    assert r["ettr"] == pytest.approx(80_000 / 90_000)                 # over the job's wall time, not the window
+    assert r["ettr"] == pytest.approx(80_000 / 90_000)  # over the job's wall time, not the window
     assert r["ettr_whole_window"] == pytest.approx(0.8)
     assert detail["idle_released"] == pytest.approx(120 * 10_000 / 3600)
     assert detail["idle_spares"] == pytest.approx(20 * 90_000 / 3600)
@@ -108,16 +134,31 @@ def _recs(r):
 
 def test_the_demo_window_keeps_every_contract_key_and_the_buckets_sum(analysed):
     _, r = analysed
-    for key in ("ettr", "goodput_breakdown_gpu_h", "interruptions", "observed_job_mtbf_h", "checkpoint_interval_s",
-                "power_mw", "energy_mwh", "cost_usd", "tokens_trained", "tokens_target", "window_utilisation"):
+    for key in (
+        "ettr",
+        "goodput_breakdown_gpu_h",
+        "interruptions",
+        "observed_job_mtbf_h",
+        "checkpoint_interval_s",
+        "power_mw",
+        "energy_mwh",
+        "cost_usd",
+        "tokens_trained",
+        "tokens_target",
+        "window_utilisation",
+    ):
         assert key in r, key
-    assert set(r["goodput_breakdown_gpu_h"]) == set(goodput.ALL_KEYS)  # the contract's six and the split of idle
+    assert set(r["goodput_breakdown_gpu_h"]) == set(
+        goodput.ALL_KEYS
+    )  # the contract's six and the split of idle
     assert {"used", "optimal"} <= set(r["checkpoint_interval_s"])
     assert {"peak", "mean", "min", "max_ramp_mw_per_s"} <= set(r["power_mw"])
     assert {"compute", "energy", "lost"} <= set(r["cost_usd"])
     assert {"unexpected", "planned", "by_category"} <= set(r["interruptions"])
     total = (r["gpus"] + r["spare_gpus"]) * r["window"]["hours"]
-    assert math.fsum(r["goodput_breakdown_gpu_h"][k] for k in goodput.CONTRACT_KEYS) == pytest.approx(total, rel=1e-9)
+    assert math.fsum(r["goodput_breakdown_gpu_h"][k] for k in goodput.CONTRACT_KEYS) == pytest.approx(
+        total, rel=1e-9
+    )
     assert goodput.buckets_sum_gpu_h(r["goodput_breakdown_gpu_h"]) == pytest.approx(total, rel=1e-9)
     json.dumps(r)  # JSON-ready
 
@@ -129,8 +170,11 @@ def test_the_demo_headline_agrees_with_the_simulator_and_leaves_the_idle_tail_ou
     # the simulator's own 'ettr while elapsed' (main) or 'ettr' (new definition) is the same quantity
     assert r["ettr"] == pytest.approx(summary.get("ettr_elapsed", summary["ettr"]), rel=1e-12)
     assert r["completed"]  # the demo finishes early, so there is an idle tail...
-    lost = sum(r["goodput_breakdown_gpu_h"][k] for k in ("lost_rework", "restart", "waiting")) * r["gpu_hour_usd"]
-    assert r["cost_usd"]["lost"] == pytest.approx(lost)          # ...and it is not in the lost cost
+    lost = (
+        sum(r["goodput_breakdown_gpu_h"][k] for k in ("lost_rework", "restart", "waiting"))
+        * r["gpu_hour_usd"]
+    )
+    assert r["cost_usd"]["lost"] == pytest.approx(lost)  # ...and it is not in the lost cost
     assert r["cost_usd"]["lost"] < r["cost_usd"]["released_early"]
     assert r["interruptions"]["unexpected"] == sum(f["observed"] for f in r["failures"])
 
@@ -143,15 +187,20 @@ def test_failures_are_set_against_the_configs_rates(analysed):
         assert f["expected"] is not None and f["interval_lo"] <= f["expected"] + 1 and f["interval_hi"] >= 0
         assert f["is_within"] == (f["interval_lo"] <= f["observed"] <= f["interval_hi"])
     planned_mtbf = r["planned_job_mtbf_h"]
-    assert sum(f["expected"] for f in r["failures"]) == pytest.approx(r["job_wall_h"] / planned_mtbf, rel=1e-9)
+    assert sum(f["expected"] for f in r["failures"]) == pytest.approx(
+        r["job_wall_h"] / planned_mtbf, rel=1e-9
+    )
 
 
 def test_the_checkpoint_interval_is_judged_at_the_observed_mtbf(analysed):
     _, r = analysed
     ck = r["checkpoint"]
     assert ck["optimal_for_observed_mtbf_s"] == pytest.approx(
-        optimal_interval_s(ck["write_s"], r["observed_job_mtbf_h"] * 3600))
-    assert ck["extra_gpu_h"] >= 0 and ck["extra_cost_usd"] == pytest.approx(ck["extra_gpu_h"] * r["gpu_hour_usd"])
+        optimal_interval_s(ck["write_s"], r["observed_job_mtbf_h"] * 3600)
+    )
+    assert ck["extra_gpu_h"] >= 0 and ck["extra_cost_usd"] == pytest.approx(
+        ck["extra_gpu_h"] * r["gpu_hour_usd"]
+    )
     topics = {rec["topic"] for rec in r["recommendations"]}
     assert {"checkpoint interval", "spares", "window length"} <= topics
     assert all(rec["figure"] for rec in r["recommendations"])
@@ -165,16 +214,31 @@ def test_data_and_gates_sections_come_from_the_catalog(analysed):
 
 
 def test_spares_that_ran_out_are_costed():
-    events = pd.concat([_events(), pd.DataFrame({
-        "t_s": [40.0, 3640.0], "kind": ["waiting_start", "waiting_end"], "category": ["", ""], "scope": ["", ""],
-        "node": [-1, -1], "tokens_trained": [3.0, 3.0], "detail": ["slots_without_node=2", ""]})])
+    events = pd.concat(
+        [
+            _events(),
+            pd.DataFrame(
+                {
+                    "t_s": [40.0, 3640.0],
+                    "kind": ["waiting_start", "waiting_end"],
+                    "category": ["", ""],
+                    "scope": ["", ""],
+                    "node": [-1, -1],
+                    "tokens_trained": [3.0, 3.0],
+                    "detail": ["slots_without_node=2", ""],
+                }
+            ),
+        ]
+    )
     config = {"cluster": {"gpus_per_node": 10, "nodes": 10, "failures": []}}
     r = window_figures(_summary(None), events, config)
     sp = r["spares"]
     assert sp["n_waits"] == 1 and sp["more_spare_nodes_needed"] == 2 and sp["spare_nodes"] == 2
     assert sp["waiting_for_spare_gpu_h"] == pytest.approx(3600 * 100 / 3600)
     assert sp["cost_of_more_usd"] == pytest.approx(2 * 10 * 100_000 / 3600 * 2.0)
-    assert sp["would_pay"] is False  # 100 GPU-h of waiting is cheaper than two more nodes for the whole window
+    assert (
+        sp["would_pay"] is False
+    )  # 100 GPU-h of waiting is cheaper than two more nodes for the whole window
 
 
 # -------------------------------------------------------------------------------------------- bad input
@@ -210,8 +274,10 @@ def test_an_older_catalog_is_bad_input_and_is_not_migrated(tmp_path):
     root = tmp_path / "old"
     root.mkdir()
     con = duckdb.connect(str(root / "campaign.duckdb"))
-    con.execute("CREATE TABLE gates (gate VARCHAR, passed BOOLEAN, config_digest VARCHAR, data_digest VARCHAR, "
-                "details JSON, checked_at TIMESTAMPTZ)")
+    con.execute(
+        "CREATE TABLE gates (gate VARCHAR, passed BOOLEAN, config_digest VARCHAR, data_digest VARCHAR, "
+        "details JSON, checked_at TIMESTAMPTZ)"
+    )
     con.close()
     before = _snapshot(root)
     with pytest.raises(DataError, match="older campaign") as err:
@@ -228,9 +294,19 @@ def test_a_catalog_held_by_a_writer_is_busy_not_damaged(tmp_path):
     from campaign.errors import WorkspaceBusy
 
     ws = empty_catalog(tmp_path / "w")
-    holder = subprocess.Popen([sys.executable, "-c", ("import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
-                               "print('open', flush=True); time.sleep(60)"), str(ws.catalog_path)],
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
+                "print('open', flush=True); time.sleep(60)"
+            ),
+            str(ws.catalog_path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "open"
         with pytest.raises(WorkspaceBusy) as err:

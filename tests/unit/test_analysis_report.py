@@ -55,8 +55,11 @@ class _Cells(HTMLParser):
 
     def handle_data(self, data):
         text = data.strip()
-        if self._in_td and re.fullmatch(r"[$-]?[\d,]+(\.\d+)?( (MW|MWh|MW/s|s|h|GPU-h))?%?", text) \
-                and "n" not in self._td_class.split():
+        if (
+            self._in_td
+            and re.fullmatch(r"[$-]?[\d,]+(\.\d+)?( (MW|MWh|MW/s|s|h|GPU-h))?%?", text)
+            and "n" not in self._td_class.split()
+        ):
             self.numeric_left.append(text)
 
 
@@ -72,13 +75,23 @@ def test_report_html_is_self_contained_real_html(report):
     _, _, html, _, _, _, _ = report
     parser = _Cells()
     parser.feed(html)
-    assert "**" not in html and "](" not in html and "`" not in html           # no raw markdown
-    assert parser.th >= 20                                                    # header cells
-    assert parser.numeric_left == []                                          # every number right-aligned
+    assert "**" not in html and "](" not in html and "`" not in html  # no raw markdown
+    assert parser.th >= 20  # header cells
+    assert parser.numeric_left == []  # every number right-aligned
     assert parser.external == [] and "<script" not in html and "<link" not in html
     assert parser.svg >= 6  # timeline, waterfall, failures, checkpoint, power band, power zoom
-    for section in ("Timeline", "Goodput", "Failures", "Checkpoint interval", "Power and energy", "Data", "Gates",
-                    "Recommendations", "Released early", "ETTR while the job ran"):
+    for section in (
+        "Timeline",
+        "Goodput",
+        "Failures",
+        "Checkpoint interval",
+        "Power and energy",
+        "Data",
+        "Gates",
+        "Recommendations",
+        "Released early",
+        "ETTR while the job ran",
+    ):
         assert section in html, section
 
 
@@ -93,12 +106,20 @@ def test_the_markdown_summary_embeds_its_figures(report):
 
 def test_sql_reads_the_views_and_writes_nothing(report):
     ws = report[0]
-    cols, rows = run_query(ws.root, "select kind, sum(n_interruptions) n from interruptions_by_day group by kind")
+    cols, rows = run_query(
+        ws.root, "select kind, sum(n_interruptions) n from interruptions_by_day group by kind"
+    )
     assert cols == ["kind", "n"] and rows
     cols, rows = run_query(ws.root, "select gate, passed from gate_figures")
     assert rows == [("layout", True), ("memory", False)]
-    for bad in ("delete from runs", "copy runs to 'x.csv'", "select * from read_csv('/etc/passwd')",
-                "attach 'other.duckdb'", "select * from no_such_table", "  "):
+    for bad in (
+        "delete from runs",
+        "copy runs to 'x.csv'",
+        "select * from read_csv('/etc/passwd')",
+        "attach 'other.duckdb'",
+        "select * from no_such_table",
+        "  ",
+    ):
         with pytest.raises(ConfigError) as err:
             run_query(ws.root, bad)
         assert err.value.exit_code == 2
@@ -130,10 +151,21 @@ def test_compare_two_windows_highlights_what_differs(report, tmp_path):
 def test_compare_simulate_runs(tmp_path):
     def sim(ettr):
         s = {"mean": ettr, "p10": ettr - 0.02, "p50": ettr, "p90": ettr + 0.01}
-        return {"replicas": 8, "seed": 1, "wall_s": 0.1, "summary": {
-            "ettr": s, "completion_days": {"mean": 1.5, "p10": 1.4, "p50": 1.5, "p90": 1.7},
-            "interruptions_unexpected": {"mean": 4, "p10": 2, "p50": 4, "p90": 6}, "p_complete_in_window": 0.9,
-            "tokens_trained": s, "power_mw": {"peak": 1}, "energy_mwh": 5}}
+        return {
+            "replicas": 8,
+            "seed": 1,
+            "wall_s": 0.1,
+            "summary": {
+                "ettr": s,
+                "completion_days": {"mean": 1.5, "p10": 1.4, "p50": 1.5, "p90": 1.7},
+                "interruptions_unexpected": {"mean": 4, "p10": 2, "p50": 4, "p90": 6},
+                "p_complete_in_window": 0.9,
+                "tokens_trained": s,
+                "power_mw": {"peak": 1},
+                "energy_mwh": 5,
+            },
+        }
+
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     a.write_text(json.dumps(sim(0.9)))
     b.write_text(json.dumps(sim(0.8)))
@@ -163,17 +195,23 @@ def test_compare_refuses_unknown_and_foreign_targets(report, tmp_path):
 def test_smoothing_is_costed_against_the_same_window_without_it(tmp_path):
     from campaign.analysis.power_detail import smoothing_effect
 
-    ws = executed_workspace(tmp_path / "w", ("plan.power_smoothing.floor_fraction=0.6",
-                                             "plan.power_smoothing.ramp_mw_per_s=0.005"))
+    ws = executed_workspace(
+        tmp_path / "w",
+        ("plan.power_smoothing.floor_fraction=0.6", "plan.power_smoothing.ramp_mw_per_s=0.005"),
+    )
     result = gather_report_inputs(ws).result  # as the analyse task reads it
     effect = result["smoothing_effect"]
-    assert effect["extra_energy_mwh"] > 0                              # a floor burns energy...
-    assert effect["max_ramp_mw_per_s"]["with"] <= 0.005 + 1e-9 < effect["max_ramp_mw_per_s"]["without"]  # ...for this
+    assert effect["extra_energy_mwh"] > 0  # a floor burns energy...
+    assert (
+        effect["max_ramp_mw_per_s"]["with"] <= 0.005 + 1e-9 < effect["max_ramp_mw_per_s"]["without"]
+    )  # ...for this
     advice = next(r for r in result["recommendations"] if r["topic"] == "power smoothing")
     assert "MWh" in advice["advice"] and "MW/s" in advice["figure"]
     plain = executed_workspace(tmp_path / "plain")
     with catalog(plain, read_only=True) as con:
-        config_json, summary = con.execute("SELECT c.config_json, r.summary FROM commitments c, sim_replicas r").fetchone()
+        config_json, summary = con.execute(
+            "SELECT c.config_json, r.summary FROM commitments c, sim_replicas r"
+        ).fetchone()
     assert smoothing_effect(config_json, 0, json.loads(summary)) is None
 
 
@@ -181,18 +219,31 @@ def test_the_rehearsal_loss_curve_is_embedded_in_both_reports(report, tmp_path):
     from campaign.analysis.report import rehearsal_section, render_html, render_markdown, window_figures
 
     _, result, _, _, _, _, inputs = report
-    details = {"passed": True, "loss_first_tenth": 5.5, "loss_last_tenth": 3.1, "loss_drop": 0.44,
-               "heldout_first": 5.4, "heldout_last": 3.3, "kill_step": 60, "killed_at_step": 61, "resumed_step": 50,
-               "restore_check": "bit-identical"}
-    curves = {"reference": {"loss": [[i, 5.5 - i / 50] for i in range(120)], "heldout": [[0, 5.4], [119, 3.3]]},
-              "faulted": {"resumed_step": 50, "loss": [[i, 5.5 - i / 50] for i in range(50, 120)]}}
+    details = {
+        "passed": True,
+        "loss_first_tenth": 5.5,
+        "loss_last_tenth": 3.1,
+        "loss_drop": 0.44,
+        "heldout_first": 5.4,
+        "heldout_last": 3.3,
+        "kill_step": 60,
+        "killed_at_step": 61,
+        "resumed_step": 50,
+        "restore_check": "bit-identical",
+    }
+    curves = {
+        "reference": {"loss": [[i, 5.5 - i / 50] for i in range(120)], "heldout": [[0, 5.4], [119, 3.3]]},
+        "faulted": {"resumed_step": 50, "loss": [[i, 5.5 - i / 50] for i in range(50, 120)]},
+    }
     section = rehearsal_section({"details": details, "curves": curves, "timings": {"tokens_per_s": 1234.0}})
     assert section["image"].startswith("data:image/png;base64,") and "bit-identical" in section["line"]
     figures = window_figures(result, inputs.events, inputs.power_band, None)
     html = render_html(result, figures, "", section)
     assert 'alt="rehearsal loss curve"' in html and "1,234 tokens/s" in html
     assert "![rehearsal loss curve](data:image/png;base64," in render_markdown(result, figures, section)
-    failed = rehearsal_section({"details": {"passed": False, "problems": ["loss did not fall"]}, "curves": {}})
+    failed = rehearsal_section(
+        {"details": {"passed": False, "problems": ["loss did not fall"]}, "curves": {}}
+    )
     assert failed["line"] == "failed: loss did not fall"
     assert "No rehearsal result" in render_html(result, figures)
 
@@ -212,7 +263,9 @@ def test_decimation_keeps_every_column_extreme_and_the_order():
         assert ys[col_d == c].min() == y[col == c].min() and ys[col_d == c].max() == y[col == c].max()
     small = x[:100]
     short = decimate_steps(small, y[:100], 54.0)
-    assert short[0] is small and short[1] is not None and len(short[1]) == 100  # short series are drawn as they are
+    assert (
+        short[0] is small and short[1] is not None and len(short[1]) == 100
+    )  # short series are drawn as they are
     marks = one_per_column(x, 54.0, columns=500)
     assert len(np.unique((marks / 54 * 500).astype(int))) == len(marks) == len(np.unique(col))
 
@@ -227,4 +280,6 @@ def test_the_power_band_is_the_per_minute_min_mean_max_per_bin(report):
     band = inputs.power_band
     assert len(band) <= 720 and band["day"].is_monotonic_increasing
     assert np.isclose(band["min_mw"].min(), minute.min()) and np.isclose(band["max_mw"].max(), minute.max())
-    assert (band["min_mw"] <= band["mean_mw"] + 1e-12).all() and (band["mean_mw"] <= band["max_mw"] + 1e-12).all()
+    assert (band["min_mw"] <= band["mean_mw"] + 1e-12).all() and (
+        band["mean_mw"] <= band["max_mw"] + 1e-12
+    ).all()

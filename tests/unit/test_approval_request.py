@@ -48,7 +48,10 @@ def test_the_request_names_window_gpus_days_p90_cost_gates_and_digests():
 
 def test_an_auto_start_is_shown_as_found_when_booking():
     text = approval_request(load_config(DEMO).config, "c" * 64, "d" * 64, _gates(), 1.76).markdown()
-    assert "| Window | auto (the earliest start that fits on the cluster's calendar, found when booking) (2 days) |" in text
+    assert (
+        "| Window | auto (the earliest start that fits on the cluster's calendar, found when booking) (2 days) |"
+        in text
+    )
 
 
 def test_a_missing_gate_is_shown_as_not_run():
@@ -64,7 +67,9 @@ def test_a_missing_gate_is_shown_as_not_run():
 def test_the_marker_is_removed_only_by_the_run_that_wrote_it(tmp_path):
     write_pending(tmp_path, "run-1", "http://ui/runs/flow-run/run-1", "Book demo")
     pending = read_pending(tmp_path)
-    assert pending.describe().startswith("commit run run-1 waits for approval at http://ui/runs/flow-run/run-1")
+    assert pending.describe().startswith(
+        "commit run run-1 waits for approval at http://ui/runs/flow-run/run-1"
+    )
     clear_pending(tmp_path, "run-2")
     assert (tmp_path / PENDING_FILE).exists()
     clear_pending(tmp_path, "run-1")
@@ -76,8 +81,12 @@ def test_the_marker_is_removed_only_by_the_run_that_wrote_it(tmp_path):
 
 
 def _other(ws: store.Workspace, wait_s: float, hold_s: float) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", HOLD, str(ws.root), str(wait_s), str(hold_s)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(ws.root), str(wait_s), str(hold_s)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_released_lets_another_process_in_and_takes_the_lock_back_at_the_same_depth(tmp_path):
@@ -97,8 +106,11 @@ def test_released_lets_another_process_in_and_takes_the_lock_back_at_the_same_de
 def test_released_reports_the_holder_when_it_cannot_take_the_lock_back(tmp_path, monkeypatch):
     monkeypatch.setenv("CAMPAIGN_LOCK_WAIT_S", "0.2")
     ws = store.adopt_workspace(store.Workspace(tmp_path / "ws"), "demo")
-    with (pytest.raises(WorkspaceBusy, match="other process"), store.locked(ws, "campaign run"),
-          store.released(ws, "campaign commit (approved)")):
+    with (
+        pytest.raises(WorkspaceBusy, match="other process"),
+        store.locked(ws, "campaign run"),
+        store.released(ws, "campaign commit (approved)"),
+    ):
         other = _other(ws, 5, 5)
         assert other.stdout.readline().strip() == "held"
     other.kill()

@@ -27,7 +27,9 @@ PRICING = cal.Pricing(8, 2.5, 75.0, cal.idle_node_w(8, 90, 2800, 1.2))
 
 
 def _b(cid, nodes, start, end, **kw):
-    return cal.Booking(f"b-{cid}", cid, kw.pop("kind", cal.CAMPAIGN), kw.pop("campaign", cid), nodes, start, end, **kw)
+    return cal.Booking(
+        f"b-{cid}", cid, kw.pop("kind", cal.CAMPAIGN), kw.pop("campaign", cid), nodes, start, end, **kw
+    )
 
 
 def _identity(total=32, **sets):
@@ -36,9 +38,16 @@ def _identity(total=32, **sets):
 
 
 def _request(cid, nodes=19, start=T0, days=2.0, workspace=None):
-    return cal.BookingRequest(commitment_id=cid, campaign="demo", nodes=nodes, duration=timedelta(days=days),
-                              start=start, workspace=workspace, config_digest="c" if workspace else None,
-                              data_digest="d" if workspace else None)
+    return cal.BookingRequest(
+        commitment_id=cid,
+        campaign="demo",
+        nodes=nodes,
+        duration=timedelta(days=days),
+        start=start,
+        workspace=workspace,
+        config_digest="c" if workspace else None,
+        data_digest="d" if workspace else None,
+    )
 
 
 # ------------------------------------------------------------------------------------------ pure timeline
@@ -50,7 +59,7 @@ def test_overlapping_bookings_share_capacity_and_a_third_is_blocked_by_both():
     assert cal.blocking([a, b], T0, T0 + 2 * DAY, 2, 32) == []
     holders = cal.blocking([a, b], T0, T0 + 2 * DAY, 3, 32)
     assert {h.commitment_id for h in holders} == {"a", "b"}
-    assert cal.earliest_fit([a, b], 19, DAY, 32, T0) == T0 + 2 * DAY   # 11 + 19 fits once a ends
+    assert cal.earliest_fit([a, b], 19, DAY, 32, T0) == T0 + 2 * DAY  # 11 + 19 fits once a ends
     assert cal.earliest_fit([a, b], 22, DAY, 32, T0) == T0 + 3 * DAY
 
 
@@ -61,8 +70,15 @@ def test_cancelled_bookings_hold_nothing_and_an_early_finish_releases_the_rest()
     assert cal.earliest_fit([a, b], 32, 2 * DAY, 32, T0 + DAY) == T0 + 3 * DAY
     report = cal.calendar_report("x", 32, PRICING, [a, b], T0, T0 + 4 * DAY)
     early = [g for g in report["gaps"] if g["kind"] == "early_finish"]
-    assert early == [{**early[0], "start": "2027-01-07T00:00:00Z", "end": "2027-01-08T00:00:00Z", "idle_nodes": 32,
-                      "released_by": "b"}]
+    assert early == [
+        {
+            **early[0],
+            "start": "2027-01-07T00:00:00Z",
+            "end": "2027-01-08T00:00:00Z",
+            "idle_nodes": 32,
+            "released_by": "b",
+        }
+    ]
     assert report["totals"]["early_finish_node_hours"] == 32 * 24
 
 
@@ -74,8 +90,10 @@ def test_each_gap_is_priced_to_the_cent():
     for gap in report["gaps"]:
         expected = gap["idle_node_hours"] * 8 * 2.5 + gap["idle_node_hours"] * idle_w / 1e6 * 75
         assert abs(gap["cost_usd"] - expected) < 0.005
-        assert gap["cost_usd"] == round(gap["gpu_usd"] + gap["energy_usd"], 2) or \
-            abs(gap["cost_usd"] - gap["gpu_usd"] - gap["energy_usd"]) <= 0.01
+        assert (
+            gap["cost_usd"] == round(gap["gpu_usd"] + gap["energy_usd"], 2)
+            or abs(gap["cost_usd"] - gap["gpu_usd"] - gap["energy_usd"]) <= 0.01
+        )
     assert second["idle_nodes"] == 32 and second["cost_usd"] == round(32 * 24 * (20 + idle_w / 1e6 * 75), 2)
 
 
@@ -83,13 +101,32 @@ _moments = st.integers(0, 30 * 24 * 3600).map(lambda s: T0 + timedelta(seconds=s
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.tuples(st.integers(1, 32), _moments, st.integers(1, 10 * 24 * 3600),
-                          st.sampled_from(["booked", "executed", "cancelled"]), st.integers(0, 10 * 24 * 3600)),
-                max_size=8), _moments, st.integers(1, 40 * 24 * 3600))
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(1, 32),
+            _moments,
+            st.integers(1, 10 * 24 * 3600),
+            st.sampled_from(["booked", "executed", "cancelled"]),
+            st.integers(0, 10 * 24 * 3600),
+        ),
+        max_size=8,
+    ),
+    _moments,
+    st.integers(1, 40 * 24 * 3600),
+)
 def test_busy_plus_idle_is_capacity_times_horizon_exactly(raw, h0, length):
-    bookings = [_b(f"c{i}", n, s, s + timedelta(seconds=d), status=status,
-                   actual_end=(s + timedelta(seconds=min(a, d))) if status == "executed" else None)
-                for i, (n, s, d, status, a) in enumerate(raw)]
+    bookings = [
+        _b(
+            f"c{i}",
+            n,
+            s,
+            s + timedelta(seconds=d),
+            status=status,
+            actual_end=(s + timedelta(seconds=min(a, d))) if status == "executed" else None,
+        )
+        for i, (n, s, d, status, a) in enumerate(raw)
+    ]
     h1 = h0 + timedelta(seconds=length)
     report = cal.calendar_report("x", 400, PRICING, bookings, h0, h1)
     t = report["totals"]
@@ -102,8 +139,11 @@ def test_busy_plus_idle_is_capacity_times_horizon_exactly(raw, h0, length):
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.tuples(st.integers(1, 32), _moments, st.integers(3600, 5 * 24 * 3600)), max_size=6),
-       st.integers(1, 32), st.integers(3600, 5 * 24 * 3600))
+@given(
+    st.lists(st.tuples(st.integers(1, 32), _moments, st.integers(3600, 5 * 24 * 3600)), max_size=6),
+    st.integers(1, 32),
+    st.integers(3600, 5 * 24 * 3600),
+)
 def test_proposals_fit_and_nothing_earlier_does(raw, nodes, seconds):
     bookings = [_b(f"c{i}", n, s, s + timedelta(seconds=d)) for i, (n, s, d) in enumerate(raw)]
     duration = timedelta(seconds=seconds)
@@ -124,7 +164,7 @@ def test_least_idle_start_touches_its_neighbours():
     assert out["earliest"]["start"] == "2027-01-04T00:00:00Z"
     assert out["earliest"]["idle_after_h"] == 72.0
     assert out["earliest"]["gap_cost_usd"] == PRICING.cost(72 * 32)["cost_usd"]
-    assert out["least_idle"]["start"] == "2027-01-10T00:00:00Z"   # fills the hole between `a` and `b` exactly
+    assert out["least_idle"]["start"] == "2027-01-10T00:00:00Z"  # fills the hole between `a` and `b` exactly
     assert out["least_idle"]["gap_idle_node_hours"] == 0 and out["least_idle"]["gap_cost_usd"] == 0
 
 
@@ -134,7 +174,9 @@ def test_least_idle_start_touches_its_neighbours():
 def test_total_nodes_defaults_to_nodes_plus_spares_and_cannot_be_smaller():
     cluster = load_config(DEMO).config.cluster
     assert cluster.capacity_nodes == 19 and cluster.booked_nodes == 19
-    with pytest.raises(ConfigError, match=r"cluster.total_nodes: .*less than nodes \+ spare_nodes = 16 \+ 3 = 19"):
+    with pytest.raises(
+        ConfigError, match=r"cluster.total_nodes: .*less than nodes \+ spare_nodes = 16 \+ 3 = 19"
+    ):
         load_config(DEMO, ["cluster.total_nodes=10"])
 
 
@@ -153,13 +195,15 @@ def test_booking_is_idempotent_and_a_conflict_names_the_holder_and_the_earliest_
     path = tmp_path / "calendars" / "demo-h100-16.duckdb"
     ident = _identity()
     first = cal.book(path, ident, _request("c-1", workspace="/w1"), NOW)
-    assert cal.book(path, ident, _request("c-other-id", workspace="/w1"), NOW) == first   # a rerun books nothing
+    assert (
+        cal.book(path, ident, _request("c-other-id", workspace="/w1"), NOW) == first
+    )  # a rerun books nothing
     with pytest.raises(Refused) as err:
         cal.book(path, ident, _request("c-2", start=T0 + DAY), NOW)
     text = err.value.render()
     assert "commitment c-1 of campaign demo" in text and "Earliest free start" in text
     assert "2027-01-06T00:00:00Z" in text and err.value.exit_code == 3
-    cal.book(path, ident, _request("c-3", nodes=13, start=T0 + DAY), NOW)   # shrunk to fit
+    cal.book(path, ident, _request("c-3", nodes=13, start=T0 + DAY), NOW)  # shrunk to fit
     state = cal.read_calendar(path)
     assert [b.commitment_id for b in state.bookings] == ["c-1", "c-3"]
 
@@ -169,7 +213,7 @@ def test_auto_books_the_earliest_fitting_start(tmp_path):
     ident = _identity()
     cal.book(path, ident, _request("c-1", start=NOW + timedelta(hours=1, seconds=30)), NOW)
     auto = cal.book(path, ident, _request("c-2", nodes=13, start=None, days=0.5), NOW)
-    assert auto.start == NOW   # now (a whole minute already), beside c-1
+    assert auto.start == NOW  # now (a whole minute already), beside c-1
     later = cal.book(path, ident, _request("c-3", start=None, days=1), NOW)
     # c-1 ends at 13:00:30 two days on; an auto start is a whole minute (window.align: minute, the default).
     assert later.start == NOW + timedelta(hours=1, minutes=1) + 2 * DAY
@@ -179,7 +223,7 @@ def test_auto_aligned_to_the_day_books_the_first_free_midnight(tmp_path):
     path = tmp_path / "cal.duckdb"
     ident = _identity()
     midnight = datetime(2026, 12, 2, tzinfo=UTC)
-    cal.book(path, ident, _request("c-1", start=midnight + timedelta(hours=3), days=1), NOW)   # 03:00 .. 03:00
+    cal.book(path, ident, _request("c-1", start=midnight + timedelta(hours=3), days=1), NOW)  # 03:00 .. 03:00
     aligned = replace(_request("c-2", start=None, days=2), align="day")
     # Tomorrow's midnight would overlap c-1 (19 + 19 > 32); the next midnight after c-1 ends is the 4th.
     assert cal.book(path, ident, aligned, NOW).start == midnight + 2 * DAY
@@ -209,8 +253,12 @@ def test_bad_bookings_exit_2_name_the_value_and_leave_the_calendar_unchanged(tmp
             cal.book(other, ident, _request("c-2", start=T0 + 10 * DAY), NOW)
     text = err.value.render()
     assert err.value.exit_code == 2 and "fix:" in text
-    expected = {"past": "2026-11-30T12:00:00+00:00, which is in the past", "other_cluster": "total_nodes: calendar 32, config 64",
-                "too_large": "33 nodes is larger than the cluster", "not_a_calendar": "not a cluster calendar"}[case]
+    expected = {
+        "past": "2026-11-30T12:00:00+00:00, which is in the past",
+        "other_cluster": "total_nodes: calendar 32, config 64",
+        "too_large": "33 nodes is larger than the cluster",
+        "not_a_calendar": "not a cluster calendar",
+    }[case]
     assert expected in text
     assert path.read_bytes() == before
 
@@ -225,10 +273,13 @@ def test_cancel_is_recorded_never_deleted_and_unknown_ids_are_bad_input(tmp_path
     gone = cal.cancel(path, "c-1", "data redo", NOW)
     assert gone.status == "cancelled"
     with duckdb.connect(str(path), read_only=True) as con:
-        assert con.execute("SELECT status, note FROM bookings").fetchall() == [("cancelled", "cancelled: data redo")]
-        assert [r[0] for r in con.execute("SELECT event FROM booking_events ORDER BY event_at").fetchall()] == \
-            ["booked", "cancelled"]
-    cal.book(path, _identity(), _request("c-2"), NOW)   # the capacity is free again
+        assert con.execute("SELECT status, note FROM bookings").fetchall() == [
+            ("cancelled", "cancelled: data redo")
+        ]
+        assert [
+            r[0] for r in con.execute("SELECT event FROM booking_events ORDER BY event_at").fetchall()
+        ] == ["booked", "cancelled"]
+    cal.book(path, _identity(), _request("c-2"), NOW)  # the capacity is free again
 
 
 def test_the_actual_end_releases_the_rest_of_the_window(tmp_path):
@@ -238,7 +289,9 @@ def test_the_actual_end_releases_the_rest_of_the_window(tmp_path):
     done = cal.record_actual_end(path, ident, "c-1", T0 + DAY + timedelta(hours=6), NOW)
     assert done.status == "executed" and done.held_until == T0 + DAY + timedelta(hours=6)
     state = cal.read_calendar(path)
-    report = cal.calendar_report(state.cluster, state.total_nodes, state.pricing, state.bookings, T0, T0 + 2 * DAY)
+    report = cal.calendar_report(
+        state.cluster, state.total_nodes, state.pricing, state.bookings, T0, T0 + 2 * DAY
+    )
     assert report["gaps"][-1]["kind"] == "early_finish" and report["gaps"][-1]["hours"] == 18.0
     with pytest.raises(Refused, match="already executed"):
         cal.cancel(path, "c-1", "too late", NOW)
@@ -246,14 +299,24 @@ def test_the_actual_end_releases_the_rest_of_the_window(tmp_path):
 
 def test_a_gap_is_priced_at_the_price_in_force_over_it_not_the_newest(tmp_path):
     path = tmp_path / "cal.duckdb"
-    cal.book(path, _identity(), _request("c-1", start=T0, days=1), NOW)   # recorded at $2.50 per GPU-hour
-    later = NOW + 40 * DAY                                                # T0 + 5 days: a new contract at $3.00
+    cal.book(path, _identity(), _request("c-1", start=T0, days=1), NOW)  # recorded at $2.50 per GPU-hour
+    later = NOW + 40 * DAY  # T0 + 5 days: a new contract at $3.00
     dearer = _identity(**{"cluster.cost.gpu_hour_usd": 3.0})
     cal.book(path, dearer, _request("c-2", start=later + DAY, days=1), later)
     state = cal.read_calendar(path)
-    assert [p.gpu_hour_usd for _, p in state.price_history] == [2.5, 3.0] and state.pricing.gpu_hour_usd == 3.0
-    report = cal.calendar_report(state.cluster, state.total_nodes, state.pricing, state.bookings, T0,
-                                 later + 2 * DAY, state.price_history)
+    assert [p.gpu_hour_usd for _, p in state.price_history] == [
+        2.5,
+        3.0,
+    ] and state.pricing.gpu_hour_usd == 3.0
+    report = cal.calendar_report(
+        state.cluster,
+        state.total_nodes,
+        state.pricing,
+        state.bookings,
+        T0,
+        later + 2 * DAY,
+        state.price_history,
+    )
     # The stretch between the bookings is cut where the price changed: the past at $2.50, the rest at $3.00.
     old, new = (g for g in report["gaps"] if g["idle_nodes"] == 32)
     assert (old["end"], new["start"]) == ("2027-01-10T12:00:00Z", "2027-01-10T12:00:00Z")
@@ -261,10 +324,14 @@ def test_a_gap_is_priced_at_the_price_in_force_over_it_not_the_newest(tmp_path):
     old_price, new_price = (p for _, p in state.price_history)
     assert old["cost_usd"] == old_price.cost(old["idle_node_hours"])["cost_usd"]
     assert new["cost_usd"] == new_price.cost(new["idle_node_hours"])["cost_usd"]
-    assert report["gaps"][0]["gpu_hour_usd"] == 2.5           # beside c-1, before any change: the first price
+    assert report["gaps"][0]["gpu_hour_usd"] == 2.5  # beside c-1, before any change: the first price
     assert abs(report["totals"]["idle_cost_usd"] - sum(g["cost_usd"] for g in report["gaps"])) < 0.01 * len(
-        report["gaps"])
-    assert report["totals"]["busy_node_hours"] + report["totals"]["idle_node_hours"] == 32 * report["horizon"]["hours"]
+        report["gaps"]
+    )
+    assert (
+        report["totals"]["busy_node_hours"] + report["totals"]["idle_node_hours"]
+        == 32 * report["horizon"]["hours"]
+    )
     # Without a history (one price), every gap is at that price, as before.
     flat = cal.calendar_report(state.cluster, 32, PRICING, state.bookings, T0, later + 2 * DAY)
     assert {g["gpu_hour_usd"] for g in flat["gaps"]} == {2.5}
@@ -288,14 +355,20 @@ def test_horizon_end_before_start_is_bad_input_naming_both():
     state = cal.CalendarState(Path("x"), "x", "d", 32, PRICING, ())
     with pytest.raises(ConfigError) as err:
         horizon(state, NOW, "2027-02-01", "2027-01-01")
-    assert "2027-01-01" in err.value.render() and "2027-02-01" in err.value.render() and "--to" in err.value.render()
+    assert (
+        "2027-01-01" in err.value.render()
+        and "2027-02-01" in err.value.render()
+        and "--to" in err.value.render()
+    )
     with pytest.raises(ConfigError, match="not a date"):
         parse_moment("next tuesday", "--from")
 
 
 def test_the_default_calendar_sits_beside_the_workspaces(tmp_path, monkeypatch):
     monkeypatch.delenv(cal.CALENDAR_ENV, raising=False)
-    assert cal.calendar_path("demo-h100-16", tmp_path / "w") == (tmp_path / "calendars" / "demo-h100-16.duckdb")
+    assert cal.calendar_path("demo-h100-16", tmp_path / "w") == (
+        tmp_path / "calendars" / "demo-h100-16.duckdb"
+    )
     monkeypatch.setenv(cal.CALENDAR_ENV, str(tmp_path / "team") + "/")
     assert cal.calendar_path("demo-h100-16", tmp_path / "w") == tmp_path / "team" / "demo-h100-16.duckdb"
     with pytest.raises(ConfigError, match="cannot name a calendar file"):
@@ -324,11 +397,19 @@ def test_two_processes_racing_for_the_same_capacity_book_exactly_once(tmp_path):
         except CampaignError as err:
             print(err.render()); sys.exit(err.exit_code)
     """)
-    procs = [subprocess.Popen([sys.executable, "-c", script, cid], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, cwd=Path(DEMO).parents[2]) for cid in ("c-left", "c-right")]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, cid],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=Path(DEMO).parents[2],
+        )
+        for cid in ("c-left", "c-right")
+    ]
     import time
 
-    time.sleep(3)   # both processes are up and polling
+    time.sleep(3)  # both processes are up and polling
     go.touch()
     results = [(p.wait(timeout=120), p.stdout.read(), p.stderr.read()) for p in procs]
     codes = sorted(r[0] for r in results)
@@ -349,26 +430,40 @@ def test_window_length_between_p90_and_p99_passes_and_either_side_fails_saying_w
 
     assert empirical_quantile([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 0.9) == 9
     day = 86_400.0
-    finishes = [1.5 * day + i * 0.01 * day for i in range(10)]          # 1.50 .. 1.59 days
-    ok = assess_window_length(finishes, 1.585 * day, 19, PRICING)   # p90 1.58; 1.59 is past the window
+    finishes = [1.5 * day + i * 0.01 * day for i in range(10)]  # 1.50 .. 1.59 days
+    ok = assess_window_length(finishes, 1.585 * day, 19, PRICING)  # p90 1.58; 1.59 is past the window
     assert ok.verdict == "ok" and ok.p_complete_in_window == 0.9 and ok.p99_completion_days is None
     long = assess_window_length(finishes, 2 * day, 19, PRICING)
     tail_h = sum(2 * day - t for t in finishes) / 10 / 3600
-    assert long.verdict == "too_long" and "longer than the campaign's p99 completion time (1.59 days)" in long.message
+    assert (
+        long.verdict == "too_long"
+        and "longer than the campaign's p99 completion time (1.59 days)" in long.message
+    )
     assert abs(long.expected_idle_tail_h - tail_h) < 1e-9
     assert long.expected_idle_tail_cost_usd == PRICING.cost(tail_h * 19)["cost_usd"]
     assert f"${long.expected_idle_tail_cost_usd:,.2f} of released capacity" in long.message
     assert "between 1.58 and 1.59" in long.message
     short = assess_window_length([*finishes[:8], None, None], 1.58 * day, 19, PRICING)
     assert short.verdict == "too_short" and short.p90_completion_days is None
-    assert "shorter than the campaign's p90" in short.message and "20% of 10 replicas do not finish" in short.message
+    assert (
+        "shorter than the campaign's p90" in short.message
+        and "20% of 10 replicas do not finish" in short.message
+    )
     booking = PRICING.cost(1.58 * 24 * 19)["cost_usd"]
     assert f"costs its whole booking ({1.58 * 24 * 19:,.0f} node-hours, ${booking:,.2f})" in short.message
     # Replicas run past the window price what lengthening it costs: here to the p90 of 1.68 days (+2.4 h x 19).
-    priced = assess_window_length([*finishes[:8], None, None], 1.58 * day, 19, PRICING,
-                                  longer_completions_s=[t + 0.1 * day for t in finishes])
+    priced = assess_window_length(
+        [*finishes[:8], None, None],
+        1.58 * day,
+        19,
+        PRICING,
+        longer_completions_s=[t + 0.1 * day for t in finishes],
+    )
     assert priced.verdict == "too_short" and abs(priced.shortfall_node_hours - 0.1 * 24 * 19) < 1e-6
-    assert f"${PRICING.cost(0.1 * 24 * 19)['cost_usd']:,.2f}" in priced.message and "at least 1.68" in priced.message
+    assert (
+        f"${PRICING.cost(0.1 * 24 * 19)['cost_usd']:,.2f}" in priced.message
+        and "at least 1.68" in priced.message
+    )
     # A snapshot job trains through the window: no idle tail, so only the p90 side applies.
     snapshot = assess_window_length(finishes, 2 * day, 19, PRICING, trains_through=True)
     assert snapshot.verdict == "ok" and snapshot.expected_idle_tail_cost_usd == 0
@@ -392,11 +487,15 @@ def test_the_shipped_demo_window_passes_the_window_length_rule_by_default():
     judged = _schedule_gate()
     length = judged.details["window_length"]
     assert judged.passed, judged.summary
-    assert length["verdict"] == "ok" and length["replicas"] == 100 and 0.9 <= length["p_complete_in_window"] < 0.99
+    assert (
+        length["verdict"] == "ok"
+        and length["replicas"] == 100
+        and 0.9 <= length["p_complete_in_window"] < 0.99
+    )
 
 
 def test_the_schedule_gate_fails_a_too_short_and_a_too_long_window_saying_which_and_what_it_costs():
-    short = _schedule_gate("window.days=1.7")        # the demo needs about 1.9 days
+    short = _schedule_gate("window.days=1.7")  # the demo needs about 1.9 days
     assert not short.passed and "shorter than the campaign's p90 completion time" in short.summary
     assert short.details["window_length"]["verdict"] == "too_short"
     assert short.details["window_length"]["shortfall_cost_usd"] > 0
@@ -425,7 +524,7 @@ def test_a_config_without_total_nodes_takes_the_calendars_size(tmp_path):
     cal.book(path, _identity(total=32), _request("c-1"), NOW)
     unsized = cal.cluster_identity(load_config(DEMO, ["cluster.nodes=8", "plan.layout.dp=32"]).config.cluster)
     assert not unsized.total_given and unsized.total_nodes == 11
-    shrunk = cal.book(path, unsized, _request("c-2", nodes=11), NOW)   # 19 + 11 fit the calendar's 32 nodes
+    shrunk = cal.book(path, unsized, _request("c-2", nodes=11), NOW)  # 19 + 11 fit the calendar's 32 nodes
     assert shrunk.start == T0
     with pytest.raises(Refused, match="capacity \\(32 nodes\\)"):
         cal.book(path, unsized, _request("c-3", nodes=11, start=T0 + DAY), NOW)

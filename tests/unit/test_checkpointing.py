@@ -75,8 +75,13 @@ def test_daly_wall_time_is_at_least_the_work(delta, mtbf):
 
 def _scaled(cluster, factor):
     failures = tuple(
-        FailureCategoryConfig(**{**f.model_dump(), "per_gpu_year": f.per_gpu_year * factor if f.per_gpu_year else None,
-                                 "per_1k_node_days": f.per_1k_node_days * factor if f.per_1k_node_days else None})
+        FailureCategoryConfig(
+            **{
+                **f.model_dump(),
+                "per_gpu_year": f.per_gpu_year * factor if f.per_gpu_year else None,
+                "per_1k_node_days": f.per_1k_node_days * factor if f.per_1k_node_days else None,
+            }
+        )
         for f in cluster.failures
     )
     return cluster.model_copy(update={"failures": failures})
@@ -103,7 +108,9 @@ def test_failure_rate_scales_with_job_nodes():
 def test_no_failures_leaves_only_checkpoint_and_planned_overhead():
     cfg = load_config(DEMO).config
     cluster = cfg.cluster.model_copy(update={"failures": ()})
-    ck = plan_checkpoint(10**9, cluster.gpus, CheckpointConfig(storage_gb_per_s=10, interval_s=1000), float("inf"))
+    ck = plan_checkpoint(
+        10**9, cluster.gpus, CheckpointConfig(storage_gb_per_s=10, interval_s=1000), float("inf")
+    )
     planned = 1 - cluster.planned.per_day * cluster.planned.duration_min * 60 / 86400
     assert math.isclose(expected_ettr(cluster, ck), planned * 1000 / (1000 + ck.write_s))
 

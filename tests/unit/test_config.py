@@ -1,6 +1,5 @@
 """The config loader: references, overrides, digests, and errors that name file:line: field and the fix."""
 
-
 import pytest
 
 from campaign.config import load_config, parameter_count
@@ -28,7 +27,9 @@ def test_digest_is_stable_and_changes_with_any_value():
 
 
 def test_override_sets_nested_values_and_list_items():
-    c = load_config(LLAMA, ["plan.layout.dp=64", "cluster.nodes=1024", "cluster.failures.0.detect_s=5"]).config
+    c = load_config(
+        LLAMA, ["plan.layout.dp=64", "cluster.nodes=1024", "cluster.failures.0.detect_s=5"]
+    ).config
     assert c.plan.layout.dp == 64 and c.cluster.nodes == 1024
     assert c.cluster.failures[0].detect_s == 5
 
@@ -41,7 +42,10 @@ def test_unknown_key_names_file_line_field_and_suggests(tmp_path):
     with pytest.raises(ConfigError) as err:
         load_config(path)
     message = err.value.render()
-    assert f"{path}:{line}: cluster.spare_nodez: unknown key 'spare_nodez'; did you mean 'spare_nodes'?" in message
+    assert (
+        f"{path}:{line}: cluster.spare_nodez: unknown key 'spare_nodez'; did you mean 'spare_nodes'?"
+        in message
+    )
     assert "fix:" in message
 
 
@@ -55,7 +59,9 @@ def test_wrong_type_names_the_line(tmp_path):
 
 
 def test_impossible_layout_says_how_to_fix():
-    with pytest.raises(ConfigError, match=r"plan.layout: tp x pp x dp x cp = .* change plan.layout.dp or cluster.nodes"):
+    with pytest.raises(
+        ConfigError, match=r"plan.layout: tp x pp x dp x cp = .* change plan.layout.dp or cluster.nodes"
+    ):
         load_config(DEMO, ["plan.layout.dp=63"])
 
 
@@ -65,7 +71,9 @@ def test_batch_not_divisible_names_the_field():
 
 
 def test_failure_needs_exactly_one_rate():
-    with pytest.raises(ConfigError, match=r"cluster.failures\[0\]: .*exactly one of per_gpu_year or per_1k_node_days"):
+    with pytest.raises(
+        ConfigError, match=r"cluster.failures\[0\]: .*exactly one of per_gpu_year or per_1k_node_days"
+    ):
         load_config(DEMO, ["cluster.failures.0.per_1k_node_days=3"])
 
 
@@ -88,7 +96,9 @@ def test_duplicate_key_is_an_error(tmp_path):
 def test_missing_referenced_file(tmp_path):
     path = tmp_path / "ref.yaml"
     path.write_text(LLAMA.read_text().replace("../clusters/h100-meta-24k.yaml", "../clusters/nope.yaml"))
-    with pytest.raises(ConfigError, match=r"ref.yaml:\d+: cluster: referenced file '../clusters/nope.yaml' not found"):
+    with pytest.raises(
+        ConfigError, match=r"ref.yaml:\d+: cluster: referenced file '../clusters/nope.yaml' not found"
+    ):
         load_config(path)
 
 

@@ -14,9 +14,39 @@ from campaign.data.minhash import _signatures_per_document, signatures
 from campaign.data.normalise import normalise_text, normalise_texts
 
 # Characters that decide splitting and normalisation, mixed with ordinary ones.
-TRICKY = ["a", "b", "é", "e\u0301", " ", "\t", "\n", "\n\n\n\n", "\r\n", "\r", "\x00", "\x0b", "\x0c", "\x1c",
-          "\x1f", "\x7f", "\x85", "\x9f", "\xa0", "\u1680", "\u2000", "\u200b", "\u2028", "\u2029", "\u202f",
-          "\u3000", "\ufeff", "  \n", "the", "İ", "K"]
+TRICKY = [
+    "a",
+    "b",
+    "é",
+    "e\u0301",
+    " ",
+    "\t",
+    "\n",
+    "\n\n\n\n",
+    "\r\n",
+    "\r",
+    "\x00",
+    "\x0b",
+    "\x0c",
+    "\x1c",
+    "\x1f",
+    "\x7f",
+    "\x85",
+    "\x9f",
+    "\xa0",
+    "\u1680",
+    "\u2000",
+    "\u200b",
+    "\u2028",
+    "\u2029",
+    "\u202f",
+    "\u3000",
+    "\ufeff",
+    "  \n",
+    "the",
+    "İ",
+    "K",
+]
 texts = st.lists(st.lists(st.sampled_from(TRICKY), max_size=30).map("".join), max_size=8)
 
 
@@ -45,9 +75,13 @@ def test_normalise_texts_with_a_lone_surrogate_falls_back() -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.lists(st.sampled_from(["a", "b", "c", "d", " ", "\n", "É", "x y"]), max_size=60).map("".join),
-                max_size=12),
-       st.integers(min_value=1, max_value=6))
+@given(
+    st.lists(
+        st.lists(st.sampled_from(["a", "b", "c", "d", " ", "\n", "É", "x y"]), max_size=60).map("".join),
+        max_size=12,
+    ),
+    st.integers(min_value=1, max_value=6),
+)
 def test_batch_signatures_equal_per_document_signatures(batch: list[str], ngram: int) -> None:
     sig, has = signatures(batch, ngram=ngram, num_perm=16, seed=3)
     ref_sig, ref_has = _signatures_per_document(batch, ngram=ngram, num_perm=16, seed=3)
@@ -55,14 +89,19 @@ def test_batch_signatures_equal_per_document_signatures(batch: list[str], ngram:
     assert np.array_equal(sig[has], ref_sig[has])
 
 
-_repetitive = st.lists(st.lists(st.sampled_from(["a", "b", "c", "dd", "eee", "a b", "b a"]), max_size=40)
-                       .map(" ".join), min_size=1, max_size=6)
+_repetitive = st.lists(
+    st.lists(st.sampled_from(["a", "b", "c", "dd", "eee", "a b", "b a"]), max_size=40).map(" ".join),
+    min_size=1,
+    max_size=6,
+)
 _ns = st.lists(st.integers(min_value=1, max_value=12), max_size=4, unique=True)
 
 
 @given(_repetitive, _ns, _ns)
 @settings(max_examples=200, deadline=None)  # the first example compiles the kernel (or loads its cache)
-def test_compiled_ngram_tables_equal_the_numpy_tables(batch: list[str], top_ns: list[int], dup_ns: list[int]) -> None:
+def test_compiled_ngram_tables_equal_the_numpy_tables(
+    batch: list[str], top_ns: list[int], dup_ns: list[int]
+) -> None:
     """The compiled per-document kernel gives every text the same top and duplicated n-gram measures as the
     batch-wide NumPy tables, for any n from 1 (short texts, texts without repeats, long runs of one word)."""
     from campaign.data.filters import TextStats, ngram_tables, ngram_tables_numpy
@@ -86,13 +125,17 @@ def test_compiled_split_is_str_split_for_every_code_point() -> None:
     wstart, wend, wlen, _, counts, _ = split_words_compiled(data, offsets)
     assert counts.tolist() == [len(s.split()) for s in samples]
     raw = data.tobytes()
-    words = [raw[s:e].decode("utf-8", "surrogatepass") for s, e in zip(wstart.tolist(), wend.tolist(), strict=True)]
+    words = [
+        raw[s:e].decode("utf-8", "surrogatepass") for s, e in zip(wstart.tolist(), wend.tolist(), strict=True)
+    ]
     assert words == [w for s in samples for w in s.split()]
     assert wlen.tolist() == [len(w) for w in words]
 
 
-_SURROGATE_OR_TRICKY = st.lists(st.lists(st.sampled_from([*TRICKY, "\ud800", "1", "_", "#", "..", "٣", "ǅ"]),
-                                         max_size=30).map("".join), max_size=8)
+_SURROGATE_OR_TRICKY = st.lists(
+    st.lists(st.sampled_from([*TRICKY, "\ud800", "1", "_", "#", "..", "٣", "ǅ"]), max_size=30).map("".join),
+    max_size=8,
+)
 
 
 @given(_SURROGATE_OR_TRICKY)

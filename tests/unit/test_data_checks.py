@@ -1,6 +1,5 @@
 """The Great Expectations suite built from the config, run on good and bad clean data."""
 
-
 import pandas as pd
 
 from campaign.config import load_config
@@ -10,11 +9,17 @@ from tests.paths import DEMO
 
 
 def _frame(n: int = 60) -> pd.DataFrame:
-    return pd.DataFrame({
-        "doc_id": [f"web/a.jsonl:{i}" for i in range(n)], "source": ["web"] * n, "text": ["x " * 60] * n,
-        "n_words": [60] * n, "n_tokens": [70] * n, "n_bytes": [120] * n,
-        "text_sha256": [f"{i:064x}" for i in range(n)],
-    })
+    return pd.DataFrame(
+        {
+            "doc_id": [f"web/a.jsonl:{i}" for i in range(n)],
+            "source": ["web"] * n,
+            "text": ["x " * 60] * n,
+            "n_words": [60] * n,
+            "n_tokens": [70] * n,
+            "n_bytes": [120] * n,
+            "text_sha256": [f"{i:064x}" for i in range(n)],
+        }
+    )
 
 
 def test_suite_passes_on_clean_data():
@@ -24,9 +29,9 @@ def test_suite_passes_on_clean_data():
 
 def test_suite_names_each_failed_expectation():
     bad = _frame()
-    bad.loc[3, "doc_id"] = bad.loc[2, "doc_id"]          # duplicate id
-    bad.loc[5, "source"] = "unplanned"                   # unknown source
-    bad.loc[7, "n_words"] = 3                            # shorter than the cleaning rule allows
+    bad.loc[3, "doc_id"] = bad.loc[2, "doc_id"]  # duplicate id
+    bad.loc[5, "source"] = "unplanned"  # unknown source
+    bad.loc[7, "n_words"] = 3  # shorter than the cleaning rule allows
     result = validate_frame(bad, suite_specs(load_config(DEMO).config))
     assert not result["success"]
     text = summarise(result)

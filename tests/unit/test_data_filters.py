@@ -23,8 +23,10 @@ ALL = CleaningConfig(c4=C4Config(enabled=True), fineweb=FineWebConfig(enabled=Tr
 
 
 def test_normalise_removes_control_characters_and_unifies_line_breaks() -> None:
-    assert normalise_text("a\x00b\x07c\x1bd\x7fe\x9ff") == "abcdef"         # NUL, BEL, ESC, DEL, C1 removed
-    assert normalise_text("a\rb\x0bc\x0cd\x85e\u2028f\u2029g") == "a\nb\nc\nd\ne\nf\ng"  # all line breaks -> LF
+    assert normalise_text("a\x00b\x07c\x1bd\x7fe\x9ff") == "abcdef"  # NUL, BEL, ESC, DEL, C1 removed
+    assert (
+        normalise_text("a\rb\x0bc\x0cd\x85e\u2028f\u2029g") == "a\nb\nc\nd\ne\nf\ng"
+    )  # all line breaks -> LF
     assert normalise_text("tab\tstays") == "tab\tstays"
     assert normalise_text("lone \ud800 surrogate") == "lone  surrogate"
 
@@ -32,8 +34,8 @@ def test_normalise_removes_control_characters_and_unifies_line_breaks() -> None:
 def test_normalise_nfc_whitespace_and_blank_runs() -> None:
     assert normalise_text("Cafe\u0301") == "Caf\u00e9"
     assert normalise_text("  a  \r\nb\t\n") == "a\nb"
-    assert normalise_text("a\n\n\n\n\n\nb") == "a\n\n\nb"      # five blank lines -> two
-    assert normalise_text("a\n\n\nb") == "a\n\n\nb"            # two blank lines stay
+    assert normalise_text("a\n\n\n\n\n\nb") == "a\n\n\nb"  # five blank lines -> two
+    assert normalise_text("a\n\n\nb") == "a\n\n\nb"  # two blank lines stay
     assert normalise_text("a\n  \n \t\n   \n\nb") == "a\n\n\nb"  # whitespace-only lines are blank
 
 
@@ -59,9 +61,9 @@ def _reason(text: str, cfg: CleaningConfig = CFG) -> str | None:
 
 
 def test_word_count_boundaries() -> None:
-    assert _reason(_words(49)) == F.GOPHER_SHORT_DOC      # "fewer than 50 words" removed
-    assert _reason(_words(50)) is None                    # exactly 50 kept
-    assert _reason(_words(100_000)) is None               # exactly 100,000 kept
+    assert _reason(_words(49)) == F.GOPHER_SHORT_DOC  # "fewer than 50 words" removed
+    assert _reason(_words(50)) is None  # exactly 50 kept
+    assert _reason(_words(100_000)) is None  # exactly 100,000 kept
     assert _reason(_words(100_001)) == F.GOPHER_LONG_DOC
     rejection = F.check_document(_words(49), CFG)
     assert rejection is not None and rejection.detail == "49 words < min_words 50"
@@ -71,7 +73,7 @@ def test_mean_word_length_boundaries() -> None:
     # 50 words of length 3 ("the") = mean 3.0 kept; one two-letter word among them drops it below 3
     assert _reason(_words(50)) is None
     assert _reason(_words(49) + " of") == F.GOPHER_BELOW_AVG_THRESHOLD
-    exactly_ten = _words(25, "the") + " " + _words(25, "a" * 17)    # (25*3 + 25*17)/50 = 10.0: kept
+    exactly_ten = _words(25, "the") + " " + _words(25, "a" * 17)  # (25*3 + 25*17)/50 = 10.0: kept
     assert _reason(exactly_ten) is None
     above_ten = _words(25, "the") + " " + _words(24, "a" * 17) + " " + "a" * 18  # 501/50 = 10.02
     assert _reason(above_ten) == F.GOPHER_ABOVE_AVG_THRESHOLD
@@ -79,26 +81,30 @@ def test_mean_word_length_boundaries() -> None:
 
 def test_hash_and_ellipsis_ratio_boundaries() -> None:
     base = _words(45)
-    assert _reason(base + " #tag" * 5) is None                        # 5 '#' in 50 words = 0.1, kept
+    assert _reason(base + " #tag" * 5) is None  # 5 '#' in 50 words = 0.1, kept
     assert _reason(base + " #tag" * 4 + " ##tag") == F.GOPHER_TOO_MANY_HASHES  # 6 / 50 = 0.12
-    one_line = CleaningConfig(gopher_repetition=NO_REP, max_ellipsis_lines_fraction=1)  # the one line ends in "..."
-    assert _reason(base + " and..." * 5, one_line) is None            # 5 ellipses / 50 words
-    assert _reason(base + " and..." * 4 + " and\u2026 and...", one_line) == F.GOPHER_TOO_MANY_ELLIPSIS  # "…" counts
+    one_line = CleaningConfig(
+        gopher_repetition=NO_REP, max_ellipsis_lines_fraction=1
+    )  # the one line ends in "..."
+    assert _reason(base + " and..." * 5, one_line) is None  # 5 ellipses / 50 words
+    assert (
+        _reason(base + " and..." * 4 + " and\u2026 and...", one_line) == F.GOPHER_TOO_MANY_ELLIPSIS
+    )  # "…" counts
     rejection = F.check_document(base + " #tag" * 4 + " ##tag", CFG)
     assert rejection is not None and "0.120 > 0.1" in rejection.detail
 
 
 def test_alpha_fraction_boundary() -> None:
-    assert _reason(_words(40) + " 1234" * 10) is None                 # 40/50 = 0.8 have a letter: kept
+    assert _reason(_words(40) + " 1234" * 10) is None  # 40/50 = 0.8 have a letter: kept
     assert _reason(_words(39) + " 1234" * 11) == F.GOPHER_BELOW_ALPHA_THRESHOLD  # 0.78
-    assert _reason(_words(40) + " 12a4" * 10) is None                 # a word with any letter counts
+    assert _reason(_words(40) + " 12a4" * 10) is None  # a word with any letter counts
 
 
 def test_stop_words_boundary() -> None:
     filler = _words(48, "cats")
-    assert _reason(filler + " the of") is None                        # two stop words kept
+    assert _reason(filler + " the of") is None  # two stop words kept
     assert _reason(filler + " the dogs") == F.GOPHER_ENOUGH_STOP_WORDS
-    assert _reason(filler + " The, (of)") is None                     # case and punctuation ignored
+    assert _reason(filler + " The, (of)") is None  # case and punctuation ignored
     assert _reason(filler + " there other") == F.GOPHER_ENOUGH_STOP_WORDS  # not substrings
 
 
@@ -112,32 +118,49 @@ def test_stop_words_are_distinct_words_not_occurrences() -> None:
 
 def test_bullet_and_end_ellipsis_lines() -> None:
     line = "the brown cat and the black dog were sitting with that warm mat today"  # no repetition rules here
-    bullets = "\n".join([f"- {line} {i}" for i in range(9)] + [f"{line} end"])   # 9 of 10 = 0.9: kept
+    bullets = "\n".join([f"- {line} {i}" for i in range(9)] + [f"{line} end"])  # 9 of 10 = 0.9: kept
     assert _reason(bullets) is None
     assert _reason("\n".join(f"• {line} {i}" for i in range(10))) == F.GOPHER_TOO_MANY_BULLETS
-    ellipsis = "\n".join([f"{line} {i}..." for i in range(3)] + [f"{line} {i}." for i in range(7)])  # 0.3 kept
+    ellipsis = "\n".join(
+        [f"{line} {i}..." for i in range(3)] + [f"{line} {i}." for i in range(7)]
+    )  # 0.3 kept
     assert _reason(ellipsis) is None
     more = "\n".join([f"{line} {i}\u2026" for i in range(4)] + [f"{line} {i}." for i in range(6)])
-    assert _reason(more, CleaningConfig(gopher_repetition=NO_REP, max_symbol_word_ratio=1)) == F.GOPHER_TOO_MANY_END_ELLIPSIS
+    assert (
+        _reason(more, CleaningConfig(gopher_repetition=NO_REP, max_symbol_word_ratio=1))
+        == F.GOPHER_TOO_MANY_END_ELLIPSIS
+    )
 
 
-PARA = ("Rain fell on the old harbour town through the night, and by morning the streets had turned to shallow "
-        "rivers that carried leaves, paper and the smell of the sea into every doorway along the quay. The "
-        "fishermen waited in the tavern, talking about prices, boats and the weather that would not change.")
+PARA = (
+    "Rain fell on the old harbour town through the night, and by morning the streets had turned to shallow "
+    "rivers that carried leaves, paper and the smell of the sea into every doorway along the quay. The "
+    "fishermen waited in the tavern, talking about prices, boats and the weather that would not change."
+)
 
 
 def test_repetition_line_and_paragraph_fractions() -> None:
     unique = [f"line number {i} of the text here with some words" for i in range(7)]
-    kept = "\n".join(unique + [unique[0]] * 3)         # 3 duplicates of 10 lines = 0.3: kept by dup_line_frac
+    kept = "\n".join(unique + [unique[0]] * 3)  # 3 duplicates of 10 lines = 0.3: kept by dup_line_frac
     dropped = "\n".join(unique[:6] + [unique[0]] * 4)  # 4 of 10 = 0.4
-    only_lines = CleaningConfig(gopher_quality=False, gopher_repetition=GopherRepetitionConfig(
-        max_duplicate_line_char_fraction=1, top_ngram_char_fractions=(), duplicate_ngram_char_fractions=()))
+    only_lines = CleaningConfig(
+        gopher_quality=False,
+        gopher_repetition=GopherRepetitionConfig(
+            max_duplicate_line_char_fraction=1, top_ngram_char_fractions=(), duplicate_ngram_char_fractions=()
+        ),
+    )
     assert _reason(kept, only_lines) is None
     assert _reason(dropped, only_lines) == F.DUP_LINE_FRAC
-    no_paras = only_lines.gopher_repetition.model_copy(update={
-        "max_duplicate_paragraph_fraction": 1, "max_duplicate_paragraph_char_fraction": 1})
-    assert _reason("\n\n\n".join(unique + [unique[0]] * 3), only_lines.model_copy(
-        update={"gopher_repetition": no_paras})) is None  # blank lines are not lines
+    no_paras = only_lines.gopher_repetition.model_copy(
+        update={"max_duplicate_paragraph_fraction": 1, "max_duplicate_paragraph_char_fraction": 1}
+    )
+    assert (
+        _reason(
+            "\n\n\n".join(unique + [unique[0]] * 3),
+            only_lines.model_copy(update={"gopher_repetition": no_paras}),
+        )
+        is None
+    )  # blank lines are not lines
     paras = "\n\n".join([PARA, PARA + " Another ending.", PARA])  # 1 of 3 paragraphs repeats: 0.33 > 0.3
     assert _reason(paras, CleaningConfig()) == F.DUP_PARA_FRAC
     assert _reason(PARA, CleaningConfig()) is None
@@ -145,34 +168,55 @@ def test_repetition_line_and_paragraph_fractions() -> None:
 
 def test_top_and_duplicated_ngrams() -> None:
     rep = CleaningConfig(gopher_quality=False)
-    spam = PARA + " " + " ".join(["buy now"] * 40)   # the 2-gram "buy now" covers far more than 20 %
+    spam = PARA + " " + " ".join(["buy now"] * 40)  # the 2-gram "buy now" covers far more than 20 %
     assert _reason(spam, rep) == "top_2_gram"
     echoed = PARA + " " + PARA.replace("Rain", "Snow")  # the second half repeats 5-grams of the first
     assert _reason(echoed, rep) == "duplicated_5_n_grams"
     assert _reason(PARA, rep) is None
     # each repeated word counts once however many overlapping n-grams cover it: 6 of 12 words
     stats = F.TextStats("a b c d e f a b c d e f")
-    assert F.check_repetition(stats, GopherRepetitionConfig(
-        top_ngram_char_fractions=(), duplicate_ngram_char_fractions=((5, 0.49),))).reason == "duplicated_5_n_grams"
-    assert F.check_repetition(stats, GopherRepetitionConfig(
-        top_ngram_char_fractions=(), duplicate_ngram_char_fractions=((5, 0.5),))) is None
+    assert (
+        F.check_repetition(
+            stats,
+            GopherRepetitionConfig(top_ngram_char_fractions=(), duplicate_ngram_char_fractions=((5, 0.49),)),
+        ).reason
+        == "duplicated_5_n_grams"
+    )
+    assert (
+        F.check_repetition(
+            stats,
+            GopherRepetitionConfig(top_ngram_char_fractions=(), duplicate_ngram_char_fractions=((5, 0.5),)),
+        )
+        is None
+    )
 
 
 def test_c4_edits_lines_and_removes_pages() -> None:
-    c4 = CleaningConfig(gopher_quality=False, gopher_repetition=NO_REP, c4=C4Config(enabled=True, min_sentences=2))
-    text = ("This is the first sentence of the page. It has two.\nshort line\n"
-            "Please enable javascript to see this page now.\nRead our privacy policy for more details here.\n"
-            "The last line ends the page [1] well.")
+    c4 = CleaningConfig(
+        gopher_quality=False, gopher_repetition=NO_REP, c4=C4Config(enabled=True, min_sentences=2)
+    )
+    text = (
+        "This is the first sentence of the page. It has two.\nshort line\n"
+        "Please enable javascript to see this page now.\nRead our privacy policy for more details here.\n"
+        "The last line ends the page [1] well."
+    )
     result = F.apply_filters(text, c4)
     assert result.rejection is None
-    assert result.text == "This is the first sentence of the page. It has two.\nThe last line ends the page  well."
+    assert (
+        result.text
+        == "This is the first sentence of the page. It has two.\nThe last line ends the page  well."
+    )
     assert result.chars_edited == len(text) - len(result.text)
     assert F.apply_filters(text + "\nlorem ipsum dolor sit amet", c4).rejection.reason == F.C4_LOREM_IPSUM
     assert F.apply_filters(text + "\nfunction f() { return 1 }", c4).rejection.reason == F.C4_CURLY_BRACKET
     assert F.apply_filters("One sentence only here.", c4).rejection.reason == F.C4_TOO_FEW_SENTENCES
-    punct = c4.model_copy(update={"c4": C4Config(enabled=True, min_sentences=1, filter_no_terminal_punct=True)})
-    assert F.apply_filters("A line without an end mark\nA line with one at the end.", punct).text == \
-        "A line with one at the end."
+    punct = c4.model_copy(
+        update={"c4": C4Config(enabled=True, min_sentences=1, filter_no_terminal_punct=True)}
+    )
+    assert (
+        F.apply_filters("A line without an end mark\nA line with one at the end.", punct).text
+        == "A line with one at the end."
+    )
 
 
 def test_fineweb_rules() -> None:
@@ -181,8 +225,10 @@ def test_fineweb_rules() -> None:
     assert F.check_document(prose, fw) is None
     no_punct = "\n".join(f"This is line number {i} of a document without an end" for i in range(10))
     assert F.check_document(no_punct, fw).reason == F.FINEWEB_LINE_PUNCT_RATIO
-    short = "\n".join(["Short one."] * 7 + [f"A long line number {i} that is well over thirty characters."
-                                            for i in range(3)])
+    short = "\n".join(
+        ["Short one."] * 7
+        + [f"A long line number {i} that is well over thirty characters." for i in range(3)]
+    )
     assert F.check_document(short, fw).reason == F.FINEWEB_SHORT_LINE_RATIO
     dup = prose + "\n" + "\n".join(["This exact line is repeated many times in the document."] * 3)
     assert F.check_document(dup, fw).reason == F.FINEWEB_CHAR_DUP_RATIO  # paper: 0.1, not datatrove's 0.01
@@ -193,20 +239,30 @@ def test_each_group_can_be_switched_off() -> None:
     assert _reason(spam, CleaningConfig(gopher_repetition=NO_REP)) is None
     assert _reason("too short", CleaningConfig(gopher_quality=False)) is None
     assert F.filter_reasons(CleaningConfig())[:2] == (F.TOO_LARGE, F.GOPHER_SHORT_DOC)
-    assert F.C4_LOREM_IPSUM not in F.filter_reasons(CleaningConfig()) and F.C4_LOREM_IPSUM in F.filter_reasons(ALL)
+    assert F.C4_LOREM_IPSUM not in F.filter_reasons(
+        CleaningConfig()
+    ) and F.C4_LOREM_IPSUM in F.filter_reasons(ALL)
 
 
 def test_too_large_runs_first() -> None:
     cfg = CleaningConfig(max_doc_bytes=100)
     assert F.check_document("é" * 50, cfg).reason != F.TOO_LARGE  # 100 UTF-8 bytes is not above 100
     rejection = F.check_document("é" * 51, cfg)
-    assert rejection is not None and rejection.reason == F.TOO_LARGE and "102 bytes > max_doc_bytes 100" in rejection.detail
+    assert (
+        rejection is not None
+        and rejection.reason == F.TOO_LARGE
+        and "102 bytes > max_doc_bytes 100" in rejection.detail
+    )
 
 
 def test_first_failing_rule_wins() -> None:
     assert _reason("# # #") == F.GOPHER_SHORT_DOC  # also too many hashes, but short comes first
     assert F.check_document("", CFG).reason == F.GOPHER_SHORT_DOC
-    assert set(F.filter_reasons()) >= {F.GOPHER_TOO_MANY_BULLETS, "duplicated_10_n_grams", F.FINEWEB_CHAR_DUP_RATIO}
+    assert set(F.filter_reasons()) >= {
+        F.GOPHER_TOO_MANY_BULLETS,
+        "duplicated_10_n_grams",
+        F.FINEWEB_CHAR_DUP_RATIO,
+    }
 
 
 def test_thresholds_come_from_config() -> None:
@@ -220,8 +276,8 @@ def test_thresholds_come_from_config() -> None:
 
 def test_count_tokens() -> None:
     assert count_tokens("Hello world", "gpt2-pretokens") == 2
-    assert count_tokens("I'm here, 2024!", "gpt2-pretokens") == 6   # I / 'm / ␣here / , / ␣2024 / !
-    assert count_tokens("a  b", "gpt2-pretokens") == 3             # a / ␣ / ␣b
+    assert count_tokens("I'm here, 2024!", "gpt2-pretokens") == 6  # I / 'm / ␣here / , / ␣2024 / !
+    assert count_tokens("a  b", "gpt2-pretokens") == 3  # a / ␣ / ␣b
     assert count_tokens("é", "utf8-bytes") == 2
     texts = ["Hello world", "", "naïve café ünïcode"]
     for tokenizer in ("gpt2-pretokens", "utf8-bytes"):
@@ -245,13 +301,17 @@ def test_mixture_report() -> None:
     assert rows[0]["share"] == 0.75 and rows[0]["planned_share"] == 0.5 and rows[0]["relative_gap"] == 0.5
     assert rows[1]["relative_gap"] == -0.5
     empty = mixture_report({}, {"web": 2.0})
-    assert empty == [{"source": "web", "tokens": 0.0, "share": 0.0, "planned_share": 1.0, "relative_gap": -1.0}]
+    assert empty == [
+        {"source": "web", "tokens": 0.0, "share": 0.0, "planned_share": 1.0, "relative_gap": -1.0}
+    ]
 
 
 def test_c4_edits_that_leave_too_few_words_remove_the_document() -> None:
     c4 = CleaningConfig(min_words=13, gopher_repetition=NO_REP, c4=C4Config(enabled=True, min_sentences=1))
-    text = ("The cat and the dog sat on the mat all day long.\n"
-            "Please enable javascript to see the rest of this page and that is all.")
+    text = (
+        "The cat and the dog sat on the mat all day long.\n"
+        "Please enable javascript to see the rest of this page and that is all."
+    )
     assert F.check_document(text, c4.model_copy(update={"c4": C4Config(enabled=False)})) is None  # 26 words
     rejection = F.check_document(text, c4)
     assert rejection.reason == F.GOPHER_SHORT_DOC and "after C4 line edits" in rejection.detail
@@ -272,7 +332,9 @@ def test_ascii_stop_word_search_is_the_regex(text: str, enough: int) -> None:
         assert len(fast) >= enough and fast <= by_regex
 
 
-@given(st.text(alphabet=st.sampled_from(list("a.!? \n\t")), max_size=60), st.integers(min_value=0, max_value=6))
+@given(
+    st.text(alphabet=st.sampled_from(list("a.!? \n\t")), max_size=60), st.integers(min_value=0, max_value=6)
+)
 def test_sentence_count_stops_at_enough_and_is_exact_below(text: str, enough: int) -> None:
     full = len(F._SENTENCE_END.findall(text))
     assert F._count_sentences(text, enough) == min(full, enough)

@@ -26,13 +26,22 @@ CONFIGS = {
     "default": CleaningConfig(),
     "bench": CleaningConfig(c4=C4Config(enabled=True), fineweb=FineWebConfig(enabled=True)),
     "odd": CleaningConfig(
-        min_words=5, max_bullet_lines_fraction=0.2, max_ellipsis_lines_fraction=0.05,
-        c4=C4Config(enabled=True, min_words_per_line=0, filter_no_terminal_punct=True, min_sentences=1,
-                    max_word_length=12),
+        min_words=5,
+        max_bullet_lines_fraction=0.2,
+        max_ellipsis_lines_fraction=0.05,
+        c4=C4Config(
+            enabled=True,
+            min_words_per_line=0,
+            filter_no_terminal_punct=True,
+            min_sentences=1,
+            max_word_length=12,
+        ),
         fineweb=FineWebConfig(enabled=True, short_line_chars=12, max_duplicate_line_char_fraction=0.02),
         gopher_repetition=GopherRepetitionConfig(
             top_ngram_char_fractions=((1, 0.05), (3, 0.1)),
-            duplicate_ngram_char_fractions=((9, 0.05), (4, 0.02), (2, 0.3)))),
+            duplicate_ngram_char_fractions=((9, 0.05), (4, 0.02), (2, 0.3)),
+        ),
+    ),
 }
 
 
@@ -64,21 +73,33 @@ def _documents() -> list[str]:
     for _ in range(250):
         k = rng.randint(1, 12)
         start = rng.randrange(len(paras))
-        docs.append("\n\n".join(paras[start:start + k]))
+        docs.append("\n\n".join(paras[start : start + k]))
     for _ in range(60):  # pages with repeated paragraphs/lines, as boilerplate-heavy pages have
         p = rng.choice(paras)
         docs.append("\n\n".join([p] * rng.randint(2, 4) + [rng.choice(paras)]))
         docs.append("\n".join([p.split("\n")[0]] * rng.randint(2, 20) + [rng.choice(paras)]))
     line = "The quick brown fox jumps over the lazy dog near the river bank."
     docs += [
-        "", " ", "a", "\n\n\n", "word " * 60, "the and " * 30, "#tag " * 60, "... " * 60, "…\n" * 60,
+        "",
+        " ",
+        "a",
+        "\n\n\n",
+        "word " * 60,
+        "the and " * 30,
+        "#tag " * 60,
+        "... " * 60,
+        "…\n" * 60,
         "\n".join(f"- item {i} of the list and more" for i in range(60)),
         "\n".join(f"  • point {i} with the text..." for i in range(60)),
-        "\n".join([line] * 10 + ["lorem ipsum dolor sit amet."]), line + " {" + " x" * 60,
+        "\n".join([line] * 10 + ["lorem ipsum dolor sit amet."]),
+        line + " {" + " x" * 60,
         "\n".join(f"{line} [1] [edit] [citation needed]" for _ in range(8)),
-        "élan vital ½ ² ٣ and the " * 20, "İt wıth the ſome " * 20, "_ __ 123 4.5 -- " * 30,
+        "élan vital ½ ² ٣ and the " * 20,
+        "İt wıth the ſome " * 20,
+        "_ __ 123 4.5 -- " * 30,
         ("Terms of use. " + line + "\n") * 8 + "javascript is required. " * 5,
-        "\u00a0".join(["the", "of", "word"] * 40), "a b c d e f a b c d e f " * 10,
+        "\u00a0".join(["the", "of", "word"] * 40),
+        "a b c d e f a b c d e f " * 10,
         "\n".join(f"{line} lorem [2]ipsum, java[edit]script." for _ in range(8)),
         "\n".join([line] * 6 + ["x" * 1200 + " and the rest of the line.", "y" * 1300]),
     ]
@@ -100,7 +121,7 @@ def test_batch_filters_decide_as_the_reference(name: str) -> None:
     cfg, docs = CONFIGS[name], _docs()
     got = []
     for i in range(0, len(docs), 512):
-        got += F.filter_batch(docs[i:i + 512], cfg)
+        got += F.filter_batch(docs[i : i + 512], cfg)
     mismatches = []
     reasons = set()
     for doc, new in zip(docs, got, strict=True):

@@ -21,9 +21,10 @@ BANDS = 4
 
 def _data(**cleaning) -> DataConfig:
     near = cleaning.pop("near", True)
-    return DataConfig(sources=(SourceConfig(name="web", path="/nonexistent/*.jsonl", format="jsonl", weight=1),),
-                      cleaning=CleaningConfig(near_dedup=NearDedupConfig(enabled=near, bands=BANDS, rows=2),
-                                              **cleaning))
+    return DataConfig(
+        sources=(SourceConfig(name="web", path="/nonexistent/*.jsonl", format="jsonl", weight=1),),
+        cleaning=CleaningConfig(near_dedup=NearDedupConfig(enabled=near, bands=BANDS, rows=2), **cleaning),
+    )
 
 
 def _write(work: Path, keys: np.ndarray, bands: np.ndarray, has_sig: np.ndarray, cuts: list[int]) -> list:
@@ -36,10 +37,18 @@ def _write(work: Path, keys: np.ndarray, bands: np.ndarray, has_sig: np.ndarray,
         writer = PartWriter(folder / SIG, sig_schema(BANDS))
         mid = (lo + hi + 1) // 2
         for a, b in ((lo, mid), (mid, hi)):
-            writer.write_table(pa.table({
-                "doc_id": [f"d{j}" for j in range(a, b)], "key_hi": keys[a:b, 0], "key_lo": keys[a:b, 1],
-                "has_sig": has_sig[a:b], **{band_column(k): bands[a:b, k] for k in range(BANDS)}},
-                schema=sig_schema(BANDS)))
+            writer.write_table(
+                pa.table(
+                    {
+                        "doc_id": [f"d{j}" for j in range(a, b)],
+                        "key_hi": keys[a:b, 0],
+                        "key_lo": keys[a:b, 1],
+                        "has_sig": has_sig[a:b],
+                        **{band_column(k): bands[a:b, k] for k in range(BANDS)},
+                    },
+                    schema=sig_schema(BANDS),
+                )
+            )
         writer.close()
         summaries.append(ShardSummary(key=folder.name, index=i, source="web", path="", name="", part=i))
     return summaries[::-1]
@@ -56,13 +65,22 @@ def _reference(keys, bands, has_sig, cuts, exact_on=True, near_on=True) -> list[
     label = clusters(bands, has_sig & ~exact) if near_on else np.arange(n)
     near = (label != np.arange(n)) & ~exact
     shard = np.searchsorted(cuts, np.arange(n), side="right") - 1
-    return [(int(shard[i]), int(i - cuts[shard[i]]), EXACT_DUPLICATE if exact[i] else NEAR_DUPLICATE,
-             f"d{exact_kept[i] if exact[i] else label[i]}") for i in np.flatnonzero(exact | near)]
+    return [
+        (
+            int(shard[i]),
+            int(i - cuts[shard[i]]),
+            EXACT_DUPLICATE if exact[i] else NEAR_DUPLICATE,
+            f"d{exact_kept[i] if exact[i] else label[i]}",
+        )
+        for i in np.flatnonzero(exact | near)
+    ]
 
 
 def _result(work: Path) -> list[tuple]:
     table = pq.read_table(work / DEDUP_FILE)
-    return list(zip(*(table.column(c).to_pylist() for c in ("shard", "row", "reason", "kept_doc_id")), strict=True))
+    return list(
+        zip(*(table.column(c).to_pylist() for c in ("shard", "row", "reason", "kept_doc_id")), strict=True)
+    )
 
 
 def _case(seed: int, n: int, values: int):
@@ -110,8 +128,10 @@ def test_a_long_chain_of_near_duplicates_is_one_cluster_rooted_at_its_first(tmp_
 
 def test_with_exact_or_near_off(tmp_path: Path) -> None:
     keys, bands, has_sig, cuts = _case(7, 200, values=150)
-    for name, kw, flags in (("exact-off", {"exact_dedup": False}, (False, True)),
-                            ("near-off", {"near": False}, (True, False))):
+    for name, kw, flags in (
+        ("exact-off", {"exact_dedup": False}, (False, True)),
+        ("near-off", {"near": False}, (True, False)),
+    ):
         work = tmp_path / name
         stats = dedup_pass(_write(work, keys, bands, has_sig, cuts), _data(**kw), work)
         assert _result(work) == _reference(keys, bands, has_sig, cuts, *flags)

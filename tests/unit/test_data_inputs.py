@@ -25,7 +25,9 @@ def _source(path: Path | str, fmt: str = "jsonl", **kw) -> SourceConfig:
 def test_bom_belongs_to_the_file_not_the_first_record(tmp_path: Path) -> None:
     path = tmp_path / "web" / "bom.jsonl"
     path.parent.mkdir()
-    path.write_bytes(b"\xef\xbb\xbf" + json.dumps({"text": GOOD}).encode() + b"\n" + json.dumps({"text": "x"}).encode())
+    path.write_bytes(
+        b"\xef\xbb\xbf" + json.dumps({"text": GOOD}).encode() + b"\n" + json.dumps({"text": "x"}).encode()
+    )
     docs = list(read_source(_source(path)))
     assert [(d.line, d.reason, d.text) for d in docs] == [(1, None, GOOD), (2, None, "x")]
 
@@ -34,10 +36,17 @@ def test_unparseable_records_are_rejections_not_aborts(tmp_path: Path) -> None:
     path = tmp_path / "web" / "bad.jsonl"
     path.parent.mkdir()
     deep = b'{"text": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"  # RecursionError in the stdlib parser
-    huge = json.dumps({"text": "y " * 200_000}).encode()             # longer than max_record_bytes below
-    path.write_bytes(b"\n".join([json.dumps({"text": GOOD}).encode(), deep, huge, json.dumps({"text": GOOD}).encode()]))
+    huge = json.dumps({"text": "y " * 200_000}).encode()  # longer than max_record_bytes below
+    path.write_bytes(
+        b"\n".join([json.dumps({"text": GOOD}).encode(), deep, huge, json.dumps({"text": GOOD}).encode()])
+    )
     docs = list(read_source(_source(path), max_record_bytes=300_000))
-    assert [(d.line, d.reason) for d in docs] == [(1, None), (2, MALFORMED_JSON), (3, RECORD_TOO_LARGE), (4, None)]
+    assert [(d.line, d.reason) for d in docs] == [
+        (1, None),
+        (2, MALFORMED_JSON),
+        (3, RECORD_TOO_LARGE),
+        (4, None),
+    ]
     assert "nested too deeply" in docs[1].detail or "recursion" in docs[1].detail.lower()
     assert f"{len(huge) + 1:,} bytes > max_record_bytes 300,000" in docs[2].detail and docs[2].text == ""
     assert len(docs[1].text) <= 10_000  # only the start of an unparseable record is kept
@@ -71,9 +80,9 @@ def test_recursive_glob_survives_symlink_loops_and_reads_each_file_once(tmp_path
     (root / "a" / "b").mkdir(parents=True)
     (root / "a" / "one.jsonl").write_text("{}\n")
     (root / "a" / "b" / "two.jsonl").write_text("{}\n")
-    os.symlink(root / "a", root / "a" / "b" / "loop")          # a/b/loop -> a: a cycle
+    os.symlink(root / "a", root / "a" / "b" / "loop")  # a/b/loop -> a: a cycle
     os.symlink(root / "a" / "one.jsonl", root / "alias.jsonl")  # a second name for one.jsonl
-    os.symlink(root / "a" / "b", root / "b-link")               # a second way into b
+    os.symlink(root / "a" / "b", root / "b-link")  # a second way into b
     found = expand_glob(str(root / "**" / "*.jsonl"))
     assert [p.relative_to(root).as_posix() for p in found] == ["a/b/two.jsonl", "a/one.jsonl"]
     assert expand_glob(str(root / "a" / "*.jsonl")) == [root / "a" / "one.jsonl"]
@@ -94,9 +103,13 @@ def test_every_unreadable_file_is_reported_at_once(tmp_path: Path) -> None:
     broken.write_bytes(broken.read_bytes()[:-30])
     nocol = tmp_path / "docs" / "y.parquet"
     pq.write_table(pa.table({"body": [GOOD]}), nocol)
-    data = DataConfig(sources=(_source(tmp_path / "web" / "*.jsonl"), _source(tmp_path / "docs" / "*.parquet",
-                                                                              "parquet", name="docs"),
-                               _source(tmp_path / "none" / "*.jsonl", name="none")))
+    data = DataConfig(
+        sources=(
+            _source(tmp_path / "web" / "*.jsonl"),
+            _source(tmp_path / "docs" / "*.parquet", "parquet", name="docs"),
+            _source(tmp_path / "none" / "*.jsonl", name="none"),
+        )
+    )
     os.chmod(locked, 0)
     try:
         if os.access(locked, os.R_OK):  # running as root: permissions do not apply
@@ -121,7 +134,9 @@ def test_a_file_failing_part_way_is_reported_with_the_others(tmp_path: Path) -> 
 
     (tmp_path / "web").mkdir()
     for name in ("a", "b"):
-        data = gzip.compress(b"".join(json.dumps({"text": f"{GOOD} {i}"}).encode() + b"\n" for i in range(3000)))
+        data = gzip.compress(
+            b"".join(json.dumps({"text": f"{GOOD} {i}"}).encode() + b"\n" for i in range(3000))
+        )
         (tmp_path / "web" / f"{name}.jsonl.gz").write_bytes(data[: len(data) // 2])
     (tmp_path / "web" / "c.jsonl.gz").write_bytes(gzip.compress(json.dumps({"text": GOOD}).encode()))
     cfg = DataConfig(sources=(_source(tmp_path / "web" / "*.jsonl.gz"),))

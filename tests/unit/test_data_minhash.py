@@ -22,7 +22,7 @@ needs_licences = pytest.mark.skipif(not (LICENCES / "GFDL-1.2").is_file(), reaso
 
 def _shingles(text: str, n: int = 5) -> set[tuple[str, ...]]:
     words = text.lower().split()
-    return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
+    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
 
 
 def _jaccard(a: str, b: str) -> float:
@@ -53,7 +53,9 @@ def test_gfdl_pair_collapses_and_gpl_pair_survives(tmp_path: Path) -> None:
     path = tmp_path / "lic" / "all.jsonl"
     path.parent.mkdir()
     path.write_text("".join(json.dumps({"id": n, "text": (LICENCES / n).read_text()}) + "\n" for n in names))
-    data = DataConfig(sources=(SourceConfig(name="lic", path=str(path), format="jsonl", id_field="id", weight=1),))
+    data = DataConfig(
+        sources=(SourceConfig(name="lic", path=str(path), format="jsonl", id_field="id", weight=1),)
+    )
     manifest = prepare_data(data, tmp_path / "data")  # default config: every default rule and near dedup on
     kept = pq.read_table(tmp_path / "data" / "clean" / "lic.parquet")["doc_id"].to_pylist()
     assert sum(n in kept for n in ("GFDL-1.2", "GFDL-1.3")) == 1
@@ -61,7 +63,9 @@ def test_gfdl_pair_collapses_and_gpl_pair_survives(tmp_path: Path) -> None:
     rejected = pq.read_table(tmp_path / "data" / "rejected" / "lic.parquet").to_pylist()
     gfdl = [r for r in rejected if r["doc_id"].startswith("GFDL")]
     assert len(gfdl) == 1 and gfdl[0]["reason"] == "near_duplicate"
-    assert gfdl[0]["doc_id"] == "GFDL-1.3" and gfdl[0]["detail"] == "near-duplicate of kept doc GFDL-1.2"  # first kept
+    assert (
+        gfdl[0]["doc_id"] == "GFDL-1.3" and gfdl[0]["detail"] == "near-duplicate of kept doc GFDL-1.2"
+    )  # first kept
     assert manifest["near_dedup"]["clusters"] == 1
 
 
@@ -98,9 +102,14 @@ def _components_reference(keys: np.ndarray, eligible: np.ndarray) -> list[int]:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.integers(2, 40).flatmap(lambda n: st.tuples(
-    st.lists(st.lists(st.integers(0, 6), min_size=3, max_size=3), min_size=n, max_size=n),
-    st.lists(st.booleans(), min_size=n, max_size=n))))
+@given(
+    st.integers(2, 40).flatmap(
+        lambda n: st.tuples(
+            st.lists(st.lists(st.integers(0, 6), min_size=3, max_size=3), min_size=n, max_size=n),
+            st.lists(st.booleans(), min_size=n, max_size=n),
+        )
+    )
+)
 def test_clusters_band_by_band_equal_a_plain_search(case) -> None:
     rows, flags = case
     keys = np.array(rows, dtype=np.uint64)
@@ -116,8 +125,10 @@ def test_band_keys_and_empty_texts() -> None:
 
 
 def test_parameters_are_configurable(tmp_path: Path) -> None:
-    prose = ("Every morning the baker opened the shop at six, lit the ovens, and set out bread for the street. "
-             "The neighbours came early, talked about the weather, and carried the warm loaves home to breakfast.")
+    prose = (
+        "Every morning the baker opened the shop at six, lit the ovens, and set out bread for the street. "
+        "The neighbours came early, talked about the weather, and carried the warm loaves home to breakfast."
+    )
     near = prose.replace("six", "seven")
     path = tmp_path / "p" / "a.jsonl"
     path.parent.mkdir()
@@ -126,6 +137,8 @@ def test_parameters_are_configurable(tmp_path: Path) -> None:
     src = (SourceConfig(name="p", path=str(path), format="jsonl", weight=1),)
     removed = prepare_data(DataConfig(sources=src, cleaning=lenient), tmp_path / "d1")
     assert removed["sources"][0]["by_reason"] == {"near_duplicate": 1}
-    strict = lenient.model_copy(update={"near_dedup": NearDedupConfig(bands=1, rows=100)})  # needs ~all hashes equal
+    strict = lenient.model_copy(
+        update={"near_dedup": NearDedupConfig(bands=1, rows=100)}
+    )  # needs ~all hashes equal
     kept = prepare_data(DataConfig(sources=src, cleaning=strict), tmp_path / "d2")
     assert kept["sources"][0]["by_reason"] == {} and kept["near_dedup"]["rows"] == 100

@@ -27,9 +27,11 @@ from campaign.errors import DataError
 from campaign.evidence import read_evidence
 from campaign.files import sha256_file
 
-PROSE = ("The interpreter reads the program text and that text is split into tokens with a lexer. "
-         "Each statement is then compiled to byte code, and the byte code is run by the virtual machine "
-         "of the interpreter, which keeps a stack of frames with the local names of each call.")
+PROSE = (
+    "The interpreter reads the program text and that text is split into tokens with a lexer. "
+    "Each statement is then compiled to byte code, and the byte code is run by the virtual machine "
+    "of the interpreter, which keeps a stack of frames with the local names of each call."
+)
 LICENCES = Path("/usr/share/common-licenses")
 NO_NEAR = CleaningConfig(near_dedup=NearDedupConfig(enabled=False))
 
@@ -40,10 +42,14 @@ def _write_jsonl(path: Path, texts: list[object]) -> None:
 
 
 def _config(tmp_path: Path, cleaning: CleaningConfig = NO_NEAR, **kw) -> DataConfig:
-    return DataConfig(sources=(
-        SourceConfig(name="web", path=str(tmp_path / "web" / "*.jsonl"), format="jsonl", weight=3),
-        SourceConfig(name="books", path=str(tmp_path / "books" / "*.jsonl"), format="jsonl", weight=1),
-    ), cleaning=cleaning, **kw)
+    return DataConfig(
+        sources=(
+            SourceConfig(name="web", path=str(tmp_path / "web" / "*.jsonl"), format="jsonl", weight=3),
+            SourceConfig(name="books", path=str(tmp_path / "books" / "*.jsonl"), format="jsonl", weight=1),
+        ),
+        cleaning=cleaning,
+        **kw,
+    )
 
 
 class Run:
@@ -72,10 +78,15 @@ def test_prepare_counts_and_cross_source_dedup(two_sources: DataConfig, tmp_path
     assert run.clean["web"]["doc_id"].to_pylist() == ["web/a.jsonl:1", "web/b.jsonl:1"]  # files sorted
     assert books["by_reason"] == {"exact_duplicate": 1}
     rejected = next(r for r in run.rejected["books"].to_pylist() if r["reason"] == "exact_duplicate")
-    assert rejected["doc_id"] == "books/x.jsonl:1" and rejected["detail"] == "same text as kept doc web/b.jsonl:1"
+    assert (
+        rejected["doc_id"] == "books/x.jsonl:1"
+        and rejected["detail"] == "same text as kept doc web/b.jsonl:1"
+    )
     # the padded copy of a.jsonl:1 is a duplicate after normalisation; a duplicate keeps the compared text
     dup = next(r for r in run.rejected["web"].to_pylist() if r["reason"] == "exact_duplicate")
-    assert dup["line"] == 3 and dup["text"] == PROSE and dup["detail"] == "same text as kept doc web/a.jsonl:1"
+    assert (
+        dup["line"] == 3 and dup["text"] == PROSE and dup["detail"] == "same text as kept doc web/a.jsonl:1"
+    )
     short = next(r for r in run.rejected["web"].to_pylist() if r["reason"] == "gopher_short_doc")
     assert short["text"] == "too short"  # a rule rejection keeps the text as read
     for name, stats in run.stats.items():
@@ -111,11 +122,16 @@ def test_near_duplicates_name_the_kept_document(two_sources: DataConfig, tmp_pat
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.one_of(st.sampled_from([PROSE, PROSE + " x", "short", "", None, 3, ["a"]]),
-                          st.text(max_size=80)), max_size=30),
-       st.sampled_from([2**16, 2**20]))
-def test_input_equals_kept_plus_rejected(tmp_path_factory: pytest.TempPathFactory, texts: list[object],
-                                         shard_bytes: int) -> None:
+@given(
+    st.lists(
+        st.one_of(st.sampled_from([PROSE, PROSE + " x", "short", "", None, 3, ["a"]]), st.text(max_size=80)),
+        max_size=30,
+    ),
+    st.sampled_from([2**16, 2**20]),
+)
+def test_input_equals_kept_plus_rejected(
+    tmp_path_factory: pytest.TempPathFactory, texts: list[object], shard_bytes: int
+) -> None:
     tmp = tmp_path_factory.mktemp("prop")
     _write_jsonl(tmp / "web" / "a.jsonl", texts)
     (tmp / "web" / "b.jsonl").write_bytes(b'{"text": "broken\n\xff\xfe\n')
@@ -146,7 +162,9 @@ def test_files_and_manifest(two_sources: DataConfig, tmp_path: Path) -> None:
     assert on_disk == json.loads(json.dumps(manifest)) == read_manifest(data_dir)
     evidence = read_evidence(data_dir, two_sources)
     assert evidence.problems == () and evidence.digest == manifest["data_digest"]
-    assert manifest["tokenizer"].startswith("gpt2-pretokens (estimate") and manifest["tokens_estimated"] is True
+    assert (
+        manifest["tokenizer"].startswith("gpt2-pretokens (estimate") and manifest["tokens_estimated"] is True
+    )
     web, books = manifest["sources"]
     assert (web["name"], web["weight"], web["clean_file"]) == ("web", 3, "clean/web.parquet")
     assert web["clean_sha256"] == sha256_file(data_dir / "clean" / "web.parquet")
@@ -167,8 +185,12 @@ def test_files_and_manifest(two_sources: DataConfig, tmp_path: Path) -> None:
         assert e["sha256"] == sha256_file(e["path"])
     # the removal table: per source and reason in pipeline order, docs/chars/tokens
     rows = [(r["source"], r["step"], r["reason"], r["docs"]) for r in manifest["removals"]]
-    assert rows == [("web", "read", "wrong_type", 1), ("web", "gopher_quality", "gopher_short_doc", 1),
-                    ("web", "exact_dedup", "exact_duplicate", 1), ("books", "exact_dedup", "exact_duplicate", 1)]
+    assert rows == [
+        ("web", "read", "wrong_type", 1),
+        ("web", "gopher_quality", "gopher_short_doc", 1),
+        ("web", "exact_dedup", "exact_duplicate", 1),
+        ("books", "exact_dedup", "exact_duplicate", 1),
+    ]
     assert all(r["chars"] > 0 and r["tokens"] >= 0 for r in manifest["removals"])
     # the digest covers the manifest, every listed file and the data: section (campaign/evidence.py)
     hashes = {e["path"]: sha256_file(data_dir / e["path"]) for e in manifest["files"]}
@@ -179,7 +201,10 @@ def test_real_tokenizer_named_with_version(two_sources: DataConfig, tmp_path: Pa
     from campaign.tokenizer import load_tokenizer
 
     run = Run(two_sources.model_copy(update={"tokenizer": "cl100k_base"}), tmp_path / "data")
-    assert run.manifest["tokenizer"].startswith("cl100k_base (bpe-openai ") and not run.manifest["tokens_estimated"]
+    assert (
+        run.manifest["tokenizer"].startswith("cl100k_base (bpe-openai ")
+        and not run.manifest["tokens_estimated"]
+    )
     tok = load_tokenizer("cl100k_base")
     texts = run.clean["web"]["text"].to_pylist()
     assert run.clean["web"]["n_tokens"].to_pylist() == [len(tok.encode(t)) for t in texts]
@@ -188,8 +213,9 @@ def test_real_tokenizer_named_with_version(two_sources: DataConfig, tmp_path: Pa
 
 def test_empty_rejected_table_is_written_with_schema(tmp_path: Path) -> None:
     _write_jsonl(tmp_path / "web" / "a.jsonl", [PROSE])
-    data = DataConfig(sources=(SourceConfig(name="web", path=str(tmp_path / "web" / "*.jsonl"), format="jsonl",
-                                            weight=1),))
+    data = DataConfig(
+        sources=(SourceConfig(name="web", path=str(tmp_path / "web" / "*.jsonl"), format="jsonl", weight=1),)
+    )
     prepare_data(data, tmp_path / "data")
     table = pq.read_table(tmp_path / "data" / "rejected" / "web.parquet")
     assert table.num_rows == 0 and table.schema.names == REJECTED_SCHEMA.names
@@ -197,13 +223,17 @@ def test_empty_rejected_table_is_written_with_schema(tmp_path: Path) -> None:
 
 def _many_files(tmp_path: Path) -> DataConfig:
     for i in range(4):
-        _write_jsonl(tmp_path / "web" / f"p{i}.jsonl", [f"{PROSE} Number {i} {j}." + f" word{j}" * j
-                                                        for j in range(40)])
+        _write_jsonl(
+            tmp_path / "web" / f"p{i}.jsonl",
+            [f"{PROSE} Number {i} {j}." + f" word{j}" * j for j in range(40)],
+        )
     _write_jsonl(tmp_path / "books" / "x.jsonl", [PROSE + " Two."] * 3)
     return _config(tmp_path, CleaningConfig(), shard_bytes=2**16)
 
 
-def test_killed_prepare_redoes_only_unfinished_shards(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_killed_prepare_redoes_only_unfinished_shards(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     data = _many_files(tmp_path / "in")
     whole = Run(data, tmp_path / "whole")
     real = shards._process
@@ -225,9 +255,14 @@ def test_killed_prepare_redoes_only_unfinished_shards(tmp_path: Path, monkeypatc
     reused = [s["key"] for src in again.manifest["sources"] for s in src["shards"] if s["reused"]]
     assert reused == calls[:2]  # the two finished shards were not run again
     for entry in whole.manifest["files"]:
-        assert (tmp_path / "whole" / entry["path"]).read_bytes() == (tmp_path / "killed" / entry["path"]).read_bytes()
+        assert (tmp_path / "whole" / entry["path"]).read_bytes() == (
+            tmp_path / "killed" / entry["path"]
+        ).read_bytes()
     strip = lambda m: {k: v for k, v in m.items() if k not in ("sources",)}
-    assert strip(whole.manifest) == strip(again.manifest) and whole.manifest["data_digest"] == again.manifest["data_digest"]
+    assert (
+        strip(whole.manifest) == strip(again.manifest)
+        and whole.manifest["data_digest"] == again.manifest["data_digest"]
+    )
 
 
 def test_changed_config_invalidates_finished_shards(tmp_path: Path) -> None:
@@ -243,14 +278,20 @@ def test_changed_config_invalidates_finished_shards(tmp_path: Path) -> None:
 def test_cleanup_removes_only_files_campaign_wrote(two_sources: DataConfig, tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     prepare_data(two_sources, data_dir)
-    (data_dir / "clean" / ".web.parquet.abc.tmp").write_bytes(b"half")      # a killed write of ours
+    (data_dir / "clean" / ".web.parquet.abc.tmp").write_bytes(b"half")  # a killed write of ours
     (data_dir / "clean" / "my_curated_corpus.parquet").write_bytes(b"mine")  # a user's file
     one_source = DataConfig(sources=two_sources.sources[:1], tokenizer=two_sources.tokenizer)
     prepare_data(one_source, data_dir)  # books is no longer configured: its files (ours) go, the user's stays
-    assert sorted(p.name for p in (data_dir / "clean").iterdir()) == ["my_curated_corpus.parquet", "web.parquet"]
-    assert read_evidence(data_dir, one_source).problems == ((
-        "data/clean/my_curated_corpus.parquet is not in manifest.json (campaign did not write it in this prepare); "
-        "move it out of the workspace, or run `campaign prepare` again"),)
+    assert sorted(p.name for p in (data_dir / "clean").iterdir()) == [
+        "my_curated_corpus.parquet",
+        "web.parquet",
+    ]
+    assert read_evidence(data_dir, one_source).problems == (
+        (
+            "data/clean/my_curated_corpus.parquet is not in manifest.json (campaign did not write it in this prepare); "
+            "move it out of the workspace, or run `campaign prepare` again"
+        ),
+    )
 
 
 def test_evidence_reports_changed_missing_and_extra(two_sources: DataConfig, tmp_path: Path) -> None:
@@ -263,9 +304,14 @@ def test_evidence_reports_changed_missing_and_extra(two_sources: DataConfig, tmp
     (data_dir / "clean" / "books.parquet").unlink()
     (data_dir / "clean" / "extra.parquet").write_bytes(b"x")
     problems = read_evidence(data_dir, two_sources).problems
-    assert "data/clean/books.parquet is missing (listed in manifest.json); run `campaign prepare` again" in problems
-    assert any(p.startswith(f"data/clean/web.parquet changed since prepare (sha256 {old[:8]}… is now {new[:8]}…)")
-               for p in problems)
+    assert (
+        "data/clean/books.parquet is missing (listed in manifest.json); run `campaign prepare` again"
+        in problems
+    )
+    assert any(
+        p.startswith(f"data/clean/web.parquet changed since prepare (sha256 {old[:8]}… is now {new[:8]}…)")
+        for p in problems
+    )
     assert any(p.startswith("data/clean/extra.parquet is not in manifest.json") for p in problems)
     (data_dir / "manifest.json").write_text("{not json")
     with pytest.raises(DataError, match="unreadable data manifest") as err:
@@ -289,8 +335,10 @@ def test_outputs_do_not_depend_on_place_or_sharding(two_sources: DataConfig, tmp
 
 
 def test_a_large_file_in_byte_ranges_matches_one_shard(tmp_path: Path) -> None:
-    texts = [f"{PROSE} Paragraph {i} of the book, with more words: " + " ".join(f"w{i}x{j}" for j in range(i % 50))
-             for i in range(600)]
+    texts = [
+        f"{PROSE} Paragraph {i} of the book, with more words: " + " ".join(f"w{i}x{j}" for j in range(i % 50))
+        for i in range(600)
+    ]
     _write_jsonl(tmp_path / "web" / "big.jsonl", texts)
     _write_jsonl(tmp_path / "books" / "x.jsonl", [PROSE])
     one = Run(_config(tmp_path, CleaningConfig()), tmp_path / "one")
@@ -298,8 +346,9 @@ def test_a_large_file_in_byte_ranges_matches_one_shard(tmp_path: Path) -> None:
     assert len(many.stats["web"]["shards"]) > 3 and len(one.stats["web"]["shards"]) == 1
     assert many.clean["web"].equals(one.clean["web"]) and many.rejected["web"].equals(one.rejected["web"])
     assert many.manifest["inputs"] == one.manifest["inputs"]  # the split file is hashed whole, once
-    assert {f["path"]: f["sha256"] for f in many.manifest["files"]} == \
-        {f["path"]: f["sha256"] for f in one.manifest["files"]}
+    assert {f["path"]: f["sha256"] for f in many.manifest["files"]} == {
+        f["path"]: f["sha256"] for f in one.manifest["files"]
+    }
 
 
 # --------------------------------------------------------------------- real text: Debian licence texts
@@ -314,10 +363,17 @@ def test_licence_texts_through_the_pipeline(tmp_path: Path) -> None:
     paragraphs = [p for t in texts for p in t.split("\n\n") if p.strip()]
     _write_jsonl(tmp_path / "licences" / "all.jsonl", texts)
     _write_jsonl(tmp_path / "paragraphs" / "all.jsonl", paragraphs)
-    data = DataConfig(sources=(
-        SourceConfig(name="licences", path=str(tmp_path / "licences" / "*.jsonl"), format="jsonl", weight=1),
-        SourceConfig(name="paragraphs", path=str(tmp_path / "paragraphs" / "*.jsonl"), format="jsonl", weight=1),
-    ), cleaning=NO_NEAR)
+    data = DataConfig(
+        sources=(
+            SourceConfig(
+                name="licences", path=str(tmp_path / "licences" / "*.jsonl"), format="jsonl", weight=1
+            ),
+            SourceConfig(
+                name="paragraphs", path=str(tmp_path / "paragraphs" / "*.jsonl"), format="jsonl", weight=1
+            ),
+        ),
+        cleaning=NO_NEAR,
+    )
     run = Run(data, tmp_path / "data")
 
     # expectations computed here, at run time, from the texts themselves
@@ -337,12 +393,18 @@ def test_licence_texts_through_the_pipeline(tmp_path: Path) -> None:
         expected[name] = reasons
     symlinks = sum(p.is_symlink() for p in paths)
     assert expected["licences"].count("exact_duplicate") >= symlinks >= 1  # LGPL -> LGPL-3 fails a rule first
-    passing = {text_sha256(normalise_text(t)) for t in texts if check_document(normalise_text(t), data.cleaning) is None}
+    passing = {
+        text_sha256(normalise_text(t))
+        for t in texts
+        if check_document(normalise_text(t), data.cleaning) is None
+    }
     assert expected["licences"].count(None) == len(passing)
 
     for name in ("licences", "paragraphs"):
         stats = run.stats[name]
-        got = dict(zip(run.rejected[name]["line"].to_pylist(), run.rejected[name]["reason"].to_pylist(), strict=True))
+        got = dict(
+            zip(run.rejected[name]["line"].to_pylist(), run.rejected[name]["reason"].to_pylist(), strict=True)
+        )
         want = {i + 1: r for i, r in enumerate(expected[name]) if r is not None}
         assert got == want
         assert stats["n_input"] == len(expected[name]) == stats["n_kept"] + stats["n_rejected"]
@@ -359,10 +421,13 @@ def test_removal_table_in_the_catalog(two_sources: DataConfig, tmp_path: Path) -
     store.record_dataset(ws, "run-1", manifest)
     store.record_dataset(ws, "run-2", manifest)  # the same digest again adds nothing
     with store.catalog(ws, read_only=True) as con:
-        rows = con.execute("SELECT source, position, step, reason, n_documents, n_chars, n_tokens, tokens_exact "
-                           "FROM removals ORDER BY position").fetchall()
+        rows = con.execute(
+            "SELECT source, position, step, reason, n_documents, n_chars, n_tokens, tokens_exact "
+            "FROM removals ORDER BY position"
+        ).fetchall()
     assert [(r[0], r[2], r[3], r[4]) for r in rows] == [
-        (r["source"], r["step"], r["reason"], r["docs"]) for r in manifest["removals"]]
+        (r["source"], r["step"], r["reason"], r["docs"]) for r in manifest["removals"]
+    ]
     assert [r[1] for r in rows] == list(range(len(rows)))
     assert all(r[5] > 0 for r in rows) and [r[7] for r in rows] == [False, False, True, True]
 
@@ -373,14 +438,17 @@ def test_the_size_cap_applies_to_the_document_as_read(tmp_path: Path) -> None:
     padded = PROSE + " " * 400 + "\n"  # 667 bytes as read; normalised (trailing spaces stripped) 266
     at_cap = ("é" * 150) + " " + PROSE  # 300 + 1 + 266 = 567 bytes: not above 600
     _write_jsonl(tmp_path / "web" / "a.jsonl", [padded, at_cap])
-    data = DataConfig(sources=(SourceConfig(name="web", path=str(tmp_path / "web" / "*.jsonl"), format="jsonl",
-                                            weight=1),), cleaning=CleaningConfig(max_doc_bytes=600))
+    data = DataConfig(
+        sources=(SourceConfig(name="web", path=str(tmp_path / "web" / "*.jsonl"), format="jsonl", weight=1),),
+        cleaning=CleaningConfig(max_doc_bytes=600),
+    )
     run = Run(data, tmp_path / "data")
     rejected = run.rejected["web"].to_pylist()
     too_large = [r for r in rejected if r["reason"] == "too_large"]
     assert len(too_large) == 1 and too_large[0]["line"] == 1
     assert too_large[0]["detail"] == "667 bytes as read > max_doc_bytes 600"
     assert too_large[0]["text"] == padded  # kept as read
-    assert [r["line"] for r in rejected if r["reason"] != "too_large"] + run.clean["web"].column("line").to_pylist() \
-        == [2]
+    assert [r["line"] for r in rejected if r["reason"] != "too_large"] + run.clean["web"].column(
+        "line"
+    ).to_pylist() == [2]
     assert run.stats["web"]["n_input"] == 2 == run.stats["web"]["n_kept"] + run.stats["web"]["n_rejected"]

@@ -41,35 +41,48 @@ def _dump(obj) -> bytes:
 
 @pytest.fixture
 def mixed_jsonl(tmp_path: Path) -> Path:
-    return _jsonl(tmp_path / "web" / "part.jsonl", [
-        _dump({"text": GOOD}),                                     # 1 ok
-        b'{"text": "cut off in the mid',                            # 2 malformed_json
-        b'{"text": "caf\xe9 au lait"}',                             # 3 invalid_utf8 (Latin-1 byte)
-        _dump({"url": "https://x.example"}),                        # 4 missing_text (absent)
-        _dump({"text": None}),                                      # 5 missing_text (null)
-        _dump({"text": 42}),                                        # 6 wrong_type
-        _dump({"text": " \n\t "}),                                  # 7 empty_text
-        b"",                                                        # 8 blank: not a record
-        _dump([1, 2, 3]),                                           # 9 malformed_json (not an object)
-        b'{"text": "lone \\ud800 surrogate"}',                      # 10 invalid_utf8 (escape)
-        _dump({"text": GOOD + " again"}),                           # 11 ok
-    ])
+    return _jsonl(
+        tmp_path / "web" / "part.jsonl",
+        [
+            _dump({"text": GOOD}),  # 1 ok
+            b'{"text": "cut off in the mid',  # 2 malformed_json
+            b'{"text": "caf\xe9 au lait"}',  # 3 invalid_utf8 (Latin-1 byte)
+            _dump({"url": "https://x.example"}),  # 4 missing_text (absent)
+            _dump({"text": None}),  # 5 missing_text (null)
+            _dump({"text": 42}),  # 6 wrong_type
+            _dump({"text": " \n\t "}),  # 7 empty_text
+            b"",  # 8 blank: not a record
+            _dump([1, 2, 3]),  # 9 malformed_json (not an object)
+            b'{"text": "lone \\ud800 surrogate"}',  # 10 invalid_utf8 (escape)
+            _dump({"text": GOOD + " again"}),  # 11 ok
+        ],
+    )
 
 
 def test_each_jsonl_rejection_names_file_and_line(mixed_jsonl: Path) -> None:
     docs = list(read_source(_source(mixed_jsonl.parent / "*.jsonl")))
     by_line = {d.line: d for d in docs}
     assert sorted(by_line) == [1, 2, 3, 4, 5, 6, 7, 9, 10, 11]  # blank line 8 skipped, numbering physical
-    expected = {1: None, 2: MALFORMED_JSON, 3: INVALID_UTF8, 4: MISSING_TEXT, 5: MISSING_TEXT, 6: WRONG_TYPE,
-                7: EMPTY_TEXT, 9: MALFORMED_JSON, 10: INVALID_UTF8, 11: None}
+    expected = {
+        1: None,
+        2: MALFORMED_JSON,
+        3: INVALID_UTF8,
+        4: MISSING_TEXT,
+        5: MISSING_TEXT,
+        6: WRONG_TYPE,
+        7: EMPTY_TEXT,
+        9: MALFORMED_JSON,
+        10: INVALID_UTF8,
+        11: None,
+    }
     assert {line: d.reason for line, d in by_line.items()} == expected
     for line, doc in by_line.items():
         assert doc.file == "part.jsonl"
         assert doc.doc_id == f"web/part.jsonl:{line}"
         if doc.reason:
             assert doc.detail.startswith(f"part.jsonl:{line}: "), doc.detail
-    assert by_line[2].text == '{"text": "cut off in the mid'            # the raw line is kept
-    assert by_line[3].text == "caf\ufffd au lait"                       # decoded with errors="replace"
+    assert by_line[2].text == '{"text": "cut off in the mid'  # the raw line is kept
+    assert by_line[3].text == "caf\ufffd au lait"  # decoded with errors="replace"
     assert "e9" in by_line[3].detail and "at offset 13" in by_line[3].detail  # the bad byte and where
     assert "absent" in by_line[4].detail and "null" in by_line[5].detail
     assert by_line[6].text == "42" and "int" in by_line[6].detail
@@ -99,21 +112,32 @@ def test_parquet_rows_and_rejections(tmp_path: Path) -> None:
     path = tmp_path / "p" / "part-000.parquet"
     path.parent.mkdir()
     pq.write_table(pa.table({"doc_id": ["a", "b", "c", None], "body": [GOOD, None, "  ", GOOD]}), path)
-    docs = list(read_source(_source(tmp_path / "p" / "*.parquet", "parquet", text_field="body", id_field="doc_id")))
+    docs = list(
+        read_source(_source(tmp_path / "p" / "*.parquet", "parquet", text_field="body", id_field="doc_id"))
+    )
     assert [(d.doc_id, d.line, d.reason) for d in docs] == [
-        ("a", 1, None), ("b", 2, MISSING_TEXT), ("c", 3, EMPTY_TEXT), ("web/part-000.parquet:4", 4, None)]
+        ("a", 1, None),
+        ("b", 2, MISSING_TEXT),
+        ("c", 3, EMPTY_TEXT),
+        ("web/part-000.parquet:4", 4, None),
+    ]
     assert docs[1].detail == "part-000.parquet:2: field 'body' is null"
 
 
 def test_parquet_wrong_type_and_binary_invalid_utf8(tmp_path: Path) -> None:
     (tmp_path / "p").mkdir()
     pq.write_table(pa.table({"text": pa.array([1, 2], pa.int64())}), tmp_path / "p" / "ints.parquet")
-    pq.write_table(pa.table({"text": pa.array([GOOD.encode(), b"bad \xff byte"], pa.binary())}),
-                   tmp_path / "p" / "raw.parquet")
+    pq.write_table(
+        pa.table({"text": pa.array([GOOD.encode(), b"bad \xff byte"], pa.binary())}),
+        tmp_path / "p" / "raw.parquet",
+    )
     docs = list(read_source(_source(tmp_path / "p" / "*.parquet", "parquet")))
     assert [(d.file, d.line, d.reason) for d in docs] == [
-        ("ints.parquet", 1, WRONG_TYPE), ("ints.parquet", 2, WRONG_TYPE),
-        ("raw.parquet", 1, None), ("raw.parquet", 2, INVALID_UTF8)]
+        ("ints.parquet", 1, WRONG_TYPE),
+        ("ints.parquet", 2, WRONG_TYPE),
+        ("raw.parquet", 1, None),
+        ("raw.parquet", 2, INVALID_UTF8),
+    ]
     assert docs[3].detail.startswith("raw.parquet:2: invalid UTF-8") and docs[3].text == "bad \ufffd byte"
 
 

@@ -23,7 +23,9 @@ def test_in_worker_runs_in_a_worker_process_and_gives_the_same_result() -> None:
         assert pool is not None
         pids = {workers.in_worker(os.getpid) for _ in range(6)}
         assert os.getpid() not in pids and 1 <= len(pids) <= 2
-        assert workers.in_worker(normalise_text, "a\r\nb  \n\n\n\n\nc") == normalise_text("a\r\nb  \n\n\n\n\nc")
+        assert workers.in_worker(normalise_text, "a\r\nb  \n\n\n\n\nc") == normalise_text(
+            "a\r\nb  \n\n\n\n\nc"
+        )
     assert workers.in_worker(os.getpid) == os.getpid()  # closed again
 
 
@@ -72,10 +74,16 @@ def test_workers_end_with_their_parent_gone(tmp_path) -> None:
     import sys
     import time
 
-    script = ("import sys, time\nfrom campaign.data.workers import WorkerPool\n"
-              "pool = WorkerPool(1)\nprint(pool._all[0].proc.pid, flush=True)\ntime.sleep(60)\n")
-    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
-                              cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    script = (
+        "import sys, time\nfrom campaign.data.workers import WorkerPool\n"
+        "pool = WorkerPool(1)\nprint(pool._all[0].proc.pid, flush=True)\ntime.sleep(60)\n"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    )
     child = int(parent.stdout.readline())
     parent.kill()
     parent.wait()

@@ -18,12 +18,18 @@ from campaign.data.demo_corpus import N_MIRRORS
 def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, DataConfig]:
     info = write_demo_corpus(tmp_path_factory.mktemp("demo") / "corpus")
     # the rules the demo's expectations are written for: Gopher quality, the duplicate-line rule, exact dedup
-    rules = CleaningConfig(max_bullet_lines_fraction=1, max_ellipsis_lines_fraction=1,
-                           near_dedup=NearDedupConfig(enabled=False),
-                           gopher_repetition=GopherRepetitionConfig(
-                               max_duplicate_paragraph_fraction=1, max_duplicate_paragraph_char_fraction=1,
-                               max_duplicate_line_char_fraction=1, top_ngram_char_fractions=(),
-                               duplicate_ngram_char_fractions=()))
+    rules = CleaningConfig(
+        max_bullet_lines_fraction=1,
+        max_ellipsis_lines_fraction=1,
+        near_dedup=NearDedupConfig(enabled=False),
+        gopher_repetition=GopherRepetitionConfig(
+            max_duplicate_paragraph_fraction=1,
+            max_duplicate_paragraph_char_fraction=1,
+            max_duplicate_line_char_fraction=1,
+            top_ngram_char_fractions=(),
+            duplicate_ngram_char_fractions=(),
+        ),
+    )
     return info, DataConfig(sources=info["sources"], cleaning=rules)
 
 
@@ -51,9 +57,20 @@ def test_files_and_idempotence(tmp_path: Path) -> None:
 def test_every_defect_kind_is_injected(demo: tuple[dict, DataConfig]) -> None:
     info, _ = demo
     web = info["expected"]["web"]["by_reason"]
-    for reason in (R.MALFORMED_JSON, R.INVALID_UTF8, R.MISSING_TEXT, R.WRONG_TYPE, R.EMPTY_TEXT,
-                   F.GOPHER_SHORT_DOC, F.GOPHER_TOO_MANY_HASHES, F.GOPHER_BELOW_ALPHA_THRESHOLD, F.DUP_LINE_FRAC,
-                   F.GOPHER_TOO_MANY_ELLIPSIS, F.GOPHER_ENOUGH_STOP_WORDS, "exact_duplicate"):
+    for reason in (
+        R.MALFORMED_JSON,
+        R.INVALID_UTF8,
+        R.MISSING_TEXT,
+        R.WRONG_TYPE,
+        R.EMPTY_TEXT,
+        F.GOPHER_SHORT_DOC,
+        F.GOPHER_TOO_MANY_HASHES,
+        F.GOPHER_BELOW_ALPHA_THRESHOLD,
+        F.DUP_LINE_FRAC,
+        F.GOPHER_TOO_MANY_ELLIPSIS,
+        F.GOPHER_ENOUGH_STOP_WORDS,
+        "exact_duplicate",
+    ):
         assert web.get(reason, 0) >= 1, reason
     assert info["expected"]["docs"]["by_reason"]["exact_duplicate"] >= 10  # cross-source copies of web pages
 
@@ -68,8 +85,11 @@ def test_pipeline_catches_every_defect(demo: tuple[dict, DataConfig], tmp_path: 
     for name, expected in info["expected"].items():
         stats = prepared.stats[name]
         assert {k: stats[k] for k in ("n_input", "n_kept", "n_rejected")} == {
-            k: expected[k] for k in ("n_input", "n_kept", "n_rejected")}
-        assert stats["by_reason"] == {r: expected["by_reason"][r] for r in REASONS if r in expected["by_reason"]}
+            k: expected[k] for k in ("n_input", "n_kept", "n_rejected")
+        }
+        assert stats["by_reason"] == {
+            r: expected["by_reason"][r] for r in REASONS if r in expected["by_reason"]
+        }
         assert stats["n_kept"] > 100 and stats["n_rejected"] <= 0.6 * stats["n_input"]
     tokens = sum(s["tokens_kept"] for s in prepared.stats.values())
     assert 100_000 < tokens < 1_000_000
@@ -85,4 +105,6 @@ def test_demo_prepare_is_deterministic(demo: tuple[dict, DataConfig], tmp_path: 
     second = prepare_data(data, tmp_path / "two")
     assert first["data_digest"] == second["data_digest"]
     for entry in first["files"]:
-        assert (tmp_path / "one" / entry["path"]).read_bytes() == (tmp_path / "two" / entry["path"]).read_bytes()
+        assert (tmp_path / "one" / entry["path"]).read_bytes() == (
+            tmp_path / "two" / entry["path"]
+        ).read_bytes()

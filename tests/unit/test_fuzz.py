@@ -40,20 +40,44 @@ def _numeric_paths(node: Any, prefix: tuple = ()) -> list[str]:
 
 
 DEMO_DATA = yaml.safe_load(DEMO.read_text())
-NUMERIC_KEYS = sorted(_numeric_paths(DEMO_DATA)) + ["plan.checkpoint.interval_s", "plan.power_smoothing.floor_fraction",
-                                                    "plan.power_smoothing.ramp_mw_per_s", "cluster.total_gpus"]
+NUMERIC_KEYS = sorted(_numeric_paths(DEMO_DATA)) + [
+    "plan.checkpoint.interval_s",
+    "plan.power_smoothing.floor_fraction",
+    "plan.power_smoothing.ramp_mw_per_s",
+    "cluster.total_gpus",
+]
 NASTY = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True),
     st.integers(min_value=-(2**80), max_value=2**80),
-    st.sampled_from([".nan", ".inf", "-.inf", "1e400", "-0", "0", "1e-300", "abc", "[]", "{}", "", "true", "null",
-                     "2**70", "9" * 400]),
+    st.sampled_from(
+        [
+            ".nan",
+            ".inf",
+            "-.inf",
+            "1e400",
+            "-0",
+            "0",
+            "1e-300",
+            "abc",
+            "[]",
+            "{}",
+            "",
+            "true",
+            "null",
+            "2**70",
+            "9" * 400,
+        ]
+    ),
 )
 
 
 def _text(value: Any) -> str:
     if isinstance(value, float):
-        return ".nan" if math.isnan(value) else (".inf" if value == math.inf else
-                                                 "-.inf" if value == -math.inf else repr(value))
+        return (
+            ".nan"
+            if math.isnan(value)
+            else (".inf" if value == math.inf else "-.inf" if value == -math.inf else repr(value))
+        )
     return str(value)
 
 
@@ -67,11 +91,15 @@ def test_every_numeric_config_field_has_a_finite_range():
             args = getattr(annotation, "__args__", (annotation,))
             models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
             inner = [getattr(a, "__args__", ()) for a in args]
-            models += [b for group in inner for b in group if isinstance(b, type) and issubclass(b, BaseModel)]
+            models += [
+                b for group in inner for b in group if isinstance(b, type) and issubclass(b, BaseModel)
+            ]
             for m in models:
                 walk(m, f"{prefix}{name}.")
             numeric = any(a in (int, float) for a in args)
-            if numeric and name != "interval_s":  # interval_s is checked by its own validator (1..1e7 or 'auto')
+            if (
+                numeric and name != "interval_s"
+            ):  # interval_s is checked by its own validator (1..1e7 or 'auto')
                 kinds = {type(m).__name__ for m in info.metadata}
                 if not ({"Gt", "Ge"} & kinds and {"Lt", "Le"} & kinds):
                     missing.append(prefix + name)
@@ -103,9 +131,12 @@ def test_a_mutated_config_loads_or_is_a_config_error_and_then_plans_finitely(key
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(key=st.sampled_from([k for k in NUMERIC_KEYS if k.startswith(("cluster", "window", "plan.checkpoint", "sim",
-                                                                     "seed"))]),
-       value=st.one_of(st.floats(min_value=0, max_value=1e7), st.integers(min_value=0, max_value=10**9)))
+@given(
+    key=st.sampled_from(
+        [k for k in NUMERIC_KEYS if k.startswith(("cluster", "window", "plan.checkpoint", "sim", "seed"))]
+    ),
+    value=st.one_of(st.floats(min_value=0, max_value=1e7), st.integers(min_value=0, max_value=10**9)),
+)
 def test_a_config_that_loads_simulates_its_window(key, value):
     try:
         loaded = load_config(DEMO, [f"{key}={_text(value)}"])
@@ -124,21 +155,38 @@ def test_a_config_that_loads_simulates_its_window(key, value):
 
 RECORD = st.one_of(
     st.builds(lambda t: json.dumps({"id": "x", "text": t}).encode(), st.text(max_size=400)),
-    st.builds(lambda v: json.dumps({"text": v}).encode(), st.one_of(st.integers(), st.none(), st.lists(st.text()))),
+    st.builds(
+        lambda v: json.dumps({"text": v}).encode(), st.one_of(st.integers(), st.none(), st.lists(st.text()))
+    ),
     st.binary(max_size=300),
-    st.builds(lambda n: b'{"text": ' + b"[" * n + b"]" * n + b"}", st.integers(min_value=0, max_value=200_000)),
-    st.sampled_from([b"\xef\xbb\xbf" + json.dumps({"text": "a byte-order mark " * 20}).encode(),
-                     json.dumps({"text": "nul\x00in\x00text " * 30}).encode(), b"{", b"null", b"[]", b'"str"']),
+    st.builds(
+        lambda n: b'{"text": ' + b"[" * n + b"]" * n + b"}", st.integers(min_value=0, max_value=200_000)
+    ),
+    st.sampled_from(
+        [
+            b"\xef\xbb\xbf" + json.dumps({"text": "a byte-order mark " * 20}).encode(),
+            json.dumps({"text": "nul\x00in\x00text " * 30}).encode(),
+            b"{",
+            b"null",
+            b"[]",
+            b'"str"',
+        ]
+    ),
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                 HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(records=st.lists(RECORD, min_size=1, max_size=25))
 def test_a_mutated_corpus_keeps_every_record(tmp_path_factory, records):
     folder = tmp_path_factory.mktemp("corpus")
     (folder / "part.jsonl").write_bytes(b"\n".join(r.replace(b"\n", b" ") for r in records) + b"\n")
-    data = DataConfig(sources=(SourceConfig(name="web", path=str(folder / "*.jsonl"), format="jsonl", weight=1),))
+    data = DataConfig(
+        sources=(SourceConfig(name="web", path=str(folder / "*.jsonl"), format="jsonl", weight=1),)
+    )
     try:
         manifest = prepare_data(data, folder / "data")
     except DataError:
@@ -155,10 +203,15 @@ def test_a_byte_order_mark_and_a_symlink_loop_are_handled(tmp_path: Path):
     from campaign.data.demo_corpus import _prose_paragraphs
 
     prose = "\n\n".join(_prose_paragraphs()[0][:3])  # real prose that passes the quality and repetition rules
-    (tmp_path / "in" / "a" / "part.jsonl").write_bytes(b"\xef\xbb\xbf" + json.dumps({"text": prose}).encode() + b"\n")
+    (tmp_path / "in" / "a" / "part.jsonl").write_bytes(
+        b"\xef\xbb\xbf" + json.dumps({"text": prose}).encode() + b"\n"
+    )
     (tmp_path / "in" / "a" / "loop").symlink_to(tmp_path / "in")
-    data = DataConfig(sources=(SourceConfig(name="web", path=str(tmp_path / "in" / "**" / "*.jsonl"),
-                                            format="jsonl", weight=1),))
+    data = DataConfig(
+        sources=(
+            SourceConfig(name="web", path=str(tmp_path / "in" / "**" / "*.jsonl"), format="jsonl", weight=1),
+        )
+    )
     stats = prepare_data(data, tmp_path / "data")["sources"][0]
     assert stats["n_input"] == 1 and stats["n_kept"] == 1
 

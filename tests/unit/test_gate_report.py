@@ -14,13 +14,25 @@ def _rows(overrides=("gates.data.min_documents=1000000",)):
     cfg = load_config(DEMO, list(overrides)).config
     plan = make_plan(cfg)
     plan_json = plan.to_json()
-    figures = {"web": {"n_kept": 300, "n_input": 400, "n_tokens": 120_000.0, "n_token_mismatches": 0},
-               "docs": {"n_kept": 131, "n_input": 155, "n_tokens": 42_659.0, "n_token_mismatches": 0}}
+    figures = {
+        "web": {"n_kept": 300, "n_input": 400, "n_tokens": 120_000.0, "n_token_mismatches": 0},
+        "docs": {"n_kept": 131, "n_input": 155, "n_tokens": 42_659.0, "n_token_mismatches": 0},
+    }
     results = [
-        GateResult("data_quality", False, "failed: expect_table_row_count_to_be_between: observed 431",
-                   {"n_rows": 431, "n_expectations": 9, "n_passed": 8}),
-        *data_gates(figures, {"web": 0.7, "docs": 0.3}, cfg.gates.data.min_documents, cfg.gates.data.min_tokens,
-                    cfg.gates.data.max_rejected_fraction, cfg.gates.data.mixture_tolerance),
+        GateResult(
+            "data_quality",
+            False,
+            "failed: expect_table_row_count_to_be_between: observed 431",
+            {"n_rows": 431, "n_expectations": 9, "n_passed": 8},
+        ),
+        *data_gates(
+            figures,
+            {"web": 0.7, "docs": 0.3},
+            cfg.gates.data.min_documents,
+            cfg.gates.data.min_tokens,
+            cfg.gates.data.max_rejected_fraction,
+            cfg.gates.data.mixture_tolerance,
+        ),
         *plan_gates(plan_json, [(v.rule, v.message) for v in plan.violations]),
     ]
     return cfg, gate_rows(results, cfg, plan_json)
@@ -47,11 +59,15 @@ def test_memory_threshold_is_the_usable_share_of_hbm():
 
 def test_gates_detail_is_a_markdown_table_with_rounded_numbers_not_a_dump():
     cfg, rows = _rows()
-    md = gates_markdown(rows, "a" * 64, "b" * 64, cfg.name, {"Data Docs": "file:///ws/checks/data_docs/index.html"})
+    md = gates_markdown(
+        rows, "a" * 64, "b" * 64, cfg.name, {"Data Docs": "file:///ws/checks/data_docs/index.html"}
+    )
     lines = md.splitlines()
     assert lines[0] == "# Gates of `demo`: FAILED: data_quality, data_volume"
     assert "| gate | passed | figure | threshold |" in lines and "| --- | --- | --- | --- |" in lines
-    assert sum(1 for line in lines if line.startswith(("| data_", "| layout", "| memory", "| schedule"))) == len(rows)
+    assert sum(
+        1 for line in lines if line.startswith(("| data_", "| layout", "| memory", "| schedule"))
+    ) == len(rows)
     assert "('" not in md and "{'" not in md  # no tuples, no dicts
     assert not re.search(r"\d\.\d{5,}", md)  # no 16-digit floats
     assert "[Data Docs](file:///ws/checks/data_docs/index.html)" in md

@@ -9,8 +9,10 @@ T = datetime(2027, 1, 4, tzinfo=UTC)
 
 
 def _passed(config="c", data="d", failing=()):
-    return {g: GateRecord(g, g not in failing, config, data, {"summary": f"{g} detail"}, "r", T)
-            for g in REQUIRED_GATES}
+    return {
+        g: GateRecord(g, g not in failing, config, data, {"summary": f"{g} detail"}, "r", T)
+        for g in REQUIRED_GATES
+    }
 
 
 def test_commit_names_each_missing_gate():
@@ -22,7 +24,8 @@ def test_commit_names_each_missing_gate():
 
 def test_commit_names_a_failed_gate_with_its_detail():
     assert commit_problems(_passed(failing=("memory",)), "c", "d") == [
-        "gate 'memory' failed in the latest validate: memory detail"]
+        "gate 'memory' failed in the latest validate: memory detail"
+    ]
     assert commit_problems(_passed(), "c", "d") == []
 
 
@@ -38,7 +41,10 @@ def test_execute_names_the_digest_that_changed():
     assert len(problems) == 1 and problems[0].startswith("config digest changed since commit")
     booked = [Commitment("c-1", T, T, "c", "data-old", "x", "r", T)]
     problems = execute_problems(booked, "c", "data-new", ["data/clean/web.parquet changed"], _passed())
-    assert problems[0].startswith("data digest changed since commit") and "data/clean/web.parquet changed" in problems
+    assert (
+        problems[0].startswith("data digest changed since commit")
+        and "data/clean/web.parquet changed" in problems
+    )
 
 
 def test_execute_allowed_when_everything_matches():
@@ -47,8 +53,10 @@ def test_execute_allowed_when_everything_matches():
 
 
 def _figures(kept=(100, 100), tokens=(6000, 4000), inputs=(120, 110), mismatches=(0, 0)):
-    return {n: {"n_kept": k, "n_rejected": i - k, "n_input": i, "n_tokens": t, "n_token_mismatches": m}
-            for n, k, t, i, m in zip(("web", "docs"), kept, tokens, inputs, mismatches, strict=True)}
+    return {
+        n: {"n_kept": k, "n_rejected": i - k, "n_input": i, "n_tokens": t, "n_token_mismatches": m}
+        for n, k, t, i, m in zip(("web", "docs"), kept, tokens, inputs, mismatches, strict=True)
+    }
 
 
 W = {"web": 0.6, "docs": 0.4}
@@ -60,7 +68,9 @@ def test_data_gates_pass_and_fail_on_thresholds():
     volume, mixture = data_gates(_figures(tokens=(9000, 1000)), W, 150, 5000, 0.5, 0.1)
     assert not mixture.passed and "docs" in mixture.summary
     volume, _ = data_gates(_figures(kept=(10, 10)), W, 150, 5000, 0.5, 0.1)
-    assert not volume.passed and "min_documents" in volume.summary and "max_rejected_fraction" in volume.summary
+    assert (
+        not volume.passed and "min_documents" in volume.summary and "max_rejected_fraction" in volume.summary
+    )
 
 
 def test_mixture_is_judged_against_the_weights_given_now():
@@ -78,6 +88,15 @@ def test_nan_fails_every_comparison():
     nan = float("nan")
     volume, mixture = data_gates(_figures(), W, 150, nan, 0.5, nan)
     assert not volume.passed and not mixture.passed
-    gates = plan_gates({"layout": {"tp": 1, "pp": 1, "dp": 1, "cp": 1}, "gpus": 8, "memory_gib_per_gpu": nan,
-                        "expected_days": nan, "expected_ettr": 0.9, "step_time_s": 1.0}, [])
+    gates = plan_gates(
+        {
+            "layout": {"tp": 1, "pp": 1, "dp": 1, "cp": 1},
+            "gpus": 8,
+            "memory_gib_per_gpu": nan,
+            "expected_days": nan,
+            "expected_ettr": 0.9,
+            "step_time_s": 1.0,
+        },
+        [],
+    )
     assert [g.passed for g in gates] == [True, False, False]

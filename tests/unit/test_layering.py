@@ -21,8 +21,9 @@ print('ok')
 
 
 def test_campaign_imports_without_prefect_or_great_expectations():
-    result = subprocess.run([sys.executable, "-c", BLOCK], cwd=REPO, capture_output=True, text=True, check=False,
-                            timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", BLOCK], cwd=REPO, capture_output=True, text=True, check=False, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
 

@@ -36,8 +36,16 @@ def test_tp16_on_8_gpu_domains_is_a_layout_violation():
 
 
 def test_huge_model_on_few_gpus_is_a_memory_violation():
-    cfg = load_config(DEMO, ["model.layers=96", "model.hidden=12288", "model.heads=96", "model.kv_heads=96",
-                             "model.ffn_hidden=49152"]).config
+    cfg = load_config(
+        DEMO,
+        [
+            "model.layers=96",
+            "model.hidden=12288",
+            "model.heads=96",
+            "model.kv_heads=96",
+            "model.ffn_hidden=49152",
+        ],
+    ).config
     plan = make_plan(cfg)
     assert "memory" in _rules(plan)
     assert plan.memory_gib_per_gpu > 0.95 * 80
@@ -61,8 +69,20 @@ def test_infeasible_layout_is_a_result_not_an_exception():
 def test_to_json_is_json_ready_with_required_keys():
     data = make_plan(load_config(DEMO, ["window.days=0.01"]).config).to_json()
     json.dumps(data)
-    for key in ("gpus", "layout", "memory_gib_per_gpu", "step_time_s", "mfu", "tokens_per_s", "checkpoint",
-                "job_mtbf_h", "expected_ettr", "expected_days", "fits", "violations"):
+    for key in (
+        "gpus",
+        "layout",
+        "memory_gib_per_gpu",
+        "step_time_s",
+        "mfu",
+        "tokens_per_s",
+        "checkpoint",
+        "job_mtbf_h",
+        "expected_ettr",
+        "expected_days",
+        "fits",
+        "violations",
+    ):
         assert key in data
     assert set(data["layout"]) >= {"tp", "pp", "dp", "cp"}
     assert set(data["checkpoint"]) >= {"size_gb", "write_s", "interval_s"}
@@ -90,8 +110,17 @@ def test_search_ranks_fitting_layouts_first():
 
 
 def _memory(cfg, **over):
-    args = {"tp": 2, "pp": 1, "dp": 64, "cp": 1, "vpp": 1, "micro_batch": 2, "micro_batches": 4, "zero_stage": 1,
-            "recompute": "selective"}
+    args = {
+        "tp": 2,
+        "pp": 1,
+        "dp": 64,
+        "cp": 1,
+        "vpp": 1,
+        "micro_batch": 2,
+        "micro_batches": 4,
+        "zero_stage": 1,
+        "recompute": "selective",
+    }
     args.update(over)
     return estimate_memory(cfg.model, **args)
 
@@ -171,18 +200,32 @@ def test_gemm_efficiency_depends_on_shape():
     k = Kernels.from_accelerator(load_config(DEMO).config.cluster.accelerator)
     full = k.gemm_efficiency(128 * 132, 256, 4096)
     assert k.gemm_efficiency(128 * 133, 256, 4096) < 0.7 * full
-    a100 = Kernels(peak_flops=312e12, memory_bytes_per_s=1.9e12, hbm_bytes_per_s=2.0e12, sm_count=108,
-                   gemm_peak_fraction=0.75, gemm_half_k=50.0, attention_peak_fraction=0.72, gap_s=0.0)
+    a100 = Kernels(
+        peak_flops=312e12,
+        memory_bytes_per_s=1.9e12,
+        hbm_bytes_per_s=2.0e12,
+        sm_count=108,
+        gemm_peak_fraction=0.75,
+        gemm_half_k=50.0,
+        attention_peak_fraction=0.72,
+        gap_s=0.0,
+    )
     assert a100.gemm_efficiency(8192, 8192, 64) < 0.6 * a100.gemm_efficiency(8192, 8192, 8192)
 
 
 def test_overlap_settings_default_to_megatron_and_hide_communication():
     from campaign.config import OverlapConfig
 
-    assert OverlapConfig() == OverlapConfig(tp=False, dp_grad_reduce=False, dp_param_gather=False, pp_p2p=True)
+    assert OverlapConfig() == OverlapConfig(
+        tp=False, dp_grad_reduce=False, dp_param_gather=False, pp_p2p=True
+    )
     base = make_plan(load_config(DEMO).config)
-    over = make_plan(load_config(DEMO, ["plan.overlap.tp=true", "plan.overlap.dp_grad_reduce=true",
-                                        "plan.overlap.dp_param_gather=true"]).config)
+    over = make_plan(
+        load_config(
+            DEMO,
+            ["plan.overlap.tp=true", "plan.overlap.dp_grad_reduce=true", "plan.overlap.dp_param_gather=true"],
+        ).config
+    )
     assert base.step_breakdown_s["tp_comm"] == base.step_breakdown_s["tp_comm_total"] > 0
     assert over.step_breakdown_s["tp_comm"] < base.step_breakdown_s["tp_comm"]
     assert over.step_breakdown_s["dp_comm_exposed"] < base.step_breakdown_s["dp_comm_exposed"]
@@ -261,17 +304,27 @@ def test_every_shipped_h100_uses_the_one_h100_calibration():
     for path in (DEMO, LLAMA):
         acc = load_config(path).config.cluster.accelerator
         assert acc.kernels.model_dump(exclude={"source"}) == {
-            k: v for k, v in shipped["kernels"].items() if k != "source"}
+            k: v for k, v in shipped["kernels"].items() if k != "source"
+        }
         assert (acc.peak_bf16_tflops, acc.hbm_gb_per_s, acc.sm_count) == (
-            shipped["peak_bf16_tflops"], shipped["hbm_gb_per_s"], shipped["sm_count"])
+            shipped["peak_bf16_tflops"],
+            shipped["hbm_gb_per_s"],
+            shipped["sm_count"],
+        )
 
 
 def test_memory_total_fast_path_equals_the_breakdown():
     from campaign.plan.memory import MemoryModel
 
     cfg = load_config(LLAMA).config
-    mm = MemoryModel(cfg.model, zero_stage=cfg.plan.zero_stage, recompute="selective", recompute_pointwise=True)
-    for tp, pp, dp, cp, vpp, b, m in ((8, 16, 128, 1, 8, 1, 16), (4, 8, 256, 2, 16, 2, 4), (8, 1, 2048, 1, 1, 1, 1)):
+    mm = MemoryModel(
+        cfg.model, zero_stage=cfg.plan.zero_stage, recompute="selective", recompute_pointwise=True
+    )
+    for tp, pp, dp, cp, vpp, b, m in (
+        (8, 16, 128, 1, 8, 1, 16),
+        (4, 8, 256, 2, 16, 2, 4),
+        (8, 1, 2048, 1, 1, 1, 1),
+    ):
         full = mm.estimate(tp=tp, pp=pp, dp=dp, cp=cp, vpp=vpp, micro_batch=b, micro_batches=m)
         assert mm.total_bytes(tp, pp, dp, cp, vpp, b, m) == pytest.approx(full.total, rel=1e-12)
 
@@ -322,12 +375,15 @@ def test_unfused_gradient_accumulation_costs_12_bytes_per_parameter_per_micro_ba
     params_gpu = stage_parameters(cfg.model, split_layers(cfg.model.layers, 16, 8), 16) / 8
     per_micro_batch = Kernels.from_accelerator(cfg.cluster.accelerator).memory_s(12.0 * params_gpu)
     m = cfg.micro_batches
-    assert unfused.step_breakdown_s["compute_memory_bound"] - fused.step_breakdown_s["compute_memory_bound"] == (
-        pytest.approx(m * per_micro_batch, rel=1e-9))
+    assert unfused.step_breakdown_s["compute_memory_bound"] - fused.step_breakdown_s[
+        "compute_memory_bound"
+    ] == (pytest.approx(m * per_micro_batch, rel=1e-9))
     added = unfused.step_time_s - fused.step_time_s
     assert added == pytest.approx((m + 15 / 8) * per_micro_batch, rel=1e-6)  # m micro-batches and the bubble
     tp4 = {"tp": 4, "pp": 16, "dp": 256, "cp": 1, "vpp": 8}
-    added_tp4 = _llama_step(tp4).step_time_s - _llama_step(tp4, "plan.grad_accumulation_fusion=true").step_time_s
+    added_tp4 = (
+        _llama_step(tp4).step_time_s - _llama_step(tp4, "plan.grad_accumulation_fusion=true").step_time_s
+    )
     m4 = load_config(LLAMA, ["plan.layout.tp=4", "plan.layout.dp=256"]).config.micro_batches
     assert (added_tp4 / (m4 + 15 / 8)) / (added / (m + 15 / 8)) == pytest.approx(2.0, rel=0.1)
 
@@ -339,9 +395,13 @@ def test_flash2_attention_runs_at_the_accelerators_flash2_rate():
 
     acc = load_config(LLAMA).config.cluster.accelerator
     best, fa2 = Kernels.from_accelerator(acc), Kernels.from_accelerator(acc, "flash2")
-    assert fa2.attention_efficiency(8192, 128) / best.attention_efficiency(8192, 128) == pytest.approx(0.35 / 0.5)
+    assert fa2.attention_efficiency(8192, 128) / best.attention_efficiency(8192, 128) == pytest.approx(
+        0.35 / 0.5
+    )
     assert fa2.gemm_efficiency(8192, 8192, 8192) == best.gemm_efficiency(8192, 8192, 8192)
     layout = {"tp": 8, "pp": 16, "dp": 8, "cp": 16, "vpp": 8}
     long_fa2 = _llama_step(layout, "model.seq_len=131072", "cluster.nodes=2048")
-    long_best = _llama_step(layout, "model.seq_len=131072", "cluster.nodes=2048", "plan.attention_kernel=fused")
+    long_best = _llama_step(
+        layout, "model.seq_len=131072", "cluster.nodes=2048", "plan.attention_kernel=fused"
+    )
     assert long_fa2.step_time_s > 1.15 * long_best.step_time_s

@@ -22,7 +22,9 @@ def test_every_numeric_field_has_finite_bounds_on_both_sides_and_a_description(m
         upper = [m for m in info.metadata if isinstance(m, (Le, Lt))]
         assert lower and upper, f"{model.__name__}.{name} needs a lower and an upper bound"
         for bound in lower + upper:
-            value = next(v for v in (getattr(bound, a, None) for a in ("ge", "gt", "le", "lt")) if v is not None)
+            value = next(
+                v for v in (getattr(bound, a, None) for a in ("ge", "gt", "le", "lt")) if v is not None
+            )
             assert math.isfinite(value), name
 
 
@@ -56,8 +58,16 @@ def test_the_rehearsal_model_keeps_the_campaigns_ratios():
 
 
 def test_an_explicit_rehearsal_model_is_used_as_given():
-    loaded = load_config(DEMO, ["rehearsal.model.layers=3", "rehearsal.model.hidden=192", "rehearsal.model.heads=6",
-                                "rehearsal.model.kv_heads=3", "rehearsal.model.ffn_hidden=768"])
+    loaded = load_config(
+        DEMO,
+        [
+            "rehearsal.model.layers=3",
+            "rehearsal.model.hidden=192",
+            "rehearsal.model.heads=6",
+            "rehearsal.model.kv_heads=3",
+            "rehearsal.model.ffn_hidden=768",
+        ],
+    )
     assert rehearsal_model(loaded.config.model, loaded.config.rehearsal.model).layers == 3
     with pytest.raises(ConfigError):
         load_config(DEMO, ["rehearsal.model.hidden=100", "rehearsal.model.heads=3"])

@@ -34,9 +34,16 @@ def data(tmp_path_factory):
 
 def settings(mode="good", steps=40, tolerance=0.0, timeout_s=60.0, lr=1.0, command=None, **env):
     return HarnessSettings(
-        command=command or [sys.executable, str(TRAINER)], steps=steps, seed=3, checkpoint_every=10,
-        timeout_s=timeout_s, min_loss_drop=0.5, restore_tolerance=tolerance, tokens_per_step=4 * 32,
-        extra_env={"NUMPY_TRAINER_MODE": mode, contract.ENV_LEARNING_RATE: str(lr), **env})
+        command=command or [sys.executable, str(TRAINER)],
+        steps=steps,
+        seed=3,
+        checkpoint_every=10,
+        timeout_s=timeout_s,
+        min_loss_drop=0.5,
+        restore_tolerance=tolerance,
+        tokens_per_step=4 * 32,
+        extra_env={"NUMPY_TRAINER_MODE": mode, contract.ENV_LEARNING_RATE: str(lr), **env},
+    )
 
 
 def run(data, tmp_path, **kwargs):
@@ -48,11 +55,15 @@ def test_a_third_party_trainer_that_resumes_correctly_passes(data, tmp_path):
     result = run(data, tmp_path)
     assert result.passed, result.problems
     d = result.details
-    assert d["kill_after_checkpoint"] < d["kill_step"] < 40 and d["kill_after_checkpoint"] <= d["resumed_step"]
+    assert (
+        d["kill_after_checkpoint"] < d["kill_step"] < 40 and d["kill_after_checkpoint"] <= d["resumed_step"]
+    )
     assert d["killed_at_step"] >= d["kill_step"]
     assert d["restore_check"].startswith("bit-identical over")
     assert d["loss_drop"] >= 0.5 and d["heldout_last"] < d["heldout_first"]
-    assert result.timings["tokens_per_s"] > 0 and "tokens_per_s" not in d  # details repeat exactly; timings vary
+    assert (
+        result.timings["tokens_per_s"] > 0 and "tokens_per_s" not in d
+    )  # details repeat exactly; timings vary
     # the reference and the restarted run wrote what the contract asks; the env file reproduces a start
     env = json.loads((tmp_path / "work" / "env.json").read_text())["env"]
     assert set(contract.REQUIRED_ENV) <= set(env)
@@ -165,10 +176,17 @@ def test_a_trainer_dies_with_campaign_and_a_listed_group_is_killed_before_reuse(
     from campaign.rehearsal.processes import kill_registered_groups
 
     registry = tmp_path / "trainers.json"
-    parent = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from pathlib import Path; from campaign.rehearsal.processes import run_start\n"
-        f"run_start('t', [sys.executable, '-c', 'import time; time.sleep(300)'], {{}}, Path({str(tmp_path)!r}) / "
-        f"'m.jsonl', Path({str(tmp_path)!r}) / 'logs', time.monotonic() + 300, registry=Path({str(registry)!r}))")])
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys, time; from pathlib import Path; from campaign.rehearsal.processes import run_start\n"
+                f"run_start('t', [sys.executable, '-c', 'import time; time.sleep(300)'], {{}}, Path({str(tmp_path)!r}) / "
+                f"'m.jsonl', Path({str(tmp_path)!r}) / 'logs', time.monotonic() + 300, registry=Path({str(registry)!r}))"
+            ),
+        ]
+    )
     deadline = time.monotonic() + 30
     while not registry.exists() and time.monotonic() < deadline:
         time.sleep(0.05)

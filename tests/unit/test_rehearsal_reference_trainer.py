@@ -28,11 +28,22 @@ def data(tmp_path_factory):
 
 def rehearse_reference(data, workdir, lr):
     settings = HarnessSettings(
-        command=["python", "-m", "campaign.rehearsal.trainer"], steps=40, seed=11, checkpoint_every=10,
-        timeout_s=300, min_loss_drop=0.5, restore_tolerance=0.0, tokens_per_step=8 * 32,
-        extra_env={contract.ENV_LEARNING_RATE: repr(lr), contract.ENV_WARMUP_STEPS: "4",
-                   contract.ENV_BATCH_SEQUENCES: "8", contract.ENV_EVAL_EVERY: "10",
-                   contract.ENV_MODEL: json.dumps(TINY)})
+        command=["python", "-m", "campaign.rehearsal.trainer"],
+        steps=40,
+        seed=11,
+        checkpoint_every=10,
+        timeout_s=300,
+        min_loss_drop=0.5,
+        restore_tolerance=0.0,
+        tokens_per_step=8 * 32,
+        extra_env={
+            contract.ENV_LEARNING_RATE: repr(lr),
+            contract.ENV_WARMUP_STEPS: "4",
+            contract.ENV_BATCH_SEQUENCES: "8",
+            contract.ENV_EVAL_EVERY: "10",
+            contract.ENV_MODEL: json.dumps(TINY),
+        },
+    )
     return rehearse(*data, VOCAB, settings, workdir)
 
 
@@ -46,7 +57,9 @@ def test_the_reference_trainer_learns_and_resumes_bit_identically(data, tmp_path
     assert d["kill_after_checkpoint"] <= d["resumed_step"] < d["killed_at_step"]
     assert d["restore_compared_steps"] == 40 - d["resumed_step"]
     # the kill was real: the faulted run's metrics show the steps after the checkpoint twice
-    lines = [json.loads(x) for x in (tmp_path / "work" / "faulted" / "metrics.jsonl").read_text().splitlines()]
+    lines = [
+        json.loads(x) for x in (tmp_path / "work" / "faulted" / "metrics.jsonl").read_text().splitlines()
+    ]
     redone = [x["step"] for x in lines if "loss" in x and x["step"] == d["resumed_step"] + 1]
     assert len(redone) == 2
     assert {"event": "resumed", "step": d["resumed_step"]} in lines

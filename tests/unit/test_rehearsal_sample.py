@@ -8,14 +8,36 @@ import pytest
 from campaign.rehearsal.sample import Document, build_sample, is_heldout, pack, select_documents
 from campaign.tokenizer import load_tokenizer
 
-WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "while", "seven", "wizards", "quietly", "box", "jugs", "of", "liquor"]
+WORDS = [
+    "the",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "a",
+    "lazy",
+    "dog",
+    "while",
+    "seven",
+    "wizards",
+    "quietly",
+    "box",
+    "jugs",
+    "of",
+    "liquor",
+]
 
 
 def doc(i: int, n_words: int = 60) -> Document:
     rng = np.random.default_rng(i)
     text = " ".join(rng.choice(WORDS, n_words)) + f". Document {i}."
-    return Document(doc_id=f"d{i}", text=text, text_sha256=hashlib.sha256(text.encode()).hexdigest(),
-                    n_tokens=len(text.encode()))
+    return Document(
+        doc_id=f"d{i}",
+        text=text,
+        text_sha256=hashlib.sha256(text.encode()).hexdigest(),
+        n_tokens=len(text.encode()),
+    )
 
 
 DOCS = [doc(i) for i in range(60)]
@@ -28,7 +50,12 @@ class FakeTokenizer:
     eot_id = 256
 
     def __init__(self, n_vocab=257, lossless=True, drop_char=None, empty_for=None):
-        self.n_vocab, self.is_lossless, self.drop_char, self.empty_for = n_vocab, lossless, drop_char, empty_for
+        self.n_vocab, self.is_lossless, self.drop_char, self.empty_for = (
+            n_vocab,
+            lossless,
+            drop_char,
+            empty_for,
+        )
 
     def encode(self, text):
         if self.empty_for and self.empty_for in text:
@@ -87,7 +114,7 @@ def test_a_real_tokenizer_gives_a_deterministic_checked_sample():
     chosen = select_documents(DOCS, 5_000)
     held = is_heldout(len(chosen), 0.1)
     train_texts = [d.text.encode() for d, h in zip(chosen, held, strict=True) if not h]
-    assert stream[:-1] == train_texts[:len(stream) - 1]
+    assert stream[:-1] == train_texts[: len(stream) - 1]
 
 
 def test_tokenizer_vocabulary_mode_keeps_the_tokenizers_ids():
@@ -148,8 +175,16 @@ def test_the_clean_tables_give_what_select_documents_chooses():
 
     from campaign.rehearsal.sample import documents_from_tables
 
-    tables = [pa.table({"doc_id": [d.doc_id for d in chunk], "text": [d.text for d in chunk],
-                        "text_sha256": [d.text_sha256 for d in chunk], "n_tokens": [d.n_tokens for d in chunk]})
-              for chunk in (DOCS[:25], DOCS[25:])]
+    tables = [
+        pa.table(
+            {
+                "doc_id": [d.doc_id for d in chunk],
+                "text": [d.text for d in chunk],
+                "text_sha256": [d.text_sha256 for d in chunk],
+                "n_tokens": [d.n_tokens for d in chunk],
+            }
+        )
+        for chunk in (DOCS[:25], DOCS[25:])
+    ]
     assert documents_from_tables(tables, 3_000) == select_documents(DOCS, 3_000)
     assert documents_from_tables(tables[::-1], 10**9) == select_documents(DOCS, 10**9)

@@ -22,9 +22,16 @@ from campaign.rehearsal.verdict import compare_curves, first_divergence, tenth_m
 
 
 def env(tmp_path, **extra):
-    base = {c.ENV_TRAIN: str(tmp_path / "t.npy"), c.ENV_HELDOUT: str(tmp_path / "h.npy"), c.ENV_VOCAB: "50",
-            c.ENV_STEPS: "20", c.ENV_SEED: "1", c.ENV_CHECKPOINT_EVERY: "5",
-            c.ENV_CHECKPOINT_DIR: str(tmp_path / "ck"), c.ENV_METRICS: str(tmp_path / "m.jsonl")}
+    base = {
+        c.ENV_TRAIN: str(tmp_path / "t.npy"),
+        c.ENV_HELDOUT: str(tmp_path / "h.npy"),
+        c.ENV_VOCAB: "50",
+        c.ENV_STEPS: "20",
+        c.ENV_SEED: "1",
+        c.ENV_CHECKPOINT_EVERY: "5",
+        c.ENV_CHECKPOINT_DIR: str(tmp_path / "ck"),
+        c.ENV_METRICS: str(tmp_path / "m.jsonl"),
+    }
     return {**base, **extra}
 
 
@@ -39,8 +46,10 @@ def test_settings_come_from_the_contracts_variables(tmp_path):
 
 def test_batches_are_a_seeded_permutation_per_epoch():
     a = [batch_indices(step, 4, 10, seed=3) for step in range(1, 6)]
-    assert all(np.array_equal(x, y) for x, y in zip(a, [batch_indices(s, 4, 10, seed=3) for s in range(1, 6)],
-                                                    strict=True))
+    assert all(
+        np.array_equal(x, y)
+        for x, y in zip(a, [batch_indices(s, 4, 10, seed=3) for s in range(1, 6)], strict=True)
+    )
     first_epoch = np.concatenate(a)[:10]
     assert sorted(first_epoch.tolist()) == list(range(10))  # every row once per epoch
     assert not np.array_equal(batch_indices(1, 4, 10, seed=4), a[0])
@@ -64,21 +73,34 @@ def test_checkpoints_are_complete_or_absent_and_the_latest_intact_one_wins(tmp_p
 
 def test_metrics_lines_are_parsed_or_rejected_with_their_line_number(tmp_path):
     m = Metrics()
-    for i, line in enumerate(['{"step": 1, "loss": 2.5, "tokens": 64}', '{"step": 1, "heldout_loss": NaN}',
-                              '{"event": "checkpoint", "step": 1}', '{"event": "resumed", "step": 1}',
-                              '{"step": 2, "loss": "nan"}'], start=1):
+    for i, line in enumerate(
+        [
+            '{"step": 1, "loss": 2.5, "tokens": 64}',
+            '{"step": 1, "heldout_loss": NaN}',
+            '{"event": "checkpoint", "step": 1}',
+            '{"event": "resumed", "step": 1}',
+            '{"step": 2, "loss": "nan"}',
+        ],
+        start=1,
+    ):
         parse_metrics_line(line, i, m)
     assert m.losses[0] == (1, 2.5) and m.tokens == {1: 64} and math.isnan(m.heldout[0][1])
     assert m.checkpoints == [1] and m.resumed == [1] and math.isnan(m.losses[1][1])
-    for bad, reason in (("oops", "not JSON"), ('{"step": -1, "loss": 1}', "non-negative"),
-                        ('{"step": 1}', "needs 'loss'"), ('{"event": "saved", "step": 1}', "unknown event"),
-                        ('{"step": 1, "loss": "x"}', "must be a number")):
+    for bad, reason in (
+        ("oops", "not JSON"),
+        ('{"step": -1, "loss": 1}', "non-negative"),
+        ('{"step": 1}', "needs 'loss'"),
+        ('{"event": "saved", "step": 1}', "unknown event"),
+        ('{"step": 1, "loss": "x"}', "must be a number"),
+    ):
         with pytest.raises(MetricsError, match=reason):
             parse_metrics_line(bad, 7, Metrics())
     path = tmp_path / "m.jsonl"
     path.write_text(json.dumps({"step": 1, "loss": 1.0}) + "\nnot json\n" + '{"step": 2, "lo')
     parsed = read_metrics(path)
-    assert parsed.losses == [(1, 1.0)] and parsed.problems == ["line 2: not JSON (Expecting value): 'not json'"]
+    assert parsed.losses == [(1, 1.0)] and parsed.problems == [
+        "line 2: not JSON (Expecting value): 'not json'"
+    ]
     assert drop_partial_line(path) == len('{"step": 2, "lo') and path.read_text().endswith("not json\n")
 
 

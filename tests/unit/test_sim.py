@@ -266,7 +266,9 @@ def test_breakdown_sums_to_all_gpu_hours(inputs, replica):
     assert set(breakdown) == set(BREAKDOWN_KEYS)
     assert all(v >= -1e-9 * total for v in breakdown.values())
     assert buckets_sum_gpu_h(breakdown) == pytest.approx(total, rel=1e-12)
-    assert breakdown["idle"] == pytest.approx(breakdown["idle_spares"] + breakdown["idle_released"], rel=1e-12)
+    assert breakdown["idle"] == pytest.approx(
+        breakdown["idle_spares"] + breakdown["idle_released"], rel=1e-12
+    )
     # Every second of the job's wall time is in exactly one bucket.
     assert math.fsum(s["job_time_s"][k] for k in JOB_TIME_KEYS) == pytest.approx(s["job_wall_s"], rel=1e-9)
     assert 0.0 <= s["window_utilisation"] <= s["ettr"] * (1 + 1e-12) <= 1.0 + 1e-12

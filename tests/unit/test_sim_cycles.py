@@ -51,10 +51,19 @@ def cycle_statistics(inputs, replica):
     amp=st.floats(0.0, 0.05),
     seed=st.integers(0, 2**32 - 1),
 )
-def test_summarised_cycles_give_the_curve_paths_statistics_for_any_phase(interval, write, days, nodes, spares, amp,
-                                                                        seed):
-    inputs = make_inputs(checkpoint_interval_s=interval, checkpoint_write_s=write, window_s=days * DAY, nodes=nodes,
-                         spare_nodes=spares, diurnal_amplitude=amp, checkpoint_background_s=0.0, seed=seed)
+def test_summarised_cycles_give_the_curve_paths_statistics_for_any_phase(
+    interval, write, days, nodes, spares, amp, seed
+):
+    inputs = make_inputs(
+        checkpoint_interval_s=interval,
+        checkpoint_write_s=write,
+        window_s=days * DAY,
+        nodes=nodes,
+        spare_nodes=spares,
+        diurnal_amplitude=amp,
+        checkpoint_background_s=0.0,
+        seed=seed,
+    )
     assert_summary_equals_the_curve_path(inputs, seed % 4)
 
 
@@ -62,7 +71,9 @@ def test_summarised_cycles_give_the_curve_paths_statistics_for_any_phase(interva
 @given(inputs=input_cases, replica=st.integers(0, 3), write=st.floats(0.0, 8.0), finishing=st.booleans())
 def test_summarised_cycles_equal_the_event_by_event_model_for_any_setting(inputs, replica, write, finishing):
     # No background upload and no ramp limit: the settings where blocks of cycles are summarised.
-    inputs = dataclasses.replace(inputs, checkpoint_background_s=0.0, checkpoint_write_s=write, ramp_mw_per_s=None)
+    inputs = dataclasses.replace(
+        inputs, checkpoint_background_s=0.0, checkpoint_write_s=write, ramp_mw_per_s=None
+    )
     if finishing:
         inputs = dataclasses.replace(inputs, target_tokens=inputs.tokens_per_s * inputs.window_s * 0.4)
     assert_same(simulate(inputs, replica).summary, simulate_summary(inputs, replica))
@@ -79,8 +90,12 @@ def test_summarised_cycles_equal_the_event_by_event_model_for_any_setting(inputs
     ],
 )
 def test_seeded_cycle_phases_equal_the_event_by_event_model(interval, write):
-    inputs = make_inputs(checkpoint_interval_s=interval, checkpoint_write_s=write, window_s=0.3 * DAY,
-                         checkpoint_background_s=0.0)
+    inputs = make_inputs(
+        checkpoint_interval_s=interval,
+        checkpoint_write_s=write,
+        window_s=0.3 * DAY,
+        checkpoint_background_s=0.0,
+    )
     for replica in range(2):
         assert_same(simulate(inputs, replica).summary, simulate_summary(inputs, replica))
         assert_summary_equals_the_curve_path(inputs, replica)
@@ -89,8 +104,15 @@ def test_seeded_cycle_phases_equal_the_event_by_event_model(interval, write):
 def test_the_largest_change_can_come_from_a_left_out_step_and_is_still_exact():
     # A whole-second period with its run starts on whole seconds: every left-out start changes the 1-s series by
     # the full checkpoint-to-run swing, while the written steps (after failures) fall anywhere in their second.
-    inputs = make_inputs(checkpoint_interval_s=247.0, checkpoint_write_s=3.0, window_s=0.5 * DAY,
-                         checkpoint_background_s=0.0, failures=(), planned_per_day=0.0, diurnal_amplitude=0.0)
+    inputs = make_inputs(
+        checkpoint_interval_s=247.0,
+        checkpoint_write_s=3.0,
+        window_s=0.5 * DAY,
+        checkpoint_background_s=0.0,
+        failures=(),
+        planned_per_day=0.0,
+        diurnal_amplitude=0.0,
+    )
     written, left_out, _ = cycle_statistics(inputs, 0)
     assert left_out > 0.0 and left_out >= written
     assert_summary_equals_the_curve_path(inputs, 0)
@@ -98,8 +120,9 @@ def test_the_largest_change_can_come_from_a_left_out_step_and_is_still_exact():
 
 
 def test_a_block_writes_four_steps_and_short_checkpoints_or_a_ramp_limit_write_every_cycle():
-    inputs = make_inputs(checkpoint_interval_s=300.0, checkpoint_write_s=5.0, checkpoint_background_s=0.0,
-                         window_s=1.0 * DAY)
+    inputs = make_inputs(
+        checkpoint_interval_s=300.0, checkpoint_write_s=5.0, checkpoint_background_s=0.0, window_s=1.0 * DAY
+    )
     cycles = inputs.window_s / 305.0
     _, _, summarised = cycle_statistics(inputs, 0)
     assert summarised < cycles / 4  # a few steps per random event, not two per cycle
@@ -117,8 +140,14 @@ def test_arrivals_at_equal_times_and_on_cycle_boundaries_run_in_the_event_models
     from campaign.sim import simulator
     from campaign.sim.failures import Arrivals
 
-    inputs = make_inputs(checkpoint_interval_s=100.0, checkpoint_write_s=10.0, checkpoint_background_s=0.0,
-                         planned_duration_s=600.0, window_s=0.2 * DAY, spare_nodes=1)
+    inputs = make_inputs(
+        checkpoint_interval_s=100.0,
+        checkpoint_write_s=10.0,
+        checkpoint_background_s=0.0,
+        planned_duration_s=600.0,
+        window_s=0.2 * DAY,
+        spare_nodes=1,
+    )
     # Planned maintenance and failures at the same instants, on checkpoint ends (110 s per cycle from t = 0),
     # on checkpoint starts, and at another failure's detection (faulty_gpu: detect_s below).
     gpu_detect = inputs.failures[0].detect_s
@@ -127,8 +156,12 @@ def test_arrivals_at_equal_times_and_on_cycle_boundaries_run_in_the_event_models
     def arrivals(x, replica):
         planned = Arrivals("planned", "", np.array([1100.0, 5500.0, 9900.0]), np.full(3, -1))
         categories = [
-            Arrivals(c.name, c.scope, np.array(times),
-                     np.array([3, 3, 5, 7, 7, 1]) if c.scope in ("gpu", "node") else np.full(len(times), -1))
+            Arrivals(
+                c.name,
+                c.scope,
+                np.array(times),
+                np.array([3, 3, 5, 7, 7, 1]) if c.scope in ("gpu", "node") else np.full(len(times), -1),
+            )
             for c in x.failures
         ]
         return planned, categories

@@ -95,11 +95,25 @@ def test_the_published_summary_names_every_figure_and_the_definitions():
 # 4e-12 s, and the event model's one-second series took its mean from a difference of cumulative energies (noise:
 # power_mw.min 0.0156 against the true 0.0188 MW). Both paths now integrate a partial last second piecewise.
 @example(
-    inputs=make_inputs(nodes=2, spare_nodes=0, window_s=0.20000000000000004 * DAY, step_time_s=1.0,
-                       checkpoint_write_s=0.0, checkpoint_background_s=0.0, checkpoint_interval_s=300.0,
-                       comm_fraction=0.0, failures=(), planned_per_day=0.0, planned_duration_s=0.0,
-                       diurnal_amplitude=0.0, floor_fraction=None, ramp_mw_per_s=1.0, seed=0),
-    replica=0, finishing=False,
+    inputs=make_inputs(
+        nodes=2,
+        spare_nodes=0,
+        window_s=0.20000000000000004 * DAY,
+        step_time_s=1.0,
+        checkpoint_write_s=0.0,
+        checkpoint_background_s=0.0,
+        checkpoint_interval_s=300.0,
+        comm_fraction=0.0,
+        failures=(),
+        planned_per_day=0.0,
+        planned_duration_s=0.0,
+        diurnal_amplitude=0.0,
+        floor_fraction=None,
+        ramp_mw_per_s=1.0,
+        seed=0,
+    ),
+    replica=0,
+    finishing=False,
 )
 @PROPERTY_SETTINGS
 @given(inputs=input_cases, replica=st.integers(0, 3), finishing=st.booleans())
@@ -111,20 +125,31 @@ def test_fast_summary_equals_event_by_event_for_any_setting(inputs, replica, fin
 
 @settings(deadline=None)  # no timing in tests: a loaded shared machine blew Hypothesis's 200 ms deadline
 @given(
-    first=st.floats(0, 1e6), length=st.floats(0.1, 5000), gap=st.floats(0, 5000), k=st.integers(1, 400),
+    first=st.floats(0, 1e6),
+    length=st.floats(0.1, 5000),
+    gap=st.floats(0, 5000),
+    k=st.integers(1, 400),
     amp=st.floats(0, 0.05),
 )
 def test_periodic_diurnal_sum_equals_the_sum_of_its_terms(first, length, gap, k, amp):
     inputs = make_inputs(diurnal_amplitude=amp)
     period = length + gap
-    terms = math.fsum(nominal_seconds(inputs, first + i * period, first + i * period + length) for i in range(k))
-    assert nominal_seconds_periodic(inputs, first, length, period, k) == pytest.approx(terms, rel=1e-9, abs=1e-6)
+    terms = math.fsum(
+        nominal_seconds(inputs, first + i * period, first + i * period + length) for i in range(k)
+    )
+    assert nominal_seconds_periodic(inputs, first, length, period, k) == pytest.approx(
+        terms, rel=1e-9, abs=1e-6
+    )
 
 
 @settings(deadline=None)
 @given(
-    n=st.integers(1, 25), end=st.floats(1, 300), seed=st.integers(0, 2**32 - 1), ramp=st.none() | st.floats(0.05, 3),
-    whole=st.booleans(), sliver=st.booleans(),
+    n=st.integers(1, 25),
+    end=st.floats(1, 300),
+    seed=st.integers(0, 2**32 - 1),
+    ramp=st.none() | st.floats(0.05, 3),
+    whole=st.booleans(),
+    sliver=st.booleans(),
 )
 def test_power_stats_from_breakpoints_equal_the_one_second_series(n, end, seed, ramp, whole, sliver):
     rng = np.random.default_rng(seed)
@@ -177,7 +202,10 @@ def test_too_many_replicas_for_memory_is_refused_before_running_naming_the_optio
     text = str(err.value)
     assert text.startswith("--replicas:") and "GB" in text and "fix: run at most about" in text
     # Memory grows with the window's checkpoint cycles, not with its seconds; and linearly with replicas.
-    assert replicas_memory_bytes(inputs, 2000, 2) - replicas_memory_bytes(inputs, 1000, 2) == 1000 * SUMMARY_BYTES
+    assert (
+        replicas_memory_bytes(inputs, 2000, 2) - replicas_memory_bytes(inputs, 1000, 2)
+        == 1000 * SUMMARY_BYTES
+    )
 
 
 def test_window_shorter_than_one_checkpoint_interval_names_the_field_and_the_fix():
@@ -187,8 +215,15 @@ def test_window_shorter_than_one_checkpoint_interval_names_the_field_and_the_fix
 
     cfg = load_config(DEMO, ["window.days=0.01"]).config  # 864 s
     with pytest.raises(ConfigError) as err:
-        sim_inputs_from_config(cfg, step_time_s=5.0, tokens_per_step=2**21, checkpoint_write_s=20.0,
-                               checkpoint_background_s=0.0, checkpoint_interval_s=1200.0, comm_fraction=0.2)
+        sim_inputs_from_config(
+            cfg,
+            step_time_s=5.0,
+            tokens_per_step=2**21,
+            checkpoint_write_s=20.0,
+            checkpoint_background_s=0.0,
+            checkpoint_interval_s=1200.0,
+            comm_fraction=0.2,
+        )
     assert str(err.value).startswith("window.days:") and "plan.checkpoint.interval_s" in str(err.value)
 
 

@@ -38,7 +38,13 @@ def quiet(**overrides):
 
 def test_definitions_on_a_hand_worked_case():
     # 10 job GPUs + 2 spares, a 10-h window; the job ran 6 h (5 productive, 0.5 checkpoint, 0.5 restart).
-    seconds = {"productive": 5 * 3600, "lost_rework": 0.0, "checkpoint": 1800, "restart": 1800, "waiting": 0.0}
+    seconds = {
+        "productive": 5 * 3600,
+        "lost_rework": 0.0,
+        "checkpoint": 1800,
+        "restart": 1800,
+        "waiting": 0.0,
+    }
     b = goodput_buckets_gpu_h(seconds, 10, 2, 10 * 3600, 6 * 3600)
     assert set(b) == set(ALL_KEYS)
     assert b["productive"] == 50 and b["checkpoint"] == 5 and b["restart"] == 5
@@ -72,20 +78,32 @@ def test_no_failures_finishing_job_with_a_short_last_segment():
 
 def test_no_failures_unfinished_job_keeps_whole_cycles_and_loses_the_open_one():
     interval_s, write_s, window_s = 1800.0, 30.0, 1.0 * DAY
-    s = simulate(quiet(checkpoint_interval_s=interval_s, checkpoint_write_s=write_s, window_s=window_s), 0).summary
+    s = simulate(
+        quiet(checkpoint_interval_s=interval_s, checkpoint_write_s=write_s, window_s=window_s), 0
+    ).summary
     cycles = math.floor(window_s / (interval_s + write_s))
     assert s["ettr"] == pytest.approx(cycles * interval_s / window_s, rel=1e-12)
-    assert s["job_time_s"]["lost_rework"] == pytest.approx(window_s - cycles * (interval_s + write_s), rel=1e-9)
+    assert s["job_time_s"]["lost_rework"] == pytest.approx(
+        window_s - cycles * (interval_s + write_s), rel=1e-9
+    )
 
 
 def test_ramp_limit_time_after_a_checkpoint_is_checkpoint_time_not_productive():
-    inputs = quiet(checkpoint_interval_s=1800.0, checkpoint_write_s=30.0, window_s=1.0 * DAY, ramp_mw_per_s=0.005)
+    inputs = quiet(
+        checkpoint_interval_s=1800.0, checkpoint_write_s=30.0, window_s=1.0 * DAY, ramp_mw_per_s=0.005
+    )
     free = simulate(dataclasses.replace(inputs, ramp_mw_per_s=None), 0).summary
     s = simulate(inputs, 0).summary
     from campaign.sim import power_levels
 
     levels = power_levels(inputs)
-    rise = inputs.nodes * levels.gpus_per_node * (levels.running_gpu_w - levels.checkpoint_gpu_w) * inputs.pue / 1e6
+    rise = (
+        inputs.nodes
+        * levels.gpus_per_node
+        * (levels.running_gpu_w - levels.checkpoint_gpu_w)
+        * inputs.pue
+        / 1e6
+    )
     delay = rise / (2 * 0.005)  # campaign.sim.power.ramp_delay_s
     assert delay > 1.0
     n = s["n_checkpoints"]
@@ -119,7 +137,9 @@ def test_buckets_always_sum_to_every_gpu_hour_of_the_window(inputs, replica, fin
 def test_more_spares_never_lower_ettr_of_an_unfinished_job(inputs, replica, extra):
     inputs = dataclasses.replace(inputs, target_tokens=1e30)
     few = simulate(inputs, replica).summary["ettr"]
-    more = simulate(dataclasses.replace(inputs, spare_nodes=inputs.spare_nodes + extra), replica).summary["ettr"]
+    more = simulate(dataclasses.replace(inputs, spare_nodes=inputs.spare_nodes + extra), replica).summary[
+        "ettr"
+    ]
     assert more >= few - 1e-12
 
 
@@ -145,7 +165,10 @@ def test_interruptions_scale_linearly_with_gpus():
     n = 200
     small = np.array([simulate(base, r).summary["interruptions"]["unexpected"] for r in range(n)])
     big = np.array(
-        [simulate(dataclasses.replace(base, nodes=32), r).summary["interruptions"]["unexpected"] for r in range(n)]
+        [
+            simulate(dataclasses.replace(base, nodes=32), r).summary["interruptions"]["unexpected"]
+            for r in range(n)
+        ]
     )
     ratio = big.mean() / small.mean()
     se = ratio * math.sqrt(1 / (big.mean() * n) + 1 / (small.mean() * n))  # delta method, Poisson counts

@@ -27,7 +27,9 @@ def test_hourly_mw_is_the_exact_mean_of_each_hour():
 def test_swings_are_net_changes_over_monotone_runs():
     curve = step_curve(np.array([0.0, 10, 20, 30, 40]), np.array([1.0, 3.0, 5.0, 2.0, 2.5]), 50.0)
     assert swings_mw(curve).tolist() == pytest.approx([4.0, -3.0, 0.5])
-    ramped = PowerCurve(np.array([0.0, 2.0, 10.0]), np.array([1.0, 3.0, 3.0]), np.array([1.0, 0.0, -0.5]), 12.0)
+    ramped = PowerCurve(
+        np.array([0.0, 2.0, 10.0]), np.array([1.0, 3.0, 3.0]), np.array([1.0, 0.0, -0.5]), 12.0
+    )
     assert swings_mw(ramped).tolist() == pytest.approx([2.0, -1.0])
 
 
@@ -63,6 +65,7 @@ def test_notice_has_both_settings_and_a_tradeoff_row_per_floor():
 
 
 def test_notice_without_configured_smoothing_has_one_setting():
-    notice = power_notice(dataclasses.replace(make_inputs(), ramp_mw_per_s=None, floor_fraction=None), replicas=1,
-                          floors=(0.7,))
+    notice = power_notice(
+        dataclasses.replace(make_inputs(), ramp_mw_per_s=None, floor_fraction=None), replicas=1, floors=(0.7,)
+    )
     assert "with_smoothing" not in notice and len(notice["smoothing_tradeoff"]) == 1

@@ -33,7 +33,9 @@ from tests.paths import LLAMA
     n=st.integers(0, 30),
 )
 def test_stream_states_are_numpys_seedsequence_and_pcg64_states(seed, replica, n):
-    assert stream_states(seed, replica, n) == [g.bit_generator.state for g in random_streams(seed, replica, n)]
+    assert stream_states(seed, replica, n) == [
+        g.bit_generator.state for g in random_streams(seed, replica, n)
+    ]
 
 
 def test_a_negative_seed_is_refused_as_numpy_refuses_it():
@@ -50,7 +52,9 @@ def reference_arrivals(inputs, replica):
         rng = streams[FIRST_CATEGORY_STREAM + i]
         t = poisson_arrivals_s(rng, category_rate_per_s(category, inputs), inputs.window_s)
         losing = category.scope in NODE_LOSING_SCOPES
-        out.append((t, rng.integers(0, inputs.nodes, size=t.size, dtype=np.int64) if losing else np.full(t.size, -1)))
+        out.append(
+            (t, rng.integers(0, inputs.nodes, size=t.size, dtype=np.int64) if losing else np.full(t.size, -1))
+        )
     return out
 
 

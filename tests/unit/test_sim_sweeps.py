@@ -26,7 +26,10 @@ def test_parse_and_grid():
     assert a.key == "plan.checkpoint.interval_s" and a.values == (600, 1200, 1800)
     b = parse_sweep("plan.power_smoothing.floor_fraction=0.5,0.8")
     grid = sweep_grid([a, b])
-    assert len(grid) == 6 and grid[0] == {"plan.checkpoint.interval_s": 600, "plan.power_smoothing.floor_fraction": 0.5}
+    assert len(grid) == 6 and grid[0] == {
+        "plan.checkpoint.interval_s": 600,
+        "plan.power_smoothing.floor_fraction": 0.5,
+    }
     assert grid[1]["plan.power_smoothing.floor_fraction"] == 0.8  # first axis slowest
 
 
@@ -46,11 +49,18 @@ def test_bad_sweeps_name_the_key_and_the_fix(spec, where, fix):
 
 
 def test_swept_key_must_exist_and_be_numeric():
-    dump = {"name": "x", "plan": {"checkpoint": {"interval_s": "auto", "async": False}}, "cluster": {"spare_nodes": 2}}
+    dump = {
+        "name": "x",
+        "plan": {"checkpoint": {"interval_s": "auto", "async": False}},
+        "cluster": {"spare_nodes": 2},
+    }
     check_numeric_key(dump, "cluster.spare_nodes")
     check_numeric_key(dump, "plan.checkpoint.interval_s")  # number-or-auto
-    for key, needle in (("plan.checkpoint.interval_x", "no such key"), ("name", "not a number"),
-                        ("plan.checkpoint.async", "not a number")):
+    for key, needle in (
+        ("plan.checkpoint.interval_x", "no such key"),
+        ("name", "not a number"),
+        ("plan.checkpoint.async", "not a number"),
+    ):
         with pytest.raises(ConfigError) as err:
             check_numeric_key(dump, key)
         assert f"--sweep {key}:" in str(err.value) and needle in str(err.value)
@@ -83,8 +93,13 @@ def test_a_checkpoint_interval_sweep_finds_its_optimum_within_15_percent_of_daly
     # log(interval) fitted to mean ETTR over a grid symmetric in log around Daly's interval (on the exact renewal
     # curve this fit lands within 1% of the true optimum); tolerance 15% of Daly's interval.
     inputs = make_inputs(
-        nodes=16, window_s=20 * 86_400.0, checkpoint_write_s=60.0, planned_per_day=0.0, diurnal_amplitude=0.0,
-        failures=(category("bug", "job", 1.0, detect_s=60, restart_s=120, repair_h=0),), target_tokens=1e30,
+        nodes=16,
+        window_s=20 * 86_400.0,
+        checkpoint_write_s=60.0,
+        planned_per_day=0.0,
+        diurnal_amplitude=0.0,
+        failures=(category("bug", "job", 1.0, detect_s=60, restart_s=120, repair_h=0),),
+        target_tokens=1e30,
     )
     rate = job_failure_rate_per_s(inputs)
     scale = (1 / 7200) / rate  # rescale the rate so the job MTBF is 2 h
@@ -92,9 +107,13 @@ def test_a_checkpoint_interval_sweep_finds_its_optimum_within_15_percent_of_daly
     inputs = dataclasses.replace(inputs, failures=(bug,))
     mtbf, delta = 1.0 / job_failure_rate_per_s(inputs), 60.0
     assert mtbf == pytest.approx(7200, rel=1e-9)
-    daly = math.sqrt(2 * delta * mtbf) * (1 + math.sqrt(delta / (2 * mtbf)) / 3 + delta / (2 * mtbf) / 9) - delta
+    daly = (
+        math.sqrt(2 * delta * mtbf) * (1 + math.sqrt(delta / (2 * mtbf)) / 3 + delta / (2 * mtbf) / 9) - delta
+    )
     grid = np.geomspace(0.5, 2.0, 9) * daly
-    rows = _rows(list(grid), lambda tau: dataclasses.replace(inputs, checkpoint_interval_s=float(tau)), replicas=40)
+    rows = _rows(
+        list(grid), lambda tau: dataclasses.replace(inputs, checkpoint_interval_s=float(tau)), replicas=40
+    )
     ettr = np.array([r["ettr_mean"] for r in rows])
     a, b, _ = np.polyfit(np.log(grid), ettr, 2)
     assert a < 0

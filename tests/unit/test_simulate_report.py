@@ -27,8 +27,13 @@ def simulated():
     loaded = load_config(DEMO, ["sim.replicas=12"])
     inputs = window_inputs(loaded.config)
     summaries = simulate_batch(inputs, range(12))
-    result = {"replicas": 12, "seed": loaded.config.seed, "config_digest": loaded.digest, "wall_s": 0.1,
-              "summary": summarise_replicas(summaries, inputs.window_s)}
+    result = {
+        "replicas": 12,
+        "seed": loaded.config.seed,
+        "config_digest": loaded.digest,
+        "wall_s": 0.1,
+        "summary": summarise_replicas(summaries, inputs.window_s),
+    }
     return result, summaries
 
 
@@ -41,7 +46,9 @@ def test_replica_values_are_the_replicas_own_figures(simulated):
     finished = [d for d in values["completion_days"] if d is not None]
     assert len(finished) == sum(s["completed"] for s in summaries)
     assert min(finished) == pytest.approx(result["summary"]["completion_days"]["p10"], abs=0.2)
-    assert replica_values([summaries[0]] * (MAX_REPLICA_VALUES + 1)) is None  # percentiles only, above the cap
+    assert (
+        replica_values([summaries[0]] * (MAX_REPLICA_VALUES + 1)) is None
+    )  # percentiles only, above the cap
 
 
 def test_finish_probability_agrees_with_the_summary(simulated):
@@ -91,8 +98,14 @@ def test_compare_of_simulate_runs_draws_their_distributions(simulated, tmp_path)
     with_values = {**result, "replica_values": replica_values(summaries)}
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     a.write_text(json.dumps(with_values))
-    b.write_text(json.dumps({**with_values, "replica_values": {**with_values["replica_values"],
-                                                               "completion_days": [None] * 12}}))
+    b.write_text(
+        json.dumps(
+            {
+                **with_values,
+                "replica_values": {**with_values["replica_values"], "completion_days": [None] * 12},
+            }
+        )
+    )
     html = render_compare([load_run(str(a)), load_run(str(b))])["html"]
     assert "ECDF over replicas" in html
     b.write_text(json.dumps(result))  # a file from before replica_values: the percentile spread instead

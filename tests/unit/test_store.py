@@ -20,8 +20,16 @@ def test_schema_has_the_design_tables(tmp_path):
     ws = store.Workspace(tmp_path)
     with store.catalog(ws) as con:
         tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-    assert {"runs", "datasets", "rejections", "gates", "commitments", "sim_events", "sim_power",
-            "sim_replicas"} <= tables
+    assert {
+        "runs",
+        "datasets",
+        "rejections",
+        "gates",
+        "commitments",
+        "sim_events",
+        "sim_power",
+        "sim_replicas",
+    } <= tables
 
 
 def test_every_validate_run_records_its_own_verdict_and_the_newest_counts(tmp_path):
@@ -29,24 +37,26 @@ def test_every_validate_run_records_its_own_verdict_and_the_newest_counts(tmp_pa
     passing = [("layout", True, {"summary": "ok"}), ("memory", True, {"summary": "fits"})]
     failing = [("layout", True, {"summary": "ok"}), ("memory", False, {"summary": "too big"})]
     assert store.record_gates(ws, "r1", "c1", "d1", passing) == 2
-    assert store.record_gates(ws, "r1", "c1", "d1", passing) == 0   # a retry within the same run adds nothing
+    assert store.record_gates(ws, "r1", "c1", "d1", passing) == 0  # a retry within the same run adds nothing
     assert store.latest_gates(ws, "c1", "d1")["memory"].passed
-    assert store.record_gates(ws, "r2", "c1", "d1", failing) == 2   # a later validate of the same digests...
-    got = store.latest_gates(ws, "c1", "d1")                        # ...replaces the verdict that counts
+    assert store.record_gates(ws, "r2", "c1", "d1", failing) == 2  # a later validate of the same digests...
+    got = store.latest_gates(ws, "c1", "d1")  # ...replaces the verdict that counts
     assert got["layout"].passed and not got["memory"].passed and got["memory"].run_id == "r2"
     assert got["memory"].details["summary"] == "too big"
-    store.record_gates(ws, "r3", "c1", "d1", passing)               # and fixing it counts again
+    store.record_gates(ws, "r3", "c1", "d1", passing)  # and fixing it counts again
     assert store.latest_gates(ws, "c1", "d1")["memory"].passed
-    assert store.latest_gates(ws, "c1", "d2") == {}                 # other data: nothing recorded
+    assert store.latest_gates(ws, "c1", "d2") == {}  # other data: nothing recorded
 
 
 def test_a_version_1_catalog_is_migrated_with_its_gates(tmp_path):
     import duckdb
 
     con = duckdb.connect(str(tmp_path / "campaign.duckdb"))
-    con.execute("CREATE TABLE gates (run_id VARCHAR NOT NULL, gate VARCHAR NOT NULL, passed BOOLEAN NOT NULL, "
-                "config_digest VARCHAR NOT NULL, data_digest VARCHAR NOT NULL, details JSON, "
-                "checked_at TIMESTAMPTZ NOT NULL, PRIMARY KEY (gate, config_digest, data_digest))")
+    con.execute(
+        "CREATE TABLE gates (run_id VARCHAR NOT NULL, gate VARCHAR NOT NULL, passed BOOLEAN NOT NULL, "
+        "config_digest VARCHAR NOT NULL, data_digest VARCHAR NOT NULL, details JSON, "
+        "checked_at TIMESTAMPTZ NOT NULL, PRIMARY KEY (gate, config_digest, data_digest))"
+    )
     con.execute("INSERT INTO gates VALUES ('r1', 'layout', true, 'c', 'd', '{}', now())")
     con.close()
     ws = store.Workspace(tmp_path)
@@ -77,7 +87,7 @@ def test_a_workspace_is_never_a_folder_campaign_does_not_own(tmp_path):
         store.adopt_workspace(store.Workspace(theirs), "demo")
     assert sorted(p.name for p in theirs.rglob("*")) == ["clean", "data", "my_curated_corpus.parquet"]
     new = store.adopt_workspace(store.Workspace(tmp_path / "new"), "demo")
-    assert store.is_workspace(new) and store.adopt_workspace(new, "demo") == new   # adopting again is fine
+    assert store.is_workspace(new) and store.adopt_workspace(new, "demo") == new  # adopting again is fine
     with pytest.raises(Refused, match="no campaign workspace"):
         store.require_workspace(store.Workspace(tmp_path / "missing"), "campaign execute")
     assert not (tmp_path / "missing").exists()
@@ -119,13 +129,21 @@ def test_lock_is_reentrant_in_one_process(tmp_path):
 
 def test_second_process_stops_with_a_message_naming_the_holder(tmp_path):
     ws = store.Workspace(tmp_path)
-    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
         import sys, time
         from campaign import store
         with store.locked(store.Workspace(__import__('pathlib').Path({str(tmp_path)!r})), "campaign validate"):
             print("held", flush=True)
             time.sleep(30)
-    """)], stdout=subprocess.PIPE, text=True)
+    """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(WorkspaceBusy) as err, store.locked(ws, "campaign execute", wait_s=0.2):
@@ -144,12 +162,20 @@ def test_catalog_held_by_another_program_is_a_clear_busy_error(tmp_path):
     ws = store.Workspace(tmp_path)
     with store.catalog(ws):
         pass
-    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
         import duckdb, time
         con = duckdb.connect({str(ws.catalog_path)!r})
         print("open", flush=True)
         time.sleep(30)
-    """)], stdout=subprocess.PIPE, text=True)
+    """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "open"
         with pytest.raises(WorkspaceBusy, match="the catalog is open in another program"), store.catalog(ws):

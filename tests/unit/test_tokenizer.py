@@ -81,7 +81,9 @@ def _train_tokenizer_json(path: Path, *, eot: str | None = "<|endoftext|>") -> P
         special_tokens=[eot] if eot else [],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
-    tok.train_from_iterator(["the quick brown fox jumps over the lazy dog " * 50, "hello world " * 30], trainer)
+    tok.train_from_iterator(
+        ["the quick brown fox jumps over the lazy dog " * 50, "hello world " * 30], trainer
+    )
     tok.save(str(path))
     return path
 
