@@ -357,7 +357,9 @@ class CheckpointConfig(Frozen):
         if value == "auto":
             return value
         if isinstance(value, bool):
-            raise ValueError("interval_s must be a number of seconds or 'auto'")  # noqa: TRY004 - pydantic reports ValueError
+            raise ValueError(
+                "interval_s must be a number of seconds or 'auto'"
+            )  # pydantic reports ValueError
         try:
             seconds = float(value)  # type: ignore[arg-type]
         except (TypeError, ValueError, OverflowError):
@@ -1162,16 +1164,16 @@ def _locate(node: yaml.Node, prefix: KeyPath, file: str, out: dict[KeyPath, Wher
             if key in seen:
                 raise ConfigError(
                     f"key '{key}' appears twice (first on line {seen[key]})",
-                    where=f"{file}:{key_node.start_mark.line + 1}: {_dotted(prefix + (key,))}",
+                    where=f"{file}:{key_node.start_mark.line + 1}: {_dotted((*prefix, key))}",
                     fix="keep one of them",
                 )
             seen[key] = key_node.start_mark.line + 1
-            out[prefix + (key,)] = (file, key_node.start_mark.line + 1)
-            _locate(value_node, prefix + (key,), file, out)
-            out[prefix + (key,)] = (file, key_node.start_mark.line + 1)
+            out[(*prefix, key)] = (file, key_node.start_mark.line + 1)
+            _locate(value_node, (*prefix, key), file, out)
+            out[(*prefix, key)] = (file, key_node.start_mark.line + 1)
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
-            _locate(item, prefix + (index,), file, out)
+            _locate(item, (*prefix, index), file, out)
 
 
 def _inline_reference(
@@ -1237,7 +1239,7 @@ def _apply_override(data: dict, text: str, where: dict[KeyPath, Where]) -> None:
             )
         node = node.setdefault(key, {})
     last = keys[-1]
-    if isinstance(node, list) and isinstance(last, int) and last < len(node) or isinstance(node, dict):
+    if (isinstance(node, list) and isinstance(last, int) and last < len(node)) or isinstance(node, dict):
         node[last] = value
     else:
         raise ConfigError(

@@ -40,7 +40,7 @@ def _num(value: Any, digits: int = 3) -> str:
         return str(value)
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
-    if isinstance(value, int) or float(value).is_integer() and abs(value) >= 1:
+    if isinstance(value, int) or (float(value).is_integer() and abs(value) >= 1):
         return f"{int(value):,}"
     return f"{value:,.{digits}g}" if abs(value) < 1000 else f"{value:,.0f}"
 

@@ -214,15 +214,15 @@ def execute_problems(
     """What stops execute: no commitment, or one whose config or data digest no longer matches."""
     if data_digest is None:
         return [
-            (
-                "no prepared data in this workspace (data/manifest.json missing): run `campaign prepare`, "
-                "`campaign validate` and `campaign commit` first"
-            )
-        ] + commit_problems(recorded, config_digest, "-")
+            "no prepared data in this workspace (data/manifest.json missing): run `campaign prepare`, "
+            "`campaign validate` and `campaign commit` first",
+            *commit_problems(recorded, config_digest, "-"),
+        ]
     if not commitments:
         return [
-            "no commitment for this workspace: run `campaign commit` after every gate passes"
-        ] + commit_problems(recorded, config_digest, data_digest)
+            "no commitment for this workspace: run `campaign commit` after every gate passes",
+            *commit_problems(recorded, config_digest, data_digest),
+        ]
     for c in commitments:
         if c.config_digest == config_digest and c.data_digest == data_digest and not changed_files:
             return commit_problems(recorded, config_digest, data_digest)

@@ -193,7 +193,7 @@ class HuggingFaceTokenizer:
         raw = path.read_bytes()
         try:
             tok = HFTokenizer.from_str(raw.decode("utf-8", "replace"))
-        except Exception as exc:  # noqa: BLE001 - tokenizers raises a bare Exception for a malformed file
+        except Exception as exc:  # tokenizers raises a bare Exception for a malformed file
             raise ConfigError(
                 f"not a usable tokenizer.json: {exc}",
                 where=str(path),

@@ -311,7 +311,10 @@ def simulate(
         "completion_days",
     ):
         v = s[key]
-        fmt = lambda x: "n/a" if x is None else f"{x:.4g}"
+
+        def fmt(x):
+            return "n/a" if x is None else f"{x:.4g}"
+
         typer.echo(
             f"  {key:26s} mean {fmt(v['mean'])}  p10 {fmt(v['p10'])}  p50 {fmt(v['p50'])}  p90 {fmt(v['p90'])}"
         )

@@ -151,7 +151,7 @@ def _start_server(home: Path, fresh_schema: bool) -> tuple[subprocess.Popen, str
             stdout=log,
             stderr=log,
             # before any thread: the CLI starts its API before it imports Prefect's engine
-            preexec_fn=_die_with(os.getpid()),  # noqa: PLW1509
+            preexec_fn=_die_with(os.getpid()),
         )
     return proc, f"http://127.0.0.1:{port}/api"
 

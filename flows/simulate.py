@@ -137,7 +137,7 @@ def _sweep(params: SimulateParams, overrides: list[str], loaded, replicas: int):
     batches = replica_batches(replicas, workers)
     per_point = _run_batches(loaded.config.runtime, points, batches)
     rows = []
-    for i, (point, inputs, summaries) in enumerate(zip(grid, points, per_point)):
+    for i, (point, inputs, summaries) in enumerate(zip(grid, points, per_point, strict=False)):
         rows.append(sweep_row(i, point, summarise_replicas(summaries, inputs.window_s)))
     rows = mark_best(rows)
     sweep_id = hashlib.sha256(json.dumps([loaded.digest, params.sweeps, replicas]).encode()).hexdigest()

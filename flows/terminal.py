@@ -42,7 +42,7 @@ def finish(state: Any) -> Any:
         state.result()
     except CampaignError:
         raise
-    except Exception as exc:  # noqa: BLE001 - any other exception is a bug: report it as one, without a traceback
+    except Exception as exc:  # any other exception is a bug: report it as one, without a traceback
         raise InternalError(f"{state.name}: {state.message or exc}", fix=BUG_FIX) from None
     raise InternalError(f"{state.name}: {state.message}", fix=BUG_FIX)
 

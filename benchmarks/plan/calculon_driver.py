@@ -4,6 +4,7 @@ line per case with Calculon's step time (or its error), then the median seconds 
 Called by benchmarks/plan/compare_calculon.py; Calculon itself lives outside the repository (see the README).
 """
 
+import contextlib
 import json
 import logging
 import statistics
@@ -44,10 +45,8 @@ def main() -> None:
         runs = []
         for _ in range(REPEATS):
             t0 = time.perf_counter()
-            try:
+            with contextlib.suppress(Llm.Error, AssertionError):
                 estimate(case)
-            except (Llm.Error, AssertionError):
-                pass
             runs.append(time.perf_counter() - t0)
         timings.append(statistics.median(runs))
         print(json.dumps({"step_s": step, "error": error, "seconds_per_estimate": statistics.median(runs)}))

@@ -81,7 +81,7 @@ def fit(family: str) -> dict:
     hi = np.array([BOUNDS[n][1] for n in names])
 
     def resid(x: np.ndarray) -> np.ndarray:
-        return residual_points(spec["rows"](dict(zip(names, map(float, x)))))
+        return residual_points(spec["rows"](dict(zip(names, map(float, x), strict=False))))
 
     best = None
     for start in (0.3, 0.5, 0.7):
@@ -89,14 +89,14 @@ def fit(family: str) -> dict:
         sol = least_squares(resid, x0, bounds=(lo, hi), diff_step=1e-3, x_scale=hi - lo)
         if best is None or sol.cost < best.cost:
             best = sol
-    return {n: round(float(v), 4 if n != "gemm_half_k" else 1) for n, v in zip(names, best.x)}
+    return {n: round(float(v), 4 if n != "gemm_half_k" else 1) for n, v in zip(names, best.x, strict=False)}
 
 
 def report(title: str, rows, kernels: dict | None = None) -> list[float]:
     res = residual_points(rows)
     print(f"\n{title}")
     print(f"{'row':16s} {'published':>9s} {'model':>7s} {'error':>7s}")
-    for r, e in zip(rows, res):
+    for r, e in zip(rows, res, strict=False):
         print(f"{r.name:16s} {100 * r.published:8.1f}% {100 * r.published + e:6.1f}% {e:+6.1f}")
     print(f"mean |error| {np.mean(np.abs(res)):.2f} points, max {np.max(np.abs(res)):.2f} ({len(res)} rows)")
     return list(res)

@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{'table':16s} {'row':15s} {'published':>9s} {'campaign':>9s} {'err':>6s} {'Calculon':>9s} {'err':>6s}"
     )
     by_table: dict[str, dict[str, list[float]]] = {}
-    for i, (run, res) in enumerate(zip(runs, theirs)):
+    for i, (run, res) in enumerate(zip(runs, theirs, strict=False)):
         step = evaluate_layout(run.config, run.config.plan.layout).step_time_s
         our_speeds.append(statistics.median(our_times[i]))
         mine = 100 * run.metric(step)

@@ -49,7 +49,7 @@ def main() -> int:
     for label, sets in variants:
         errors = []
         vpp = int(label.split()[1].rstrip(","))
-        for gpus, seq, (tp, cp, pp, dp), tflops in TABLE4:
+        for gpus, seq, (_tp, cp, _pp, dp), tflops in TABLE4:
             row_sets = [x for x in sets if not (seq > 8192 and x.startswith("plan.recompute"))]
             cfg = load_config(
                 LLAMA,

@@ -43,7 +43,9 @@ def main() -> None:
 
     tasks = args.tasks or len(glob.glob(f"{args.corpus}/*.jsonl"))
     out = args.out
-    removed = lambda step: JsonlWriter(f"{out}/removed/{step}")
+
+    def removed(step):
+        return JsonlWriter(f"{out}/removed/{step}")
 
     def reader(folder):
         return JsonlReader(folder, glob_pattern="*.jsonl*", id_key="id", default_metadata={})

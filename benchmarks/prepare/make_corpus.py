@@ -42,8 +42,8 @@ def _paragraphs() -> list[str]:
     ):
         scope: dict = {}
         try:
-            exec(compile(Path(topics).read_text(), topics, "exec"), scope)  # noqa: S102 - stdlib data file
-        except Exception:  # noqa: BLE001, S112 - an odd Python version: skip it
+            exec(compile(Path(topics).read_text(), topics, "exec"), scope)  # stdlib data file
+        except Exception:  # an odd Python version: skip it
             continue
         texts.extend(scope.get("topics", {}).values())
     paras = [p.strip() for t in texts for p in re.split(r"\n\s*\n", t) if len(p.split()) >= 8]

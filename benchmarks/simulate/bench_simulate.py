@@ -201,7 +201,10 @@ def main() -> None:
                     ref_runs.append(run_reference(inputs, n))
                 if n >= 100:
                     cli_runs.append(run_cli(args.config, n))
-            med = lambda runs, key: statistics.median(r[key] for r in runs)
+
+            def med(runs, key):
+                return statistics.median(r[key] for r in runs)
+
             row = {
                 "replicas": n,
                 "rounds": rounds,
@@ -247,6 +250,7 @@ def main() -> None:
             f"| {r['replicas']} | {s['interruptions_unexpected']:.1f} / {c['interruptions_unexpected']:.1f} | "
             f"{s['interruptions_planned']:.1f} / {c['interruptions_planned']:.1f} | {s['ettr']:.4f} / {c['ettr']:.4f} |"
         )
+    return None
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ before the query runs, so a query can read the catalog and nothing else, and wri
 
 from __future__ import annotations
 
+import contextlib
 import math
 from pathlib import Path
 from typing import Any
@@ -31,10 +32,9 @@ def run_query(workspace: str | Path | None, text: str) -> tuple[list[str], list[
     try:
         for statement in view_sql("views").split(";\n"):
             if statement.strip() and "CREATE" in statement:
-                try:
+                # an older catalog lacks a table a view needs: that view is simply absent
+                with contextlib.suppress(duckdb.Error):
                     con.execute(statement)
-                except duckdb.Error:
-                    pass  # an older catalog lacks a table a view needs: that view is simply absent
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
         try:
@@ -57,7 +57,7 @@ def _workspace(path: str | Path | None) -> Workspace:
     if path is None:
         try:
             return existing_workspace(None)
-        except Exception as err:  # noqa: BLE001 - a Refused here is bad input for sql
+        except Exception as err:  # a Refused here is bad input for sql
             raise ConfigError(str(getattr(err, "message", err)), fix="pass --workspace DIR") from None
     ws = Workspace(Path(path).resolve())
     if not ws.catalog_path.is_file():

@@ -32,7 +32,7 @@ def normalise_texts(texts: list[str]) -> list[str]:
         dirty = pc.match_substring_regex(pa.array(texts, pa.string()), _DIRTY_RE2).to_numpy(
             zero_copy_only=False
         )
-    except Exception:  # noqa: BLE001 - a lone surrogate (Arrow holds UTF-8 only): the text-by-text path finds it
+    except Exception:  # a lone surrogate (Arrow holds UTF-8 only): the text-by-text path finds it
         return [normalise_text(t) for t in texts]
     return [normalise_text(t, maybe_dirty=bool(d)) for t, d in zip(texts, dirty.tolist(), strict=True)]
 

@@ -77,7 +77,7 @@ WORK_DIR = "_work"
 REASONS: tuple[str, ...] = READER_REASONS + filter_reasons() + (EXACT_DUPLICATE, NEAR_DUPLICATE)
 
 REMOVAL_STEPS = {
-    **{r: "read" for r in READER_REASONS},
+    **dict.fromkeys(READER_REASONS, "read"),
     EXACT_DUPLICATE: "exact_dedup",
     NEAR_DUPLICATE: "near_dedup",
 }

@@ -34,7 +34,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
@@ -96,10 +96,8 @@ class _Worker:
         return value
 
     def close(self) -> None:
-        try:
+        with suppress(OSError):
             self.proc.stdin.close()
-        except OSError:
-            pass
         try:
             self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
@@ -205,7 +203,7 @@ def _serve(parent: int) -> None:
             return
         try:
             reply: tuple[str, Any] = ("ok", fn(*args))
-        except Exception as err:  # noqa: BLE001 - sent back and raised in the task that asked
+        except Exception as err:  # sent back and raised in the task that asked
             reply = ("error", err)
         try:
             _send(stdout, reply)

@@ -76,7 +76,7 @@ class Kernels:
         for tile_m, tile_n, rate in TILES:
             tiles = batch * (-(-m // tile_m)) * (-(-n // tile_n))
             eff = rate * tiles / (-(-tiles // sms) * sms)
-            if eff > best:  # noqa: PLR1730 - a plain compare is faster than max() in this hot loop
+            if eff > best:  # a plain compare is faster than max() in this hot loop
                 best = eff
         return self.gemm_peak_fraction * best * k / (k + self.gemm_half_k)
 

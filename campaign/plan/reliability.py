@@ -34,7 +34,9 @@ def mean_recovery_s(cluster: ClusterConfig) -> float:
     total = sum(weights)
     if total <= 0:
         return 0.0
-    return sum(w * (f.detect_s + f.restart_s) for w, f in zip(weights, cluster.failures)) / total
+    return (
+        sum(w * (f.detect_s + f.restart_s) for w, f in zip(weights, cluster.failures, strict=False)) / total
+    )
 
 
 def planned_downtime_fraction(cluster: ClusterConfig) -> float:

@@ -31,11 +31,11 @@ def search_layouts(config: CampaignConfig, top: int = 10) -> list[Plan]:
         for c in found
     ]
     # Layouts that fit in memory rank above all that do not: time the others only if too few fit.
-    fitting = [(c, g / GIB) for c, g in zip(found, memory) if g <= limit]
+    fitting = [(c, g / GIB) for c, g in zip(found, memory, strict=False) if g <= limit]
     if len(fitting) >= top:
         scored = _best_by_bound(ctx, fitting, top, sequences)
     else:
-        scored = [ctx.quick(c, c.micro_batch, g / GIB) for c, g in zip(found, memory)]
+        scored = [ctx.quick(c, c.micro_batch, g / GIB) for c, g in zip(found, memory, strict=False)]
     scored.sort(key=rank_key)
     reference = ctx.plan(config.plan.layout, config.plan.micro_batch)
     return [_with_comparison(ctx.plan(q.layout.layout(), q.micro_batch), reference) for q in scored[:top]]

@@ -27,9 +27,10 @@ import numpy as np
 
 from campaign.rehearsal import contract as c
 from campaign.rehearsal.processes import Start, drop_partial_line, resolve_command, run_start
+from campaign.rehearsal.verdict import compare_curves, first_divergence, first_non_finite, tenth_means
 
 REGISTRY = "trainers.json"  # process groups this rehearsal started (campaign.rehearsal.processes)
-from campaign.rehearsal.verdict import compare_curves, first_divergence, first_non_finite, tenth_means
+
 
 KILL_STREAM = (
     0x4B494C4C  # "KILL": the seed's stream for the kill step, apart from every other use of the seed

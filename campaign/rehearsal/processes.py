@@ -11,6 +11,7 @@ Source: POSIX `setsid(2)`, `killpg(3)`; Linux `prctl(2)` PR_SET_PDEATHSIG; Pytho
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -129,7 +130,7 @@ def kill_registered_groups(registry: Path) -> list[int]:
     killed = []
     for entry in entries:
         pid, started = int(entry["pgid"]), entry.get("start_time")
-        if started is not None and start_time(pid) == started or group_members(pid):
+        if (started is not None and start_time(pid) == started) or group_members(pid):
             try:
                 os.killpg(pid, signal.SIGKILL)
                 killed.append(pid)
@@ -171,14 +172,10 @@ def group_members(pgid: int) -> list[int]:
 
 def kill_group(proc: subprocess.Popen) -> list[int]:
     """SIGKILL the process group led by `proc`, reap the leader; returns pids of members still alive after 2 s."""
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        pass
     deadline = time.monotonic() + 2.0
     survivors = group_members(proc.pid)
     while survivors and time.monotonic() < deadline:

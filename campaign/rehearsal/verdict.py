@@ -39,7 +39,10 @@ def tenth_means(losses: Curve, steps: int) -> tuple[float, float]:
     by_step = dict(losses)
     first = [by_step[s] for s in range(1, tenth + 1) if s in by_step]
     last = [by_step[s] for s in range(steps - tenth + 1, steps + 1) if s in by_step]
-    mean = lambda xs: sum(xs) / len(xs) if xs else math.nan
+
+    def mean(xs):
+        return sum(xs) / len(xs) if xs else math.nan
+
     return mean(first), mean(last)
 
 

@@ -47,7 +47,9 @@ class EventQueue:
         if times_s and min(times_s) < self.now_s:
             raise ValueError(f"cannot schedule '{kind}' before now ({self.now_s} s)")
         payloads = payloads if payloads is not None else [None] * len(times_s)
-        self._heap.extend(Event(float(t), next(self._seq), kind, p, 0) for t, p in zip(times_s, payloads))
+        self._heap.extend(
+            Event(float(t), next(self._seq), kind, p, 0) for t, p in zip(times_s, payloads, strict=False)
+        )
         heapq.heapify(self._heap)
 
     def peek_s(self) -> float:

@@ -132,7 +132,7 @@ def rate_limited_curve(
     out_mw: list[float] = []
     out_slope: list[float] = []
     y = float(start_mw)
-    for a, b, level in zip(t_s.tolist(), ends.tolist(), mw.tolist()):
+    for a, b, level in zip(t_s.tolist(), ends.tolist(), mw.tolist(), strict=False):
         if b <= a:
             continue
         if y == level:

@@ -91,7 +91,7 @@ def distribution(values: Iterable[float | None]) -> dict:
     if data.size == 0:
         return {"mean": None, **{f"p{p}": None for p in PERCENTILES}}
     pct = np.percentile(data, PERCENTILES)
-    return {"mean": float(data.mean()), **{f"p{p}": float(v) for p, v in zip(PERCENTILES, pct)}}
+    return {"mean": float(data.mean()), **{f"p{p}": float(v) for p, v in zip(PERCENTILES, pct, strict=False)}}
 
 
 def summarise_replicas(summaries: list[dict], window_s: float) -> dict:

@@ -244,7 +244,7 @@ def _compiled_replica(x: SimInputs, replica: int, c: CompiledInputs, want_curve:
         completion_s=None if math.isnan(completion) else completion,
         n_unexpected=int(s[compiled.S_UNEXPECTED]),
         n_planned=int(s[compiled.S_PLANNED]),
-        by_category=dict(zip(c.category_names, by_cat.tolist())),
+        by_category=dict(zip(c.category_names, by_cat.tolist(), strict=False)),
         n_checkpoints=int(s[compiled.S_CHECKPOINTS]),
         n_spares_exhausted=int(s[compiled.S_EXHAUSTED]),
         rework_failures_s=float(f[compiled.F_REWORK_S]),
@@ -787,7 +787,9 @@ class _Replica:
         power_mw = np.asarray(self.power_mw)
         if self.blocks:
             # Insert the skipped cycles' steps: (start + i period, run MW), (start + i period + run_s, ckpt MW).
-            at, start, k, period, run_s, run_mw, ckpt_mw = (np.array(c) for c in zip(*self.blocks))
+            at, start, k, period, run_s, run_mw, ckpt_mw = (
+                np.array(c) for c in zip(*self.blocks, strict=False)
+            )
             k = k.astype(np.int64)
             owner = np.repeat(np.arange(k.size), k)
             i = np.arange(owner.size) - np.repeat(np.cumsum(k) - k, k)

@@ -75,7 +75,7 @@ def sweep_grid(axes: list[SweepAxis]) -> list[dict[str, float]]:
     for key in keys:
         if keys.count(key) > 1:
             raise ConfigError("key swept twice", where=f"--sweep {key}", fix="give each key one --sweep")
-    return [dict(zip(keys, combo)) for combo in itertools.product(*(a.values for a in axes))]
+    return [dict(zip(keys, combo, strict=False)) for combo in itertools.product(*(a.values for a in axes))]
 
 
 def overrides_for(point: dict[str, float]) -> list[str]:
@@ -140,7 +140,10 @@ def mark_best(rows: list[dict]) -> list[dict]:
 def sweep_table_markdown(rows: list[dict]) -> str:
     """The rows as a Markdown table (the CLI prints it; the Prefect artifact holds the same rows)."""
     keys = list(rows[0]["values"]) if rows else []
-    fmt = lambda v, spec: "n/a" if v is None else format(v, spec)
+
+    def fmt(v, spec):
+        return "n/a" if v is None else format(v, spec)
+
     head = [
         *keys,
         "ETTR mean",

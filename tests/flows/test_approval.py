@@ -105,7 +105,7 @@ def _while_paused(ws: Path, other_ws: Path, api_url: str, seen: dict, answer: di
             seen["analyse_s"] = time.monotonic() - started
             seen["probe"] = probe.stdout.splitlines()
             resume_flow_run(run.id, run_input=answer)
-    except BaseException as exc:  # noqa: BLE001 - reported by the test body
+    except BaseException as exc:  # reported by the test body
         seen["error"] = repr(exc)
         if "run" in seen:  # answer anyway, so the commit ends now and the test reports the error
             with contextlib.suppress(Exception):

@@ -89,9 +89,9 @@ def test_ettr_matches_first_order_loss_accounting(brief_run):
     tau, write = inputs.checkpoint_interval_s, inputs.checkpoint_write_s
     rates = [c.rate_per_node_hour(inputs.gpus_per_node) * inputs.nodes / 3600 for c in inputs.failures]
     n_fail = sum(rates) * window
-    down_per_failure = sum(r * (c.detect_s + c.restart_s) for r, c in zip(rates, inputs.failures)) / sum(
-        rates
-    )
+    down_per_failure = sum(
+        r * (c.detect_s + c.restart_s) for r, c in zip(rates, inputs.failures, strict=False)
+    ) / sum(rates)
     n_planned = inputs.planned_per_day * window / 86_400
     up = window - n_fail * down_per_failure - n_planned * inputs.planned_duration_s
     rework = (tau * tau / 2 + write * tau) / (tau + write)  # failure uniform over a run+write cycle

@@ -266,7 +266,7 @@ def test_bad_bookings_exit_2_name_the_value_and_leave_the_calendar_unchanged(tmp
 def test_cancel_is_recorded_never_deleted_and_unknown_ids_are_bad_input(tmp_path):
     path = tmp_path / "cal.duckdb"
     cal.book(path, _identity(), _request("c-1"), NOW)
-    with pytest.raises(ConfigError, match="unknown commitment 'c-nope'.*known: c-1"):
+    with pytest.raises(ConfigError, match=r"unknown commitment 'c-nope'.*known: c-1"):
         cal.cancel(path, "c-nope", "typo", NOW)
     with pytest.raises(ConfigError, match="needs a reason"):
         cal.cancel(path, "c-1", "  ", NOW)

@@ -258,7 +258,10 @@ def test_killed_prepare_redoes_only_unfinished_shards(
         assert (tmp_path / "whole" / entry["path"]).read_bytes() == (
             tmp_path / "killed" / entry["path"]
         ).read_bytes()
-    strip = lambda m: {k: v for k, v in m.items() if k not in ("sources",)}
+
+    def strip(m):
+        return {k: v for k, v in m.items() if k not in ("sources",)}
+
     assert (
         strip(whole.manifest) == strip(again.manifest)
         and whole.manifest["data_digest"] == again.manifest["data_digest"]

@@ -40,7 +40,8 @@ def _numeric_paths(node: Any, prefix: tuple = ()) -> list[str]:
 
 
 DEMO_DATA = yaml.safe_load(DEMO.read_text())
-NUMERIC_KEYS = sorted(_numeric_paths(DEMO_DATA)) + [
+NUMERIC_KEYS = [
+    *sorted(_numeric_paths(DEMO_DATA)),
     "plan.checkpoint.interval_s",
     "plan.power_smoothing.floor_fraction",
     "plan.power_smoothing.ramp_mw_per_s",

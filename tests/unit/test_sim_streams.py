@@ -64,7 +64,9 @@ def drawn(inputs, replica):
 
 
 def same(a, b):
-    return len(a) == len(b) and all(np.array_equal(x, y) for pa, pb in zip(a, b) for x, y in zip(pa, pb))
+    return len(a) == len(b) and all(
+        np.array_equal(x, y) for pa, pb in zip(a, b, strict=False) for x, y in zip(pa, pb, strict=False)
+    )
 
 
 def test_draw_arrivals_equals_one_generator_per_source_and_is_the_same_on_threads():
@@ -74,6 +76,6 @@ def test_draw_arrivals_equals_one_generator_per_source_and_is_the_same_on_thread
         assert same(reference_arrivals(inputs, r), drawn(inputs, r))
     with ThreadPoolExecutor(2) as pool:
         threaded = list(pool.map(lambda r: drawn(inputs, r), replicas * 3))
-    for r, got in zip(replicas * 3, threaded):
+    for r, got in zip(replicas * 3, threaded, strict=False):
         assert same(reference_arrivals(inputs, r), got)
     assert sum(t.size for t, _ in drawn(inputs, 0)) > 300  # a real draw, not empty streams

@@ -113,7 +113,7 @@ def test_bad_specs_are_config_errors(tmp_path):
         load_tokenizer(str(tmp_path / "missing.json"))
     broken = tmp_path / "broken.json"
     broken.write_text("{not json")
-    with pytest.raises(ConfigError, match="not a usable tokenizer.json") as info:
+    with pytest.raises(ConfigError, match=r"not a usable tokenizer\.json") as info:
         load_tokenizer(str(broken))
     assert str(broken) in str(info.value)
 
