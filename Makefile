@@ -26,8 +26,11 @@ test: $(STAMP)
 	# subprocesses and servers, so two workers halve the wall time even on 2 cores.
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
+# ruff (rules and formatting) over the whole tree, mypy over the modules listed in pyproject.toml.
 lint: $(STAMP)
-	$(BIN)/ruff check campaign flows tasks data_checks tests
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 # The team's control room: a local Prefect server (SQLite under workspace/.prefect-ui/), the `campaign` process work
 # pool, every deployment of deployments/prefect.yaml with its automations, and a worker; prints the UI address.
