@@ -1,4 +1,4 @@
-"""What a CLI command pays for its Prefect API (issue 11, item 7), measured side by side in alternating runs.
+"""What a CLI command pays for its Prefect API, measured side by side in alternating runs.
 
 Each variant runs in a fresh interpreter, as a command would:
 - `fresh`: a private server on an empty SQLite database (what every command paid before: migrations and block
@@ -127,7 +127,7 @@ def main() -> None:
     print(
         f"a flow command without PREFECT_API_URL pays {extra:.2f} s more than with a running server (medians)"
     )
-    print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(f"1-minute system load at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
 
 
 if __name__ == "__main__":

@@ -8,13 +8,13 @@ files, exactly as its `llm-validation` command does. Other rows get execution fi
 publication's settings (below). Calculon models no embedding or output layer; its step time is converted into the
 publication's metric exactly as ours is.
 
-Setup, once (outside the repository):
-    git clone https://github.com/calculon-ai/calculon /work/peers/calculon
-    python3 -m venv /work/peers/calculon-venv
-    /work/peers/calculon-venv/bin/pip install -e /work/peers/calculon pandas psutil
-Run:
-    .venv/bin/python benchmarks/plan/compare_calculon.py [--calculon /work/peers/calculon]
-        [--python /work/peers/calculon-venv/bin/python] [--repeats 5]
+Setup, once, in a folder of your choice outside the repository (PEER_VENV):
+    git clone https://github.com/calculon-ai/calculon $PEER_VENV/calculon-src
+    python3 -m venv $PEER_VENV/calculon
+    $PEER_VENV/calculon/bin/pip install -e $PEER_VENV/calculon-src pandas psutil
+Run (or pass --calculon and --python instead of the two variables):
+    CALCULON_DIR=$PEER_VENV/calculon-src CALCULON_PY=$PEER_VENV/calculon/bin/python \
+        .venv/bin/python benchmarks/plan/compare_calculon.py [--repeats 5]
 Speed: each model's median seconds per estimate (median over rows of each row's median over `repeats` rounds;
 the rounds alternate Calculon and campaign, so machine load falls on both alike).
 """
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -95,10 +96,21 @@ def calculon_case(run: PublishedRun, root: Path) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calculon", type=Path, default=Path("/work/peers/calculon"))
-    parser.add_argument("--python", type=Path, default=Path("/work/peers/calculon-venv/bin/python"))
+    parser.add_argument(
+        "--calculon", default=os.environ.get("CALCULON_DIR", ""), help="Calculon's source (CALCULON_DIR)"
+    )
+    parser.add_argument(
+        "--python",
+        default=os.environ.get("CALCULON_PY", ""),
+        help="the Python of Calculon's venv (CALCULON_PY)",
+    )
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
+    if not args.calculon or not args.python:
+        parser.error(
+            "set CALCULON_DIR and CALCULON_PY (or --calculon and --python): see benchmarks/README.md"
+        )
+    args.calculon, args.python = Path(args.calculon), Path(args.python)
     runs = all_runs()
     cases = [calculon_case(r, args.calculon) for r in runs]
     # Rounds alternate: every row through Calculon (its driver times each estimate inside its own process), then

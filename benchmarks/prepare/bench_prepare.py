@@ -2,7 +2,10 @@
 keep/drop agreement per rule. Run by hand (never in the test suite):
 
     .venv/bin/python benchmarks/prepare/make_corpus.py /tmp/corpus --mb 1024 --file-mb 64
-    .venv/bin/python benchmarks/prepare/bench_prepare.py /tmp/corpus --runs 3 --workers 2 [--skip-datatrove]
+    DATATROVE_PY=... .venv/bin/python benchmarks/prepare/bench_prepare.py /tmp/corpus --runs 3 --workers 2
+
+DATATROVE_PY is the Python of a venv with datatrove 0.10.1 beside the project (benchmarks/README.md); without it,
+pass --skip-datatrove. Results: benchmarks/results/.
 
 Both sides run the same rules (Gopher quality, Gopher repetition, C4 with filter_no_terminal_punct=False,
 FineWeb with char_duplicates_ratio 0.1) and exact dedup; campaign also runs MinHash near-dedup (14 x 8,
@@ -41,7 +44,7 @@ import psutil
 import pyarrow.parquet as pq
 
 REPO = Path(__file__).resolve().parents[2]
-DATATROVE_PY = Path(os.environ.get("DATATROVE_PY", "/work/peers/datatrove-venv/bin/python"))
+DATATROVE_PY = os.environ.get("DATATROVE_PY", "")  # the Python of datatrove's own venv
 
 
 def _measure(cmd: list[str], env: dict | None = None, retry: bool = True) -> dict:
@@ -171,7 +174,7 @@ def campaign_cmd(corpus: Path, ws: Path, workers: int, tokenizer: str, runner: s
 
 def datatrove_cmd(corpus: Path, out: Path, workers: int) -> list[str]:
     return [
-        str(DATATROVE_PY),
+        DATATROVE_PY,
         str(REPO / "benchmarks/prepare/datatrove_pipeline.py"),
         str(corpus),
         str(out),
@@ -260,6 +263,10 @@ def main() -> None:
     )
     ap.add_argument("--scratch", type=Path, default=Path("/tmp/bench-prepare"))
     args = ap.parse_args()
+    if not args.skip_datatrove and not DATATROVE_PY:
+        ap.error(
+            "set DATATROVE_PY to the Python of datatrove's venv (benchmarks/README.md), or pass --skip-datatrove"
+        )
     corpus = args.corpus.resolve()
     mb = sum(p.stat().st_size for p in corpus.glob("*.jsonl")) / 1e6
     n_docs = 0

@@ -1,7 +1,7 @@
 """datatrove 0.10.1 doing what `campaign prepare` does: Gopher quality, Gopher repetition, C4, FineWeb, exact dedup.
 
 Run with the datatrove venv (outside the repository), never with campaign's:
-    /work/peers/datatrove-venv/bin/python benchmarks/prepare/datatrove_pipeline.py CORPUS_DIR OUT_DIR --workers 2
+    $DATATROVE_PY benchmarks/prepare/datatrove_pipeline.py CORPUS_DIR OUT_DIR --workers 2
 
 Thresholds are set to campaign's defaults where datatrove's differ: FineWeb char_duplicates_ratio 0.1 (the
 paper's; datatrove defaults to 0.01) and C4 run with filter_no_terminal_punct=False as FineWeb ran it.

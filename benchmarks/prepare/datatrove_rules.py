@@ -1,7 +1,7 @@
 """Each datatrove 0.10.1 rule group alone on the same (already normalised) documents: drop decisions per document.
 
 Run with the datatrove venv (outside the repository), never with campaign's; `rule_agreement.py` calls it:
-    /work/peers/datatrove-venv/bin/python benchmarks/prepare/datatrove_rules.py DOCS.jsonl OUT.json
+    $DATATROVE_PY benchmarks/prepare/datatrove_rules.py DOCS.jsonl OUT.json
 
 Thresholds are campaign's where datatrove's defaults differ (FineWeb char_duplicates_ratio 0.1; C4 without the
 terminal-punctuation line rule), as in datatrove_pipeline.py. Output: {group: {doc_id: reason}} for dropped docs.

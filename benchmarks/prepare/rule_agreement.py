@@ -1,6 +1,8 @@
 """Keep/drop agreement with datatrove 0.10.1, each rule group alone, on the same normalised documents.
 
-    .venv/bin/python benchmarks/prepare/rule_agreement.py /tmp/corpus-32m [--max-docs 9000]
+    DATATROVE_PY=... .venv/bin/python benchmarks/prepare/rule_agreement.py /tmp/corpus-32m [--max-docs 9000]
+
+DATATROVE_PY is the Python of a venv with datatrove 0.10.1 beside the project (benchmarks/README.md).
 
 Campaign normalises every document (campaign.data.normalise) and both tools then see that same text, so a
 disagreement comes from how a rule is defined or counted, not from the input. For each group (Gopher
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import tempfile
 from collections import Counter
@@ -23,7 +26,7 @@ from campaign.data.filters import filter_batch
 from campaign.data.normalise import normalise_text
 
 HERE = Path(__file__).resolve().parent
-DATATROVE_PY = Path("/work/peers/datatrove-venv/bin/python")
+DATATROVE_PY = os.environ.get("DATATROVE_PY", "")  # the Python of datatrove's own venv
 
 OFF = {
     "gopher_quality": False,
@@ -48,6 +51,8 @@ def main() -> None:
     ap.add_argument("corpus", type=Path)
     ap.add_argument("--max-docs", type=int, default=9000)
     args = ap.parse_args()
+    if not DATATROVE_PY:
+        ap.error("set DATATROVE_PY to the Python of datatrove's venv (benchmarks/README.md)")
     records = []
     for path in sorted(args.corpus.glob("*.jsonl")):
         with open(path) as handle:
@@ -62,7 +67,7 @@ def main() -> None:
         docs = Path(tmp) / "docs.jsonl"
         docs.write_text("".join(json.dumps(r) + "\n" for r in records))
         subprocess.run(
-            [str(DATATROVE_PY), str(HERE / "datatrove_rules.py"), str(docs), str(Path(tmp) / "dt.json")],
+            [DATATROVE_PY, str(HERE / "datatrove_rules.py"), str(docs), str(Path(tmp) / "dt.json")],
             check=True,
         )
         theirs = json.loads((Path(tmp) / "dt.json").read_text())

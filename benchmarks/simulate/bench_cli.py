@@ -3,7 +3,8 @@
 Alternates two variants in fresh processes: `private` (no PREFECT_API_URL: the command starts its private API,
 flows/local_api.py) and `reuse` (PREFECT_API_URL naming a `prefect server start` this script started first, as
 `make ui` leaves one running). Prints each run's wall and CPU seconds (the command and its children), the medians,
-and the load average. The issue's target: 1,000 Llama 3 405B replicas under 10 s end to end on 2 cores.
+and the system's 1-minute load. The target: 1,000 Llama 3 405B replicas under 10 s end to end on 2 cores.
+Results: benchmarks/results/.
 
 Run: .venv/bin/python benchmarks/simulate/bench_cli.py [--replicas 1000] [--runs 5]
 """
@@ -72,7 +73,7 @@ def main() -> None:
             + ", ".join(f"{w:.2f}" for w in walls)
         )
     print(
-        f"{args.replicas} replicas of {Path(args.config).name}; load average at the end: "
+        f"{args.replicas} replicas of {Path(args.config).name}; 1-minute system load at the end: "
         f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
     )
 

@@ -5,7 +5,9 @@ For each replica count: alternating runs of (a) the SimPy model in its own venv,
 power series), and for the largest count (d) `campaign simulate CONFIG --replicas N --json` end to end through
 the CLI (Prefect included, both cores). Prints medians and the agreement of mean interruptions and ETTR.
 
-    .venv/bin/python benchmarks/simulate/bench_simulate.py --simpy /work/peers/simpy-venv/bin/python
+    SIMPY_PY=... .venv/bin/python benchmarks/simulate/bench_simulate.py --replicas 1,1000
+
+SIMPY_PY (or --simpy) is the Python of a venv with SimPy and NumPy beside the project (benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -174,7 +176,9 @@ def jit_costs() -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", default="configs/campaigns/llama3-405b.yaml")
-    ap.add_argument("--simpy", default="/work/peers/simpy-venv/bin/python", help="python of the SimPy venv")
+    ap.add_argument(
+        "--simpy", default=os.environ.get("SIMPY_PY", ""), help="python of the SimPy venv (SIMPY_PY)"
+    )
     ap.add_argument("--replicas", default="1,1000")
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds for counts under 100")
     ap.add_argument(
@@ -185,6 +189,10 @@ def main() -> None:
     inputs = window_inputs(load_config(ROOT / args.config).config)
     if args.memory:
         return memory_peaks(inputs, ROOT / args.config)
+    if not args.simpy:
+        ap.error(
+            "set SIMPY_PY (or --simpy) to the Python of a venv with simpy and numpy: see benchmarks/README.md"
+        )
     print(json.dumps({"numba": jit_costs()}), flush=True)
     warm()  # this process loads the compiled kernels once, as SimPy's process imports SimPy before its timer
     rows = []
