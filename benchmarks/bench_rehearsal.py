@@ -17,9 +17,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from campaign.config import load_config
+from campaign.data.tokenizer import load_tokenizer
 from campaign.rehearsal.gate import run_rehearsal
 from campaign.rehearsal.sample import Document, documents_from_tables, select_documents
-from campaign.tokenizer import load_tokenizer
 
 REPO = Path(__file__).resolve().parents[1]
 

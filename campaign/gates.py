@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from campaign.data.tokenizer import load_tokenizer
 from campaign.evidence import DataEvidence
-from campaign.tokenizer import load_tokenizer
 
 # Order is the order the validate table prints.
 REQUIRED_GATES: tuple[str, ...] = (

@@ -9,6 +9,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from campaign import store
 from campaign.config import CampaignConfig
+from campaign.data.tokenizer import load_tokenizer
 from campaign.errors import CampaignError
 from campaign.evidence import DataEvidence
 from campaign.files import atomic_write_bytes, atomic_write_json
@@ -17,7 +18,6 @@ from campaign.rehearsal.gate import run_rehearsal
 from campaign.rehearsal.harness import RehearsalResult
 from campaign.rehearsal.plot import plot_loss_curve
 from campaign.rehearsal.sample import documents_from_tables
-from campaign.tokenizer import load_tokenizer
 from tasks.artifacts import artifact_key
 
 REHEARSAL_DIR = "rehearsal"

@@ -359,7 +359,7 @@ def rejected_tokens_by_reason(data_dir: Path | None, tokenizer: str | None) -> d
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from campaign.tokenizer import load_tokenizer
+    from campaign.data.tokenizer import load_tokenizer
 
     # pyarrow, not DuckDB's read_parquet: DuckDB expands '[', '*' and '?' in a path, and a workspace may have them
     tables = [pq.read_table(f, columns=["reason", "text"]) for f in files]

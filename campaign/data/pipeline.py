@@ -65,10 +65,10 @@ from campaign.data.shards import (
     run_shard,
     shard_dir,
 )
+from campaign.data.tokenizer import check_spec, is_estimate, load_tokenizer
 from campaign.data.tokens import TOKENIZER_BACKEND
 from campaign.errors import DataError
 from campaign.files import sha256_file
-from campaign.tokenizer import check_spec, is_estimate, load_tokenizer
 
 log = logging.getLogger(__name__)
 

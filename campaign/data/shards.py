@@ -41,9 +41,9 @@ from campaign.data.inputs import Shard
 from campaign.data.minhash import band_keys, signatures
 from campaign.data.normalise import normalise_texts
 from campaign.data.readers import FileDigest, RawDocument, read_shard
+from campaign.data.tokenizer import load_tokenizer
 from campaign.errors import DataError
 from campaign.files import atomic_write_json
-from campaign.tokenizer import load_tokenizer
 
 # A batch also ends at this many characters of text: its temporaries (Arrow copies, word and n-gram ids, the
 # tokenizer's and Parquet writer's buffers) take 5-10 bytes per character at their peak.

@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 
 from campaign.config import ModelConfig, RehearsalConfig, RehearsalModelConfig
+from campaign.data.tokenizer import Tokenizer
 from campaign.files import atomic_write_bytes
 from campaign.rehearsal import contract
 from campaign.rehearsal.harness import REGISTRY, HarnessSettings, RehearsalResult, rehearse
 from campaign.rehearsal.processes import kill_registered_groups
 from campaign.rehearsal.sample import Document, Sample, build_sample
-from campaign.tokenizer import Tokenizer
 
 REHEARSAL_WIDTH = 128
 REHEARSAL_LAYERS = 2

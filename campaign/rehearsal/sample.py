@@ -23,8 +23,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from campaign.data.tokenizer import Tokenizer
 from campaign.errors import CampaignError
-from campaign.tokenizer import Tokenizer
 
 MAX_EVIDENCE = 5  # examples quoted per failed check
 

@@ -198,7 +198,7 @@ def test_files_and_manifest(two_sources: DataConfig, tmp_path: Path) -> None:
 
 
 def test_real_tokenizer_named_with_version(two_sources: DataConfig, tmp_path: Path) -> None:
-    from campaign.tokenizer import load_tokenizer
+    from campaign.data.tokenizer import load_tokenizer
 
     run = Run(two_sources.model_copy(update={"tokenizer": "cl100k_base"}), tmp_path / "data")
     assert (

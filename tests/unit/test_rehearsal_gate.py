@@ -6,8 +6,8 @@ from pathlib import Path
 import numpy as np
 
 from campaign.config import ModelConfig, RehearsalConfig
+from campaign.data.tokenizer import load_tokenizer
 from campaign.rehearsal.gate import run_rehearsal
-from campaign.tokenizer import load_tokenizer
 from tests.unit.test_rehearsal_sample import DOCS
 
 TRAINER = Path(__file__).with_name("rehearsal_numpy_trainer.py")

@@ -5,8 +5,8 @@ import hashlib
 import numpy as np
 import pytest
 
+from campaign.data.tokenizer import load_tokenizer
 from campaign.rehearsal.sample import Document, build_sample, is_heldout, pack, select_documents
-from campaign.tokenizer import load_tokenizer
 
 WORDS = [
     "the",

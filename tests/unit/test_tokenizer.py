@@ -1,4 +1,4 @@
-"""campaign.tokenizer: real offline BPE vocabularies, a user's tokenizer.json, and the explicit estimate."""
+"""campaign.data.tokenizer: real offline BPE vocabularies, a user's tokenizer.json, and the explicit estimate."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from campaign.data.tokenizer import Tokenizer, load_tokenizer, split_for_encoding
 from campaign.errors import ConfigError
-from campaign.tokenizer import Tokenizer, load_tokenizer, split_for_encoding
 
 TRICKY = [
     "",

@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from campaign.data.tokens import TOKENIZER_BACKEND, count_tokens_many
 from campaign.errors import ConfigError
 
 OPENAI_ENCODINGS = ("cl100k_base", "o200k_base")
@@ -273,8 +274,6 @@ class Gpt2PretokenEstimate:
     is_lossless = False
 
     def __init__(self) -> None:
-        from campaign.data.tokens import TOKENIZER_BACKEND
-
         self.name = f"gpt2-pretokens (estimate: GPT-2 pre-tokenizer pieces, {TOKENIZER_BACKEND} backend)"
 
     def _refuse(self) -> ConfigError:
@@ -291,8 +290,6 @@ class Gpt2PretokenEstimate:
         raise self._refuse()
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
-        from campaign.data.tokens import count_tokens_many
-
         return [int(n) for n in count_tokens_many(texts, "gpt2-pretokens")]
 
     def decode(self, ids: Sequence[int]) -> str:
