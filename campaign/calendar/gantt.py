@@ -23,8 +23,11 @@ def _t(text: str) -> datetime:
 def gantt_png(report: dict[str, Any]) -> bytes:
     """PNG bytes of `calendar_report(...)`: bookings stacked by start in each stretch, gaps hatched above them."""
     capacity = report["totals"]["cluster_nodes"]
-    fig, ax = plt.subplots(figsize=(11, 4.2))
-    colours = plt.get_cmap("tab20").colors
+    fig, axes = plt.subplots(figsize=(11, 4.2))
+    # matplotlib takes datetime x values through its units registry; its stubs type x as numbers only.
+    ax: Any = axes
+    cmap = plt.get_cmap("tab20")
+    colours = [cmap(i) for i in range(cmap.N)]
     holding = [b for b in report["bookings"] if b["status"] != "cancelled"]
     colour_of = {b["booking_id"]: colours[i % len(colours)] for i, b in enumerate(holding)}
     h0, h1 = _t(report["horizon"]["start"]), _t(report["horizon"]["end"])

@@ -14,7 +14,7 @@ Source: Megatron-LM `arguments.py` divisibility checks and `pipeline_parallel/sc
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from campaign.config import CampaignConfig, LayoutConfig
 
@@ -126,6 +126,28 @@ def layout_violations(config: CampaignConfig, layout: LayoutConfig, micro_batch:
             )
         )
     return out
+
+
+class LayoutShape(Protocol):
+    """The five parallel degrees: a `LayoutConfig`, or a search's `Candidate` (what the step and memory models read)."""
+
+    @property
+    def tp(self) -> int: ...
+    @property
+    def pp(self) -> int: ...
+    @property
+    def dp(self) -> int: ...
+    @property
+    def cp(self) -> int: ...
+    @property
+    def vpp(self) -> int: ...
+
+
+def layout_config(shape: LayoutShape) -> LayoutConfig:
+    """`shape` as the config model (itself when it is one)."""
+    if isinstance(shape, LayoutConfig):
+        return shape
+    return LayoutConfig(tp=shape.tp, pp=shape.pp, dp=shape.dp, cp=shape.cp, vpp=shape.vpp)
 
 
 class Candidate(NamedTuple):

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from campaign.config import CampaignConfig, LayoutConfig, ModelConfig, PlanConfig
 from campaign.plan.flops import head_dim, kv_hidden
 from campaign.plan.kernels import Kernels
+from campaign.plan.layout import LayoutShape
 from campaign.plan.memory import split_layers, stage_parameters
 from campaign.plan.topology import Fabric, Placement, all_gather_s, p2p_s, place_group, reduce_scatter_s
 
@@ -336,7 +337,7 @@ class StepModel:
             )
         return tp_layer, tp_exposed, cp_layer, cp_exposed, tuple(notes)
 
-    def lower_bound_s(self, layout: LayoutConfig, micro_batch: int, micro_batches: int) -> float:
+    def lower_bound_s(self, layout: LayoutShape, micro_batch: int, micro_batches: int) -> float:
         """A cheap bound no step of this layout can beat: the busiest rank's layers with their exposed TP and CP
         time, and the bubble that adds; no logits, PP p2p, DP or optimizer time."""
         p, v = layout.pp, layout.vpp
@@ -345,7 +346,7 @@ class StepModel:
         mb = most * (self.layer(micro_batch, layout.tp, layout.cp).total_s + tp_exposed + cp_exposed)
         return mb * (micro_batches + (p - 1) / v)
 
-    def estimate(self, layout: LayoutConfig, micro_batch: int, micro_batches: int) -> StepEstimate:
+    def estimate(self, layout: LayoutShape, micro_batch: int, micro_batches: int) -> StepEstimate:
         """Time of one optimizer step (seconds) with its parts, for `micro_batches` micro-batches per pipeline."""
         model, plan, fabric = self.model, self.plan, self.fabric
         t, p, d, c, v = layout.tp, layout.pp, layout.dp, layout.cp, layout.vpp

@@ -16,7 +16,7 @@ from campaign.config import CampaignConfig, LayoutConfig
 from campaign.plan.checkpointing import CheckpointPlan, finite_or_none, plan_checkpoint
 from campaign.plan.flops import hardware_flops_per_token, model_flops_per_token, total_parameters
 from campaign.plan.kernels import Kernels
-from campaign.plan.layout import Candidate, Violation, layout_violations
+from campaign.plan.layout import LayoutShape, Violation, layout_violations
 from campaign.plan.memory import GIB, MemoryEstimate, MemoryModel, split_layers
 from campaign.plan.performance import StepEstimate, StepModel
 from campaign.plan.reliability import expected_days, expected_ettr, job_mtbf_h
@@ -90,7 +90,7 @@ class Plan:
 class QuickPlan:
     """What a search ranks by, without building a full Plan."""
 
-    layout: LayoutConfig | Candidate  # anything with tp, pp, dp, cp, vpp
+    layout: LayoutShape
     micro_batch: int
     fits: bool
     fits_memory: bool
@@ -163,11 +163,11 @@ class PlanContext:
             notes=tuple(notes),
         )
 
-    def micro_batches(self, layout: LayoutConfig, micro_batch: int) -> int:
+    def micro_batches(self, layout: LayoutShape, micro_batch: int) -> int:
         sequences = self.config.plan.global_batch_tokens // self.config.model.seq_len
         return max(1, sequences // (micro_batch * layout.dp))
 
-    def _memory(self, layout: LayoutConfig, micro_batch: int, m: int) -> MemoryEstimate:
+    def _memory(self, layout: LayoutShape, micro_batch: int, m: int) -> MemoryEstimate:
         return self.memory.estimate(
             tp=layout.tp,
             pp=layout.pp,
@@ -178,16 +178,16 @@ class PlanContext:
             micro_batches=m,
         )
 
-    def _estimate(self, layout: LayoutConfig, micro_batch: int) -> tuple[MemoryEstimate, StepEstimate, int]:
+    def _estimate(self, layout: LayoutShape, micro_batch: int) -> tuple[MemoryEstimate, StepEstimate, int]:
         m = self.micro_batches(layout, micro_batch)
         step = self.steps.estimate(layout, micro_batch, m)
         return self._memory(layout, micro_batch, m), step, m
 
-    def memory_gib(self, layout: LayoutConfig, micro_batch: int) -> float:
+    def memory_gib(self, layout: LayoutShape, micro_batch: int) -> float:
         """GiB per GPU of a candidate (the cheap half of `quick`)."""
         return self._memory(layout, micro_batch, self.micro_batches(layout, micro_batch)).total / GIB
 
-    def quick(self, layout: LayoutConfig, micro_batch: int, mem_gib: float | None = None) -> QuickPlan:
+    def quick(self, layout: LayoutShape, micro_batch: int, mem_gib: float | None = None) -> QuickPlan:
         m = self.micro_batches(layout, micro_batch)
         step = self.steps.estimate(layout, micro_batch, m)
         if mem_gib is None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from campaign.config import CampaignConfig
-from campaign.plan.layout import Candidate, candidates
+from campaign.plan.layout import Candidate, candidates, layout_config
 from campaign.plan.memory import GIB
 from campaign.plan.planner import Plan, PlanContext, QuickPlan, rank_key
 
@@ -38,7 +38,9 @@ def search_layouts(config: CampaignConfig, top: int = 10) -> list[Plan]:
         scored = [ctx.quick(c, c.micro_batch, g / GIB) for c, g in zip(found, memory, strict=False)]
     scored.sort(key=rank_key)
     reference = ctx.plan(config.plan.layout, config.plan.micro_batch)
-    return [_with_comparison(ctx.plan(q.layout.layout(), q.micro_batch), reference) for q in scored[:top]]
+    return [
+        _with_comparison(ctx.plan(layout_config(q.layout), q.micro_batch), reference) for q in scored[:top]
+    ]
 
 
 # Step parts a comparison names, in the order they are listed when they differ.

@@ -173,7 +173,9 @@ def save_checkpoint(
     tmp.mkdir(parents=True)
     state_path = tmp / "state.npz"
     with open(state_path, "wb") as handle:
-        np.savez(handle, **{f"leaf_{i:05d}": leaf for i, leaf in enumerate(leaves)})
+        arrays = {f"leaf_{i:05d}": leaf for i, leaf in enumerate(leaves)}
+        # numpy's stubs read `**arrays` as possibly `allow_pickle`; the names are leaf_NNNNN only.
+        np.savez(handle, **arrays)  # type: ignore[arg-type]
         handle.flush()
         os.fsync(handle.fileno())
     meta = {
@@ -235,7 +237,7 @@ def remove_partial_checkpoints(directory: Path) -> None:
 
 
 def train(
-    settings: TrainerSettings, log: Callable[[str], None] = lambda s: sys.stderr.write(s + "\n")
+    settings: TrainerSettings, log: Callable[[str], object] = lambda s: sys.stderr.write(s + "\n")
 ) -> int:
     """Run (or resume) the rehearsal training; returns the last step trained."""
     import jax

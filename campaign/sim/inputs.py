@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
-from datetime import UTC
+from datetime import UTC, datetime
 
 from campaign.config import CampaignConfig, FailureCategoryConfig, LoadedConfig
 from campaign.errors import ConfigError
@@ -166,12 +166,12 @@ def sim_inputs_from_config(
         )
     smoothing = cfg.plan.power_smoothing
     start = cfg.window.start
-    if cfg.window.is_auto:
-        start_of_day_s = 0.0  # not booked yet: simulated from midnight UTC (campaign.window.UNBOOKED_START)
-    else:
+    if isinstance(start, datetime):
         if start.tzinfo is not None:
             start = start.astimezone(UTC)
         start_of_day_s = start.hour * 3600.0 + start.minute * 60.0 + start.second + start.microsecond / 1e6
+    else:
+        start_of_day_s = 0.0  # not booked yet: simulated from midnight UTC (campaign.window.UNBOOKED_START)
     return SimInputs(
         nodes=cluster.nodes,
         gpus_per_node=cluster.gpus_per_node,

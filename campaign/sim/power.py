@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -136,13 +137,19 @@ def rate_limited_curve(
         if b <= a:
             continue
         if y == level:
-            out_t.append(a), out_mw.append(y), out_slope.append(0.0)
+            out_t.append(a)
+            out_mw.append(y)
+            out_slope.append(0.0)
             continue
         slope = math.copysign(ramp_mw_per_s, level - y)
         reach_s = abs(level - y) / ramp_mw_per_s
-        out_t.append(a), out_mw.append(y), out_slope.append(slope)
+        out_t.append(a)
+        out_mw.append(y)
+        out_slope.append(slope)
         if a + reach_s < b:
-            out_t.append(a + reach_s), out_mw.append(level), out_slope.append(0.0)
+            out_t.append(a + reach_s)
+            out_mw.append(level)
+            out_slope.append(0.0)
             y = level
         else:
             y += slope * (b - a)
@@ -258,19 +265,20 @@ def power_stats_from_curve(curve: PowerCurve, chunk: int = STATS_CHUNK) -> dict:
         raise ValueError("a power curve needs a positive length")
     points = np.append(curve.t_s, curve.end_s)
     peak, low, ramp = -math.inf, math.inf, 0.0
-    prev_cand, prev_value = None, None  # the last second of the previous chunk, to pair across the seam
+    # The last second of the previous chunk and its mean, to pair across the seam.
+    prev: tuple[Any, Any] | None = None
     for a in range(0, points.size, chunk):
         cand, values = _second_means(curve, points[a : a + chunk], n)
         if cand.size == 0:
             continue
         peak, low = max(peak, float(values.max())), min(low, float(values.min()))
-        if prev_cand is not None:
-            cand, values = np.append(prev_cand, cand), np.append(prev_value, values)
+        if prev is not None:
+            cand, values = np.append(prev[0], cand), np.append(prev[1], values)
         adjacent = np.diff(cand) == 1
         steps = np.diff(values)[adjacent]
         if steps.size:
             ramp = max(ramp, float(np.abs(steps).max()))
-        prev_cand, prev_value = cand[-1], values[-1]
+        prev = (cand[-1], values[-1])
     if np.any(curve.slope):
         # Two whole seconds inside one sloped segment differ by exactly its slope.
         ends = np.append(curve.t_s[1:], curve.end_s)

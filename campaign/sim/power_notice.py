@@ -88,10 +88,11 @@ class _Setting:
 
 def _run(inputs: SimInputs, replicas: int) -> tuple[_Setting, PowerCurve]:
     ettr, energy, usd, largest, per_day, ramp, hourly = [], [], [], [], [], [], []
-    first_curve = None
+    first_curve: PowerCurve | None = None
     for r in range(replicas):
         summary, curve = simulate_curve(inputs, r)
-        first_curve = first_curve or curve
+        if first_curve is None:
+            first_curve = curve
         sw = np.abs(swings_mw(curve))
         big = float(sw.max()) if sw.size else 0.0
         largest.append(big)
@@ -112,6 +113,7 @@ def _run(inputs: SimInputs, replicas: int) -> tuple[_Setting, PowerCurve]:
         float(np.max(ramp)),
         np.vstack(hourly),
     )
+    assert first_curve is not None, "a setting needs at least one replica"
     return setting, first_curve
 
 
@@ -136,10 +138,11 @@ def power_notice(
         "window_days": inputs.window_s / DAY_S,
         "smoothing": {"floor_fraction": inputs.floor_fraction, "ramp_mw_per_s": inputs.ramp_mw_per_s},
     }
-    base = None
+    base: _Setting | None = None
     for name, x in settings.items():
         s, curve = _run(x, replicas)
-        base = base or s
+        if base is None:
+            base = s
         freq, amp = dominant_oscillation(curve, fft_days)
         p10, p50, p90 = np.percentile(s.hourly, (10, 50, 90), axis=0)
         out[name] = {
@@ -160,6 +163,7 @@ def power_notice(
             "energy_mwh": s.energy_mwh,
             "ettr": s.ettr,
         }
+    assert base is not None  # the setting without smoothing always runs
     tradeoff = []
     for floor in floors:
         x = dataclasses.replace(inputs, floor_fraction=floor or None)
