@@ -38,6 +38,7 @@ from campaign.calendar.timeline import (
 from campaign.config import ClusterConfig
 from campaign.errors import ConfigError, DataError, Refused, WorkspaceBusy
 from campaign.files import atomic_write_json
+from campaign.sql.rows import first_row, one_row, rows, scalar
 
 SCHEMA_VERSION = 1
 CALENDAR_ENV = "CAMPAIGN_CALENDAR"
@@ -199,14 +200,10 @@ def open_calendar(
     path.parent.mkdir(parents=True, exist_ok=True)
     with _locked(path, command), _connect(path, write=True) as con:
         try:
-            is_new = not con.execute(
-                "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'calendar_meta'"
-            ).fetchone()[0]
-            if (
-                is_new
-                and path.stat().st_size > 0
-                and con.execute("SELECT count(*) FROM duckdb_tables()").fetchone()[0]
-            ):
+            is_new = not scalar(
+                con, "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'calendar_meta'"
+            )
+            if is_new and path.stat().st_size > 0 and scalar(con, "SELECT count(*) FROM duckdb_tables()"):
                 raise DataError(
                     "this DuckDB file is not a cluster calendar (it has other tables)",
                     where=str(path),
@@ -245,12 +242,11 @@ def open_calendar(
 
 
 def _check_identity(con: duckdb.DuckDBPyConnection, path: Path, identity: ClusterIdentity) -> None:
-    name, digest, topology_json, total = con.execute(
-        "SELECT cluster, topology_digest, topology, total_nodes FROM calendar_meta LIMIT 1"
-    ).fetchone()
+    meta = one_row(con, "SELECT cluster, topology_digest, topology, total_nodes FROM calendar_meta LIMIT 1")
+    name, digest, total = meta["cluster"], meta["topology_digest"], meta["total_nodes"]
     if digest == identity.topology_digest:
         return
-    theirs = json.loads(topology_json)
+    theirs = json.loads(meta["topology"])
     if not identity.total_given:
         # No cluster.total_nodes in the config: the calendar knows the cluster's size; the rest must match.
         same_size = ClusterIdentity(
@@ -291,32 +287,25 @@ class CalendarState:
 
 
 def _state(con: duckdb.DuckDBPyConnection, path: Path, pricing: Pricing | None = None) -> CalendarState:
-    name, digest, total = con.execute(
-        "SELECT cluster, topology_digest, total_nodes FROM calendar_meta"
-    ).fetchone()
+    meta = one_row(con, "SELECT cluster, topology_digest, total_nodes FROM calendar_meta")
     history = tuple(
-        (utc_seconds(r[0]), Pricing(*r[1:]))
-        for r in con.execute(
+        (utc_seconds(r.pop("valid_from")), Pricing(**r))
+        for r in rows(
+            con,
             "SELECT valid_from, gpus_per_node, gpu_hour_usd, energy_usd_per_mwh, idle_node_w FROM prices "
-            "ORDER BY valid_from, rowid"
-        ).fetchall()
+            "ORDER BY valid_from, rowid",
+        )
     )
     recorded = history[-1][1] if history else None
-    bookings = tuple(
-        Booking(
-            *r[:8],
-            actual_end=r[8],
-            workspace=r[9],
-            config_digest=r[10],
-            data_digest=r[11],
-            note=r[12],
-            created_at=r[13],
-        )
-        for r in con.execute(_sql("bookings")).fetchall()
-    )
-    bookings = tuple(_utc_booking(b) for b in bookings)
+    bookings = tuple(_utc_booking(Booking(**r)) for r in rows(con, _sql("bookings")))
     return CalendarState(
-        path, name, digest, int(total), pricing or recorded or Pricing(1, 0.0, 0.0, 0.0), bookings, history
+        path,
+        meta["cluster"],
+        meta["topology_digest"],
+        int(meta["total_nodes"]),
+        pricing or recorded or Pricing(1, 0.0, 0.0, 0.0),
+        bookings,
+        history,
     )
 
 
@@ -480,11 +469,12 @@ def book(path: Path, identity: ClusterIdentity, request: BookingRequest, now: da
 def _record_prices(
     con: duckdb.DuckDBPyConnection, state: CalendarState, pricing: Pricing, now: datetime, by: str
 ) -> None:
-    row = con.execute(
+    row = first_row(
+        con,
         "SELECT gpus_per_node, gpu_hour_usd, energy_usd_per_mwh, idle_node_w FROM prices "
-        "ORDER BY valid_from DESC LIMIT 1"
-    ).fetchone()
-    if row is None or Pricing(*row) != pricing:
+        "ORDER BY valid_from DESC LIMIT 1",
+    )
+    if row is None or Pricing(**row) != pricing:
         con.execute(
             "INSERT INTO prices VALUES (?, ?, ?, ?, ?, ?)",
             [
