@@ -2,7 +2,7 @@
 
 Pre-norm blocks with RMSNorm, rotary position embeddings, grouped-query attention (`heads` query heads sharing
 `kv_heads` key/value heads), a SwiGLU feed-forward layer and untied input and output embeddings: the
-architecture `campaign.config.parameter_count` counts. Parameters are a plain dict of arrays (a pytree), so
+architecture `campaign.plan.flops.parameter_count` counts. Parameters are a plain dict of arrays (a pytree), so
 optax updates them and a checkpoint stores them as named arrays.
 
 Source: Touvron et al. 2023, "LLaMA" (arXiv 2302.13971) §2.2 (RMSNorm, SwiGLU, RoPE); Ainslie et al. 2023,

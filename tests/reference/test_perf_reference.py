@@ -10,7 +10,7 @@ import statistics
 
 import pytest
 
-from campaign.config import LayoutConfig, ModelConfig, load_config, parameter_count
+from campaign.config import LayoutConfig, ModelConfig, load_config
 from campaign.plan import estimate_memory, evaluate_layout, make_plan
 from campaign.plan.flops import (
     hardware_flops_per_token,
@@ -19,6 +19,7 @@ from campaign.plan.flops import (
     model_flops_per_token,
     narayanan_flops_per_iteration,
     palm_flops_per_token,
+    parameter_count,
     total_parameters,
 )
 from campaign.plan.memory import GIB, model_state_bytes_per_param, split_layers

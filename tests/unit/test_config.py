@@ -2,8 +2,9 @@
 
 import pytest
 
-from campaign.config import load_config, parameter_count
+from campaign.config import load_config
 from campaign.errors import ConfigError
+from campaign.plan.flops import parameter_count
 from tests.paths import DEMO, LLAMA
 
 
