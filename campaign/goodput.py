@@ -8,7 +8,7 @@
   kept by a committed checkpoint), `lost_rework` (training lost to a failure or the window end), `checkpoint`
   (blocking writes), `restart` (detection and restart), `waiting` (for a spare node or planned maintenance),
   `idle_spares` (spare nodes standing by while the job holds the window) and `idle_released` (the whole
-  allocation after the job completed); `idle` = idle_spares + idle_released (the DESIGN contract key).
+  allocation after the job completed); `idle` = idle_spares + idle_released (the contract key, docs/design.md).
 Time lost to a facility ramp limit while the job comes back up goes to the bucket of the stop it follows.
 Source: Meta's ETTR definition as used by Kokolis et al., "Revisiting Reliability in Large-Scale Machine
 Learning Research Clusters", HPCA 2025 (arXiv 2410.21680); Llama 3 §3.3.4 ("effective training time").

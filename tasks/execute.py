@@ -70,7 +70,7 @@ def simulate_window(
             summary.get("completion_s"),
         )
     plan = make_plan(config)
-    # Progress as simulated time advances (issue 9): one Prefect progress artifact, updated every 2%.
+    # Progress as simulated time advances: one Prefect progress artifact, updated every 2%.
     progress_id = create_progress_artifact(
         0.0,
         key=artifact_key(config.name, "execute-progress"),

@@ -11,7 +11,7 @@ draws its failures over the horizon it is given, so this second run is a separat
 A snapshot window (`sim.stop_at_target: false`: the job keeps training past its target to the window's end, as
 in a slice of a longer pre-training run) releases nothing after the target, so only the p90 side applies: the
 target must be reached inside the window at p90.
-Source: the window-length rule of issue 12; completion times from `campaign.sim.simulate_summary` replicas.
+Source: the window-length rule of docs/calendar.md; completion times from `campaign.sim.simulate_summary` replicas.
 """
 
 from __future__ import annotations

@@ -7,12 +7,8 @@ word of a batch once) and a shingle's hash is a multiply-xor chain of its words'
 over the whole batch).
 
 Signatures: rensa's `RMinHash` (a Rust MinHash over `bands x rows` seeded permutations, 32-bit values),
-computed for a whole batch at once with `digest_matrix_from_flat_token_hashes`. Library choice, measured
-here on 12.2 MB of licence and copyright texts (317 documents, one core, 112 hashes):
-rensa's batch matrix 955 MB/s on pre-hashed shingles; a vectorised NumPy multiply-shift MinHash 15 MB/s;
-rensa fed shingle strings 21 MB/s; datasketch (pure Python permutations) is slower still by its own
-benchmarks. The end-to-end cost is dominated by splitting and hashing words: with Arrow splitting the batch
-and each distinct word hashed once, signatures cost about 7 % of a shard's CPU time (64 MB shard, profiled).
+computed for a whole batch at once with `digest_matrix_from_flat_token_hashes`: much the fastest of the options
+compared (docs/design.md, "Prepare at scale").
 
 Banding: the signature is cut into `bands` bands of `rows` values; each band is folded into one 64-bit
 bucket key. Two documents sharing a bucket key in any band are candidates, with probability

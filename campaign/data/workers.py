@@ -4,14 +4,9 @@ Prefect maps the shard tasks on threads in the command's process; each task hand
 process and waits for the summary; the global dedup pass and each source's finalise step run in a worker the same
 way, so the command's process (Prefect's flow engine) never holds data. A worker is `python -m
 campaign.data.workers`: it imports only what the data work needs (NumPy, pyarrow, rensa, the tokenizer backend,
-Numba for the word kernels: NumPy and Arrow ~91 MB PSS, campaign's data modules ~30 MB, Numba ~57 MB and its cached
-kernels ~50 MB, ~230 MB before a batch, measured 2026-12-03), never Prefect, Dask or the store, so a local run pays
-neither a Prefect import per core nor Dask's scheduler and nannies (benchmarks/README.md, prepare section). Outputs
-are those of running the same functions in this process: the worker runs the same function on the same arguments.
-
-Running one of the shards in the command's own process instead (one process fewer) was measured and rejected:
-that process (Prefect's threads, Arrow's mimalloc) kept 150-250 MB more after its shards than a worker, and the
-run took more CPU.
+Numba for the word kernels), never Prefect, Dask or the store, so a local run pays neither a Prefect import per
+core nor Dask's scheduler. Outputs are those of running the same functions in this process. Why this design, and
+the alternatives that were tried: docs/design.md, "Prepare at scale".
 
 Protocol: pickled `(function, args)` requests on the worker's stdin (a module-level function, pickled by
 reference), one pickled `("ok", result)` or `("error", exception)` reply per request on its stdout, each framed by
@@ -19,9 +14,8 @@ an 8-byte length. A worker exits at end of input, or as soon as the process that
 its parent every half second), so a killed prepare leaves no worker writing into a shard folder that a resumed
 run will redo.
 
-Why not `concurrent.futures.ProcessPoolExecutor`: its spawned children re-run the parent's main script
-(`multiprocessing.spawn` "fixes up" `__main__`; checked), which for the `campaign` console script imports the
-CLI and Prefect into every worker.
+Not `concurrent.futures.ProcessPoolExecutor`: its spawned children re-run the parent's main script, which for the
+`campaign` console script imports the CLI and Prefect into every worker.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# Required by the contract (issue 7).
+# Required by the contract (docs/rehearsal.md).
 ENV_TRAIN = "CAMPAIGN_REHEARSAL_TRAIN"  # .npy, uint32 [n_sequences, seq_len + 1]
 ENV_HELDOUT = "CAMPAIGN_REHEARSAL_HELDOUT"  # .npy, uint32 [n_sequences, seq_len + 1]
 ENV_VOCAB = "CAMPAIGN_REHEARSAL_VOCAB"  # every id in the files is below this

@@ -2,18 +2,14 @@
 one Numba function (LLVM machine code, cached on disk), with the routine checkpoint cycles between random events
 in closed form and the power statistics from the step curve's breakpoints.
 
-Why compiled: a Llama 3 405B replica is ~3,600 events (failures, detections, restarts, repairs, maintenance, the
-partial cycle before each) plus ~35,000 power breakpoints (~5,400 when the summary writes four per block of
-cycles, _write_cycles); at a few microseconds per Python call that is ~50 ms, against the ~2 ms the issue asks
-for (20x a plain SimPy model). Numba (numba.pydata.org, BSD, the standard JIT for
-NumPy code) compiles the same loop; `cache=True` keeps the machine code beside this file so a CLI run loads it
-instead of compiling (compile cost and cache are measured in benchmarks/simulate/README.md).
+Why compiled: a Llama 3 405B replica is thousands of events and power breakpoints, too many for a Python call
+each (docs/simulation-model.md). Numba (numba.pydata.org, BSD, the standard JIT for NumPy code) compiles the same
+loop; `cache=True` keeps the machine code beside this file so a CLI run loads it instead of compiling.
 
 Helpers that only read and write arrays their caller owns are compiled with `_nrt=False` (Numba's switch for the
-runtime's reference counting, `numba.njit(_nrt=False)`, numba/numba#2350): with it on, every call passing an array
-does an atomic incref and decref per array argument, which measured 80% of the event loop (1.84 ms of a Llama 3
-replica, against 0.46 ms without; benchmarks/simulate/README.md). Those helpers cannot allocate
-(Numba refuses to compile an allocation there), so only the kernels that allocate keep the runtime.
+runtime's reference counting, numba/numba#2350): with it on, every call passing an array does an atomic incref and
+decref per array argument, most of the event loop's time. Those helpers cannot allocate (Numba refuses to compile
+an allocation there), so only the kernels that allocate keep the runtime. Speed: benchmarks/results/.
 
 The Python model stays the reference: `simulate()` (event log, sampled power) runs it, and
 tests/unit/test_sim_fast.py holds this kernel to it for any setting (same counts, figures to float rounding).

@@ -2,7 +2,7 @@
 
 The simulator never imports the plan package: the caller passes the step time, checkpoint times and the
 communication share it got from the performance model; everything else comes from the campaign config.
-Source: the config (configs/), DESIGN.md §5; diurnal phase assumption below.
+Source: the config (configs/), docs/simulation-model.md; diurnal phase assumption below.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Replica r of seed s draws from SeedSequence([s, r]), so any replica can be rerun alone, in any order, on any
 worker. Percentiles are numpy's linear interpolation between order statistics.
-Source: DESIGN.md §4 (`campaign simulate --json` summary keys).
+Source: docs/design.md, "JSON outputs" (`campaign simulate --json` summary keys).
 """
 
 from __future__ import annotations
