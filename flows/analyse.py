@@ -58,6 +58,6 @@ def compare_flow(params: CompareParams):
 
 
 if __name__ == "__main__":
-    from flows.terminal import flow_main
+    from campaign_cli.terminal import flow_main
 
     sys.exit(flow_main(analyse_flow))

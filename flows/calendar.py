@@ -41,6 +41,6 @@ def calendar_report_flow(params: CalendarParams = CalendarParams()):
 
 
 if __name__ == "__main__":
-    from flows.terminal import flow_main
+    from campaign_cli.terminal import flow_main
 
     sys.exit(flow_main(calendar_report_flow))

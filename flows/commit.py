@@ -135,6 +135,6 @@ def commit(params: StageParams = StageParams(), schedule_execution: bool = True)
 
 
 if __name__ == "__main__":
-    from flows.terminal import stage_main
+    from campaign_cli.terminal import stage_main
 
     sys.exit(stage_main("commit"))

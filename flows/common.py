@@ -113,7 +113,9 @@ class _ExpectedErrorFilter(logging.Filter):
         if record.exc_info and isinstance(record.exc_info[1], CampaignError):
             record.exc_info = None
             record.exc_text = None
-            record.campaign_expected = True  # the terminal prints the error itself, once (flows/terminal.py)
+            record.campaign_expected = (
+                True  # the terminal prints the error itself, once (campaign_cli/terminal.py)
+            )
         return True
 
 

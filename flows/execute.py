@@ -31,6 +31,6 @@ def execute(params: StageParams = StageParams()):
 
 
 if __name__ == "__main__":
-    from flows.terminal import stage_main
+    from campaign_cli.terminal import stage_main
 
     sys.exit(stage_main("execute"))

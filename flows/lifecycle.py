@@ -66,6 +66,6 @@ def _stopped_at(stage: str, state):
 
 
 if __name__ == "__main__":
-    from flows.terminal import stage_main
+    from campaign_cli.terminal import stage_main
 
     sys.exit(stage_main("run"))

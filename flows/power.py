@@ -43,6 +43,6 @@ def power_flow(params: PowerParams = PowerParams()):
 
 
 if __name__ == "__main__":
-    from flows.terminal import flow_main
+    from campaign_cli.terminal import flow_main
 
     sys.exit(flow_main(power_flow))

@@ -86,6 +86,6 @@ def prepare(params: StageParams = StageParams()):
 
 
 if __name__ == "__main__":
-    from flows.terminal import stage_main
+    from campaign_cli.terminal import stage_main
 
     sys.exit(stage_main("prepare"))

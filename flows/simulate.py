@@ -166,6 +166,6 @@ def simulate_with_runner(params: SimulateParams):
 
 
 if __name__ == "__main__":
-    from flows.terminal import flow_main
+    from campaign_cli.terminal import flow_main
 
     sys.exit(flow_main(simulate_flow, call=simulate_with_runner))

@@ -58,6 +58,6 @@ def validate(params: StageParams = StageParams()):
 
 
 if __name__ == "__main__":
-    from flows.terminal import stage_main
+    from campaign_cli.terminal import stage_main
 
     sys.exit(stage_main("validate"))

@@ -3,7 +3,7 @@
 Each variant runs in a fresh interpreter, as a command would:
 - `fresh`: a private server on an empty SQLite database (what every command paid before: migrations and block
   registration on each start, under a temporary PREFECT_HOME);
-- `template`: a private server on a copy of the migrated template database (flows/local_api.py today);
+- `template`: a private server on a copy of the migrated template database (campaign_cli/local_api.py today);
 - `refusal`: `campaign execute` on a folder that is no workspace (refused before any server starts);
 - `reuse`: `campaign execute` with PREFECT_API_URL naming a running server (here: the refusal path again, which
   never contacts it, so this is the command's own start-up cost);
@@ -29,7 +29,7 @@ import os, sys, time
 sys.path.insert(0, {repo!r})
 t = time.perf_counter()
 from pathlib import Path
-from flows import local_api
+from campaign_cli import local_api
 if {fresh}:
     local_api._prepare_home = lambda home: (home.mkdir(parents=True, exist_ok=True), True)[1]
 with local_api.local_api(Path({home!r})):

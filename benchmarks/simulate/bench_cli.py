@@ -1,7 +1,7 @@
 """`campaign simulate CONFIG --replicas N` end to end through the CLI, as a user runs it, Prefect included.
 
 Alternates two variants in fresh processes: `private` (no PREFECT_API_URL: the command starts its private API,
-flows/local_api.py) and `reuse` (PREFECT_API_URL naming a `prefect server start` this script started first, as
+campaign_cli/local_api.py) and `reuse` (PREFECT_API_URL naming a `prefect server start` this script started first, as
 `make ui` leaves one running). Prints each run's wall and CPU seconds (the command and its children), the medians,
 and the system's 1-minute load. The target: 1,000 Llama 3 405B replicas under 10 s end to end on 2 cores.
 Results: benchmarks/results/.

@@ -51,7 +51,7 @@ def test_kill_9_of_a_run_leaves_no_server_and_nothing_in_the_users_home(tmp_path
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update(HOME=str(home), CAMPAIGN_LOCK_WAIT_S="1")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "flows.cli", "run", str(DEMO), "--workspace", str(ws)],
+        [sys.executable, "-m", "campaign_cli.cli", "run", str(DEMO), "--workspace", str(ws)],
         cwd=REPO,
         env=env,
         stdout=subprocess.DEVNULL,

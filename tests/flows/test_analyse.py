@@ -6,7 +6,7 @@ import duckdb
 import pytest
 
 from campaign import goodput
-from flows.cli import main
+from campaign_cli.cli import main
 from tests.unit.analysis_fixtures import empty_catalog, executed_workspace
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.cli import main
+from campaign_cli.cli import main
 from tests.paths import future_start
 
 from .conftest import DEMO, REPO, set_args

@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from flows.cli import main
+from campaign_cli.cli import main
 from tests.paths import future_start
 
 from .conftest import DEMO, REPO, set_args
@@ -241,7 +241,16 @@ def test_two_commits_launched_at_once_from_two_processes_book_once(tmp_path, dem
         _ready(ws, sets)
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "flows.cli", "commit", str(DEMO), "--workspace", str(ws), *set_args(sets)],
+            [
+                sys.executable,
+                "-m",
+                "campaign_cli.cli",
+                "commit",
+                str(DEMO),
+                "--workspace",
+                str(ws),
+                *set_args(sets),
+            ],
             env=_env(),
             cwd=REPO,
             stdout=subprocess.PIPE,

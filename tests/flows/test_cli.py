@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.cli import main
+from campaign_cli.cli import main
 
 from .conftest import DEMO, REPO, set_args
 
@@ -20,7 +20,7 @@ def _cli(*args: str, cwd=REPO) -> subprocess.CompletedProcess:
 
     env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value()}
     return subprocess.run(
-        [sys.executable, "-m", "flows.cli", *args],
+        [sys.executable, "-m", "campaign_cli.cli", *args],
         check=False,
         capture_output=True,
         text=True,
@@ -220,7 +220,7 @@ def test_a_bug_inside_a_stage_exits_70_in_one_line_without_a_traceback(tmp_path)
     bug = (
         "import sys, tasks.validate as t\n"
         "def boom(*a, **k):\n    raise ZeroDivisionError('a bug planted by the test')\n"
-        "t.make_plan = boom\nfrom flows.cli import main\n"
+        "t.make_plan = boom\nfrom campaign_cli.cli import main\n"
         f"sys.exit(main(['validate', {str(DEMO)!r}, '--workspace', {str(ws)!r}]))\n"
     )
     env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value()}
@@ -267,7 +267,7 @@ def test_bad_workspace_state_exits_2_with_the_place_and_the_fix(tmp_path, case):
     from prefect.settings import PREFECT_API_URL
 
     result = subprocess.run(
-        [sys.executable, "-m", "flows.cli", "validate", str(DEMO), "--workspace", str(ws)],
+        [sys.executable, "-m", "campaign_cli.cli", "validate", str(DEMO), "--workspace", str(ws)],
         check=False,
         capture_output=True,
         text=True,
@@ -299,7 +299,7 @@ def test_the_terminal_drops_outcomes_the_command_prints_itself():
     """A refusal or failed gate is said once, by the command: Prefect's console keeps other lines."""
     import logging
 
-    from flows.terminal import _said_once
+    from campaign_cli.terminal import _said_once
 
     def record(msg, **extra):
         rec = logging.LogRecord("prefect.flow_runs", logging.INFO, __file__, 1, msg, None, None)

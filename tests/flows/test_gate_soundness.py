@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from flows.cli import main
+from campaign_cli.cli import main
 from tests.paths import future_start
 
 from .conftest import DEMO, FAST_REHEARSAL, set_args

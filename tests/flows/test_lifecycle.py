@@ -7,7 +7,7 @@ import duckdb
 import pyarrow.parquet as pq
 
 from campaign.gates import REQUIRED_GATES
-from flows.cli import main
+from campaign_cli.cli import main
 
 from .conftest import DEMO, set_args
 from .prefect_api import latest_artifact, latest_flow_run, log_messages, task_runs_of

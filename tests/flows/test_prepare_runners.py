@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from flows.cli import main
+from campaign_cli.cli import main
 
 from .conftest import DEMO, set_args
 

@@ -2,8 +2,8 @@
 
 from prefect.server.api import server
 
-from flows import private_api_app
-from flows.local_api import _server_env
+from campaign_cli import private_api_app
+from campaign_cli.local_api import _server_env
 
 
 def test_the_private_app_is_prefects_without_the_background_worker() -> None:

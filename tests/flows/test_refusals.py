@@ -5,7 +5,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from campaign.gates import REQUIRED_GATES
-from flows.cli import main
+from campaign_cli.cli import main
 
 from .conftest import DEMO, set_args
 
@@ -69,7 +69,7 @@ def test_a_refusal_is_printed_once_on_the_terminal(tmp_path, demo_inputs):
         [
             sys.executable,
             "-m",
-            "flows.cli",
+            "campaign_cli.cli",
             "execute",
             str(DEMO),
             "--workspace",

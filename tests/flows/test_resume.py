@@ -42,7 +42,7 @@ def _env() -> dict:
 
 
 def _run(ws: Path, overrides: list[str], kill_when: Path | None = None) -> int:
-    cmd = [sys.executable, "-m", "flows.cli", "run", str(DEMO), "--workspace", str(ws)]
+    cmd = [sys.executable, "-m", "campaign_cli.cli", "run", str(DEMO), "--workspace", str(ws)]
     cmd += set_args(overrides)
     proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if kill_when is None:

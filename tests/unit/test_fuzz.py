@@ -219,7 +219,7 @@ def test_a_byte_order_mark_and_a_symlink_loop_are_handled(tmp_path: Path):
 
 @pytest.mark.parametrize("value", [".nan", ".inf", "1e400", "-1", "abc"])
 def test_the_cli_plan_never_exits_70_or_prints_a_traceback(value, capsys):
-    from flows.cli import main
+    from campaign_cli.cli import main
 
     for key in ("plan.checkpoint.interval_s", "cluster.power.pue", "plan.target_tokens", "cluster.nodes"):
         code = main(["plan", str(DEMO), "--set", f"{key}={value}"])

@@ -1,5 +1,6 @@
-"""`campaign` imports without Prefect or Great Expectations (DESIGN §2's dependency rule)."""
+"""The dependency rule (DESIGN §2): `campaign` imports without Prefect or Great Expectations, and imports run one way."""
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -28,33 +29,54 @@ def test_campaign_imports_without_prefect_or_great_expectations():
     assert result.stdout.strip() == "ok"
 
 
-# flows/commit.py belongs to the approval work (issue 11, "11-deploy"), which changes it in parallel; its
-# `__main__` moves to `from flows.terminal import stage_main; sys.exit(stage_main("commit"))` when both land.
-# Remove it from here then: the test then holds for every file.
-_PENDING: set[str] = set()
+# What each layer may not import: campaign_cli -> flows -> tasks -> campaign, and tasks -> data_checks -> campaign.
+# benchmarks and deployments sit beside the stack; they may use the runner's pieces but never the command itself.
+FORBIDDEN = {
+    "campaign": ("campaign_cli", "flows", "tasks", "data_checks", "deployments", "benchmarks"),
+    "data_checks": ("campaign_cli", "flows", "tasks"),
+    "tasks": ("campaign_cli", "flows"),
+    "flows": ("campaign_cli",),
+    "deployments": ("campaign_cli.cli",),
+    "benchmarks": ("campaign_cli.cli",),
+}
+
+
+def _is_main_block(node: ast.AST) -> bool:
+    """`if __name__ == "__main__":`: a module's command-line entry point, run only as `python -m`."""
+    test = getattr(node, "test", None)
+    return (
+        isinstance(node, ast.If)
+        and isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+        and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators)
+    )
 
 
 def _imports_of(path: Path) -> set[str]:
-    import ast
-
-    names = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+    """Every module a file imports, at any depth except inside its `if __name__ == "__main__":` block (a flow's
+    `python -m flows.<stage>` entry point imports the terminal runner there, never at module level)."""
+    names: set[str] = set()
+    stack: list[ast.AST] = [ast.parse(path.read_text(encoding="utf-8"), filename=str(path))]
+    while stack:
+        node = stack.pop()
+        if _is_main_block(node):
+            continue
         if isinstance(node, ast.Import):
             names |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module:
             names.add(node.module)
             names |= {f"{node.module}.{alias.name}" for alias in node.names}
+        stack.extend(ast.iter_child_nodes(node))
     return names
 
 
-def test_nothing_imports_the_cli():
-    """The CLI is the outermost layer (DESIGN §2): flows, tasks, checks and deployments never import it."""
+def test_imports_run_one_way():
+    """No layer imports one above it (DESIGN §2); nothing below the command imports campaign_cli."""
     offenders = []
-    for package in ("campaign", "tasks", "flows", "data_checks", "deployments", "benchmarks"):
+    for package, above in FORBIDDEN.items():
         for path in sorted((REPO / package).rglob("*.py")):
-            rel = path.relative_to(REPO).as_posix()
-            if rel == "flows/cli.py" or rel in _PENDING:
-                continue
-            if any(n == "flows.cli" or n.startswith("flows.cli.") for n in _imports_of(path)):
-                offenders.append(rel)
-    assert offenders == [], f"these import flows.cli (move what they need to flows/terminal.py): {offenders}"
+            bad = sorted(n for n in _imports_of(path) if any(n == a or n.startswith(f"{a}.") for a in above))
+            if bad:
+                offenders.append(f"{path.relative_to(REPO).as_posix()}: {', '.join(bad)}")
+    assert offenders == [], "these import a layer above them:\n" + "\n".join(offenders)

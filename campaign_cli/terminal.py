@@ -1,7 +1,7 @@
 """Running a flow from a terminal: its Prefect API, its console, its result or error, its exit code.
 
-Shared by the `campaign` command (flows/cli.py, the outermost layer, which nothing imports) and by each flow's
-`python -m flows.<stage>` entry point, so the flows never import the CLI.
+Shared by the `campaign` command (campaign_cli/cli.py, which nothing imports) and by each flow's
+`python -m flows.<stage>` entry point, which imports it inside its `__main__` block, never at module level.
 
 Exit codes: 0 done; 1 a gate failed or a plan does not fit; 2 bad input; 3 refused; 4 workspace busy;
 70 an internal error (a bug).
@@ -109,11 +109,11 @@ def workspace_if_any(workspace: str | None) -> Any:
 
 @contextlib.contextmanager
 def prefect_api(ws: Any = None, warm: Callable[[], object] | None = None) -> Iterator[None]:
-    """The command's Prefect API: PREFECT_API_URL if set, else a private local one (flows/local_api.py) whose run
+    """The command's Prefect API: PREFECT_API_URL if set, else a private local one (campaign_cli/local_api.py) whose run
     history lives in the workspace (`<workspace>/.prefect`) when the command starts in one, else nowhere.
     `warm` (the command's imports) runs while a private server starts."""
     from campaign import store
-    from flows.local_api import local_api
+    from campaign_cli.local_api import local_api
 
     home = ws.root / ".prefect" if ws is not None and store.is_workspace(ws) else None
     with local_api(home, warm):

@@ -1,6 +1,6 @@
 """The ASGI app of a CLI command's private Prefect API: Prefect's own server app without its background worker.
 
-`flows/local_api.py` starts this with uvicorn when no `PREFECT_API_URL` is set. It is Prefect's `create_app`
+`campaign_cli/local_api.py` starts this with uvicorn when no `PREFECT_API_URL` is set. It is Prefect's `create_app`
 (the app Prefect's ephemeral mode serves) with one change: the server's background-task worker (pydocket on
 an in-memory Redis) is not started. Its jobs are a long-lived server's housekeeping: marking late scheduled runs,
 failing expired pauses, cascading cancellations, deleting logs of deleted runs, vacuuming old events, proactive

@@ -1,7 +1,7 @@
 """The `campaign` command: parse, load the config, call a flow or a pure plan, print, exit with its code.
 
 The outermost layer: nothing imports it (tests/unit/test_layering.py). What running a flow from a terminal
-needs (its Prefect API, its console, its exit code) lives in flows/terminal.py, shared with `python -m flows.<x>`.
+needs (its Prefect API, its console, its exit code) lives in campaign_cli/terminal.py, shared with `python -m flows.<x>`.
 Exit codes: 0 done; 1 a gate failed or a plan does not fit; 2 bad input; 3 refused; 4 workspace busy;
 70 an internal error (a bug).
 """
@@ -15,15 +15,15 @@ from typing import Annotated, Any
 import typer
 
 from campaign.errors import CampaignError, ConfigError
-from flows.terminal import calendar_env as _calendar_env
-from flows.terminal import exit_code_of, print_validate, run_stage, stage_summary
-from flows.terminal import finish as _finish
-from flows.terminal import prefect_api as _prefect_api
-from flows.terminal import workspace_if_any as _workspace_if_any
+from campaign_cli.terminal import calendar_env as _calendar_env
+from campaign_cli.terminal import exit_code_of, print_validate, run_stage, stage_summary
+from campaign_cli.terminal import finish as _finish
+from campaign_cli.terminal import prefect_api as _prefect_api
+from campaign_cli.terminal import workspace_if_any as _workspace_if_any
 
 
 def _imports(*modules: str):
-    """The command's own imports, to run while a private Prefect API starts (flows/local_api.py `warm`): the
+    """The command's own imports, to run while a private Prefect API starts (campaign_cli/local_api.py `warm`): the
     server takes ~2.5 s to answer and importing a flow with Prefect and its plots ~2 s, so overlapped they cost
     the longer of the two, not the sum."""
     import importlib

@@ -3,7 +3,7 @@
 With `PREFECT_API_URL` set (e.g. the `make ui` server), the command uses that server and starts nothing.
 Otherwise it starts the same single-process uvicorn app that Prefect's own ephemeral mode starts
 (`prefect.server.api.server:create_app`, see `SubprocessASGIServer` in prefect/server/api/server.py), through
-`flows/private_api_app.py` (without its background-task worker; automation triggers off), with these differences:
+`campaign_cli/private_api_app.py` (without its background-task worker; automation triggers off), with these differences:
 - its SQLite database lives in the campaign's workspace (`<workspace>/.prefect`) or in a temporary folder,
   never in the user's ~/.prefect;
 - a new database is a copy of one migrated once per Prefect version (cached under `~/.cache/campaign`, or
@@ -136,7 +136,7 @@ def _start_server(home: Path, fresh_schema: bool) -> tuple[subprocess.Popen, str
                 "--app-dir",
                 str(app_dir),
                 "--factory",
-                "flows.private_api_app:create_app",
+                "campaign_cli.private_api_app:create_app",
                 "--host",
                 "127.0.0.1",
                 "--port",
