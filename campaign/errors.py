@@ -7,6 +7,12 @@ never exceptions.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from campaign.gates import GateResult
+
 
 class CampaignError(Exception):
     """Base of every error the user is meant to read. `exit_code` is what the CLI returns."""
@@ -39,9 +45,20 @@ class DataError(CampaignError):
 
 
 class GateFailed(CampaignError):
-    """One or more validation gates did not pass."""
+    """One or more validation gates did not pass; `results` holds every gate's result (the CLI prints the table)."""
 
     exit_code = 1
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        where: str | None = None,
+        fix: str | None = None,
+        results: Sequence[GateResult] = (),
+    ) -> None:
+        self.results: list[GateResult] = list(results)
+        super().__init__(message, where=where, fix=fix)
 
 
 class Refused(CampaignError):

@@ -4,8 +4,8 @@ import sys
 
 from prefect import flow
 
-from campaign.errors import CampaignError, GateFailed
-from flows.common import StageParams, campaign_tags, failed, quiet_expected_errors, stage_run, stage_run_name
+from campaign.errors import GateFailed
+from flows.common import StageParams, campaign_tags, fails_cleanly, stage_run, stage_run_name
 from tasks.config import load_campaign
 from tasks.rehearsal import rehearsal_gate
 from tasks.validate import (
@@ -20,41 +20,36 @@ from tasks.validate import (
 
 
 @flow(name="validate", flow_run_name=stage_run_name("validate"))
+@fails_cleanly
 def validate(params: StageParams = StageParams()):
-    quiet_expected_errors()
-    try:
-        loaded, ws = load_campaign(params.config, params.overrides, params.workspace)
-        with stage_run(ws, "validate", loaded.digest) as run_id, campaign_tags(loaded.config.name):
-            # Every gate judges the same bytes: read once here, and recorded against their digest.
-            evidence = load_evidence(loaded.config, ws)
-            results = [
-                data_identity_gate(evidence),
-                data_quality_gate(loaded.config, ws, evidence),
-                *volume_gates(loaded.config, evidence),
-            ]
-            plan_results, plan_json = configuration_gates(loaded.config)
-            results += plan_results
-            results.append(rehearsal_gate(loaded.config, ws, evidence))
-            rows = record_gates(ws, run_id, loaded.config, loaded.digest, evidence.digest, results, plan_json)
-            for (
-                row
-            ) in rows:  # one run per gate: a failed gate is red in the graph, with its figure and threshold
-                judge_gate(row, return_state=True)
-            failing = [row for row in rows if not row.passed]
-            if failing:
-                err = GateFailed(
-                    f"{len(failing)} of {len(rows)} gates failed: "
-                    + "; ".join(f"{row.gate}: {row.figure} (threshold: {row.threshold})" for row in failing)
-                    + "\n  - "
-                    + "\n  - ".join(f"{row.gate}: {row.summary}" for row in failing),
-                    where=str(ws.root),
-                    fix="fix the data or the config, then run `campaign validate` again",
-                )
-                err.results = results  # the CLI prints the whole table
-                raise err
-            return results
-    except CampaignError as err:
-        return failed(err)
+    loaded, ws = load_campaign(params.config, params.overrides, params.workspace)
+    with stage_run(ws, "validate", loaded.digest) as run_id, campaign_tags(loaded.config.name):
+        # Every gate judges the same bytes: read once here, and recorded against their digest.
+        evidence = load_evidence(loaded.config, ws)
+        results = [
+            data_identity_gate(evidence),
+            data_quality_gate(loaded.config, ws, evidence),
+            *volume_gates(loaded.config, evidence),
+        ]
+        plan_results, plan_json = configuration_gates(loaded.config)
+        results += plan_results
+        results.append(rehearsal_gate(loaded.config, ws, evidence))
+        rows = record_gates(ws, run_id, loaded.config, loaded.digest, evidence.digest, results, plan_json)
+        # One run per gate: a failed gate is red in the graph, with its figure and threshold.
+        for row in rows:
+            judge_gate(row, return_state=True)
+        failing = [row for row in rows if not row.passed]
+        if failing:
+            raise GateFailed(
+                f"{len(failing)} of {len(rows)} gates failed: "
+                + "; ".join(f"{row.gate}: {row.figure} (threshold: {row.threshold})" for row in failing)
+                + "\n  - "
+                + "\n  - ".join(f"{row.gate}: {row.summary}" for row in failing),
+                where=str(ws.root),
+                fix="fix the data or the config, then run `campaign validate` again",
+                results=results,  # the CLI prints the whole table
+            )
+        return results
 
 
 if __name__ == "__main__":
