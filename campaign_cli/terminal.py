@@ -307,7 +307,7 @@ def flow_main(flow: Any, argv: list[str] | None = None, call: Callable[[Any], An
     from pydantic import ValidationError
 
     model = _param_model(flow)
-    prog = f"python -m flows.{Path(inspect.getfile(flow.fn)).stem}"
+    prog = f"python -m flows.{Path(inspect.getfile(inspect.unwrap(flow.fn))).stem}"
     parser = argparse.ArgumentParser(prog=prog, description=flow.description)
     for name, info in model.model_fields.items():
         if name == "config":

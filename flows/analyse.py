@@ -9,8 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from campaign import store
 from campaign.analysis.analysis import analysis_workspace
 from campaign.analysis.compare import check_targets
-from campaign.errors import CampaignError
-from flows.common import failed, quiet_expected_errors, stage_run_name
+from flows.common import fails_cleanly, stage_run_name
 from tasks.analyse import analyse, compare
 
 
@@ -34,27 +33,21 @@ class CompareParams(BaseModel):
 
 
 @flow(name="analyse", flow_run_name=stage_run_name("analyse"))
+@fails_cleanly
 def analyse_flow(params: AnalyseParams = AnalyseParams()):
-    quiet_expected_errors()
-    try:
-        ws = analysis_workspace(params.workspace)  # bad input refused here, before anything is written
-        with store.locked(ws, "campaign analyse"):
-            run_id = store.start_run(ws, "analyse", None, None)
-            result = analyse(ws)
-            store.finish_run(ws, run_id, "completed")
-            return result
-    except CampaignError as err:
-        return failed(err)
+    ws = analysis_workspace(params.workspace)  # bad input refused here, before anything is written
+    with store.locked(ws, "campaign analyse"):
+        run_id = store.start_run(ws, "analyse", None, None)
+        result = analyse(ws)
+        store.finish_run(ws, run_id, "completed")
+        return result
 
 
 @flow(name="analyse-compare")
+@fails_cleanly
 def compare_flow(params: CompareParams):
-    quiet_expected_errors()
-    try:
-        check_targets(params.targets)
-        return compare(params.targets, params.out_dir)
-    except CampaignError as err:
-        return failed(err)
+    check_targets(params.targets)
+    return compare(params.targets, params.out_dir)
 
 
 if __name__ == "__main__":

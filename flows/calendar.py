@@ -9,8 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from campaign import store
 from campaign.calendar.horizon import locate_calendar
-from campaign.errors import CampaignError
-from flows.common import failed, quiet_expected_errors
+from flows.common import fails_cleanly
 from tasks.calendar import report_calendar
 
 
@@ -31,13 +30,10 @@ class CalendarParams(BaseModel):
 
 
 @flow(name="calendar-report")
+@fails_cleanly
 def calendar_report_flow(params: CalendarParams = CalendarParams()):
-    quiet_expected_errors()
-    try:
-        path = locate_calendar(params.cluster, params.calendar, params.workspaces)
-        return report_calendar(path, params.start, params.end, store.now())
-    except CampaignError as err:
-        return failed(err)
+    path = locate_calendar(params.cluster, params.calendar, params.workspaces)
+    return report_calendar(path, params.start, params.end, store.now())
 
 
 if __name__ == "__main__":

@@ -10,9 +10,9 @@ from pydantic import Field, create_model
 
 from campaign import store
 from campaign.approval import ApprovalRequest, clear_pending, write_pending
-from campaign.errors import CampaignError, Refused
+from campaign.errors import Refused
 from campaign.window import window_inputs, with_start
-from flows.common import StageParams, campaign_tags, failed, quiet_expected_errors, stage_run, stage_run_name
+from flows.common import StageParams, campaign_tags, fails_cleanly, stage_run, stage_run_name
 from tasks.calendar import book_calendar
 from tasks.commit import (
     book_window,
@@ -87,51 +87,48 @@ def wait_for_approval(ws: store.Workspace, request: ApprovalRequest, timeout_s: 
 
 
 @flow(name="commit", flow_run_name=stage_run_name("commit"))
+@fails_cleanly
 def commit(params: StageParams = StageParams(), schedule_execution: bool = True):
     """Book the window; run as its own deployment with `schedule_execution`, it also schedules `execute-window`
     at the window's start. The lifecycle runs execute itself right after, so it passes False (one execution).
     With `commit.require_approval`, it publishes what is to be approved and waits for a person without holding the
     workspace; after a yes it re-checks the config, the data, the gates and the calendar before booking."""
-    quiet_expected_errors()
-    try:
-        loaded, ws = load_campaign(params.config, params.overrides, params.workspace)
-        with stage_run(ws, "commit", loaded.digest) as run_id, campaign_tags(loaded.config.name):
-            data_digest = check_gates(ws, loaded)
-            approved_by, comment = "automatic (every gate passed)", ""
-            if loaded.config.commit.require_approval:
-                request = publish_approval_request(ws, loaded, data_digest)
-                answer = wait_for_approval(ws, request, int(loaded.config.commit.approval_timeout_s))
-                if not answer.approved:
-                    record_answer(ws, request, answer.approver, answer.comment, approved=False)
-                    raise Refused(
-                        f"booking rejected by {answer.approver}"
-                        + (f": {answer.comment}" if answer.comment else " (no comment)"),
-                        where=str(ws.root),
-                        fix="resolve the approver's concern and commit again",
-                    )
-                # The lock was let go while waiting: whatever was approved must still be what is booked.
-                loaded, data_digest = recheck_after_approval(
-                    ws, params.config, params.overrides, params.workspace, request
+    loaded, ws = load_campaign(params.config, params.overrides, params.workspace)
+    with stage_run(ws, "commit", loaded.digest) as run_id, campaign_tags(loaded.config.name):
+        data_digest = check_gates(ws, loaded)
+        approved_by, comment = "automatic (every gate passed)", ""
+        if loaded.config.commit.require_approval:
+            request = publish_approval_request(ws, loaded, data_digest)
+            answer = wait_for_approval(ws, request, int(loaded.config.commit.approval_timeout_s))
+            if not answer.approved:
+                record_answer(ws, request, answer.approver, answer.comment, approved=False)
+                raise Refused(
+                    f"booking rejected by {answer.approver}"
+                    + (f": {answer.comment}" if answer.comment else " (no comment)"),
+                    where=str(ws.root),
+                    fix="resolve the approver's concern and commit again",
                 )
-                approved_by, comment = answer.approver, answer.comment
-                record_answer(ws, request, approved_by, comment, approved=True)
-            # The calendar lock is held inside book_calendar only (never while waiting for approval above), and
-            # the calendar is read afresh there.
-            booking = book_calendar(ws, loaded, data_digest, store.now())
-            booked = book_window(ws, loaded, data_digest, run_id, approved_by, booking, comment)
-            # The utility's warning: commitments/<id>-power.md and .json, and an artifact (issue 9).
-            write_power_notice(
-                ws.root / "commitments",
-                booked.commitment_id,
-                window_inputs(with_start(loaded.config, booked.window_start)),
-                loaded.config.sim.replicas,
-                f"window {booked.commitment_id}",
+            # The lock was let go while waiting: whatever was approved must still be what is booked.
+            loaded, data_digest = recheck_after_approval(
+                ws, params.config, params.overrides, params.workspace, request
             )
-            if schedule_execution:
-                schedule_execute(booked, params.model_dump())
-            return booked
-    except CampaignError as err:
-        return failed(err)
+            approved_by, comment = answer.approver, answer.comment
+            record_answer(ws, request, approved_by, comment, approved=True)
+        # The calendar lock is held inside book_calendar only (never while waiting for approval above), and
+        # the calendar is read afresh there.
+        booking = book_calendar(ws, loaded, data_digest, store.now())
+        booked = book_window(ws, loaded, data_digest, run_id, approved_by, booking, comment)
+        # The utility's warning: commitments/<id>-power.md and .json, and an artifact (issue 9).
+        write_power_notice(
+            ws.root / "commitments",
+            booked.commitment_id,
+            window_inputs(with_start(loaded.config, booked.window_start)),
+            loaded.config.sim.replicas,
+            f"window {booked.commitment_id}",
+        )
+        if schedule_execution:
+            schedule_execute(booked, params.model_dump())
+        return booked
 
 
 if __name__ == "__main__":

@@ -1,11 +1,12 @@
 """What every stage flow shares: its typed parameters (the Prefect UI form) and the run bookkeeping."""
 
 import contextlib
+import functools
 import logging
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from prefect.states import Failed, State
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -62,6 +63,26 @@ def failed(err: CampaignError, prefix: str = "") -> State:
     """A clean Failed state that carries the error, so the CLI re-raises it with its exit code, untraced. Its
     message is one line (the UI and the state log show it as is, not with literal `\\n`)."""
     return Failed(message=prefix + one_line(err.render()), data=err)
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def fails_cleanly(fn: Callable[P, R]) -> Callable[P, R | State]:
+    """The one rule of every flow for the errors its user is meant to read: a CampaignError raised anywhere in the
+    flow ends it as `failed(err)` (a clean Failed state carrying the error, no traceback in the log). Goes under
+    `@flow(...)`, which reads the flow's signature, name and docstring through it."""
+
+    @functools.wraps(fn)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R | State:
+        quiet_expected_errors()
+        try:
+            return fn(*args, **kwargs)
+        except CampaignError as err:
+            return failed(err)
+
+    return run
 
 
 def one_line(text: str) -> str:

@@ -5,29 +5,25 @@ import sys
 from prefect import flow
 
 from campaign import store
-from campaign.errors import CampaignError
 from campaign.window import with_start
-from flows.common import StageParams, failed, quiet_expected_errors, stage_run, stage_run_name
+from flows.common import StageParams, fails_cleanly, stage_run, stage_run_name
 from tasks.calendar import calendar_of, check_booking, record_actual_end
 from tasks.config import load_campaign
 from tasks.execute import check_commitment, simulate_window
 
 
 @flow(name="execute", flow_run_name=stage_run_name("execute"))
+@fails_cleanly
 def execute(params: StageParams = StageParams()):
-    quiet_expected_errors()
-    try:
-        loaded, ws = load_campaign(params.config, params.overrides, params.workspace)
-        with stage_run(ws, "execute", loaded.digest) as run_id:
-            commitment = check_commitment(ws, loaded)
-            path = calendar_of(loaded, ws)
-            booking = check_booking(path, loaded, commitment.commitment_id)  # refuses a cancelled commitment
-            # The window runs when its booking says (the start `window.start: auto` got at commit).
-            record = simulate_window(ws, with_start(loaded.config, booking.start), commitment, run_id)
-            record_actual_end(path, loaded, booking, record.completion_s, store.now())
-            return record
-    except CampaignError as err:
-        return failed(err)
+    loaded, ws = load_campaign(params.config, params.overrides, params.workspace)
+    with stage_run(ws, "execute", loaded.digest) as run_id:
+        commitment = check_commitment(ws, loaded)
+        path = calendar_of(loaded, ws)
+        booking = check_booking(path, loaded, commitment.commitment_id)  # refuses a cancelled commitment
+        # The window runs when its booking says (the start `window.start: auto` got at commit).
+        record = simulate_window(ws, with_start(loaded.config, booking.start), commitment, run_id)
+        record_actual_end(path, loaded, booking, record.completion_s, store.now())
+        return record
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from campaign import store
 from campaign.errors import CampaignError
 from flows.analyse import AnalyseParams, analyse_flow
 from flows.commit import commit
-from flows.common import StageParams, campaign_tags, failed, one_line, quiet_expected_errors, stage_run_name
+from flows.common import StageParams, campaign_tags, failed, fails_cleanly, one_line, stage_run_name
 from flows.execute import execute
 from flows.prepare import prepare
 from flows.validate import validate
@@ -20,38 +20,35 @@ from tasks.lifecycle import publish_lifecycle_summary
 
 
 @flow(name="campaign", flow_run_name=stage_run_name("lifecycle"))
+@fails_cleanly
 def campaign(params: StageParams = StageParams()):
-    quiet_expected_errors()
-    try:
-        loaded, ws = load_campaign(params.config, params.overrides, params.workspace)
-        store.adopt_workspace(ws, loaded.config.name)
-        name = loaded.config.name
-        outcomes: list[tuple[str, str, str]] = []
-        # One lock for the whole lifecycle, so no other process slips in between two stages.
-        with store.locked(ws, "campaign run"), campaign_tags(name):
-            for stage_name, stage in (
-                ("prepare", prepare),
-                ("validate", validate),
-                ("commit", commit),
-                ("execute", execute),
-            ):
-                # The lifecycle executes the window itself: its commit must not also schedule execute-window.
-                extra = {"schedule_execution": False} if stage is commit else {}
-                state = stage(params, return_state=True, **extra)
-                outcomes.append((stage_name, state.name, state.message or ""))
-                if not state.is_completed():  # after a failed gate nothing executes
-                    publish_lifecycle_summary(name, outcomes, None)
-                    return _stopped_at(stage_name, state)
-            state = analyse_flow(AnalyseParams(workspace=str(ws.root)), return_state=True)
-            outcomes.append(("analyse", state.name, state.message or ""))
-            if not state.is_completed():
+    loaded, ws = load_campaign(params.config, params.overrides, params.workspace)
+    store.adopt_workspace(ws, loaded.config.name)
+    name = loaded.config.name
+    outcomes: list[tuple[str, str, str]] = []
+    # One lock for the whole lifecycle, so no other process slips in between two stages.
+    with store.locked(ws, "campaign run"), campaign_tags(name):
+        for stage_name, stage in (
+            ("prepare", prepare),
+            ("validate", validate),
+            ("commit", commit),
+            ("execute", execute),
+        ):
+            # The lifecycle executes the window itself: its commit must not also schedule execute-window.
+            extra = {"schedule_execution": False} if stage is commit else {}
+            state = stage(params, return_state=True, **extra)
+            outcomes.append((stage_name, state.name, state.message or ""))
+            if not state.is_completed():  # after a failed gate nothing executes
                 publish_lifecycle_summary(name, outcomes, None)
-                return _stopped_at("analyse", state)
-            result = state.result()
-            publish_lifecycle_summary(name, outcomes, result)
-            return result
-    except CampaignError as err:
-        return failed(err)
+                return _stopped_at(stage_name, state)
+        state = analyse_flow(AnalyseParams(workspace=str(ws.root)), return_state=True)
+        outcomes.append(("analyse", state.name, state.message or ""))
+        if not state.is_completed():
+            publish_lifecycle_summary(name, outcomes, None)
+            return _stopped_at("analyse", state)
+        result = state.result()
+        publish_lifecycle_summary(name, outcomes, result)
+        return result
 
 
 def _stopped_at(stage: str, state):

@@ -6,9 +6,8 @@ from prefect import flow
 from pydantic import BaseModel, ConfigDict, Field
 
 from campaign import store
-from campaign.errors import CampaignError
 from campaign.window import window_inputs
-from flows.common import failed, quiet_expected_errors
+from flows.common import fails_cleanly
 from tasks.config import load_campaign
 from tasks.power import write_power_notice
 
@@ -25,21 +24,18 @@ class PowerParams(BaseModel):
 
 
 @flow(name="power")
+@fails_cleanly
 def power_flow(params: PowerParams = PowerParams()):
-    quiet_expected_errors()
-    try:
-        loaded, ws = load_campaign(params.config, params.overrides, params.workspace)
-        store.adopt_workspace(ws, loaded.config.name)  # never writes into a folder campaign does not own
-        inputs = window_inputs(loaded.config)
-        return write_power_notice(
-            ws.root / "power",
-            loaded.digest[:12],
-            inputs,
-            params.replicas or loaded.config.sim.replicas,
-            f"{loaded.config.name} (config {loaded.digest[:12]})",
-        )
-    except CampaignError as err:
-        return failed(err)
+    loaded, ws = load_campaign(params.config, params.overrides, params.workspace)
+    store.adopt_workspace(ws, loaded.config.name)  # never writes into a folder campaign does not own
+    inputs = window_inputs(loaded.config)
+    return write_power_notice(
+        ws.root / "power",
+        loaded.digest[:12],
+        inputs,
+        params.replicas or loaded.config.sim.replicas,
+        f"{loaded.config.name} (config {loaded.digest[:12]})",
+    )
 
 
 if __name__ == "__main__":

@@ -16,8 +16,7 @@ from prefect import flow, unmapped
 
 from campaign.config import DataConfig, RuntimeConfig
 from campaign.data.workers import keep_workers, shard_workers
-from campaign.errors import CampaignError
-from flows.common import StageParams, failed, stage_run, stage_run_name
+from flows.common import StageParams, fails_cleanly, stage_run, stage_run_name
 from flows.runners import task_runner_for
 from tasks.config import load_campaign
 from tasks.prepare import (
@@ -71,18 +70,16 @@ def _workers_use_this_api():
 
 
 @flow(name="prepare", log_prints=False, flow_run_name=stage_run_name("prepare"))
+@fails_cleanly
 def prepare(params: StageParams = StageParams()):
-    try:
-        loaded, ws = load_campaign(params.config, params.overrides, params.workspace)
-        with stage_run(ws, "prepare", loaded.digest) as run_id:
-            data = loaded.config.data.in_workspace(ws.root)  # `{workspace}/...` paths: this workspace's own
-            ensure_demo_inputs(data, loaded.config.seed)
-            record = run_prepare_shards(data, ws, loaded.config.runtime)
-            manifest = json.loads(Path(record.manifest_path).read_text())
-            record_dataset(ws, run_id, manifest)
-            return record
-    except CampaignError as err:
-        return failed(err)
+    loaded, ws = load_campaign(params.config, params.overrides, params.workspace)
+    with stage_run(ws, "prepare", loaded.digest) as run_id:
+        data = loaded.config.data.in_workspace(ws.root)  # `{workspace}/...` paths: this workspace's own
+        ensure_demo_inputs(data, loaded.config.seed)
+        record = run_prepare_shards(data, ws, loaded.config.runtime)
+        manifest = json.loads(Path(record.manifest_path).read_text())
+        record_dataset(ws, run_id, manifest)
+        return record
 
 
 if __name__ == "__main__":

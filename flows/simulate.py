@@ -20,7 +20,6 @@ from prefect.utilities.annotations import quote
 from pydantic import BaseModel, ConfigDict, Field
 
 from campaign.config import RuntimeConfig, load_config
-from campaign.errors import CampaignError
 from campaign.goodput import ETTR_DEFINITION, UTILISATION_DEFINITION
 from campaign.sim import check_replicas_fit, replica_batches, summarise_replicas
 from campaign.sim.replicas import available_memory_bytes
@@ -34,7 +33,7 @@ from campaign.sim.sweeps import (
 )
 from campaign.store import workspace_for
 from campaign.window import window_inputs
-from flows.common import failed, quiet_expected_errors
+from flows.common import fails_cleanly
 from flows.runners import task_runner_for
 from tasks.analyse import simulate_report
 from tasks.simulate import publish_simulation, record_sweep, simulate_replica_batch
@@ -61,21 +60,15 @@ class SimulateParams(BaseModel):
 
 
 @flow(name="simulate")
+@fails_cleanly
 def simulate_flow(params: SimulateParams = SimulateParams()):
-    quiet_expected_errors()
-    try:
-        overrides = list(params.overrides) + ([f"seed={params.seed}"] if params.seed is not None else [])
-        loaded = load_config(params.config, overrides)
-    except CampaignError as err:
-        return failed(err)
+    overrides = list(params.overrides) + ([f"seed={params.seed}"] if params.seed is not None else [])
+    loaded = load_config(params.config, overrides)
     replicas = params.replicas or loaded.config.sim.replicas
     if params.sweeps:
         return _sweep(params, overrides, loaded, replicas)
-    try:
-        inputs = window_inputs(loaded.config)
-        check_replicas_fit(inputs, replicas, loaded.config.runtime.max_workers, available_memory_bytes())
-    except CampaignError as err:
-        return failed(err)
+    inputs = window_inputs(loaded.config)
+    check_replicas_fit(inputs, replicas, loaded.config.runtime.max_workers, available_memory_bytes())
     started = time.perf_counter()
     # One task per worker, each a contiguous batch: results do not depend on the split (replica r is seeded
     # by (seed, r)), and a batch costs one task's overhead instead of one per replica.
@@ -122,17 +115,14 @@ def _run_batches(runtime: RuntimeConfig, points: list, batches: list[range]) -> 
 def _sweep(params: SimulateParams, overrides: list[str], loaded, replicas: int):
     """Every grid point on the same replica seeds; one task per (point, worker batch); rows stored and published."""
     workers = loaded.config.runtime.max_workers
-    try:
-        check_sweeps(params.config, overrides, params.sweeps)
-        axes = [parse_sweep(spec) for spec in params.sweeps]
-        grid = sweep_grid(axes)
-        points = []
-        for point in grid:
-            config = load_config(params.config, overrides + overrides_for(point)).config
-            points.append(window_inputs(config))
-        check_replicas_fit(points[0], replicas * len(points), workers, available_memory_bytes())
-    except CampaignError as err:
-        return failed(err)
+    check_sweeps(params.config, overrides, params.sweeps)
+    axes = [parse_sweep(spec) for spec in params.sweeps]
+    grid = sweep_grid(axes)
+    points = []
+    for point in grid:
+        config = load_config(params.config, overrides + overrides_for(point)).config
+        points.append(window_inputs(config))
+    check_replicas_fit(points[0], replicas * len(points), workers, available_memory_bytes())
     started = time.perf_counter()
     batches = replica_batches(replicas, workers)
     per_point = _run_batches(loaded.config.runtime, points, batches)
