@@ -16,7 +16,7 @@ from campaign.analysis.report_inputs import gather_report_inputs
 from campaign.analysis.simulate_report import render_simulate_report, replica_values, report_stem
 from campaign.errors import CampaignError
 from campaign.files import atomic_write_json, atomic_write_text
-from tasks.artifacts import artifact_key
+from tasks.artifacts import COMPARE_HTML_KEY, COMPARE_KEY, artifact_key
 
 
 @task(name="analyse-window", cache_policy=None)
@@ -69,9 +69,9 @@ def compare(targets: list[str], out_dir: str) -> dict:
     comparison = render_compare(runs)
     html, path_json = write_compare(Path(out_dir), comparison)
     create_markdown_artifact(
-        key="campaign-compare", markdown=comparison["markdown"], description=f"{len(runs)} runs side by side"
+        key=COMPARE_KEY, markdown=comparison["markdown"], description=f"{len(runs)} runs side by side"
     )
-    create_link_artifact(key="campaign-compare-html", link=html.as_uri(), link_text="compare.html")
+    create_link_artifact(key=COMPARE_HTML_KEY, link=html.as_uri(), link_text="compare.html")
     get_run_logger().info("comparison of %d runs written to %s", len(runs), html)
     return {**comparison["json"], "report_html": str(html), "json_path": str(path_json)}
 

@@ -22,6 +22,33 @@ def artifact_key(campaign: str, what: str) -> str:
     return f"{slug(what)}-{slug(campaign)}"[:MAX_KEY].rstrip("-")
 
 
+def approval_key(campaign: str) -> str:
+    """The approval request of this campaign's commit: `approval-demo`."""
+    return artifact_key(campaign, "approval")
+
+
+def calendar_key(cluster: str, part: str = "") -> str:
+    """A calendar belongs to a cluster, shared by its campaigns: keyed by the cluster, then the part
+    (`cluster-calendar-demo-h100-16`, `cluster-calendar-demo-h100-16-gaps`)."""
+    key = artifact_key(cluster, "cluster-calendar")
+    return f"{key}-{slug(part)}" if part else key
+
+
+def power_notice_key(stem: str) -> str:
+    """A power notice is keyed by what it is for (the config digest or the commitment): `power-notice-<stem>`."""
+    return artifact_key(stem, "power-notice")
+
+
+def sweep_key(sweep_id: str) -> str:
+    """A what-if sweep is keyed by its id (the first 12 characters): `sweep-<id>`."""
+    return artifact_key(sweep_id[:12], "sweep")
+
+
+# A comparison sets several campaigns side by side: one key for all.
+COMPARE_KEY = "campaign-compare"
+COMPARE_HTML_KEY = "campaign-compare-html"
+
+
 def campaign_tag(campaign: str) -> str:
     """The tag every run of this campaign carries (`campaign:demo`), to filter the UI's runs by campaign."""
     return f"campaign:{slug(campaign)}"

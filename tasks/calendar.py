@@ -17,15 +17,12 @@ from campaign.calendar.summary import calendar_markdown
 from campaign.config import LoadedConfig
 from campaign.errors import Refused
 from campaign.files import atomic_write_bytes, atomic_write_json
+from tasks.artifacts import calendar_key
 
 
 def calendar_of(loaded: LoadedConfig, ws: store.Workspace, override: str | None = None) -> Path:
     """The calendar of this campaign's cluster, beside its workspace (or --calendar / CAMPAIGN_CALENDAR)."""
     return cal.calendar_path(loaded.config.cluster.name, ws.root, override)
-
-
-def _artifact_key(cluster: str) -> str:
-    return "cluster-calendar-" + "".join(c if c.isalnum() else "-" for c in cluster.lower())
 
 
 @task(name="calendar-report", cache_policy=None)
@@ -45,13 +42,13 @@ def report_calendar(path: Path, start: str | None, end: str | None, now: datetim
     atomic_write_json(path.with_name(f"{path.stem}-report.json"), report)
     totals = report["totals"]
     create_markdown_artifact(
-        key=_artifact_key(state.cluster),
+        key=calendar_key(state.cluster),
         markdown=calendar_markdown(report, chart, str(png)),
         description=f"calendar of cluster {state.cluster}",
     )
     if report["gaps"]:
         create_table_artifact(
-            key=_artifact_key(state.cluster) + "-gaps",
+            key=calendar_key(state.cluster, "gaps"),
             table=report["gaps"],
             description=f"idle gaps of cluster {state.cluster}, priced",
         )

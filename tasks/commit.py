@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import uuid
 from dataclasses import replace
 
@@ -19,6 +18,7 @@ from campaign.evidence import read_evidence
 from campaign.files import atomic_write_json
 from campaign.gates import commit_problems
 from campaign.plan import make_plan
+from tasks.artifacts import approval_key
 
 
 @task(name="check-gates", cache_policy=None)
@@ -49,11 +49,6 @@ def passed_data_digest(ws: store.Workspace, loaded: LoadedConfig) -> str:
     return evidence.digest
 
 
-def _artifact_key(campaign_name: str) -> str:
-    """Prefect artifact keys allow lowercase letters, digits and dashes."""
-    return "approval-" + (re.sub(r"[^a-z0-9-]+", "-", campaign_name.lower()).strip("-") or "campaign")
-
-
 @task(name="approval-request", cache_policy=None)
 def publish_approval_request(ws: store.Workspace, loaded: LoadedConfig, data_digest: str) -> ApprovalRequest:
     """What the approver is asked: the window, GPUs, expected days and p90, cost, every gate with its figure and
@@ -69,7 +64,7 @@ def publish_approval_request(ws: store.Workspace, loaded: LoadedConfig, data_dig
     request = approval_request(loaded.config, loaded.digest, data_digest, gates, plan.expected_days, p90)
     create_markdown_artifact(
         request.markdown(),
-        key=_artifact_key(loaded.config.name),
+        key=approval_key(loaded.config.name),
         description=f"Approval request: {request.headline()}",
     )
     get_run_logger().info("approval requested: %s", request.headline())
@@ -114,7 +109,7 @@ def record_answer(
     note = f"**{verdict} by {approver}**" + (f": {comment}" if comment else "")
     create_markdown_artifact(
         f"{note}\n\n{request.markdown()}",
-        key=_artifact_key(request.campaign),
+        key=approval_key(request.campaign),
         description=f"{verdict} by {approver}: {request.headline()}",
     )
     get_run_logger().info("%s by %s%s", verdict.lower(), approver, f": {comment}" if comment else "")

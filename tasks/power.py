@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from prefect import get_run_logger, task
@@ -11,6 +10,7 @@ from prefect.artifacts import create_markdown_artifact
 from campaign.files import atomic_write_json, atomic_write_text
 from campaign.sim import SimInputs
 from campaign.sim.power_notice import notice_markdown, power_notice
+from tasks.artifacts import power_notice_key
 
 
 @task(name="power-notice", task_run_name="power-notice-{stem}", cache_policy=None)
@@ -20,7 +20,7 @@ def write_power_notice(out_dir: Path, stem: str, inputs: SimInputs, replicas: in
     json_path = atomic_write_json(out_dir / f"{stem}-power.json", notice)
     md_path = atomic_write_text(out_dir / f"{stem}-power.md", markdown)
     create_markdown_artifact(
-        key="power-notice-" + re.sub(r"[^a-z0-9-]+", "-", stem.lower())[:40],
+        key=power_notice_key(stem),
         markdown=markdown,
         description=f"facility power notice: {title}",
     )

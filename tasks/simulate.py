@@ -11,7 +11,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from campaign import store
 from campaign.sim import SimInputs, simulate_batch
 from campaign.sim.replicas import summary_markdown, summary_table
-from tasks.artifacts import artifact_key
+from tasks.artifacts import artifact_key, sweep_key
 
 
 @task(
@@ -68,7 +68,7 @@ def record_sweep(
                 )
     table = [{**{k: v for k, v in r.items() if k != "values"}, **r["values"]} for r in rows]
     create_table_artifact(
-        key=f"sweep-{sweep_id[:12]}",
+        key=sweep_key(sweep_id),
         table=table,
         description=f"campaign simulate --sweep: {replicas} replicas per point, seed {seed}",
     )
