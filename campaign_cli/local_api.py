@@ -11,7 +11,7 @@ Otherwise it starts the same single-process uvicorn app that Prefect's own ephem
 - on Linux the kernel kills the server when the command dies, even by SIGKILL (PR_SET_PDEATHSIG);
 - no flow run heartbeats (nothing watches a private server for crashed runs; each run's end waits ~1 s for them).
 The command warms its own imports while the server starts (`warm`), so the two overlap.
-Measured in benchmarks/local_api.md.
+What it costs a command: benchmarks/results/2026-12-03-local-api.md.
 """
 
 import contextlib

@@ -7,8 +7,8 @@ failing expired pauses, cascading cancellations, deleting logs of deleted runs, 
 automation triggers. A private API has no deployments, schedules or automations and lives only as long as its
 command, so none of them can come due; the task-run recorder and event persister, which the command's runs do
 need, are services of their own and run as usual. The worker polled its queue every 0.25 s and its
-cancellation channel every 0.1 s, each poll a Lua script or a thread hop in the in-memory Redis: measured with
-py-spy, 0.12 CPU-seconds per second while idle, 12 of a 1 GB prepare's 155 CPU-seconds (benchmarks/README.md).
+cancellation channel every 0.1 s, each poll a Lua script or a thread hop in the in-memory Redis: more than half of
+an idle server's CPU (benchmarks/results/2026-12-03-local-api.md).
 Jobs the API enqueues are dropped with the server when the command ends.
 """
 

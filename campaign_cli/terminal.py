@@ -123,7 +123,7 @@ def prefect_api(ws: Any = None, warm: Callable[[], object] | None = None) -> Ite
 
 # Each stage's flow and its module. A command imports only its own stage's flow: importing all of them (Great
 # Expectations, matplotlib, pandas, SciPy, Numba) cost `campaign prepare` 120 MB and 1.2 CPU-seconds for
-# nothing (benchmarks/README.md, prepare).
+# nothing (docs/prefect-ui.md).
 STAGE_FLOWS = {
     "prepare": ("flows.prepare", "prepare"),
     "validate": ("flows.validate", "validate"),

@@ -118,7 +118,7 @@ def commit(params: StageParams = StageParams(), schedule_execution: bool = True)
         # the calendar is read afresh there.
         booking = book_calendar(ws, loaded, data_digest, store.now())
         booked = book_window(ws, loaded, data_digest, run_id, approved_by, booking, comment)
-        # The utility's warning: commitments/<id>-power.md and .json, and an artifact (issue 9).
+        # The utility's warning: commitments/<id>-power.md and .json, and an artifact.
         write_power_notice(
             ws.root / "commitments",
             booked.commitment_id,

@@ -9,7 +9,8 @@ loop; `cache=True` keeps the machine code beside this file so a CLI run loads it
 Helpers that only read and write arrays their caller owns are compiled with `_nrt=False` (Numba's switch for the
 runtime's reference counting, numba/numba#2350): with it on, every call passing an array does an atomic incref and
 decref per array argument, most of the event loop's time. Those helpers cannot allocate (Numba refuses to compile
-an allocation there), so only the kernels that allocate keep the runtime. Speed: benchmarks/results/.
+an allocation there), so only the kernels that allocate keep the runtime.
+Speed: benchmarks/results/2026-12-03-simulate.md.
 
 The Python model stays the reference: `simulate()` (event log, sampled power) runs it, and
 tests/unit/test_sim_fast.py holds this kernel to it for any setting (same counts, figures to float rounding).

@@ -1,4 +1,4 @@
-"""The dependency rule (DESIGN §2): `campaign` imports without Prefect or Great Expectations, and imports run one way."""
+"""The dependency rule (docs/design.md, "Layer rules"): `campaign` imports without Prefect or Great Expectations, and imports run one way."""
 
 import ast
 import subprocess
@@ -72,7 +72,7 @@ def _imports_of(path: Path) -> set[str]:
 
 
 def test_imports_run_one_way():
-    """No layer imports one above it (DESIGN §2); nothing below the command imports campaign_cli."""
+    """No layer imports one above it (docs/design.md); nothing below the command imports campaign_cli."""
     offenders = []
     for package, above in FORBIDDEN.items():
         for path in sorted((REPO / package).rglob("*.py")):
