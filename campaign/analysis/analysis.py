@@ -24,7 +24,8 @@ from campaign import goodput
 from campaign.analysis.statistics import checkpoint_overhead, optimal_interval_s, poisson_interval
 from campaign.approval import read_pending
 from campaign.errors import CampaignError, ConfigError, DataError, WorkspaceBusy
-from campaign.store import SCHEMA_VERSION, Workspace, existing_workspace, first_row
+from campaign.sql.rows import one_row, rows, scalar
+from campaign.store import SCHEMA_VERSION, Workspace, existing_workspace
 
 LOST_KEYS = ("lost_rework", "restart", "waiting")
 REQUIRED_TABLES = ("runs", "gates", "commitments", "sim_replicas", "sim_events", "sim_power", "executions")
@@ -51,10 +52,10 @@ def create_views(con: duckdb.DuckDBPyConnection) -> None:
 
 def check_catalog(con: duckdb.DuckDBPyConnection, where: str) -> None:
     """Refuse a catalog this version cannot read: an older schema, or one with no executed window."""
-    tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    tables = {r["table_name"] for r in rows(con, "SELECT table_name FROM duckdb_tables()")}
     version = None
     if "schema_meta" in tables:
-        version = first_row(con, "SELECT max(version) FROM schema_meta")[0]
+        version = scalar(con, "SELECT max(version) FROM schema_meta")
     missing = [t for t in REQUIRED_TABLES if t not in tables]
     if missing or version is None or version < SCHEMA_VERSION:
         raise DataError(
@@ -64,7 +65,7 @@ def check_catalog(con: duckdb.DuckDBPyConnection, where: str) -> None:
             fix="run `campaign execute CONFIG --workspace DIR` with this version once (it migrates the catalog and "
             "records the executed window), then analyse again",
         )
-    if not first_row(con, "SELECT count(*) FROM executions")[0]:
+    if not scalar(con, "SELECT count(*) FROM executions"):
         pending = read_pending(Path(where).parent)
         waiting = f" ({pending.describe()})" if pending else ""
         raise DataError(
@@ -81,14 +82,14 @@ def analyse_window(
     of rejected documents)."""
     check_catalog(con, where)
     create_views(con)
-    row = first_row(
+    window = one_row(
         con,
         "SELECT commitment_id, replica, seed, summary, window_start, window_end, config_digest, "
         "data_digest, config_json FROM executed_window",
     )
-    commitment_id, replica, seed, summary_json, start, end, config_digest, data_digest, config_json = row
-    summary = json.loads(summary_json)
-    config = json.loads(config_json) if config_json else None
+    commitment_id, replica = window["commitment_id"], window["replica"]
+    summary = json.loads(window["summary"])
+    config = json.loads(window["config_json"]) if window["config_json"] else None
     events = con.execute(
         "SELECT t_s, kind, category, scope, node, tokens_trained, detail FROM window_events ORDER BY event_id"
     ).df()
@@ -98,10 +99,14 @@ def analyse_window(
         {
             "commitment_id": commitment_id,
             "replica": replica,
-            "seed": seed,
-            "window": {"start": str(start), "end": str(end), "hours": summary["window_s"] / 3600.0},
-            "config_digest": config_digest,
-            "data_digest": data_digest,
+            "seed": window["seed"],
+            "window": {
+                "start": str(window["window_start"]),
+                "end": str(window["window_end"]),
+                "hours": summary["window_s"] / 3600.0,
+            },
+            "config_digest": window["config_digest"],
+            "data_digest": window["data_digest"],
             "data": data_section(con, config, data_dir),
             "gates": gates_section(con),
         }
@@ -111,14 +116,9 @@ def analyse_window(
 
 
 def power_figures(con: duckdb.DuckDBPyConnection, commitment_id: str, replica: int) -> dict[str, float]:
-    names = ("peak_mw", "mean_mw", "min_mw", "energy_mwh_sampled", "max_sampled_ramp_mw_per_s", "n_samples")
-    return dict(
-        zip(
-            names,
-            first_row(con, query("power"), {"commitment_id": commitment_id, "replica": replica}),
-            strict=True,
-        )
-    )
+    # The columns of power.sql, by name: peak_mw, mean_mw, min_mw, energy_mwh_sampled, max_sampled_ramp_mw_per_s,
+    # n_samples.
+    return one_row(con, query("power"), {"commitment_id": commitment_id, "replica": replica})
 
 
 def window_figures(
@@ -372,10 +372,15 @@ def rejected_tokens_by_reason(data_dir: Path | None, tokenizer: str | None) -> d
 
 
 def gates_section(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
-    rows = con.execute("SELECT gate, passed, summary, details, run_id FROM gate_figures").fetchall()
     return [
-        {"gate": g, "passed": bool(p), "summary": s or "", "details": json.loads(d or "{}"), "run_id": r}
-        for g, p, s, d, r in rows
+        {
+            "gate": r["gate"],
+            "passed": bool(r["passed"]),
+            "summary": r["summary"] or "",
+            "details": json.loads(r["details"] or "{}"),
+            "run_id": r["run_id"],
+        }
+        for r in rows(con, "SELECT gate, passed, summary, details, run_id FROM gate_figures")
     ]
 
 

@@ -15,6 +15,7 @@ import pandas as pd
 
 from campaign.analysis.analysis import analyse_window, query, recommendations
 from campaign.analysis.power_detail import rebuild_one_second, smoothing_effect
+from campaign.sql.rows import one_row
 from campaign.store import Workspace, catalog
 
 # The power band is drawn with this many bins across the window (about one per horizontal pixel of the figure);
@@ -51,8 +52,8 @@ def gather_report_inputs(ws: Workspace) -> ReportInputs:
     with catalog(ws, read_only=True) as con:
         result = analyse_window(con, str(ws.catalog_path), ws.data_dir)
         events = con.execute("SELECT * FROM window_events ORDER BY event_id").df()
-        config_json, summary_json = con.execute("SELECT config_json, summary FROM executed_window").fetchone()
-        summary = json.loads(summary_json)
+        window = one_row(con, "SELECT config_json, summary FROM executed_window")
+        config_json, summary = window["config_json"], json.loads(window["summary"])
         band = power_band(con, result["commitment_id"], result["replica"], float(summary["window_s"]))
     one_second, note = rebuild_one_second(config_json, result["replica"], summary, len(events))
     if note == "":  # the committed config simulates the recorded window again: ask what smoothing changed

@@ -35,6 +35,7 @@ import pyarrow as pa
 from campaign.config import DataConfig
 from campaign.data.dedup import EXACT_DUPLICATE
 from campaign.data.shards import SIG, ShardSummary, band_column
+from campaign.sql.rows import one_row, scalar
 
 if TYPE_CHECKING:
     import duckdb
@@ -115,15 +116,20 @@ def dedup_pass(
                   ORDER BY r.row)
             TO '{_sql_path(tmp)}' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {DEDUP_ROW_GROUP})""")
         tmp.replace(out)
-        exact_removed, near_removed, clusters, largest = con.execute("""
-            SELECT (SELECT count(*) FROM exact), coalesce(sum(n), 0), count(*), coalesce(max(n) + 1, 0)
-            FROM (SELECT count(*) AS n FROM removed WHERE NOT exact GROUP BY kept)""").fetchone()
+        counts = one_row(
+            con,
+            """
+            SELECT (SELECT count(*) FROM exact) AS exact_removed, coalesce(sum(n), 0) AS near_removed,
+                   count(*) AS clusters, coalesce(max(n) + 1, 0) AS largest
+            FROM (SELECT count(*) AS n FROM removed WHERE NOT exact GROUP BY kept)""",
+        )
+        exact_removed, near_removed = counts["exact_removed"], counts["near_removed"]
+        clusters, largest = counts["clusters"], counts["largest"]
         candidates = 0
         if cleaning.near_dedup.enabled:
-            candidates = con.execute("""
-                SELECT count(*) FROM docs d ANTI JOIN exact e ON e.row = d.row WHERE d.has_sig""").fetchone()[
-                0
-            ]
+            candidates = scalar(
+                con, "SELECT count(*) FROM docs d ANTI JOIN exact e ON e.row = d.row WHERE d.has_sig"
+            )
     finally:
         con.close()
         _remove(db_path, spill, db_path.with_name(db_path.name + ".wal"))
@@ -155,10 +161,9 @@ def _components(con: duckdb.DuckDBPyConnection) -> None:
         con.execute("""
             CREATE TABLE jumped AS
             SELECT s.node, least(s.label, t.label) AS label FROM step s JOIN step t ON t.node = s.label""")
-        changed = con.execute("""
-            SELECT count(*) FROM jumped j JOIN labels l USING (node) WHERE j.label <> l.label""").fetchone()[
-            0
-        ]
+        changed = scalar(
+            con, "SELECT count(*) FROM jumped j JOIN labels l USING (node) WHERE j.label <> l.label"
+        )
         con.execute("DROP TABLE labels")
         con.execute("DROP TABLE step")
         con.execute("ALTER TABLE jumped RENAME TO labels")

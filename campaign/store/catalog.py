@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from campaign.errors import DataError, Refused, WorkspaceBusy
+from campaign.sql.rows import one_row, rows, scalar
 from campaign.store.workspace import Workspace, now
 
 if TYPE_CHECKING:  # pandas costs ~1 s to import: a refusal that needs none answers without it
@@ -82,12 +83,14 @@ def _corrupt(ws: Workspace, exc: Exception) -> DataError:
 
 def _ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     """Create the tables; migrate a version-1 catalog (one gate row per digests) to one gate row per run."""
-    has_gates = bool(first_row(con, "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'gates'")[0])
+    has_gates = bool(scalar(con, "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'gates'"))
     version_row = None
-    if first_row(con, "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'schema_meta'")[0]:
-        version_row = first_row(con, "SELECT max(version) FROM schema_meta")
+    if scalar(con, "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'schema_meta'"):
+        version_row = one_row(con, "SELECT max(version) AS version FROM schema_meta")
     version = (
-        version_row[0] if version_row and version_row[0] is not None else (1 if has_gates else SCHEMA_VERSION)
+        version_row["version"]
+        if version_row and version_row["version"] is not None
+        else (1 if has_gates else SCHEMA_VERSION)
     )
     if version < 2:
         with transaction(con):
@@ -112,12 +115,6 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConne
         con.execute("ROLLBACK")
         raise
     con.execute("COMMIT")
-
-
-def first_row(con: duckdb.DuckDBPyConnection, query: str, params: Any = None) -> tuple | None:
-    """The first row of a query, with the result fully consumed (DuckDB 2 refuses new work on an open result)."""
-    rows = con.execute(query, params or []).fetchall()
-    return rows[0] if rows else None
 
 
 # --------------------------------------------------------------------------------------------------- runs
@@ -155,9 +152,9 @@ def record_dataset(ws: Workspace, run_id: str, manifest: dict[str, Any]) -> int:
     """Insert one `datasets` row per source and the per-reason `rejections`; no-op if this digest is recorded."""
     digest = manifest["data_digest"]
     with catalog(ws) as con, transaction(con):
-        if first_row(con, "SELECT count(*) FROM datasets WHERE data_digest = ?", [digest])[0]:
+        if scalar(con, "SELECT count(*) FROM datasets WHERE data_digest = ?", [digest]):
             return 0
-        rows = 0
+        n_rows = 0
         for source in manifest["sources"]:
             con.execute(
                 "INSERT INTO datasets VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -180,7 +177,7 @@ def record_dataset(ws: Workspace, run_id: str, manifest: dict[str, Any]) -> int:
                 con.execute(
                     "INSERT INTO rejections VALUES (?, ?, ?, ?)", [digest, source["name"], reason, count]
                 )
-            rows += 1
+            n_rows += 1
         for position, row in enumerate(manifest.get("removals", [])):  # per source and reason, pipeline order
             con.execute(
                 "INSERT INTO removals VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -196,7 +193,7 @@ def record_dataset(ws: Workspace, run_id: str, manifest: dict[str, Any]) -> int:
                     row["tokens_exact"],
                 ],
             )
-        return rows
+        return n_rows
 
 
 # -------------------------------------------------------------------------------------------------- gates
@@ -226,7 +223,7 @@ def record_gates(
     adds nothing."""
     checked_at = now()
     with catalog(ws) as con, transaction(con):
-        if first_row(con, "SELECT count(*) FROM gates WHERE run_id = ?", [run_id])[0]:
+        if scalar(con, "SELECT count(*) FROM gates WHERE run_id = ?", [run_id]):
             return 0
         for gate, passed, details in results:
             con.execute(
@@ -249,9 +246,12 @@ def latest_gates(ws: Workspace, config_digest: str, data_digest: str) -> dict[st
     if not ws.catalog_path.exists():
         return {}
     with catalog(ws) as con:
-        rows = con.execute(sql("latest_gates"), [config_digest, data_digest]).fetchall()
+        found = rows(con, sql("latest_gates"), [config_digest, data_digest])
     return {
-        r[0]: GateRecord(r[0], bool(r[1]), r[2], r[3], json.loads(r[4] or "{}"), r[5], r[6]) for r in rows
+        r["gate"]: GateRecord(
+            **{**r, "passed": bool(r["passed"]), "details": json.loads(r["details"] or "{}")}
+        )
+        for r in found
     }
 
 
@@ -312,12 +312,13 @@ def commitments(ws: Workspace) -> list[Commitment]:
 
 
 def _commitment_rows(con: duckdb.DuckDBPyConnection, where: str, params: list[Any]) -> list[Commitment]:
-    rows = con.execute(
+    found = rows(
+        con,
         "SELECT commitment_id, window_start, window_end, config_digest, data_digest, approved_by, run_id, "
         f"created_at, config_json, approval_comment FROM commitments {where} ORDER BY created_at DESC",
         params,
-    ).fetchall()
-    return [Commitment(*row) for row in rows]
+    )
+    return [Commitment(**row) for row in found]
 
 
 # ------------------------------------------------------------------------------------------- simulations
@@ -328,11 +329,11 @@ def has_replica(ws: Workspace, commitment_id: str, replica: int) -> bool:
         return False
     with catalog(ws) as con:
         return bool(
-            first_row(
+            scalar(
                 con,
                 "SELECT count(*) FROM sim_replicas WHERE commitment_id = ? AND replica = ?",
                 [commitment_id, replica],
-            )[0]
+            )
         )
 
 
@@ -350,11 +351,11 @@ def record_replica(
     events = events.assign(commitment_id=commitment_id, replica=replica)
     power = power.assign(commitment_id=commitment_id, replica=replica)
     with catalog(ws) as con, transaction(con):
-        if first_row(
+        if scalar(
             con,
             "SELECT count(*) FROM sim_replicas WHERE commitment_id = ? AND replica = ?",
             [commitment_id, replica],
-        )[0]:
+        ):
             return False
         con.register("new_events", events)
         con.execute(
@@ -385,7 +386,7 @@ def record_replica(
 def record_execution(ws: Workspace, run_id: str, commitment_id: str, replica: int, reused: bool) -> None:
     """Note which window this execute run executed (analyse reports the newest one)."""
     with catalog(ws) as con, transaction(con):
-        if not first_row(con, "SELECT count(*) FROM executions WHERE run_id = ?", [run_id])[0]:
+        if not scalar(con, "SELECT count(*) FROM executions WHERE run_id = ?", [run_id]):
             con.execute(
                 "INSERT INTO executions VALUES (?, ?, ?, ?, ?)",
                 [run_id, commitment_id, replica, reused, now()],
@@ -394,9 +395,9 @@ def record_execution(ws: Workspace, run_id: str, commitment_id: str, replica: in
 
 def replica_summary(ws: Workspace, commitment_id: str, replica: int) -> dict[str, Any]:
     with catalog(ws) as con:
-        row = first_row(
+        summary = scalar(
             con,
             "SELECT summary FROM sim_replicas WHERE commitment_id = ? AND replica = ?",
             [commitment_id, replica],
         )
-    return json.loads(row[0])
+    return json.loads(summary)

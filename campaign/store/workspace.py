@@ -153,13 +153,13 @@ def locked(ws: Workspace, command: str, wait_s: float | None = None) -> Iterator
     finally:
         with _held_guard:
             # Not held any more: let go by `released` and not taken back (its WorkspaceBusy is on its way up).
-            lock, depth = _held.get(key, (None, 0))
-            if depth > 1:
-                _held[key] = (lock, depth - 1)
-            elif lock is not None:
+            entry = _held.get(key)
+            if entry is not None and entry[1] > 1:
+                _held[key] = (entry[0], entry[1] - 1)
+            elif entry is not None:
                 del _held[key]
                 (ws.root / ".lock.json").unlink(missing_ok=True)
-                lock.release()
+                entry[0].release()
 
 
 @contextmanager
