@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from campaign.config.schema import WORKSPACE_PLACEHOLDER, CampaignConfig, config_digest
 from campaign.errors import ConfigError
@@ -236,18 +237,20 @@ def _apply_override(data: dict, text: str, where: dict[KeyPath, Where]) -> None:
             )
         node = node.setdefault(key, {})
     last = keys[-1]
-    if (isinstance(node, list) and isinstance(last, int) and last < len(node)) or isinstance(node, dict):
-        node[last] = value
-    else:
+    is_list_item = isinstance(node, list) and isinstance(last, int) and last < len(node)
+    if not (is_list_item or isinstance(node, dict)):
         raise ConfigError(
             f"cannot set '{dotted}'", where="--set", fix="check the dotted key against the config file"
         )
+    node[last] = value
     where[tuple(keys)] = (f"--set {text}", 0)
 
 
 def _resolve_source_paths(data: dict, campaign_path: Path) -> None:
     """Make data source globs absolute, relative to the campaign file, so digests do not depend on the cwd."""
-    section = data.get("data") if isinstance(data.get("data"), dict) else {}
+    section = data.get("data")
+    if not isinstance(section, dict):
+        return  # not a mapping: the model's validation reports it
 
     def resolve(path: str) -> str:
         # `{workspace}/...` is resolved against the workspace when a stage runs (DataConfig.in_workspace).
@@ -303,7 +306,7 @@ def _nearest(loc: KeyPath, where: dict[KeyPath, Where], path: Path) -> Where:
     return (str(path), 0)
 
 
-def _message(err: dict, loc: KeyPath) -> str:
+def _message(err: ErrorDetails, loc: KeyPath) -> str:
     kind = err["type"]
     if kind == "extra_forbidden":
         model = _model_at(loc[:-1])

@@ -220,13 +220,14 @@ def write_demo_corpus(out_dir: Path, seed: int = 7) -> dict[str, Any]:
     # ---- write docs; its expected rejections, web (first in order) having claimed the mirrored texts
     kept_hashes = {text_sha256(normalise_text(r["text"])) for r in records if r["kind"] in ("good", "mirror")}
     doc_ids = [doc_id for doc_id, _ in docs]
-    for (doc_id, body), reason in zip(docs, docs_reasons, strict=True):
-        if reason is None:
+    for (doc_id, body), natural in zip(docs, docs_reasons, strict=True):
+        doc_reason = natural
+        if doc_reason is None:
             sha = text_sha256(normalise_text(body))
-            reason = EXACT_DUPLICATE if sha in kept_hashes else None
+            doc_reason = EXACT_DUPLICATE if sha in kept_hashes else None
             kept_hashes.add(sha)
-        if reason is not None:
-            rejections[doc_id] = reason
+        if doc_reason is not None:
+            rejections[doc_id] = doc_reason
     table = pa.table(
         {"doc_id": pa.array(doc_ids, pa.string()), "body": pa.array([b for _, b in docs], pa.string())}
     )
@@ -289,7 +290,7 @@ def _prose_paragraphs() -> tuple[list[str], list[str]]:
 def _docs_documents() -> list[tuple[str, str]]:
     """Each topic cut at its section headings, consecutive sections merged up to DOCS_MIN_WORDS words."""
     heading = re.compile(r"\n(?=[^\n]+\n[=\-*]{3,}\n)")
-    out = []
+    out: list[tuple[str, str]] = []
     for key, text in _topics().items():
         pieces: list[str] = []
         for section in heading.split(text):

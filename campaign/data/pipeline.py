@@ -387,7 +387,7 @@ def write_run_manifest(
                 f"source {source.name}: {n_input} in != {result.n_kept} kept + {n_rejected} rejected"
             )
         ordered = _ordered(by_reason)
-        stats = {
+        stats: dict[str, Any] = {
             "n_input": n_input,
             "n_kept": result.n_kept,
             "n_rejected": n_rejected,

@@ -149,7 +149,7 @@ class _HashingReader(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:  # type: ignore[override]
+    def readinto(self, buffer) -> int:
         n = self._raw.readinto(buffer)
         if n:
             self.sha.update(memoryview(buffer)[:n])

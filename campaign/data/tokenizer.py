@@ -58,10 +58,12 @@ class Tokenizer(Protocol):
     """What campaign needs from a tokenizer: ids for training data, counts for accounting."""
 
     name: str  # e.g. "cl100k_base (bpe-openai 0.1.4)", with the library version
-    n_vocab: int
-    eot_id: int  # end-of-document token id
     is_lossless: bool  # decode(encode(t)) == t for every str
 
+    @property
+    def n_vocab(self) -> int: ...
+    @property
+    def eot_id(self) -> int: ...  # end-of-document token id
     def encode(self, text: str) -> list[int]: ...
     def encode_many(self, texts: Sequence[str]) -> list[list[int]]: ...
     def count_many(self, texts: Sequence[str]) -> list[int]: ...
@@ -130,11 +132,11 @@ class OpenAIBpeTokenizer:
             return bpe_openai.get_encoding(self._encoding_name)
 
     @property
-    def n_vocab(self) -> int:  # type: ignore[override]
+    def n_vocab(self) -> int:
         return int(self._encoding.n_vocab)
 
     @property
-    def eot_id(self) -> int:  # type: ignore[override]
+    def eot_id(self) -> int:
         return int(self._encoding.eot_token)
 
     @staticmethod
@@ -316,7 +318,9 @@ def _bpe_backend(encoding_name: str):
             module = sys.modules[name]
         else:
             loader = importlib.machinery.ExtensionFileLoader(name, str(paths[0]))
-            module = importlib.util.module_from_spec(importlib.util.spec_from_loader(name, loader))
+            spec = importlib.util.spec_from_loader(name, loader)
+            assert spec is not None  # a loader given: always a spec
+            module = importlib.util.module_from_spec(spec)
             loader.exec_module(module)
             sys.modules[name] = module
     return module.tokenizer_for_encoding(encoding_name)
