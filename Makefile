@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	$(BIN)/python -c "from campaign.sim.compiled import warm; warm()"  # compile the simulator once (Numba cache)
-	$(BIN)/python -c "from campaign.data.word_kernels import warm; warm()"  # and the word kernels of prepare
+	$(BIN)/python -c "from campaign.data.filters.kernels import warm; warm()"  # and the word kernels of prepare
 	touch $(STAMP)
 
 install: $(STAMP)

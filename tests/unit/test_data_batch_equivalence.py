@@ -117,8 +117,8 @@ def test_compiled_ngram_tables_equal_the_numpy_tables(
 def test_compiled_split_is_str_split_for_every_code_point() -> None:
     """The compiled scan's whitespace is `str.isspace`'s, character for character (lone surrogates included,
     as unnormalised text may hold them)."""
-    from campaign.data.filters import _utf8_buffer
-    from campaign.data.word_kernels import split_words_compiled
+    from campaign.data.filters.kernels import split_words_compiled
+    from campaign.data.filters.measures import _utf8_buffer
 
     samples = [f"a{chr(c)}b" for c in range(sys.maxunicode + 1)]
     data, offsets = _utf8_buffer(samples)

@@ -9,6 +9,8 @@ from hypothesis import strategies as st
 from campaign.config import C4Config, CleaningConfig, FineWebConfig, GopherRepetitionConfig
 from campaign.data import filters as F
 from campaign.data.dedup import EXACT_DUPLICATE, ExactDeduplicator, text_sha256
+from campaign.data.filters.base import _STOP_WORD, _ascii_stop_words
+from campaign.data.filters.c4 import _SENTENCE_END, _count_sentences, _has_policy_phrase
 from campaign.data.mixture import mixture_report
 from campaign.data.normalise import normalise_text
 from campaign.data.tokens import count_tokens, count_tokens_many
@@ -324,8 +326,8 @@ _STOPWORDY = st.text(alphabet=st.sampled_from(list("theboftandwivaxTHE_1 .-(\n'"
 def test_ascii_stop_word_search_is_the_regex(text: str, enough: int) -> None:
     """The ASCII fast path finds stop words exactly where the case-insensitive regex with look-arounds does:
     the same set when fewer than `enough` are present, at least `enough` otherwise."""
-    by_regex = {m.group(0).lower() for m in F._STOP_WORD.finditer(text)}
-    fast = F._ascii_stop_words(text.lower(), enough)
+    by_regex = {m.group(0).lower() for m in _STOP_WORD.finditer(text)}
+    fast = _ascii_stop_words(text.lower(), enough)
     if len(by_regex) < enough:
         assert fast == by_regex
     else:
@@ -336,8 +338,8 @@ def test_ascii_stop_word_search_is_the_regex(text: str, enough: int) -> None:
     st.text(alphabet=st.sampled_from(list("a.!? \n\t")), max_size=60), st.integers(min_value=0, max_value=6)
 )
 def test_sentence_count_stops_at_enough_and_is_exact_below(text: str, enough: int) -> None:
-    full = len(F._SENTENCE_END.findall(text))
-    assert F._count_sentences(text, enough) == min(full, enough)
+    full = len(_SENTENCE_END.findall(text))
+    assert _count_sentences(text, enough) == min(full, enough)
 
 
 @given(st.text(alphabet=st.sampled_from(list("termsofuseprivacylicookiepbt \n")), max_size=80))
@@ -345,4 +347,4 @@ def test_policy_phrase_test_is_any_phrase(text: str) -> None:
     import re
 
     alternation = re.compile("|".join(map(re.escape, F.C4_POLICY_SUBSTRINGS)))
-    assert F._has_policy_phrase(text) == (alternation.search(text) is not None)
+    assert _has_policy_phrase(text) == (alternation.search(text) is not None)

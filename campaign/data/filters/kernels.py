@@ -5,7 +5,7 @@ each word's characters and whether it is ASCII with no letter, in one scan of th
 `str.isspace`'s (29 code points, checked for every code point in tests/unit/test_data_batch_equivalence.py).
 `ngram_measures`: per text and n, the most frequent n-gram's count, characters and first position (top n-gram
 rules), and whether any n-gram repeats with the characters of the words its repeats cover (duplicated n-gram
-rules), exactly as `filters.ngram_tables_numpy` computes them (property-tested against it). The NumPy version
+rules), exactly as `measures.ngram_tables_numpy` computes them (property-tested against it). The NumPy version
 gives every n-gram a dense id with one batch-wide hash table per level, whose random accesses into millions of
 entries cost about 85 ns each; here each text is done on its own, so every table fits the CPU cache: level 1 maps
 each word to the text's own id (FNV-1a of its bytes, equal bytes confirmed), level n maps the pair (id of the
