@@ -12,6 +12,7 @@ from campaign.sim.failures import (
     job_failure_rate_per_s,
     random_streams,
 )
+from campaign.sim.fast import simulate_summary
 from campaign.sim.inputs import SimInputs, describe_inputs, sim_inputs_from_config
 from campaign.sim.power import (
     COMM_POWER_FRACTION,
@@ -40,7 +41,6 @@ from campaign.sim.simulator import (
     diurnal_multiplier,
     nominal_seconds,
     simulate,
-    simulate_summary,
 )
 
 __all__ = [

@@ -17,9 +17,9 @@ import math
 
 import numpy as np
 
+from campaign.sim.fast import simulate_curve
 from campaign.sim.inputs import DAY_S, SimInputs
 from campaign.sim.power import PowerCurve, one_second_series, power_stats_from_curve
-from campaign.sim.simulator import simulate_curve
 
 HOUR_S = 3600.0
 DEFAULT_FLOORS = (0.5, 0.7, 0.9)

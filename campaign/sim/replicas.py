@@ -16,8 +16,9 @@ import pandas as pd
 
 from campaign.errors import ConfigError
 from campaign.goodput import ETTR_DEFINITION, UTILISATION_DEFINITION
+from campaign.sim.fast import compiled_inputs, simulate_summary
 from campaign.sim.inputs import DAY_S, SimInputs
-from campaign.sim.simulator import BREAKDOWN_KEYS, SimResult, compiled_inputs, simulate, simulate_summary
+from campaign.sim.simulator import BREAKDOWN_KEYS, SimResult, simulate
 
 PERCENTILES = (10, 50, 90)
 

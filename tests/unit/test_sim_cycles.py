@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from campaign.sim import compiled, simulate
-from campaign.sim.simulator import compiled_inputs, kernel_arguments, simulate_curve, simulate_summary
+from campaign.sim.fast import compiled_inputs, kernel_arguments, simulate_curve, simulate_summary
 from tests.unit.test_sim import DAY, PROPERTY_SETTINGS, input_cases, make_inputs
 from tests.unit.test_sim_fast import assert_same
 
@@ -137,7 +137,7 @@ def test_a_block_writes_four_steps_and_short_checkpoints_or_a_ramp_limit_write_e
 def test_arrivals_at_equal_times_and_on_cycle_boundaries_run_in_the_event_models_order(monkeypatch):
     """The kernel merges the sorted arrivals with its heap instead of pushing them: ties between arrivals, and
     between an arrival and a checkpoint's end or a detection, must still run in scheduling order."""
-    from campaign.sim import simulator
+    from campaign.sim import fast, simulator
     from campaign.sim.failures import Arrivals
 
     inputs = make_inputs(
@@ -166,7 +166,8 @@ def test_arrivals_at_equal_times_and_on_cycle_boundaries_run_in_the_event_models
         ]
         return planned, categories
 
-    monkeypatch.setattr(simulator, "draw_arrivals", arrivals)
+    monkeypatch.setattr(simulator, "draw_arrivals", arrivals)  # the event-by-event model
+    monkeypatch.setattr(fast, "draw_arrivals", arrivals)  # and the compiled one
     slow = simulate(inputs, 0).summary
     assert slow["interruptions"]["unexpected"] == len(times) * len(inputs.failures)
     assert_same(slow, simulate_summary(inputs, 0))

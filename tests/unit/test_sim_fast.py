@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from campaign.config import load_config
 from campaign.sim import simulate
+from campaign.sim.fast import simulate_summary
 from campaign.sim.power import (
     one_second_series,
     power_stats,
@@ -24,7 +25,6 @@ from campaign.sim.power import (
 from campaign.sim.simulator import (
     nominal_seconds,
     nominal_seconds_periodic,
-    simulate_summary,
     simulate_summary_interpreted,
 )
 from tests.paths import LLAMA
