@@ -720,7 +720,7 @@ class Tallies:
 
 
 def summary_dict(x: SimInputs, replica: int, t: Tallies, stats: dict, job_start_swing_mw: float) -> dict:
-    """The JSON-ready summary of one replica (DESIGN.md §4 keys) from its tallies and power statistics."""
+    """The JSON-ready summary of one replica from its tallies and power statistics (keys: docs/design.md)."""
     gpus, spare_gpus = x.gpus, x.spare_gpus
     window_h = x.window_s / 3600.0
     seconds = {
