@@ -15,7 +15,7 @@ from campaign.plan.checkpointing import (
     plan_checkpoint,
     young_interval_s,
 )
-from campaign.plan.flops import hardware_flops_per_token, model_flops_per_token, total_parameters
+from campaign.plan.flops import hardware_flops_per_token, model_flops_per_token, parameter_count
 from campaign.plan.layout import Violation, candidate_layouts, layout_violations
 from campaign.plan.memory import MemoryEstimate, estimate_memory
 from campaign.plan.performance import StepEstimate, estimate_step, step_time_s
@@ -64,11 +64,11 @@ __all__ = [
     "make_plan",
     "mean_recovery_s",
     "model_flops_per_token",
+    "parameter_count",
     "place_group",
     "plan_checkpoint",
     "reduce_scatter_s",
     "search_layouts",
     "step_time_s",
-    "total_parameters",
     "young_interval_s",
 ]

@@ -70,11 +70,6 @@ def parameter_count(model: ModelConfig) -> int:
     return model.layers * layer_parameters(model) + embedding_parameters(model) + output_parameters(model)
 
 
-total_parameters = (
-    parameter_count  # the planner's name for it: the whole model, as against one layer or stage
-)
-
-
 def attention_flops_per_token_layer(
     model: ModelConfig, *, causal: bool = True, seq_len: int | None = None
 ) -> float:
@@ -167,4 +162,4 @@ def palm_flops_per_token(model: ModelConfig) -> float:
     cites for its Table 4 (arXiv 2407.21783 §3.3.2, "MFU; Chowdhery et al."): 6 N + 12 L H Q T with N all the
     parameters (embeddings included), H heads of dimension Q and T the sequence length: attention counted over the
     whole T x T score matrix, not halved by the causal mask."""
-    return 6.0 * total_parameters(model) + 12.0 * model.layers * model.heads * head_dim(model) * model.seq_len
+    return 6.0 * parameter_count(model) + 12.0 * model.layers * model.heads * head_dim(model) * model.seq_len

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from campaign.config import CampaignConfig, LayoutConfig
 from campaign.plan.checkpointing import CheckpointPlan, finite_or_none, plan_checkpoint
-from campaign.plan.flops import hardware_flops_per_token, model_flops_per_token, total_parameters
+from campaign.plan.flops import hardware_flops_per_token, model_flops_per_token, parameter_count
 from campaign.plan.kernels import Kernels
 from campaign.plan.layout import LayoutShape, Violation, layout_violations
 from campaign.plan.memory import GIB, MemoryEstimate, MemoryModel, split_layers
@@ -128,7 +128,7 @@ class PlanContext:
     @classmethod
     def from_config(cls, config: CampaignConfig) -> PlanContext:
         cl, plan = config.cluster, config.plan
-        params = total_parameters(config.model)
+        params = parameter_count(config.model)
         mtbf_h = job_mtbf_h(cl)
         ckpt = plan_checkpoint(params, cl.gpus, plan.checkpoint, mtbf_h * 3600.0)
         notes = []
