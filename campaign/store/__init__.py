@@ -1,10 +1,8 @@
-"""The workspace of one campaign (`workspace`: folders, marker, lock) and its DuckDB catalog (`catalog`).
-
-`store.catalog` is the function that opens the catalog (`with store.catalog(ws) as con`); import the module's
-other names from here or with `from campaign.store.catalog import ...`.
+"""The workspace of one campaign (`workspace.py`: folders, marker, lock) and its DuckDB catalog (`tables.py`:
+the schema and the rows each stage writes and reads). `store.catalog(ws)` opens the catalog.
 """
 
-from campaign.store.catalog import (
+from campaign.store.tables import (
     SCHEMA_VERSION,
     Commitment,
     GateRecord,
