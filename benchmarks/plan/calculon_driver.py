@@ -1,7 +1,7 @@
 """Runs inside Calculon's own venv (never ours): reads [{"app", "exe", "system"}] JSON on stdin, prints one JSON
 line per case with Calculon's step time (or its error), then the median seconds per estimate.
 
-Called by benchmarks/plan/compare_calculon.py; Calculon itself lives outside the repository (see the README).
+Called by benchmarks/plan/compare_calculon.py; Calculon itself lives outside the repository (benchmarks/README.md).
 """
 
 import contextlib

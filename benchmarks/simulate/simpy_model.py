@@ -1,6 +1,6 @@
 """The same job written plainly in SimPy, as a user would in an afternoon: the baseline campaign must beat.
 
-Runs in its own venv (SimPy and numpy only; see README.md), never imports campaign. Reads the window's inputs
+Runs in its own venv (SimPy and numpy only; see benchmarks/README.md), never imports campaign. Reads the window's inputs
 as JSON (written by bench_simulate.py from the campaign config) and prints one JSON line: seconds per replica
 and the means over replicas. Event by event: train `interval_s`, write `write_s`, commit; a failure interrupts
 the job, which loses the uncommitted segment, waits for detection, takes a spare node (or waits for a repair),

@@ -45,7 +45,7 @@ def run_query(workspace: str | Path | None, text: str) -> tuple[list[str], list[
             raise ConfigError(
                 f"the query failed: {str(exc).splitlines()[0][:300]}",
                 where="campaign sql",
-                fix="the catalog is read-only; see the README's 'SQL over the catalog' for the "
+                fix="the catalog is read-only; see docs/report-and-sql.md for the "
                 'tables and views (or run: campaign sql "show tables")',
             ) from None
     finally:

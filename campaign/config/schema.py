@@ -869,7 +869,7 @@ class RehearsalConfig(Frozen):
     command: tuple[str, ...] = Field(
         ("python", "-m", "campaign.rehearsal.trainer"),
         min_length=1,
-        description="Trainer command (a list of arguments) obeying the README's trainer contract; a first "
+        description="Trainer command (a list of arguments) obeying the trainer contract (docs/rehearsal.md); a first "
         "argument 'python' is the Python running campaign.",
     )
     model: RehearsalModelConfig | None = Field(

@@ -3,7 +3,7 @@
 A trainer is any command. The harness starts it in its own process group with the variables below; the trainer
 reads its data from two `.npy` files, appends one JSON object per line to the metrics file, keeps its
 checkpoints in its own folder and, started again with the same variables, resumes from its latest complete
-checkpoint. The README's "Rehearsal: the trainer contract" section is the user-facing copy of this module.
+checkpoint. docs/rehearsal.md is the user-facing copy of this module.
 """
 
 from __future__ import annotations

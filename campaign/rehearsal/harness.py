@@ -97,7 +97,7 @@ def contract_env(
     metrics: Path,
     cache_dir: Path,
 ) -> dict[str, str]:
-    """The variables of the trainer contract (README) for one run."""
+    """The variables of the trainer contract (docs/rehearsal.md) for one run."""
     return {
         c.ENV_TRAIN: str(train),
         c.ENV_HELDOUT: str(heldout),

@@ -62,7 +62,7 @@ def settings_from_env(env: dict[str, str]) -> TrainerSettings:
     if missing:
         raise UsageError(
             f"missing environment variable(s): {', '.join(missing)}; the rehearsal harness sets "
-            "them (see the README's trainer contract)"
+            "them (see the trainer contract, docs/rehearsal.md)"
         )
 
     def integer(name: str, default: int | None = None, minimum: int = 0) -> int:

@@ -105,7 +105,7 @@ def adopt_workspace(ws: Workspace, campaign_name: str) -> Workspace:
             {
                 "campaign": campaign_name,
                 "created_at": now().isoformat(),
-                "note": "campaign's own folder; see README 'The workspace'",
+                "note": "campaign's own folder; see docs/workspace.md",
             },
         )
     return ws

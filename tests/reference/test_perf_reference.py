@@ -244,7 +244,7 @@ def test_llama3_parameter_count():
 # 6N + 12 L H Q T per token (all parameters, attention over the whole T x T, not halved for causality), so the
 # published TFLOP/s are converted with `palm_flops_per_token`, against H100's 989 dense TFLOP/s. vpp is not
 # published: the config's 8 (one layer per virtual stage). Issue 8's limit for published runs outside the tables:
-# each within 4 points (measured +0.2 / -0.2 / -1.3, benchmarks/plan/llama3_table4.py and the README).
+# each within 4 points (measured +0.2 / -0.2 / -1.3, benchmarks/plan/llama3_table4.py and docs/plan-model.md).
 LLAMA3_LIMIT_POINTS = 4.0
 LLAMA3_TABLE4 = [
     (16384, 8192, (8, 1, 16, 128), 400.0),
