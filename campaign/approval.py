@@ -143,10 +143,11 @@ def approval_request(
     """The request for these digests from the recorded gates (`store.latest_gates`) and the plan's expected days;
     the p90 from the schedule gate's replicas, else `p90_days`."""
     window = config.window
-    if window.is_auto:
+    fixed = window.fixed_start
+    if fixed is None:
         start, end = "auto (the earliest start that fits on the cluster's calendar, found when booking)", None
     else:
-        start_dt = window.start if window.start.tzinfo else window.start.replace(tzinfo=UTC)
+        start_dt = fixed if fixed.tzinfo else fixed.replace(tzinfo=UTC)
         start = start_dt.isoformat()
         end = (start_dt + timedelta(seconds=round(window.days * 86_400))).isoformat()
     booked_gpus = config.cluster.booked_nodes * config.cluster.gpus_per_node

@@ -463,7 +463,7 @@ def calendar_propose(
         cfg.cluster.booked_nodes,
         timedelta(seconds=round(cfg.window.days * 86_400)),
         store.now(),
-        None if cfg.window.is_auto else cfg.window.start,
+        cfg.window.fixed_start,
         cfg.window.align,
     )
     if json_:

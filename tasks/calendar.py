@@ -81,7 +81,7 @@ def book_calendar(ws: store.Workspace, loaded: LoadedConfig, data_digest: str, n
             campaign=config.name,
             nodes=config.cluster.booked_nodes,
             duration=timedelta(seconds=round(window.days * 86_400)),
-            start=None if window.is_auto else window.start,
+            start=window.fixed_start,
             align=window.align,
             workspace=str(ws.root),
             config_digest=loaded.digest,

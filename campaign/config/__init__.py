@@ -8,6 +8,7 @@ from campaign.config.loader import (
     parse_yaml,
 )
 from campaign.config.schema import (
+    AUTO,
     MAX_EXPECTED_FAILURES,
     MAX_POWER_SAMPLES,
     MAX_SEED,
@@ -17,6 +18,7 @@ from campaign.config.schema import (
     WINDOW_YEARS,
     WORKSPACE_PLACEHOLDER,
     AcceleratorConfig,
+    Auto,
     C4Config,
     CampaignConfig,
     CheckpointConfig,
@@ -52,6 +54,7 @@ from campaign.config.schema import (
 )
 
 __all__ = [
+    "AUTO",
     "MAX_EXPECTED_FAILURES",
     "MAX_POWER_SAMPLES",
     "MAX_SEED",
@@ -63,6 +66,7 @@ __all__ = [
     "WINDOW_YEARS",
     "WORKSPACE_PLACEHOLDER",
     "AcceleratorConfig",
+    "Auto",
     "C4Config",
     "CampaignConfig",
     "CheckpointConfig",

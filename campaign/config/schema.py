@@ -12,6 +12,7 @@ import glob
 import hashlib
 import json
 from datetime import datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import Literal
 
@@ -472,8 +473,18 @@ class PlanConfig(Frozen):
 # ------------------------------------------------------------------------------------------ window, data
 
 
+class Auto(StrEnum):
+    """`window.start: auto`, resolved once at load: commit books the earliest start where the campaign fits on the
+    cluster's calendar. A start is a datetime or `AUTO`, never a string to compare (it dumps as "auto")."""
+
+    AUTO = "auto"
+
+
+AUTO = Auto.AUTO
+
+
 class WindowConfig(Frozen):
-    start: datetime | Literal["auto"] = Field(
+    start: datetime | Auto = Field(
         description="Start of the execution window, ISO 8601 with a time zone, or 'auto': commit books the earliest "
         "start where the campaign fits on the cluster's calendar."
     )
@@ -489,14 +500,18 @@ class WindowConfig(Frozen):
 
     @property
     def is_auto(self) -> bool:
-        return self.start == "auto"
+        return self.start is AUTO
+
+    @property
+    def fixed_start(self) -> datetime | None:
+        """The start the config fixes; None for `auto` (the booking gives it)."""
+        return None if isinstance(self.start, Auto) else self.start
 
     @field_validator("start")
     @classmethod
-    def _start_in_range(cls, value: datetime | str) -> datetime | str:
-        if value == "auto":
+    def _start_in_range(cls, value: datetime | Auto) -> datetime | Auto:
+        if isinstance(value, Auto):
             return value
-        assert isinstance(value, datetime)
         low, high = WINDOW_YEARS
         if not (low <= value.year < high):
             raise ValueError(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
-from datetime import UTC, datetime
+from datetime import UTC
 
 from campaign.config import CampaignConfig, FailureCategoryConfig, LoadedConfig
 from campaign.errors import ConfigError
@@ -165,8 +165,8 @@ def sim_inputs_from_config(
             fix="lengthen window.days or set plan.checkpoint.interval_s below the window",
         )
     smoothing = cfg.plan.power_smoothing
-    start = cfg.window.start
-    if isinstance(start, datetime):
+    start = cfg.window.fixed_start
+    if start is not None:
         if start.tzinfo is not None:
             start = start.astimezone(UTC)
         start_of_day_s = start.hour * 3600.0 + start.minute * 60.0 + start.second + start.microsecond / 1e6
