@@ -229,16 +229,16 @@ def failure_table(
     rows = []
     for name in sorted(set(observed) | set(expected), key=lambda n: (-expected.get(n, 0.0), n)):
         mean = expected.get(name)
-        lo, hi = poisson_interval(mean) if mean is not None else (None, None)
+        interval = poisson_interval(mean) if mean is not None else None
         n = observed.get(name, 0)
         rows.append(
             {
                 "category": name,
                 "observed": n,
                 "expected": mean,
-                "interval_lo": lo,
-                "interval_hi": hi,
-                "is_within": None if mean is None else bool(lo <= n <= hi),
+                "interval_lo": interval[0] if interval else None,
+                "interval_hi": interval[1] if interval else None,
+                "is_within": None if interval is None else bool(interval[0] <= n <= interval[1]),
             }
         )
     return rows

@@ -121,7 +121,9 @@ def _differs(first: float | None, other: float | None) -> bool:
 def comparison_table(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per figure: its value in each run and whether each differs from the first run."""
     kinds = {r["kind"] for r in runs}
-    metrics = WINDOW_METRICS if kinds == {"window"} else SIMULATE_METRICS if kinds == {"simulate"} else ()
+    metrics: tuple[tuple[str, str, str, int], ...] = (
+        WINDOW_METRICS if kinds == {"window"} else SIMULATE_METRICS if kinds == {"simulate"} else ()
+    )
     if not metrics:  # a mix: figures both kinds have, windows read as one replica
         metrics = (
             ("ettr", "ETTR", "", 3),

@@ -30,7 +30,8 @@ plt.rcParams.update(
     }
 )
 
-CATEGORY_COLOURS = plt.get_cmap("tab10").colors
+_TAB10 = plt.get_cmap("tab10")
+CATEGORY_COLOURS = [_TAB10(i)[:3] for i in range(_TAB10.N)]
 # Dense series are cut to what the figure can show before they are drawn: a 10-inch figure at 110 dpi is about
 # 1,100 pixels wide, so a step line keeps at most four points per pixel column (first, lowest, highest, last) and
 # a row of markers one per column. A 54-day window's ~36,000 events draw as a few thousand points.

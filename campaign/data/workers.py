@@ -30,20 +30,20 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any, BinaryIO, TypeVar
+from typing import IO, Any, TypeVar
 
 T = TypeVar("T")
 
 _HEADER = struct.Struct("<Q")
 
 
-def _send(stream: BinaryIO, obj: Any) -> None:
+def _send(stream: IO[bytes], obj: Any) -> None:
     blob = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     stream.write(_HEADER.pack(len(blob)) + blob)
     stream.flush()
 
 
-def _receive(stream: BinaryIO) -> Any:
+def _receive(stream: IO[bytes]) -> Any:
     header = stream.read(_HEADER.size)
     if len(header) < _HEADER.size:
         raise EOFError
@@ -76,6 +76,7 @@ class _Worker:
         )
 
     def call(self, request: tuple) -> Any:
+        assert self.proc.stdin is not None and self.proc.stdout is not None  # both are pipes (Popen above)
         try:
             _send(self.proc.stdin, request)
             kind, value = _receive(self.proc.stdout)
@@ -90,8 +91,9 @@ class _Worker:
         return value
 
     def close(self) -> None:
-        with suppress(OSError):
-            self.proc.stdin.close()
+        if self.proc.stdin is not None:
+            with suppress(OSError):
+                self.proc.stdin.close()
         try:
             self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
@@ -209,5 +211,6 @@ if __name__ == "__main__":
     # Numba looks for SciPy's BLAS the first time it sets up its CPU target (numba/np/arraymath.py), which
     # imports SciPy's linear algebra: ~16 MB PSS per worker for nothing, as the word kernels do no linear
     # algebra. Marking SciPy absent makes Numba skip it (it treats SciPy as optional).
-    sys.modules.setdefault("scipy", None)
+    # (None in sys.modules is Python's documented import block; typeshed types its values as modules only.)
+    sys.modules.setdefault("scipy", None)  # type: ignore[arg-type]
     _serve(int(sys.argv[1]))
