@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 from campaign.errors import DataError
 from campaign.files import atomic_write_json
@@ -50,6 +50,12 @@ class Manifest(TypedDict):
     totals: dict[str, int]
     data_config_digest: str  # DataConfig.production_digest() of the section that produced this data
     inputs: list[dict[str, Any]]  # each input file read: path, bytes, sha256
+    tokenizer_spec: str  # the config's data.tokenizer
+    tokens_estimated: bool
+    rejected_tokens: str  # how rejected documents' tokens were obtained
+    removals: list[dict[str, Any]]
+    near_dedup: dict[str, Any]  # the near-dedup settings and what they found
+    shards: int
 
 
 WRITTEN_LEDGER = ".written.json"
@@ -127,4 +133,4 @@ def read_manifest(data_dir: Path) -> Manifest | None:
             where=str(path),
             fix="delete it and run `campaign prepare CONFIG` again",
         )
-    return obj  # type: ignore[return-value]
+    return cast(Manifest, obj)  # its required keys checked above

@@ -454,7 +454,7 @@ def write_run_manifest(
         key=lambda e: (e["source"], e["path"]),
     )
     production = data.production_digest()
-    manifest: Manifest = {  # type: ignore[typeddict-unknown-key]
+    manifest: Manifest = {
         "version": MANIFEST_VERSION,
         "data_digest": "",
         "data_config_digest": production,

@@ -160,6 +160,7 @@ def _filter_chunk(texts: list[str], cleaning: CleaningConfig) -> list[FilterResu
                             f"{st.n_words} words after C4 line edits < min_words {cleaning.min_words}",
                         )
             else:
+                assert group.check is not None  # a group either edits or checks
                 rejection = group.check(st, cleaning)
             if rejection is not None:
                 results[i] = FilterResult(texts[i], rejection, st, 0)
@@ -169,7 +170,9 @@ def _filter_chunk(texts: list[str], cleaning: CleaningConfig) -> list[FilterResu
     for i in alive:
         st = stats[i]
         results[i] = FilterResult(st.text, None, st, len(texts[i]) - len(st.text))
-    return results  # type: ignore[return-value]
+    done = [r for r in results if r is not None]
+    assert len(done) == len(texts)  # every document got its result above
+    return done
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,7 @@ def check_repetition(stats: TextStats, cfg: GopherRepetitionConfig) -> Rejection
     for n, limit in cfg.top_ngram_char_fractions:
         if n_words < n:
             continue
+        assert stats.top_ngrams is not None  # _need_ngrams above: n_words reaches the shortest n
         count, gram_chars, first = stats.top_ngrams.get(n, (1, 0, 0))
         if count > 1:
             frac = gram_chars * count / n_chars
@@ -98,6 +99,7 @@ def check_repetition(stats: TextStats, cfg: GopherRepetitionConfig) -> Rejection
         for n, limit in cfg.duplicate_ngram_char_fractions:
             if n_words <= n:
                 continue
+            assert stats.dup_ngrams is not None  # _need_ngrams above: n_words passes the shortest n
             repeats, dup_chars = stats.dup_ngrams[n]
             if not repeats:
                 break  # no n-gram repeats, so no longer one does either

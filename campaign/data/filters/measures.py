@@ -59,7 +59,8 @@ def word_tables(stats: list[TextStats]) -> None:
     chars = np.bincount(doc, weights=wlen, minlength=len(stats)).astype(np.int64)
     odd = np.flatnonzero(non_ascii)
     if len(odd):
-        fullmatch, seen = _NO_LETTER_WORD_FULL.fullmatch, {}
+        fullmatch = _NO_LETTER_WORD_FULL.fullmatch
+        seen: dict[bytes, bool] = {}
         raw = data.tobytes()
         for w, s0, e0 in zip(odd.tolist(), wstart[odd].tolist(), wend[odd].tolist(), strict=True):
             piece = raw[s0:e0]
