@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from campaign.errors import CampaignError, ConfigError, InternalError
+from campaign.errors import CampaignError, ConfigError, GateFailed, InternalError
 
 BUG_FIX = (
     "this is a bug in campaign, not your input; rerun with CAMPAIGN_DEBUG=1 to see the traceback (the "
@@ -252,11 +252,12 @@ def stage_summary(stage: str, r: Any) -> str:
 
 def print_validate(results_or_error: Any) -> None:
     """validate prints its gate table whether the gates passed or not."""
-    results = (
-        getattr(results_or_error, "results", None)
-        if isinstance(results_or_error, Exception)
-        else results_or_error
-    )
+    if isinstance(results_or_error, GateFailed):
+        results = results_or_error.results  # the whole table travels with the failure
+    elif isinstance(results_or_error, Exception):
+        results = []
+    else:
+        results = results_or_error
     if results:
         print(gate_table(results))
 
