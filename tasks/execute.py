@@ -85,7 +85,7 @@ def simulate_window(
         )
 
     result = simulate(window_inputs(config, plan), replica=replica, on_progress=report)
-    summary = dict(result.summary)
+    summary = result.summary.copy()
     summary["checkpoint_interval_optimal_s"] = plan.checkpoint.optimal_interval_s
     summary["plan"] = plan.to_json()
     # Keyed by commitment: a second window never overwrites the files of the first.

@@ -15,7 +15,7 @@ import json
 import math
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pandas as pd
@@ -26,6 +26,9 @@ from campaign.approval import read_pending
 from campaign.errors import CampaignError, ConfigError, DataError, WorkspaceBusy
 from campaign.sql.rows import one_row, rows, scalar
 from campaign.store import SCHEMA_VERSION, Workspace, existing_workspace
+
+if TYPE_CHECKING:  # the simulator package imports its compiled kernels: not needed to read a summary
+    from campaign.sim.summary import ReplicaSummary
 
 LOST_KEYS = ("lost_rework", "restart", "waiting")
 REQUIRED_TABLES = ("runs", "gates", "commitments", "sim_replicas", "sim_events", "sim_power", "executions")
@@ -122,7 +125,7 @@ def power_figures(con: duckdb.DuckDBPyConnection, commitment_id: str, replica: i
 
 
 def window_figures(
-    summary: dict[str, Any],
+    summary: ReplicaSummary,
     events: pd.DataFrame,
     config: dict[str, Any] | None,
     power: dict[str, float] | None = None,
@@ -245,7 +248,7 @@ def failure_table(
 
 
 def checkpoint_section(
-    summary: dict[str, Any], buckets: dict[str, float], observed_mtbf_h: float | None, gpu_hour_usd: float
+    summary: ReplicaSummary, buckets: dict[str, float], observed_mtbf_h: float | None, gpu_hour_usd: float
 ) -> dict[str, Any]:
     """The interval used against Daly's optimum for the MTBF the window showed, and what the difference cost."""
     used = float(summary["checkpoint_interval_s"])
@@ -284,7 +287,7 @@ def checkpoint_section(
 
 def spares_section(
     events: pd.DataFrame,
-    summary: dict[str, Any],
+    summary: ReplicaSummary,
     config: dict[str, Any] | None,
     buckets: dict[str, float],
     gpu_hour_usd: float,

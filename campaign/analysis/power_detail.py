@@ -16,10 +16,11 @@ import numpy as np
 import pandas as pd
 
 from campaign.sim.power import one_second_series
+from campaign.sim.summary import ReplicaSummary
 
 
 def rebuild_one_second(
-    config_json: str | None, replica: int, summary: dict[str, Any], n_events: int
+    config_json: str | None, replica: int, summary: ReplicaSummary, n_events: int
 ) -> tuple[np.ndarray | None, str]:
     """The window's 1-second power series (MW, index = second), or None and the reason it is not available."""
     if not config_json:
@@ -75,7 +76,7 @@ def zoom_moments(events: pd.DataFrame) -> list[tuple[float, str]]:
     return out
 
 
-def smoothing_effect(config_json: str | None, replica: int, summary: dict[str, Any]) -> dict[str, Any] | None:
+def smoothing_effect(config_json: str | None, replica: int, summary: ReplicaSummary) -> dict[str, Any] | None:
     """What the window's power smoothing cost against the swing it removed: the same window (same seed, so the same
     failures) simulated again without smoothing, set beside the recorded one. None when smoothing was off."""
     if not config_json:
@@ -98,7 +99,7 @@ def smoothing_effect(config_json: str | None, replica: int, summary: dict[str, A
         "swing_mw": {"with": on["peak"] - on["min"], "without": off["peak"] - off["min"]},
         "tokens_trained": {"with": summary["tokens_trained"], "without": without["tokens_trained"]},
         "completion_days": {
-            k: (s["completion_s"] / 86400.0 if s.get("completion_s") else None)
+            k: (completion_s / 86400.0 if (completion_s := s.get("completion_s")) else None)
             for k, s in (("with", summary), ("without", without))
         },
     }

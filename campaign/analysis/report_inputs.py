@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import numpy as np
@@ -17,6 +17,9 @@ from campaign.analysis.analysis import analyse_window, query, recommendations
 from campaign.analysis.power_detail import rebuild_one_second, smoothing_effect
 from campaign.sql.rows import one_row
 from campaign.store import Workspace, catalog
+
+if TYPE_CHECKING:  # the simulator package imports its compiled kernels: not needed to read a summary
+    from campaign.sim.summary import ReplicaSummary
 
 # The power band is drawn with this many bins across the window (about one per horizontal pixel of the figure);
 # each bin holds the min, mean and max of the per-minute means inside it.
@@ -33,7 +36,7 @@ class ReportInputs:
     one_second: np.ndarray | None  # MW per second of the window, or None (then `zoom_note` says why)
     zoom_note: str
     config_json: str | None
-    summary: dict[str, Any]
+    summary: ReplicaSummary
     rehearsal: dict[str, Any] | None  # the rehearsal gate's result.json, if the workspace has one
 
 

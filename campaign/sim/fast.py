@@ -31,9 +31,12 @@ from campaign.sim.simulator import (
     Tallies,
     summary_dict,
 )
+from campaign.sim.summary import ReplicaSummary
 
 
-def simulate_summary(inputs: SimInputs, replica: int = 0, prepared: CompiledInputs | None = None) -> dict:
+def simulate_summary(
+    inputs: SimInputs, replica: int = 0, prepared: CompiledInputs | None = None
+) -> ReplicaSummary:
     """The summary of `simulate(inputs, replica)`, fast: the same model compiled (campaign/sim/compiled.py), no
     event log, no sampled power, the routine checkpoint cycles between two random events in closed form and the
     power statistics from the step curve's breakpoints, never from a one-second array.
@@ -46,7 +49,7 @@ def simulate_summary(inputs: SimInputs, replica: int = 0, prepared: CompiledInpu
     return summary
 
 
-def simulate_curve(inputs: SimInputs, replica: int = 0) -> tuple[dict, PowerCurve]:
+def simulate_curve(inputs: SimInputs, replica: int = 0) -> tuple[ReplicaSummary, PowerCurve]:
     """The fast summary and the exact facility power curve behind it (for the power notice)."""
     return _compiled_replica(inputs, replica, compiled_inputs(inputs), want_curve=True)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -19,6 +20,7 @@ from campaign.goodput import ETTR_DEFINITION, UTILISATION_DEFINITION
 from campaign.sim.fast import compiled_inputs, simulate_summary
 from campaign.sim.inputs import DAY_S, SimInputs
 from campaign.sim.simulator import BREAKDOWN_KEYS, SimResult, simulate
+from campaign.sim.summary import ReplicaSummary
 
 PERCENTILES = (10, 50, 90)
 
@@ -80,7 +82,7 @@ def available_memory_bytes() -> int:
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
-def simulate_batch(inputs: SimInputs, replicas: range) -> list[dict]:
+def simulate_batch(inputs: SimInputs, replicas: range) -> list[ReplicaSummary]:
     """Summaries (fast path) of a batch of replicas, in replica order."""
     prepared = compiled_inputs(inputs)
     return [simulate_summary(inputs, r, prepared) for r in replicas]
@@ -95,7 +97,7 @@ def distribution(values: Iterable[float | None]) -> dict:
     return {"mean": float(data.mean()), **{f"p{p}": float(v) for p, v in zip(PERCENTILES, pct, strict=False)}}
 
 
-def summarise_replicas(summaries: list[dict], window_s: float) -> dict:
+def summarise_replicas(summaries: list[ReplicaSummary], window_s: float) -> dict:
     """The `campaign simulate --json` summary from each replica's `SimResult.summary`: distributions over
     replicas plus means of the rest (only summaries cross back from workers, not events or power).
 
@@ -141,7 +143,7 @@ def replica_table(results: list[SimResult]) -> pd.DataFrame:
     rows = []
     for r in results:
         x = r.summary
-        row = {
+        row: dict[str, Any] = {
             "replica": r.replica,
             "seed": r.seed,
             "ettr": x["ettr"],

@@ -37,6 +37,7 @@ from campaign.sim.power import (
     sampled_power,
     step_curve,
 )
+from campaign.sim.summary import ReplicaSummary
 
 EVENT_KINDS = (
     "job_start",
@@ -93,7 +94,7 @@ class SimResult:
     seed: int
     events: pd.DataFrame
     power: pd.DataFrame
-    summary: dict
+    summary: ReplicaSummary
     power_curve: PowerCurve | None = None  # exact curve behind `power`; one_second_series(curve) gives 1-s MW
 
 
@@ -115,7 +116,7 @@ def simulate(
     return rep.run()
 
 
-def simulate_summary_interpreted(inputs: SimInputs, replica: int = 0) -> dict:
+def simulate_summary_interpreted(inputs: SimInputs, replica: int = 0) -> ReplicaSummary:
     """The same summary from the Python model with closed-form cycles (the spec the compiled kernel follows)."""
     return _Replica(inputs, replica, detail=False).run_summary()
 
@@ -254,7 +255,7 @@ class _Replica:
         self._run_events()
         return self._result()
 
-    def run_summary(self) -> dict:
+    def run_summary(self) -> ReplicaSummary:
         self._run_events()
         curve = self._power_curve()
         stats = power_stats_from_curve(curve)
@@ -673,7 +674,7 @@ class _Replica:
         summary = self._summary(stats, running_mw - self.baseline_mw)
         return SimResult(self.replica, x.seed, events, sampled_power(curve, x.power_sample_s), summary, curve)
 
-    def _summary(self, stats: dict, job_start_swing_mw: float) -> dict:
+    def _summary(self, stats: dict, job_start_swing_mw: float) -> ReplicaSummary:
         return summary_dict(self.x, self.replica, self.tallies(), stats, job_start_swing_mw)
 
     def tallies(self) -> Tallies:
@@ -719,7 +720,9 @@ class Tallies:
     lost_window_end_s: float
 
 
-def summary_dict(x: SimInputs, replica: int, t: Tallies, stats: dict, job_start_swing_mw: float) -> dict:
+def summary_dict(
+    x: SimInputs, replica: int, t: Tallies, stats: dict, job_start_swing_mw: float
+) -> ReplicaSummary:
     """The JSON-ready summary of one replica from its tallies and power statistics (keys: docs/design.md)."""
     gpus, spare_gpus = x.gpus, x.spare_gpus
     window_h = x.window_s / 3600.0

@@ -27,6 +27,8 @@ from campaign.store.workspace import Workspace, now
 if TYPE_CHECKING:  # pandas costs ~1 s to import: a refusal that needs none answers without it
     import pandas as pd
 
+    from campaign.sim.summary import ReplicaSummary
+
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 2
@@ -343,7 +345,7 @@ def record_replica(
     commitment_id: str,
     replica: int,
     seed: int,
-    summary: dict[str, Any],
+    summary: ReplicaSummary,
     events: pd.DataFrame,
     power: pd.DataFrame,
 ) -> bool:
@@ -393,7 +395,7 @@ def record_execution(ws: Workspace, run_id: str, commitment_id: str, replica: in
             )
 
 
-def replica_summary(ws: Workspace, commitment_id: str, replica: int) -> dict[str, Any]:
+def replica_summary(ws: Workspace, commitment_id: str, replica: int) -> ReplicaSummary:
     with catalog(ws) as con:
         summary = scalar(
             con,

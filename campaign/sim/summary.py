@@ -1,0 +1,52 @@
+"""The per-replica summary: what one simulated replica reports, read by the store, analysis, compare and the CLI.
+
+It travels as JSON (the catalog's `sim_replicas.summary`, Prefect task results, `campaign simulate --json`), so it
+is a TypedDict: the keys are checked where it is written and read, and it serialises to exactly these keys.
+docs/design.md lists the keys the `--json` contracts promise.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NotRequired, TypedDict
+
+
+class Interruptions(TypedDict):
+    unexpected: int
+    planned: int
+    by_category: dict[str, int]  # failure category -> interruptions
+
+
+class CostUsd(TypedDict):
+    compute: float  # every GPU (job and spares) for the whole window
+    energy: float
+    lost: float  # GPU-hours not productive, at the GPU-hour price
+
+
+class ReplicaSummary(TypedDict):
+    replica: int
+    seed: int
+    window_s: float
+    gpus: int
+    spare_gpus: int
+    ettr: float
+    window_utilisation: float
+    job_wall_s: float
+    goodput_breakdown_gpu_h: dict[str, float]  # productive, lost_rework, checkpoint, restart, waiting, idle
+    job_time_s: dict[str, float]  # productive, lost_rework, checkpoint, restart, waiting, released
+    interruptions: Interruptions
+    observed_job_mtbf_h: float | None
+    checkpoint_interval_s: float
+    n_checkpoints: int
+    n_spares_exhausted: int
+    rework_s_per_failure: float | None
+    lost_at_window_end_s: float
+    tokens_trained: float
+    tokens_target: float
+    completed: bool
+    completion_s: float | None
+    power_mw: dict[str, float]  # peak, mean, min, max_ramp_mw_per_s, largest swings and job_start_swing
+    energy_mwh: float
+    cost_usd: CostUsd
+    # Added by execute to the replica it records (analyse reads them): the plan's optimal interval and the plan.
+    checkpoint_interval_optimal_s: NotRequired[float]
+    plan: NotRequired[dict[str, Any]]
