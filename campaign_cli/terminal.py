@@ -125,11 +125,11 @@ def prefect_api(ws: Any = None, warm: Callable[[], object] | None = None) -> Ite
 # Expectations, matplotlib, pandas, SciPy, Numba) cost `campaign prepare` 120 MB and 1.2 CPU-seconds for
 # nothing (docs/prefect-ui.md).
 STAGE_FLOWS = {
-    "prepare": ("flows.prepare", "prepare"),
-    "validate": ("flows.validate", "validate"),
-    "commit": ("flows.commit", "commit"),
-    "execute": ("flows.execute", "execute"),
-    "run": ("flows.lifecycle", "campaign"),
+    "prepare": ("flows.prepare", "prepare_flow"),
+    "validate": ("flows.validate", "validate_flow"),
+    "commit": ("flows.commit", "commit_flow"),
+    "execute": ("flows.execute", "execute_flow"),
+    "run": ("flows.lifecycle", "lifecycle_flow"),
     "analyse": ("flows.analyse", "analyse_flow"),
 }
 

@@ -88,7 +88,7 @@ def wait_for_approval(ws: store.Workspace, request: ApprovalRequest, timeout_s: 
 
 @flow(name="commit", flow_run_name=stage_run_name("commit"))
 @fails_cleanly
-def commit(params: StageParams = StageParams(), schedule_execution: bool = True):
+def commit_flow(params: StageParams = StageParams(), schedule_execution: bool = True):
     """Book the window; run as its own deployment with `schedule_execution`, it also schedules `execute-window`
     at the window's start. The lifecycle runs execute itself right after, so it passes False (one execution).
     With `commit.require_approval`, it publishes what is to be approved and waits for a person without holding the

@@ -14,7 +14,7 @@ from tasks.execute import check_commitment, simulate_window
 
 @flow(name="execute", flow_run_name=stage_run_name("execute"))
 @fails_cleanly
-def execute(params: StageParams = StageParams()):
+def execute_flow(params: StageParams = StageParams()):
     loaded, ws = load_campaign(params.config, params.overrides, params.workspace)
     with stage_run(ws, "execute", loaded.digest) as run_id:
         commitment = check_commitment(ws, loaded)

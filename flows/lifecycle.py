@@ -10,18 +10,18 @@ from prefect import flow
 from campaign import store
 from campaign.errors import CampaignError
 from flows.analyse import AnalyseParams, analyse_flow
-from flows.commit import commit
+from flows.commit import commit_flow
 from flows.common import StageParams, campaign_tags, failed, fails_cleanly, one_line, stage_run_name
-from flows.execute import execute
-from flows.prepare import prepare
-from flows.validate import validate
+from flows.execute import execute_flow
+from flows.prepare import prepare_flow
+from flows.validate import validate_flow
 from tasks.config import load_campaign
 from tasks.lifecycle import publish_lifecycle_summary
 
 
 @flow(name="campaign", flow_run_name=stage_run_name("lifecycle"))
 @fails_cleanly
-def campaign(params: StageParams = StageParams()):
+def lifecycle_flow(params: StageParams = StageParams()):
     loaded, ws = load_campaign(params.config, params.overrides, params.workspace)
     store.adopt_workspace(ws, loaded.config.name)
     name = loaded.config.name
@@ -29,13 +29,13 @@ def campaign(params: StageParams = StageParams()):
     # One lock for the whole lifecycle, so no other process slips in between two stages.
     with store.locked(ws, "campaign run"), campaign_tags(name):
         for stage_name, stage in (
-            ("prepare", prepare),
-            ("validate", validate),
-            ("commit", commit),
-            ("execute", execute),
+            ("prepare", prepare_flow),
+            ("validate", validate_flow),
+            ("commit", commit_flow),
+            ("execute", execute_flow),
         ):
             # The lifecycle executes the window itself: its commit must not also schedule execute-window.
-            extra = {"schedule_execution": False} if stage is commit else {}
+            extra = {"schedule_execution": False} if stage is commit_flow else {}
             state = stage(params, return_state=True, **extra)
             outcomes.append((stage_name, state.name, state.message or ""))
             if not state.is_completed():  # after a failed gate nothing executes

@@ -32,7 +32,7 @@ from tasks.prepare import (
 
 
 @flow(name="prepare-shards")
-def prepare_shards(data: DataConfig, ws) -> PrepareRecord:
+def prepare_shards_flow(data: DataConfig, ws) -> PrepareRecord:
     """Plan, clean every shard (mapped), dedup, finalise every source (mapped), write the manifest."""
     shards = plan_shards_task(data, ws.data_dir)
     summaries = [f.result() for f in clean_shard.map(shards, unmapped(data), unmapped(ws.data_dir))]
@@ -47,9 +47,9 @@ def run_prepare_shards(data: DataConfig, ws, runtime: RuntimeConfig) -> PrepareR
     runner = task_runner_for(runtime)
     if runtime.task_runner != "dask":
         with shard_workers(runtime.max_workers):
-            return prepare_shards.with_options(task_runner=runner)(data, ws)
+            return prepare_shards_flow.with_options(task_runner=runner)(data, ws)
     with _workers_use_this_api():
-        return prepare_shards.with_options(task_runner=runner)(data, ws)
+        return prepare_shards_flow.with_options(task_runner=runner)(data, ws)
 
 
 @contextmanager
@@ -71,7 +71,7 @@ def _workers_use_this_api():
 
 @flow(name="prepare", log_prints=False, flow_run_name=stage_run_name("prepare"))
 @fails_cleanly
-def prepare(params: StageParams = StageParams()):
+def prepare_flow(params: StageParams = StageParams()):
     loaded, ws = load_campaign(params.config, params.overrides, params.workspace)
     with stage_run(ws, "prepare", loaded.digest) as run_id:
         data = loaded.config.data.in_workspace(ws.root)  # `{workspace}/...` paths: this workspace's own

@@ -21,7 +21,7 @@ from tasks.validate import (
 
 @flow(name="validate", flow_run_name=stage_run_name("validate"))
 @fails_cleanly
-def validate(params: StageParams = StageParams()):
+def validate_flow(params: StageParams = StageParams()):
     loaded, ws = load_campaign(params.config, params.overrides, params.workspace)
     with stage_run(ws, "validate", loaded.digest) as run_id, campaign_tags(loaded.config.name):
         # Every gate judges the same bytes: read once here, and recorded against their digest.
