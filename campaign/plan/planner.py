@@ -11,6 +11,7 @@ modules flops, kernels, memory, topology, performance, checkpointing and reliabi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from campaign.config import CampaignConfig, LayoutConfig
 from campaign.plan.checkpointing import CheckpointPlan, finite_or_none, plan_checkpoint
@@ -27,12 +28,12 @@ from campaign.plan.topology import Fabric
 class Plan:
     gpus: int
     nodes: int
-    layout: dict
+    layout: dict[str, int]  # tp, pp, dp, cp, vpp
     parameters: int
     memory_gib_per_gpu: float
-    memory_breakdown_gib: dict
+    memory_breakdown_gib: dict[str, float]
     step_time_s: float
-    step_breakdown_s: dict
+    step_breakdown_s: dict[str, float]
     comm_fraction: float
     mfu: float
     tokens_per_step: int
@@ -55,8 +56,8 @@ class Plan:
         """The layout can run: no layout or memory violation (a schedule miss is a performance answer)."""
         return not any(v.rule in ("layout", "memory") for v in self.violations)
 
-    def to_json(self) -> dict:
-        """JSON-ready dict; violations as 'rule: message' strings."""
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict (`campaign plan --json`); violations as 'rule: message' strings."""
         return {
             "gpus": self.gpus,
             "nodes": self.nodes,
