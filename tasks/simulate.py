@@ -11,6 +11,8 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from campaign import store
 from campaign.sim import SimInputs, simulate_batch
 from campaign.sim.replicas import summary_markdown, summary_table
+from campaign.sim.summary import ReplicaSummary
+from campaign.sql.rows import scalar
 from tasks.artifacts import artifact_key, sweep_key
 
 
@@ -19,7 +21,7 @@ from tasks.artifacts import artifact_key, sweep_key
     task_run_name="simulate-replicas-{replicas.start}-{replicas.stop}",
     cache_policy=None,
 )
-def simulate_replica_batch(inputs: SimInputs, replicas: range) -> list[dict]:
+def simulate_replica_batch(inputs: SimInputs, replicas: range) -> list[ReplicaSummary]:
     # Only the summaries cross back to the flow: no event log or power series is built (fast path). The compiled
     # kernels release the GIL, so batches on threads of one process use every core.
     started = time.perf_counter()
@@ -40,7 +42,7 @@ def record_sweep(
     """Store the sweep's rows in the catalog (once per sweep id) and publish them as a table artifact."""
     store.adopt_workspace(ws, ws.root.name)  # never writes into a folder campaign does not own
     with store.locked(ws, "campaign simulate --sweep"), store.catalog(ws) as con, store.transaction(con):
-        seen = store.first_row(con, "SELECT count(*) FROM sim_sweeps WHERE sweep_id = ?", [sweep_id])[0]
+        seen = scalar(con, "SELECT count(*) FROM sim_sweeps WHERE sweep_id = ?", [sweep_id])
         if not seen:
             for r in rows:
                 con.execute(
