@@ -23,6 +23,7 @@ from campaign.config import RuntimeConfig, load_config
 from campaign.goodput import ETTR_DEFINITION, UTILISATION_DEFINITION
 from campaign.sim import check_replicas_fit, replica_batches, summarise_replicas
 from campaign.sim.replicas import available_memory_bytes
+from campaign.sim.summary import ReplicaSummary
 from campaign.sim.sweeps import (
     check_sweeps,
     mark_best,
@@ -94,7 +95,7 @@ def simulation_task_runner(runtime: RuntimeConfig):
     return ThreadPoolTaskRunner(max_workers=runtime.max_workers)
 
 
-def _run_batches(runtime: RuntimeConfig, points: list, batches: list[range]) -> list[list[dict]]:
+def _run_batches(runtime: RuntimeConfig, points: list, batches: list[range]) -> list[list[ReplicaSummary]]:
     """Every (point, batch) as one `simulate-batch` task of this flow run, on the simulation's own task runner
     entered here (whatever runner the deployment gave the flow); summaries per point in replica order.
 

@@ -11,6 +11,7 @@ from prefect.artifacts import create_table_artifact
 
 from campaign.config import DataConfig
 from campaign.data.inputs import Shard
+from campaign.data.manifest import Manifest
 from campaign.data.pipeline import (
     DedupStats,
     SourceResult,
@@ -110,7 +111,7 @@ def clean_sources(data: DataConfig, ws: store.Workspace) -> PrepareRecord:
     return _publish(prepare_data(data, ws.data_dir), ws)
 
 
-def _publish(manifest: dict, ws: store.Workspace) -> PrepareRecord:
+def _publish(manifest: Manifest, ws: store.Workspace) -> PrepareRecord:
     """The small record the flow passes on, the sources and removals table artifacts, one log line."""
     record = PrepareRecord(
         data_digest=manifest["data_digest"],
