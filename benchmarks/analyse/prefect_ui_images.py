@@ -38,7 +38,7 @@ FLAGS = [
 ANALYSE = """
 import sys
 from pathlib import Path
-from tests.unit.analysis_fixtures import executed_workspace
+from tests.helpers.analysis_fixtures import executed_workspace
 from flows.analyse import AnalyseParams, analyse_flow
 ws = executed_workspace(Path(sys.argv[1]))
 print(analyse_flow(AnalyseParams(workspace=str(ws.root)))["campaign"])

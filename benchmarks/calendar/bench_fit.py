@@ -1,5 +1,5 @@
 """Where a booking fits on a busy calendar: the sweep (`campaign.calendar.timeline`, O(n log n)) against the first,
-quadratic implementation (tests/unit/calendar_quadratic_fit.py), side by side on the same random calendars.
+quadratic implementation (tests/oracles/calendar_quadratic_fit.py), side by side on the same random calendars.
 
     .venv/bin/python benchmarks/calendar/bench_fit.py [--sizes 100,1000,5000] [--runs 3] [--skip-quadratic-above N]
 
@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from campaign import calendar as cal
-from tests.unit.calendar_quadratic_fit import earliest_fit_quadratic, least_idle_fit_quadratic
+from tests.oracles.calendar_quadratic_fit import earliest_fit_quadratic, least_idle_fit_quadratic
 
 T0 = datetime(2027, 1, 4, tzinfo=UTC)
 CAPACITY, NODES, DURATION = 64, 48, timedelta(days=3)

@@ -26,7 +26,7 @@ from scipy.optimize import least_squares
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from campaign.plan import evaluate_layout
-from tests.reference.published_runs import (
+from tests.oracles.published_runs import (
     accelerator,
     korthikanti_2022,
     mcore_2024,

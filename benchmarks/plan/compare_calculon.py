@@ -1,6 +1,6 @@
 """Side by side with Calculon on every published row: both models' errors in each publication's metric, both speeds.
 
-Each row of tests/reference/published_runs.py is given to both models with the same layout, batch and recompute
+Each row of tests/oracles/published_runs.py is given to both models with the same layout, batch and recompute
 mode. Calculon runs in its own venv from a local copy beside the project, with its own shipped system files,
 unedited: systems/a100_80g.json for the A100 rows, systems/h100_80g_nvl8.json for the H100 rows; for the
 Korthikanti Table 5 rows it uses its own validation execution files (validation/seqsel/tab5/*.json) and model
@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from campaign.plan import evaluate_layout
-from tests.reference.published_runs import PublishedRun, all_runs
+from tests.oracles.published_runs import PublishedRun, all_runs
 
 HERE = Path(__file__).resolve().parent
 TAB5_FILES = {"22B": "megatron-22B", "175B": "gpt3-175B", "530B": "turing-530B", "1T": "megatron-1T"}

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from deployments import ui
-from tests.paths import FAST_REHEARSAL, REPO, future_start
+from tests.helpers.paths import FAST_REHEARSAL, REPO, future_start
 
 # A named window start (the shipped demo books `auto`), always in the future; the demo window is two days.
 START = future_start(30)

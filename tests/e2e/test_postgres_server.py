@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from deployments.ui import free_port
-from tests.paths import REPO
+from tests.helpers.paths import REPO
 
 pytestmark = pytest.mark.e2e
 BIN = os.path.dirname(sys.executable)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.paths import DEMO, REPO
+from tests.helpers.paths import DEMO, REPO
 
 pytestmark = pytest.mark.e2e
 

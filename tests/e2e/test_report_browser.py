@@ -11,7 +11,7 @@ from PIL import Image
 
 from campaign.analysis.report import write_report
 from campaign.analysis.report_inputs import gather_report_inputs
-from tests.unit.analysis_fixtures import executed_workspace
+from tests.helpers.analysis_fixtures import executed_workspace
 
 pytestmark = pytest.mark.e2e
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.paths import DEMO, FAST_REHEARSAL, REPO  # noqa: F401 - re-exported to the flow tests
+from tests.helpers.paths import FAST_REHEARSAL
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -31,7 +31,7 @@ def demo_inputs_jax(tmp_path_factory) -> list[str]:
 
 @pytest.fixture(scope="session")
 def demo_inputs(demo_inputs_jax) -> list[str]:
-    """The same, with the rehearsal gate on the fast contract-following trainer (tests/paths.py)."""
+    """The same, with the rehearsal gate on the fast contract-following trainer (tests/helpers/paths.py)."""
     return [*demo_inputs_jax, *FAST_REHEARSAL]
 
 
@@ -49,8 +49,3 @@ def prefect_console_to_real_stderr():
                 handler.stream = sys.__stderr__  # not setStream(): it flushes the closed stream first
                 handler.console.file = sys.__stderr__
     yield
-
-
-def set_args(overrides: list[str]) -> list[str]:
-    """["a=1", "b=2"] -> ["--set", "a=1", "--set", "b=2"]."""
-    return [arg for override in overrides for arg in ("--set", override)]

@@ -7,7 +7,7 @@ import pytest
 
 from campaign import goodput
 from campaign_cli.cli import main
-from tests.unit.analysis_fixtures import empty_catalog, executed_workspace
+from tests.helpers.analysis_fixtures import empty_catalog, executed_workspace
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +135,7 @@ def test_simulate_report_task_writes_the_page_and_the_artifacts(tmp_path):
     from campaign.sim import simulate_batch, summarise_replicas
     from campaign.window import window_inputs
     from tasks.analyse import simulate_report
-    from tests.paths import DEMO
+    from tests.helpers.paths import DEMO
 
     loaded = load_config(DEMO, [])
     inputs = window_inputs(loaded.config)

@@ -13,9 +13,7 @@ from pathlib import Path
 import pytest
 
 from campaign_cli.cli import main
-from tests.paths import future_start
-
-from .conftest import DEMO, REPO, set_args
+from tests.helpers.paths import DEMO, REPO, future_start, set_args
 
 # A named start (the shipped demo books `auto`), so the request shows the window it would book.
 START = future_start(30)
@@ -116,7 +114,7 @@ def _while_paused(ws: Path, other_ws: Path, api_url: str, seen: dict, answer: di
 
 @pytest.fixture(scope="module")
 def other_workspace(tmp_path_factory) -> Path:
-    from tests.unit.analysis_fixtures import executed_workspace
+    from tests.helpers.analysis_fixtures import executed_workspace
 
     return executed_workspace(tmp_path_factory.mktemp("approval_other") / "ws").root
 

@@ -13,9 +13,7 @@ import duckdb
 import pytest
 
 from campaign_cli.cli import main
-from tests.paths import future_start
-
-from .conftest import DEMO, REPO, set_args
+from tests.helpers.paths import DEMO, REPO, future_start, set_args
 
 # A fixed start a month ahead (the demo itself books `auto`), and the day its 2-day window ends.
 START = future_start(30)

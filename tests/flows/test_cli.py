@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from campaign_cli.cli import main
-
-from .conftest import DEMO, REPO, set_args
+from tests.helpers.paths import DEMO, REPO, set_args
 
 LLAMA = REPO / "configs" / "campaigns" / "llama3-405b.yaml"
 

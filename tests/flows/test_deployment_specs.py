@@ -11,8 +11,7 @@ import yaml
 
 from deployments.serve import deployment_specs, load_entrypoint, runner_deployments
 from flows.forms import override_keys, override_pattern, shipped_configs
-
-from .conftest import REPO
+from tests.helpers.paths import REPO
 
 STAGES = ("lifecycle", "prepare", "validate", "commit", "execute-window", "analyse", "simulate")
 SPECS = deployment_specs()

@@ -15,9 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from campaign_cli.cli import main
-from tests.paths import future_start
-
-from .conftest import DEMO, FAST_REHEARSAL, set_args
+from tests.helpers.paths import DEMO, FAST_REHEARSAL, future_start, set_args
 
 
 def _run(stage: str, ws: Path, sets: list[str]) -> int:

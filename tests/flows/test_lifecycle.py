@@ -8,9 +8,8 @@ import pyarrow.parquet as pq
 
 from campaign.gates import REQUIRED_GATES
 from campaign_cli.cli import main
-
-from .conftest import DEMO, set_args
-from .prefect_api import latest_artifact, latest_flow_run, log_messages, task_runs_of
+from tests.helpers.paths import DEMO, set_args
+from tests.helpers.prefect_api import latest_artifact, latest_flow_run, log_messages, task_runs_of
 
 
 def _catalog(ws: Path, sql: str) -> list[tuple]:

@@ -6,8 +6,7 @@ import pytest
 
 from campaign.gates import REQUIRED_GATES
 from campaign_cli.cli import main
-
-from .conftest import DEMO, set_args
+from tests.helpers.paths import DEMO, set_args
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,7 @@ import json
 import pytest
 
 from campaign_cli.cli import main
-
-from .conftest import DEMO, set_args
+from tests.helpers.paths import DEMO, set_args
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from .conftest import DEMO, set_args
+from tests.helpers.paths import DEMO, set_args
 
 # Result tables and the columns that identify their content (run ids, timestamps and random ids left out).
 CONTENT = {

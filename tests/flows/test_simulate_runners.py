@@ -3,7 +3,7 @@ and the run's result published as a markdown and a table artifact keyed by the c
 
 import pytest
 
-from .conftest import DEMO
+from tests.helpers.paths import DEMO
 
 pytest.importorskip("prefect_dask")
 

@@ -10,8 +10,7 @@ from tasks.commit import check_gates
 from tasks.execute import check_commitment
 from tasks.prepare import clean_sources, ensure_demo_inputs
 from tasks.validate import configuration_gates, load_evidence, volume_gates
-
-from .conftest import DEMO
+from tests.helpers.paths import DEMO
 
 
 @pytest.fixture

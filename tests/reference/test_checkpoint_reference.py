@@ -16,7 +16,7 @@ from campaign.plan import (
     make_plan,
     young_interval_s,
 )
-from tests.paths import LLAMA
+from tests.helpers.paths import LLAMA
 
 MIN = 60.0
 HOUR = 3600.0

@@ -1,6 +1,6 @@
 """Performance and memory models against published training runs (shared/reference/perf-model.md §3).
 
-The rows, their configs and each publication's metric live in tests/reference/published_runs.py; the accelerator
+The rows, their configs and each publication's metric live in tests/oracles/published_runs.py; the accelerator
 calibration they use is the shipped one (configs/accelerators/*.yaml, fitted by benchmarks/plan/calibrate.py on
 the Megatron-LM 2021 and Megatron-Core 2024 tables only; Korthikanti 2022 Table 5 is out of sample).
 Errors are in points of the publication's own metric (% of peak with its FLOP convention).
@@ -22,8 +22,8 @@ from campaign.plan.flops import (
     parameter_count,
 )
 from campaign.plan.memory import GIB, model_state_bytes_per_param, split_layers
-from tests.paths import LLAMA
-from tests.reference.published_runs import (
+from tests.helpers.paths import LLAMA
+from tests.oracles.published_runs import (
     KORTHIKANTI_T5,
     MCORE_2024,
     MEGATRON_2021,
@@ -376,7 +376,7 @@ def test_shipped_calibration_is_the_recorded_fit(family):
     import re
     from pathlib import Path
 
-    from tests.reference.published_runs import accelerator
+    from tests.oracles.published_runs import accelerator
 
     text = (Path(__file__).parent / "calibration_fit.txt").read_text()
     block = text.split(f"== {family}: fitted kernels")[1].split("\n\n")[0]

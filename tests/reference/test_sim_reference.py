@@ -24,7 +24,7 @@ from campaign.sim import (
     summarise_replicas,
 )
 from campaign.sim.renewal import finishing_ettr, finishing_wall_s, long_run_ettr
-from tests.paths import LLAMA
+from tests.helpers.paths import LLAMA
 
 REPLICAS = 12
 PUBLISHED_UNEXPECTED = 419

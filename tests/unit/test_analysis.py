@@ -16,8 +16,7 @@ from campaign.analysis.analysis import analyse_window, analysis_workspace, windo
 from campaign.analysis.statistics import checkpoint_overhead, optimal_interval_s, poisson_interval
 from campaign.errors import ConfigError, DataError
 from campaign.store import catalog
-
-from .analysis_fixtures import empty_catalog, executed_workspace
+from tests.helpers.analysis_fixtures import empty_catalog, executed_workspace
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,7 @@ from campaign.analysis.report import write_report
 from campaign.analysis.report_inputs import gather_report_inputs
 from campaign.errors import ConfigError, DataError
 from campaign.store import catalog
-
-from .analysis_fixtures import executed_workspace
+from tests.helpers.analysis_fixtures import executed_workspace
 
 
 @pytest.fixture(scope="module")

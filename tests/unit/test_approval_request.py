@@ -12,7 +12,7 @@ from campaign.approval import PENDING_FILE, approval_request, clear_pending, rea
 from campaign.config import load_config
 from campaign.errors import WorkspaceBusy
 from campaign.gates import REQUIRED_GATES
-from tests.paths import DEMO, future_start
+from tests.helpers.paths import DEMO, future_start
 
 HOLD = """
 import sys, time

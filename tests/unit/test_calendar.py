@@ -18,7 +18,7 @@ from campaign import calendar as cal
 from campaign.calendar.horizon import horizon, parse_moment
 from campaign.config import load_config
 from campaign.errors import CampaignError, ConfigError, Refused
-from tests.paths import DEMO
+from tests.helpers.paths import DEMO
 
 T0 = datetime(2027, 1, 4, tzinfo=UTC)
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -511,7 +511,7 @@ def test_the_schedule_gate_fails_a_too_short_and_a_too_long_window_saying_which_
 def test_the_llama3_snapshot_window_is_judged_on_its_target_only():
     from campaign.calendar.window_length import judge_window
     from campaign.plan import make_plan
-    from tests.paths import LLAMA
+    from tests.helpers.paths import LLAMA
 
     config = load_config(LLAMA).config
     judged = judge_window(config, make_plan(config))

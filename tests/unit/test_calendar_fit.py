@@ -1,5 +1,5 @@
 """The sweep behind `earliest_fit` and `least_idle_fit` (O(n log n)) gives exactly the answers of the first,
-quadratic implementation (tests/unit/calendar_quadratic_fit.py) on random calendars: dense, sparse, with
+quadratic implementation (tests/oracles/calendar_quadratic_fit.py) on random calendars: dense, sparse, with
 executed (released early) and cancelled bookings, touching and overlapping edges."""
 
 from datetime import UTC, datetime, timedelta
@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from campaign import calendar as cal
 from campaign.calendar.timeline import FreeStarts, blocking
-from tests.unit.calendar_quadratic_fit import earliest_fit_quadratic, least_idle_fit_quadratic
+from tests.oracles.calendar_quadratic_fit import earliest_fit_quadratic, least_idle_fit_quadratic
 
 T0 = datetime(2027, 1, 4, tzinfo=UTC)
 HOUR = 3600

@@ -16,7 +16,7 @@ from campaign.plan import (
     plan_checkpoint,
     young_interval_s,
 )
-from tests.paths import DEMO
+from tests.helpers.paths import DEMO
 
 
 def test_size_is_14_bytes_per_parameter():

@@ -5,7 +5,7 @@ import pytest
 from campaign.config import load_config
 from campaign.errors import ConfigError
 from campaign.plan.flops import parameter_count
-from tests.paths import DEMO, LLAMA
+from tests.helpers.paths import DEMO, LLAMA
 
 
 def test_shipped_configs_load_and_resolve_references():

@@ -5,7 +5,7 @@ import pandas as pd
 from campaign.config import load_config
 from data_checks.runner import summarise, validate_frame
 from data_checks.suites import suite_specs
-from tests.paths import DEMO
+from tests.helpers.paths import DEMO
 
 
 def _frame(n: int = 60) -> pd.DataFrame:

@@ -1,4 +1,4 @@
-"""The batch filters decide exactly as the per-document filters they replaced (tests/unit/filters_reference.py).
+"""The batch filters decide exactly as the per-document filters they replaced (tests/oracles/filters_reference.py).
 
 Input: real text already on this machine (Debian's /usr/share/common-licenses and /usr/share/doc files cut into
 page-sized documents at blank lines, in several groupings) plus edge cases the rules are sensitive to. For every
@@ -20,7 +20,7 @@ import pytest
 from campaign.config import C4Config, CleaningConfig, FineWebConfig, GopherRepetitionConfig
 from campaign.data import filters as F
 from campaign.data.normalise import normalise_text
-from tests.unit import filters_reference as R
+from tests.oracles import filters_reference as R
 
 CONFIGS = {
     "default": CleaningConfig(),

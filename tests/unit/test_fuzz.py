@@ -26,7 +26,7 @@ from campaign.errors import ConfigError, DataError
 from campaign.plan import make_plan
 from campaign.sim import simulate
 from campaign.window import window_inputs
-from tests.paths import DEMO
+from tests.helpers.paths import DEMO
 
 
 def _numeric_paths(node: Any, prefix: tuple = ()) -> list[str]:

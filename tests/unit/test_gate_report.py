@@ -7,7 +7,7 @@ from campaign.gate_report import gate_rows, gates_markdown
 from campaign.gates import GateResult, data_gates, plan_gates
 from campaign.plan import make_plan
 from data_checks.runner import bounds_text, observed_text
-from tests.paths import DEMO
+from tests.helpers.paths import DEMO
 
 
 def _rows(overrides=("gates.data.min_documents=1000000",)):

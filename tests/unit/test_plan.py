@@ -12,7 +12,7 @@ from campaign.plan import (
     make_plan,
     search_layouts,
 )
-from tests.paths import DEMO, LLAMA
+from tests.helpers.paths import DEMO, LLAMA
 
 
 def _rules(plan):

@@ -16,7 +16,7 @@ from campaign.sim import (
     simulate,
 )
 from campaign.sim.power import rate_limited_curve, sampled_power, step_curve
-from tests.unit.test_sim import make_inputs
+from tests.helpers.sim_inputs import make_inputs
 
 
 def test_phase_levels_follow_the_published_trace_fractions():

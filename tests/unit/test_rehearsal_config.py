@@ -8,7 +8,7 @@ from annotated_types import Ge, Gt, Le, Lt
 from campaign.config import RehearsalConfig, RehearsalModelConfig, load_config
 from campaign.errors import ConfigError
 from campaign.rehearsal.gate import rehearsal_model
-from tests.paths import DEMO, LLAMA
+from tests.helpers.paths import DEMO, LLAMA
 
 
 @pytest.mark.parametrize("model", [RehearsalConfig, RehearsalModelConfig])

@@ -1,16 +1,16 @@
 """The gate end to end without Prefect: sample, contract files, harness, verdict, with a third-party trainer."""
 
 import sys
-from pathlib import Path
 
 import numpy as np
 
 from campaign.config import ModelConfig, RehearsalConfig
 from campaign.data.tokenizer import load_tokenizer
 from campaign.rehearsal.gate import run_rehearsal
-from tests.unit.test_rehearsal_sample import DOCS
+from tests.helpers.paths import NUMPY_TRAINER
+from tests.helpers.rehearsal_docs import DOCS
 
-TRAINER = Path(__file__).with_name("rehearsal_numpy_trainer.py")
+TRAINER = NUMPY_TRAINER
 MODEL = ModelConfig(layers=24, hidden=2048, heads=16, kv_heads=8, ffn_hidden=8192, vocab=128256, seq_len=4096)
 
 

@@ -11,8 +11,9 @@ import pytest
 from campaign.rehearsal import contract
 from campaign.rehearsal.harness import HarnessSettings, choose_kill_step, rehearse
 from campaign.rehearsal.processes import group_members
+from tests.helpers.paths import NUMPY_TRAINER
 
-TRAINER = Path(__file__).with_name("rehearsal_numpy_trainer.py")
+TRAINER = NUMPY_TRAINER
 VOCAB = 16
 
 

@@ -1,46 +1,11 @@
 """The rehearsal sample: chosen by document hash, tokenized, checked, packed with end-of-document tokens, split."""
 
-import hashlib
-
 import numpy as np
 import pytest
 
 from campaign.data.tokenizer import load_tokenizer
-from campaign.rehearsal.sample import Document, build_sample, is_heldout, pack, select_documents
-
-WORDS = [
-    "the",
-    "quick",
-    "brown",
-    "fox",
-    "jumps",
-    "over",
-    "a",
-    "lazy",
-    "dog",
-    "while",
-    "seven",
-    "wizards",
-    "quietly",
-    "box",
-    "jugs",
-    "of",
-    "liquor",
-]
-
-
-def doc(i: int, n_words: int = 60) -> Document:
-    rng = np.random.default_rng(i)
-    text = " ".join(rng.choice(WORDS, n_words)) + f". Document {i}."
-    return Document(
-        doc_id=f"d{i}",
-        text=text,
-        text_sha256=hashlib.sha256(text.encode()).hexdigest(),
-        n_tokens=len(text.encode()),
-    )
-
-
-DOCS = [doc(i) for i in range(60)]
+from campaign.rehearsal.sample import build_sample, is_heldout, pack, select_documents
+from tests.helpers.rehearsal_docs import DOCS
 
 
 class FakeTokenizer:

@@ -8,8 +8,7 @@ from numba.core.registry import CPUDispatcher
 from campaign.config import load_config
 from campaign.sim import compiled, simulate_batch
 from campaign.window import window_inputs
-
-from ..paths import DEMO
+from tests.helpers.paths import DEMO
 
 
 def test_every_kernel_is_compiled_without_the_gil():

@@ -13,8 +13,7 @@ from hypothesis import strategies as st
 
 from campaign.sim import compiled, simulate
 from campaign.sim.fast import compiled_inputs, kernel_arguments, simulate_curve, simulate_summary
-from tests.unit.test_sim import DAY, PROPERTY_SETTINGS, input_cases, make_inputs
-from tests.unit.test_sim_fast import assert_same
+from tests.helpers.sim_inputs import DAY, PROPERTY_SETTINGS, assert_same, input_cases, make_inputs
 
 POWER_KEYS = ("power_mw", "energy_mwh", "cost_usd")
 

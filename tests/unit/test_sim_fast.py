@@ -27,23 +27,8 @@ from campaign.sim.simulator import (
     nominal_seconds_periodic,
     simulate_summary_interpreted,
 )
-from tests.paths import LLAMA
-from tests.unit.test_sim import DAY, PROPERTY_SETTINGS, input_cases, make_inputs
-
-# Floats agree to 1e-8 relative: the closed form sums a block of cycles in one expression where the event
-# model adds them one by one, and breakpoint times differ in the last bits (4.7e6 s has ulp ~1e-9 s).
-REL = 1e-8
-
-
-def assert_same(slow, fast, path="summary"):
-    if isinstance(slow, dict):
-        assert set(slow) == set(fast), path
-        for key in slow:
-            assert_same(slow[key], fast[key], f"{path}.{key}")
-    elif isinstance(slow, float) and isinstance(fast, float):
-        assert fast == pytest.approx(slow, rel=REL, abs=1e-6), path
-    else:
-        assert fast == slow, path
+from tests.helpers.paths import LLAMA
+from tests.helpers.sim_inputs import DAY, PROPERTY_SETTINGS, assert_same, input_cases, make_inputs
 
 
 def test_seeded_regression_llama3_fast_equals_event_by_event():
@@ -211,7 +196,7 @@ def test_too_many_replicas_for_memory_is_refused_before_running_naming_the_optio
 def test_window_shorter_than_one_checkpoint_interval_names_the_field_and_the_fix():
     from campaign.errors import ConfigError
     from campaign.sim import sim_inputs_from_config
-    from tests.paths import DEMO
+    from tests.helpers.paths import DEMO
 
     cfg = load_config(DEMO, ["window.days=0.01"]).config  # 864 s
     with pytest.raises(ConfigError) as err:
@@ -242,7 +227,7 @@ def test_window_shorter_than_one_checkpoint_interval_names_the_field_and_the_fix
 )
 def test_out_of_range_levels_rates_and_times_name_the_field(override, field):
     from campaign.errors import ConfigError
-    from tests.paths import DEMO
+    from tests.helpers.paths import DEMO
 
     with pytest.raises(ConfigError) as err:
         load_config(DEMO, [override])

@@ -23,7 +23,7 @@ from campaign.goodput import (
     window_utilisation,
 )
 from campaign.sim import simulate, summarise_replicas
-from tests.unit.test_sim import DAY, PROPERTY_SETTINGS, category, input_cases, make_inputs
+from tests.helpers.sim_inputs import DAY, PROPERTY_SETTINGS, category, input_cases, make_inputs
 
 
 def quiet(**overrides):

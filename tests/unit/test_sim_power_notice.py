@@ -16,7 +16,7 @@ from campaign.sim.power_notice import (
     power_notice,
     swings_mw,
 )
-from tests.unit.test_sim import make_inputs
+from tests.helpers.sim_inputs import make_inputs
 
 
 def test_hourly_mw_is_the_exact_mean_of_each_hour():

@@ -23,7 +23,7 @@ from campaign.sim.failures import (
 )
 from campaign.sim.inputs import DAY_S
 from campaign.window import window_inputs
-from tests.paths import LLAMA
+from tests.helpers.paths import LLAMA
 
 
 @settings(max_examples=200, deadline=None)

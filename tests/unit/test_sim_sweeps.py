@@ -18,7 +18,7 @@ from campaign.sim.sweeps import (
     sweep_row,
     sweep_table_markdown,
 )
-from tests.unit.test_sim import category, make_inputs
+from tests.helpers.sim_inputs import category, make_inputs
 
 
 def test_parse_and_grid():

@@ -19,7 +19,7 @@ from campaign.analysis.simulate_report import (
 from campaign.config import load_config
 from campaign.sim import simulate_batch, summarise_replicas
 from campaign.window import window_inputs
-from tests.paths import DEMO
+from tests.helpers.paths import DEMO
 
 
 @pytest.fixture(scope="module")

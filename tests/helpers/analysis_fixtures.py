@@ -11,7 +11,7 @@ from campaign.config import load_config
 from campaign.plan import make_plan
 from campaign.sim import simulate
 from campaign.window import UNBOOKED_START, window_inputs
-from tests.paths import DEMO
+from tests.helpers.paths import DEMO
 
 
 def executed_workspace(root: Path, overrides: tuple[str, ...] = ()) -> store.Workspace:

@@ -1,22 +1,22 @@
-"""Paths the tests share, independent of the directory pytest runs from."""
+"""Paths and CLI overrides the tests share, independent of the directory pytest runs from."""
 
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "configs" / "campaigns" / "demo.yaml"
 LLAMA = REPO / "configs" / "campaigns" / "llama3-405b.yaml"
+NUMPY_TRAINER = REPO / "tests" / "helpers" / "rehearsal_numpy_trainer.py"
 
 
 # Flow tests that are not about the rehearsal run its gate with a fast third-party trainer that follows the same
-# contract (a NumPy bigram model, tests/unit/rehearsal_numpy_trainer.py): the gate still trains for real, kills the
+# contract (a NumPy bigram model, tests/helpers/rehearsal_numpy_trainer.py): the gate still trains for real, kills the
 # trainer and checks the restore, in seconds instead of a minute of JAX. The JAX reference trainer is tested by
 # tests/unit/test_rehearsal_reference_trainer.py, tests/flows/test_rehearsal.py and `make run`.
 def fast_rehearsal() -> list[str]:
     import sys
 
-    trainer = REPO / "tests" / "unit" / "rehearsal_numpy_trainer.py"
     return [
-        f"rehearsal.command=[{sys.executable}, {trainer}]",
+        f"rehearsal.command=[{sys.executable}, {NUMPY_TRAINER}]",
         "rehearsal.steps=40",
         "rehearsal.checkpoint_every=10",
         "rehearsal.eval_every=10",
@@ -39,3 +39,8 @@ def future_start(days: int = 30) -> str:
 
     today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     return (today + timedelta(days=days)).isoformat().replace("+00:00", "Z")
+
+
+def set_args(overrides: list[str]) -> list[str]:
+    """["a=1", "b=2"] -> ["--set", "a=1", "--set", "b=2"]."""
+    return [arg for override in overrides for arg in ("--set", override)]
