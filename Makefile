@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install lint serve server ui stop clean
+.PHONY: run test test-fast install lint serve server ui stop clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,10 +21,15 @@ install: $(STAMP)
 run: $(STAMP)
 	PREFECT_SERVER_ANALYTICS_ENABLED=false $(BIN)/campaign run configs/campaigns/demo.yaml --workspace workspace/demo
 
+# Every tier (unit, reference, flows, e2e; markers in pyproject.toml), the 25 slowest tests listed at the end.
+# Two workers, whole files each (module-scoped workspaces stay in one worker); most flow tests wait on
+# subprocesses and servers, so two workers halve the wall time even on 2 cores.
 test: $(STAMP)
-	# Two workers, whole files each (module-scoped workspaces stay in one worker); most flow tests wait on
-	# subprocesses and servers, so two workers halve the wall time even on 2 cores.
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=25
+
+# The fast tiers only: unit and reference (no Prefect flow, no server), with a lighter Hypothesis profile.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 -m "unit or reference" --durations=10 tests/unit tests/reference
 
 # ruff (rules and formatting) over the whole tree, mypy over the modules listed in pyproject.toml.
 lint: $(STAMP)
