@@ -14,6 +14,7 @@ import pytest
 
 from campaign_cli.cli import main
 from tests.helpers.paths import DEMO, REPO, future_start, set_args
+from tests.helpers.saved import SavedFolder
 
 # A fixed start a month ahead (the demo itself books `auto`), and the day its 2-day window ends.
 START = future_start(30)
@@ -44,12 +45,33 @@ def _bookings(calendar: Path) -> list[tuple]:
         return con.execute("SELECT commitment_id, nodes, status FROM bookings ORDER BY created_at").fetchall()
 
 
-def test_two_campaigns_on_one_cluster(tmp_path, demo_inputs, capsys):
-    root = tmp_path / "team"
-    a, b = root / "a", root / "b"
+@pytest.fixture(scope="module")
+def _team(tmp_path_factory, demo_inputs) -> tuple[SavedFolder, SavedFolder]:
+    """A team folder with workspace `a` prepared and validated for SHARED, saved; then `b` beside it, saved."""
+    root = tmp_path_factory.mktemp("calendar") / "team"
     sets = [*demo_inputs, *SHARED]
-    _ready(a, sets)
-    _ready(b, sets)
+    _ready(root / "a", sets)
+    one = SavedFolder(root, "a")
+    _ready(root / "b", sets)
+    return one, SavedFolder(root, "ab")
+
+
+@pytest.fixture()
+def team_a(_team) -> Path:
+    """The team folder (the same path for every test) with `a` ready to commit, no calendar yet."""
+    return _team[0].restore()
+
+
+@pytest.fixture()
+def team_ab(_team) -> Path:
+    """The same with `a` and `b` ready to commit."""
+    return _team[1].restore()
+
+
+def test_two_campaigns_on_one_cluster(team_ab, demo_inputs, capsys):
+    root = team_ab
+    a, b = root / "a", root / "b"  # both prepared and validated for `sets`
+    sets = [*demo_inputs, *SHARED]
     assert _commit(a, sets) == 0
     first = _bookings(root / "calendars" / "demo-h100-16.duckdb")[0][0]
     capsys.readouterr()
@@ -107,11 +129,11 @@ def test_two_campaigns_on_one_cluster(tmp_path, demo_inputs, capsys):
     assert statuses == {first: "executed", shrunk: "cancelled"}
 
 
-def test_bad_calendar_input_names_the_value_and_changes_nothing(tmp_path, demo_inputs, capsys):
-    root = tmp_path / "team"
-    ws = root / "a"
+@pytest.mark.timeout(900)  # four prepare and validate stages and the refusals
+def test_bad_calendar_input_names_the_value_and_changes_nothing(team_a, demo_inputs, capsys):
+    root = team_a
+    ws = root / "a"  # prepared and validated for `sets`
     sets = [*demo_inputs, *SHARED]
-    _ready(ws, sets)
     assert _commit(ws, sets) == 0
     calendar = root / "calendars" / "demo-h100-16.duckdb"
     before = _bookings(calendar)
@@ -231,12 +253,10 @@ def _env() -> dict:
     return {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "PREFECT_LOGGING_LEVEL": "WARNING"}
 
 
-def test_two_commits_launched_at_once_from_two_processes_book_once(tmp_path, demo_inputs):
-    root = tmp_path / "team"
+def test_two_commits_launched_at_once_from_two_processes_book_once(team_ab, demo_inputs):
+    root = team_ab
     sets = [*demo_inputs, *SHARED]
-    workspaces = [root / "left", root / "right"]
-    for ws in workspaces:
-        _ready(ws, sets)
+    workspaces = [root / "a", root / "b"]  # both prepared and validated for `sets`
     procs = [
         subprocess.Popen(
             [

@@ -10,6 +10,7 @@ import pytest
 
 from campaign_cli.cli import main
 from tests.helpers.paths import DEMO, REPO, set_args
+from tests.helpers.saved import SavedFolder
 
 LLAMA = REPO / "configs" / "campaigns" / "llama3-405b.yaml"
 
@@ -211,11 +212,24 @@ def test_a_bug_is_reported_as_an_internal_error_without_traceback(monkeypatch, c
     assert "Traceback" not in err
 
 
-def test_a_bug_inside_a_stage_exits_70_in_one_line_without_a_traceback(tmp_path):
+@pytest.fixture(scope="module")
+def _prepared_demo(tmp_path_factory) -> SavedFolder:
+    """One prepare of the shipped demo (its corpus generated inside the workspace), saved."""
+    ws = tmp_path_factory.mktemp("cli") / "w"
+    assert main(["prepare", str(DEMO), "--workspace", str(ws)]) == 0
+    return SavedFolder(ws, "prepared")
+
+
+@pytest.fixture()
+def prepared_demo(_prepared_demo) -> Path:
+    """The workspace as that prepare left it, at the same path for every test that starts from a plain prepare."""
+    return _prepared_demo.restore()
+
+
+def test_a_bug_inside_a_stage_exits_70_in_one_line_without_a_traceback(prepared_demo):
     from prefect.settings import PREFECT_API_URL
 
-    ws = tmp_path / "w"
-    assert main(["prepare", str(DEMO), "--workspace", str(ws)]) == 0
+    ws = prepared_demo
     bug = (
         "import sys, tasks.validate as t\n"
         "def boom(*a, **k):\n    raise ZeroDivisionError('a bug planted by the test')\n"
@@ -248,9 +262,8 @@ def test_a_bug_inside_a_stage_exits_70_in_one_line_without_a_traceback(tmp_path)
 
 
 @pytest.mark.parametrize("case", ["lock_wait", "manifest_files_int", "damaged_catalog", "empty_catalog"])
-def test_bad_workspace_state_exits_2_with_the_place_and_the_fix(tmp_path, case):
-    ws = tmp_path / "w"
-    assert main(["prepare", str(DEMO), "--workspace", str(ws)]) == 0
+def test_bad_workspace_state_exits_2_with_the_place_and_the_fix(prepared_demo, case):
+    ws = prepared_demo
     env = {}
     if case == "lock_wait":
         env["CAMPAIGN_LOCK_WAIT_S"] = "abc"

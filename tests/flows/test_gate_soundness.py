@@ -16,6 +16,7 @@ import pytest
 
 from campaign_cli.cli import main
 from tests.helpers.paths import DEMO, FAST_REHEARSAL, future_start, set_args
+from tests.helpers.saved import SavedFolder
 
 
 def _run(stage: str, ws: Path, sets: list[str]) -> int:
@@ -37,9 +38,35 @@ def own_inputs(tmp_path) -> list[str]:
     return _inputs(tmp_path / "inputs")
 
 
-def test_mixture_is_judged_against_the_weights_of_this_command(tmp_path, own_inputs, capsys):
-    ws = tmp_path / "w"
-    assert _run("prepare", ws, own_inputs) == 0
+@pytest.fixture(scope="module")
+def _demo_case(tmp_path_factory) -> tuple[list[str], SavedFolder, SavedFolder]:
+    """One prepare, then one validate, of the demo on its own corpus (`case/w`, `case/inputs`), each saved."""
+    case = tmp_path_factory.mktemp("gate") / "case"
+    inputs = _inputs(case / "inputs")
+    assert _run("prepare", case / "w", inputs) == 0
+    prepared = SavedFolder(case, "prepared")
+    assert _run("validate", case / "w", inputs) == 0
+    return inputs, prepared, SavedFolder(case, "validated")
+
+
+@pytest.fixture()
+def prepared(_demo_case) -> tuple[Path, list[str]]:
+    """A folder holding the workspace `w` as prepare left it and its corpus `inputs`, with the overrides naming
+    them (the same paths for every test: a test of this module that starts with a plain prepare starts here)."""
+    inputs, saved, _ = _demo_case
+    return saved.restore(), list(inputs)
+
+
+@pytest.fixture()
+def validated(_demo_case) -> tuple[Path, list[str]]:
+    """The same after a validate that passed."""
+    inputs, _, saved = _demo_case
+    return saved.restore(), list(inputs)
+
+
+def test_mixture_is_judged_against_the_weights_of_this_command(prepared, capsys):
+    case, own_inputs = prepared
+    ws = case / "w"  # prepared
     skewed = [*own_inputs, "data.sources.0.weight=0.95", "data.sources.1.weight=0.05"]
     capsys.readouterr()
     assert _run("validate", ws, skewed) == 1
@@ -49,14 +76,14 @@ def test_mixture_is_judged_against_the_weights_of_this_command(tmp_path, own_inp
     assert _run("validate", ws, own_inputs) == 0  # the weights prepare used still pass
 
 
-def test_a_new_validate_replaces_the_verdict_for_the_same_digests(tmp_path, own_inputs, capsys):
+def test_a_new_validate_replaces_the_verdict_for_the_same_digests(prepared, capsys):
     """Append 3,000 empty records and re-prepare: the clean files are unchanged, the rejected ones are not."""
-    ws = tmp_path / "w"
-    assert _run("prepare", ws, own_inputs) == 0
+    case, own_inputs = prepared
+    ws = case / "w"  # prepared
     own_inputs = [*own_inputs[1:], "data.demo_corpus_dir=null"]  # from now on the inputs are not regenerated
     assert _run("prepare", ws, own_inputs) == 0
     assert _run("validate", ws, own_inputs) == 0
-    web = tmp_path / "inputs" / "web" / "part-001.jsonl"
+    web = case / "inputs" / "web" / "part-001.jsonl"
     original = web.read_bytes()
     web.write_bytes(original + b"".join(b'{"id": "empty-%d", "text": ""}\n' % i for i in range(3000)))
     assert _run("prepare", ws, own_inputs) == 0
@@ -72,11 +99,10 @@ def test_a_new_validate_replaces_the_verdict_for_the_same_digests(tmp_path, own_
     assert _run("commit", ws, own_inputs) == 0
 
 
-def test_the_same_digests_failing_later_block_commit(tmp_path, own_inputs):
+def test_the_same_digests_failing_later_block_commit(validated):
     """A validate that fails for digests that passed before is the verdict that counts."""
-    ws = tmp_path / "w"
-    assert _run("prepare", ws, own_inputs) == 0
-    assert _run("validate", ws, own_inputs) == 0
+    case, own_inputs = validated
+    ws = case / "w"  # prepared and validated
     with duckdb.connect(str(ws / "campaign.duckdb")) as con:
         before = con.execute("SELECT count(DISTINCT run_id) FROM gates").fetchone()[0]
     assert _run("validate", ws, own_inputs) == 0
@@ -117,9 +143,9 @@ def test_validate_recomputes_its_figures_from_the_files(tmp_path, own_inputs, ca
     assert "min_tokens" in out  # the tokens counted from the files, not the manifest's claim
 
 
-def test_a_clean_file_edited_to_claim_more_tokens_fails(tmp_path, own_inputs, capsys):
-    ws = tmp_path / "w"
-    assert _run("prepare", ws, own_inputs) == 0
+def test_a_clean_file_edited_to_claim_more_tokens_fails(prepared, capsys):
+    case, own_inputs = prepared
+    ws = case / "w"  # prepared
     path = ws / "data" / "clean" / "web.parquet"
     table = pq.read_table(path)
     inflated = pa.compute.multiply(table.column("n_tokens"), 1000)
@@ -132,9 +158,9 @@ def test_a_clean_file_edited_to_claim_more_tokens_fails(tmp_path, own_inputs, ca
     assert _run("commit", ws, own_inputs) == 3
 
 
-def test_a_file_added_to_the_clean_folder_is_named_and_never_deleted(tmp_path, own_inputs, capsys):
-    ws = tmp_path / "w"
-    assert _run("prepare", ws, own_inputs) == 0
+def test_a_file_added_to_the_clean_folder_is_named_and_never_deleted(prepared, capsys):
+    case, own_inputs = prepared
+    ws = case / "w"  # prepared
     mine = ws / "data" / "clean" / "my_curated_corpus.parquet"
     shutil.copy(ws / "data" / "clean" / "web.parquet", mine)
     capsys.readouterr()
@@ -144,11 +170,11 @@ def test_a_file_added_to_the_clean_folder_is_named_and_never_deleted(tmp_path, o
     assert mine.exists()  # campaign did not write it, so campaign does not delete it
 
 
-def test_changing_an_input_after_validate_blocks_commit_and_execute(tmp_path, own_inputs, capsys):
-    ws = tmp_path / "w"
-    for stage in ("prepare", "validate", "commit"):
-        assert _run(stage, ws, own_inputs) == 0
-    docs = next((tmp_path / "inputs" / "docs").glob("*.parquet"))
+def test_changing_an_input_after_validate_blocks_commit_and_execute(validated, capsys):
+    case, own_inputs = validated
+    ws = case / "w"  # prepared and validated
+    assert _run("commit", ws, own_inputs) == 0
+    docs = next((case / "inputs" / "docs").glob("*.parquet"))
     table = pq.read_table(docs)
     pq.write_table(table.slice(0, table.num_rows - 1), docs)
     capsys.readouterr()
@@ -191,6 +217,7 @@ def test_the_demo_inputs_live_in_the_workspace(tmp_path):
     assert manifest["inputs"] and all(e["path"].startswith(str(ws / "inputs")) for e in manifest["inputs"])
 
 
+@pytest.mark.timeout(900)  # two whole lifecycles
 def test_analyse_reports_the_window_executed_last(tmp_path, own_inputs):
     ws = tmp_path / "w"
     windows = []

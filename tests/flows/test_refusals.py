@@ -1,5 +1,7 @@
 """Every refusal: no commitment, a changed Parquet file, a changed config, a failed gate; no flag bypasses them."""
 
+from pathlib import Path
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -7,6 +9,7 @@ import pytest
 from campaign.gates import REQUIRED_GATES
 from campaign_cli.cli import main
 from tests.helpers.paths import DEMO, set_args
+from tests.helpers.saved import SavedFolder
 
 
 @pytest.fixture(scope="module")
@@ -18,9 +21,22 @@ def committed(tmp_path_factory, demo_inputs):
     return ws
 
 
-def test_execute_without_commitment_names_each_missing_gate(tmp_path, demo_inputs, capsys):
-    ws = tmp_path / "w"
+@pytest.fixture(scope="module")
+def _prepared(tmp_path_factory, demo_inputs) -> SavedFolder:
+    """One prepare of the demo, saved."""
+    ws = tmp_path_factory.mktemp("prepared") / "w"
     assert main(["prepare", str(DEMO), "--workspace", str(ws), *set_args(demo_inputs)]) == 0
+    return SavedFolder(ws, "prepared")
+
+
+@pytest.fixture()
+def prepared(_prepared) -> Path:
+    """The workspace as that prepare left it, at the same path for every test that starts from a plain prepare."""
+    return _prepared.restore()
+
+
+def test_execute_without_commitment_names_each_missing_gate(prepared, demo_inputs, capsys):
+    ws = prepared
     capsys.readouterr()
     assert main(["execute", str(DEMO), "--workspace", str(ws), *set_args(demo_inputs)]) == 3
     err = capsys.readouterr().err
@@ -103,9 +119,8 @@ def test_bad_input_is_refused_before_the_run_naming_the_field(tmp_path, demo_inp
     assert not ws.exists()
 
 
-def test_commit_without_validate_is_refused(tmp_path, demo_inputs, capsys):
-    ws = tmp_path / "w"
-    assert main(["prepare", str(DEMO), "--workspace", str(ws), *set_args(demo_inputs)]) == 0
+def test_commit_without_validate_is_refused(prepared, demo_inputs, capsys):
+    ws = prepared
     capsys.readouterr()
     assert main(["commit", str(DEMO), "--workspace", str(ws), *set_args(demo_inputs)]) == 3
     err = capsys.readouterr().err
@@ -156,13 +171,12 @@ def test_no_flag_bypasses_a_gate(capsys):
     capsys.readouterr()
 
 
-def test_a_second_process_on_the_workspace_exits_4_naming_the_holder(tmp_path, demo_inputs, capsys):
+def test_a_second_process_on_the_workspace_exits_4_naming_the_holder(prepared, demo_inputs, capsys):
     import subprocess
     import sys
     import textwrap
 
-    ws = tmp_path / "w"
-    assert main(["prepare", str(DEMO), "--workspace", str(ws), *set_args(demo_inputs)]) == 0
+    ws = prepared
     holder = subprocess.Popen(
         [
             sys.executable,
