@@ -126,6 +126,7 @@ def params(tmp_path_factory):
 RESULTS: dict = {}
 
 
+@pytest.mark.timeout(900)  # starts the server, the pool and a worker (module fixture)
 def test_every_deployment_is_deployed_and_bad_input_is_refused_before_the_run(stack):
     from prefect.exceptions import PrefectHTTPStatusError
 
@@ -159,6 +160,7 @@ def test_every_deployment_is_deployed_and_bad_input_is_refused_before_the_run(st
         assert started_by_hand() == before  # nothing started
 
 
+@pytest.mark.timeout(900)  # a whole lifecycle through deployments
 def test_the_demo_lifecycle_waits_for_approval_then_executes_its_window_once(stack, params):
 
     from campaign import store

@@ -43,6 +43,7 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.mark.timeout(900)  # a lifecycle in a subprocess, killed, and its server
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_kill_9_of_a_run_leaves_no_server_and_nothing_in_the_users_home(tmp_path):
     home = tmp_path / "home"

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import duckdb
 import pyarrow.parquet as pq
+import pytest
 
 from campaign.gates import REQUIRED_GATES
 from campaign_cli.cli import main
@@ -20,6 +21,7 @@ def _catalog(ws: Path, sql: str) -> list[tuple]:
         con.close()
 
 
+@pytest.mark.timeout(900)  # two whole lifecycles
 def test_run_demo_end_to_end(tmp_path, demo_inputs, capsys):
     ws = tmp_path / "w"
     assert main(["run", str(DEMO), "--workspace", str(ws), *set_args(demo_inputs)]) == 0

@@ -19,6 +19,7 @@ def rehearsal_row(out: str) -> str:
     return next(line for line in out.splitlines() if line.startswith("rehearsal "))
 
 
+@pytest.mark.timeout(900)  # the JAX reference trainer, twice
 def test_validate_prints_the_rehearsal_row_and_commit_then_books(prepared, demo_inputs_jax, capsys):
     capsys.readouterr()
     assert main(["validate", str(DEMO), "--workspace", str(prepared), *set_args(demo_inputs_jax)]) == 0
@@ -33,6 +34,7 @@ def test_validate_prints_the_rehearsal_row_and_commit_then_books(prepared, demo_
     assert main(["commit", str(DEMO), "--workspace", str(prepared), *set_args(demo_inputs_jax)]) == 0
 
 
+@pytest.mark.timeout(900)  # the JAX reference trainer
 def test_a_divergent_learning_rate_fails_the_gate_and_commit_refuses(prepared, demo_inputs_jax, capsys):
     sets = set_args([*demo_inputs_jax, "rehearsal.learning_rate=1000"])
     capsys.readouterr()

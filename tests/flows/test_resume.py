@@ -106,6 +106,7 @@ def reference(tmp_path_factory, demo_inputs) -> tuple[Path, date]:
     return ws, day
 
 
+@pytest.mark.timeout(900)  # the reference lifecycle, then a killed one and its resumption
 @pytest.mark.parametrize("kill_point", ["data/manifest.json", "commitments"])
 def test_killed_lifecycle_resumes_to_the_same_catalog(tmp_path, demo_inputs, reference, kill_point):
     # Each in its own folder, so each books its window on its own cluster calendar (calendars/ beside it).
