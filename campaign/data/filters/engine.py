@@ -9,7 +9,7 @@ failing both is counted under, never whether it is kept.
 `filter_batch` takes the normalised texts of a shard's batch and runs each rule group over the texts still in
 play, so a document stops at its first failing rule and later groups never measure it (the decisions are those
 of checking one document at a time, rule by rule; a regression test holds the batch code to the per-document
-code it replaced, `tests/unit/filters_reference.py`, on real text).
+code it replaced, `tests/oracles/filters_reference.py`, on real text).
 """
 
 from __future__ import annotations
