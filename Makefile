@@ -27,9 +27,10 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=25
 
-# The fast tiers only: unit and reference (no Prefect flow, no server), with a lighter Hypothesis profile.
+# The fast tiers only: unit and reference (no Prefect flow, no server, no JAX trainer), each Hypothesis property on
+# a quarter of its examples (tests/helpers/examples.py).
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 -m "unit or reference" --durations=10 tests/unit tests/reference
+	CAMPAIGN_HYPOTHESIS=fast $(BIN)/python -m pytest -q -n 2 -m "unit or reference" --durations=10 tests/unit tests/reference
 
 # ruff (rules and formatting) over the whole tree, mypy over the modules listed in pyproject.toml.
 lint: $(STAMP)

@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pytest
 
+import tests.helpers.examples  # noqa: F401 - loads the Hypothesis profile before any test module builds its settings
+
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_UI_ENABLED", "false")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")

@@ -11,7 +11,7 @@ NUMPY_TRAINER = REPO / "tests" / "helpers" / "rehearsal_numpy_trainer.py"
 # Flow tests that are not about the rehearsal run its gate with a fast third-party trainer that follows the same
 # contract (a NumPy bigram model, tests/helpers/rehearsal_numpy_trainer.py): the gate still trains for real, kills the
 # trainer and checks the restore, in seconds instead of a minute of JAX. The JAX reference trainer is tested by
-# tests/unit/test_rehearsal_reference_trainer.py, tests/flows/test_rehearsal.py and `make run`.
+# tests/e2e/test_rehearsal_reference_trainer.py, tests/flows/test_rehearsal.py and `make run`.
 def fast_rehearsal() -> list[str]:
     import sys
 

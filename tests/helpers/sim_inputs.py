@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from campaign.config import FailureCategoryConfig
 from campaign.sim import SimInputs
+from tests.helpers.examples import examples
 
 DAY = 86_400.0
 
@@ -125,7 +126,9 @@ input_cases = st.builds(
     st.integers(0, 2**32),
 )
 
-PROPERTY_SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY_SETTINGS = settings(
+    max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 # Floats agree to 1e-8 relative: the closed form sums a block of cycles in one expression where the event

@@ -18,6 +18,7 @@ from campaign import calendar as cal
 from campaign.calendar.horizon import horizon, parse_moment
 from campaign.config import load_config
 from campaign.errors import CampaignError, ConfigError, Refused
+from tests.helpers.examples import examples
 from tests.helpers.paths import DEMO
 
 T0 = datetime(2027, 1, 4, tzinfo=UTC)
@@ -100,7 +101,7 @@ def test_each_gap_is_priced_to_the_cent():
 _moments = st.integers(0, 30 * 24 * 3600).map(lambda s: T0 + timedelta(seconds=s))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     st.lists(
         st.tuples(
@@ -138,7 +139,7 @@ def test_busy_plus_idle_is_capacity_times_horizon_exactly(raw, h0, length):
     assert all(a.end == b.start for a, b in itertools.pairwise(segs))
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     st.lists(st.tuples(st.integers(1, 32), _moments, st.integers(3600, 5 * 24 * 3600)), max_size=6),
     st.integers(1, 32),

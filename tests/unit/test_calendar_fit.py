@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from campaign import calendar as cal
 from campaign.calendar.timeline import FreeStarts, blocking
+from tests.helpers.examples import examples
 from tests.oracles.calendar_quadratic_fit import earliest_fit_quadratic, least_idle_fit_quadratic
 
 T0 = datetime(2027, 1, 4, tzinfo=UTC)
@@ -41,7 +42,7 @@ def _calendar(raw):
     return out
 
 
-@settings(max_examples=250, deadline=None)
+@settings(max_examples=examples(250), deadline=None)
 @given(
     st.lists(_booking, max_size=25),
     st.integers(1, CAPACITY),
@@ -61,7 +62,7 @@ def test_the_sweep_gives_the_quadratic_answers(raw, nodes, length_h, not_before_
     )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.lists(_booking, max_size=25),
     st.integers(1, CAPACITY),

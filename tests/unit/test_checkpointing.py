@@ -16,6 +16,7 @@ from campaign.plan import (
     plan_checkpoint,
     young_interval_s,
 )
+from tests.helpers.examples import examples
 from tests.helpers.paths import DEMO
 
 
@@ -33,7 +34,7 @@ def test_async_write_blocks_less_and_uploads_in_background():
     assert background == 5.0
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(size=st.floats(0.1, 1e5), bw=st.floats(0.1, 1e4), factor=st.floats(1.0, 100.0), is_async=st.booleans())
 def test_more_storage_bandwidth_never_increases_write_s(size, bw, factor, is_async):
     slow = checkpoint_write_s(size, bw, is_async=is_async, gpus=64)
@@ -42,7 +43,7 @@ def test_more_storage_bandwidth_never_increases_write_s(size, bw, factor, is_asy
     assert fast[1] <= slow[1] + 1e-12
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(bw=st.floats(1.0, 1e4), factor=st.floats(1.0, 100.0))
 def test_plan_checkpoint_write_s_monotonic_in_bandwidth(bw, factor):
     slow = plan_checkpoint(10**9, 128, CheckpointConfig(storage_gb_per_s=bw), 3600.0)
@@ -66,7 +67,7 @@ def test_young_is_sqrt_two_delta_m():
     assert young_interval_s(300.0, 86400.0) == math.sqrt(2 * 300.0 * 86400.0)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(delta=st.floats(1.0, 600.0), mtbf=st.floats(3600.0, 30 * 86400.0))
 def test_daly_wall_time_is_at_least_the_work(delta, mtbf):
     tau = daly_interval_s(delta, mtbf)
@@ -87,7 +88,7 @@ def _scaled(cluster, factor):
     return cluster.model_copy(update={"failures": failures})
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(low=st.floats(0.1, 10.0), ratio=st.floats(1.01, 10.0))
 def test_more_failures_lower_expected_ettr(low, ratio):
     cfg = load_config(DEMO).config

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from campaign.data.filters import split_words
 from campaign.data.minhash import _signatures_per_document, signatures
 from campaign.data.normalise import normalise_text, normalise_texts
+from tests.helpers.examples import examples
 
 # Characters that decide splitting and normalisation, mixed with ordinary ones.
 TRICKY = [
@@ -74,7 +75,7 @@ def test_normalise_texts_with_a_lone_surrogate_falls_back() -> None:
     assert normalise_texts(["a\ud800b", "x\x00y"]) == ["ab", "xy"]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     st.lists(
         st.lists(st.sampled_from(["a", "b", "c", "d", " ", "\n", "É", "x y"]), max_size=60).map("".join),
@@ -98,7 +99,9 @@ _ns = st.lists(st.integers(min_value=1, max_value=12), max_size=4, unique=True)
 
 
 @given(_repetitive, _ns, _ns)
-@settings(max_examples=200, deadline=None)  # the first example compiles the kernel (or loads its cache)
+@settings(
+    max_examples=examples(200), deadline=None
+)  # the first example compiles the kernel (or loads its cache)
 def test_compiled_ngram_tables_equal_the_numpy_tables(
     batch: list[str], top_ns: list[int], dup_ns: list[int]
 ) -> None:

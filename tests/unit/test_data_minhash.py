@@ -15,6 +15,7 @@ from campaign.config import CleaningConfig, DataConfig, GopherRepetitionConfig, 
 from campaign.data import prepare_data
 from campaign.data.minhash import band_keys, clusters, estimated_jaccard, signatures
 from campaign.data.normalise import normalise_text
+from tests.helpers.examples import examples
 
 LICENCES = Path("/usr/share/common-licenses")
 needs_licences = pytest.mark.skipif(not (LICENCES / "GFDL-1.2").is_file(), reason="needs Debian base-files")
@@ -101,7 +102,7 @@ def _components_reference(keys: np.ndarray, eligible: np.ndarray) -> list[int]:
     return root
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.integers(2, 40).flatmap(
         lambda n: st.tuples(

@@ -26,6 +26,7 @@ from campaign.data.manifest import manifest_data_digest
 from campaign.errors import DataError
 from campaign.evidence import read_evidence
 from campaign.files import sha256_file
+from tests.helpers.examples import examples
 
 PROSE = (
     "The interpreter reads the program text and that text is split into tokens with a lexer. "
@@ -121,7 +122,9 @@ def test_near_duplicates_name_the_kept_document(two_sources: DataConfig, tmp_pat
     assert run.manifest["near_dedup"]["clusters"] == 1 and run.manifest["near_dedup"]["largest_cluster"] == 3
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     st.lists(
         st.one_of(st.sampled_from([PROSE, PROSE + " x", "short", "", None, 3, ["a"]]), st.text(max_size=80)),

@@ -26,6 +26,7 @@ from campaign.errors import ConfigError, DataError
 from campaign.plan import make_plan
 from campaign.sim import simulate
 from campaign.window import window_inputs
+from tests.helpers.examples import examples
 from tests.helpers.paths import DEMO
 
 
@@ -109,7 +110,7 @@ def test_every_numeric_config_field_has_a_finite_range():
     assert missing == []
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(key=st.sampled_from(NUMERIC_KEYS), value=NASTY)
 @example(key="plan.checkpoint.interval_s", value=float("nan"))
 @example(key="cluster.power.pue", value=math.inf)
@@ -131,7 +132,7 @@ def test_a_mutated_config_loads_or_is_a_config_error_and_then_plans_finitely(key
     assert isinstance(figures["fits"], bool)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     key=st.sampled_from(
         [k for k in NUMERIC_KEYS if k.startswith(("cluster", "window", "plan.checkpoint", "sim", "seed"))]
@@ -177,7 +178,7 @@ RECORD = st.one_of(
 
 
 @settings(
-    max_examples=60,
+    max_examples=examples(60),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )

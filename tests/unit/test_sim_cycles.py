@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from campaign.sim import compiled, simulate
 from campaign.sim.fast import compiled_inputs, kernel_arguments, simulate_curve, simulate_summary
+from tests.helpers.examples import examples
 from tests.helpers.sim_inputs import DAY, PROPERTY_SETTINGS, assert_same, input_cases, make_inputs
 
 POWER_KEYS = ("power_mw", "energy_mwh", "cost_usd")
@@ -40,7 +41,7 @@ def cycle_statistics(inputs, replica):
     return written, float(f[compiled.F_CYCLES_RAMP]), t.size
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     interval=st.floats(2.0, 400.0) | st.sampled_from([2.0, 2.0 + 1e-6, 2.5, 247.5]),
     write=st.floats(0.0, 6.0) | st.sampled_from([1.0, 2.0, 2.0 + 1e-6, 2.5]),

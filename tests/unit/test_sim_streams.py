@@ -23,10 +23,11 @@ from campaign.sim.failures import (
 )
 from campaign.sim.inputs import DAY_S
 from campaign.window import window_inputs
+from tests.helpers.examples import examples
 from tests.helpers.paths import LLAMA
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     seed=st.integers(0, 2**32 - 1) | st.integers(0, 2**130),
     replica=st.integers(0, 10_000) | st.integers(0, 2**70),
