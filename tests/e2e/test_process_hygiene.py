@@ -1,5 +1,5 @@
 """A CLI command owns its temporary Prefect API: it lives in the workspace and dies with the command, even on
-`kill -9` (issue 5). Real processes, no test harness: this is what a user's terminal sees."""
+`kill -9`. Real processes, no test harness: this is what a user's terminal sees."""
 
 import os
 import signal

@@ -1,4 +1,4 @@
-"""Gates that cannot be fooled (issue 5): each case is an attack that once got a window booked or executed.
+"""Gates that cannot be fooled: each case is an attack that once got a window booked or executed.
 
 Every test drives the CLI as a user would (in-process, on the session's Prefect test harness) and asserts the
 exit code and what the message names.

@@ -31,7 +31,7 @@ def test_run_demo_end_to_end(tmp_path, demo_inputs, capsys):
     assert len(gates) == len(REQUIRED_GATES) and all(passed for _, passed in gates)
     assert _catalog(ws, "SELECT count(*) FROM commitments")[0][0] == 1
     assert _catalog(ws, "SELECT count(*) FROM sim_events")[0][0] > 0
-    # Commit wrote the facility power notice beside the commitment (issue 9).
+    # Commit wrote the facility power notice beside the commitment.
     commitment_id = _catalog(ws, "SELECT commitment_id FROM commitments")[0][0]
     notice = json.loads((ws / "commitments" / f"{commitment_id}-power.json").read_text())
     assert (
@@ -96,7 +96,7 @@ def test_failed_gate_stops_the_lifecycle_before_commit(tmp_path, demo_inputs, ca
     failed = {g for (g,) in _catalog(ws, "SELECT gate FROM gates WHERE NOT passed")}
     assert failed == {"data_quality", "data_volume"}  # GX's row-count expectation and the volume gate
 
-    # What the Prefect UI shows (issue 11, items 3 and 5): one run per gate, the failed ones red with their figure
+    # What the Prefect UI shows (docs/prefect-ui.md): one run per gate, the failed ones red with their figure
     # and threshold; the parent names the stage and the gates; no engine error for an expected failure.
     parent = latest_flow_run("lifecycle-demo-")
     assert parent.state.is_failed() and "campaign:demo" in parent.tags

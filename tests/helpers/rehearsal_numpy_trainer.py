@@ -1,4 +1,5 @@
-"""A third-party trainer written against the README's contract only: a NumPy bigram model with SGD and momentum.
+"""A third-party trainer written against the trainer contract (docs/rehearsal.md) only: a NumPy bigram model with
+SGD and momentum.
 
 It imports nothing from campaign. `NUMPY_TRAINER_MODE` makes it misbehave the way real trainers do:
 good, forget_momentum (resumes without its optimizer state), no_resume (ignores its checkpoints), no_checkpoint,

@@ -91,8 +91,8 @@ def test_megatron_core_2024_formula_is_the_non_causal_convention(mlp):
 
 
 def test_mcore_2024_targets_use_the_non_causal_convention():
-    """Issue 8 (5): the table's TFLOP/s are non-causal model FLOPs, so its iteration times are 3-12 % longer than
-    a causal count would derive (perf-model.md §3.3: 0.45 / 0.40 s for 1.7B, 12.72 / 12.49 s for 462B)."""
+    """The table's TFLOP/s are non-causal model FLOPs, so its iteration times are 3-12 % longer than a causal
+    count would derive (0.45 / 0.40 s for 1.7B, 12.72 / 12.49 s for 462B)."""
     runs = {r.name: r for r in mcore_2024()}
     assert runs["1.7B"].step_s() == pytest.approx(0.45, abs=0.01)
     assert runs["462B"].step_s() == pytest.approx(12.72, abs=0.03)
@@ -183,11 +183,11 @@ def test_korthikanti_no_recompute_activations_match_table2():
 
 # ------------------------------------------------------------------ (3) step times: one calibration per family
 
-# Issue 8's limits, in points of each publication's own metric, one calibration per family: no row worse than 8
+# The limits, in points of each publication's own metric, one calibration per family: no row worse than 8
 # points, and the mean over every row of the three tables at most 3 points. Measured errors with the shipped
-# calibration (python benchmarks/plan/calibrate.py --check) are in tests/reference/calibration_fit.txt and the
-# README. The worst row is Megatron-Core 32B (-7.2: TP8 x DP48, four micro-batches of one sequence, so Megatron's
-# no_sync leaves most of the fp32 gradient reduce-scatter exposed; the table gives no micro-batch).
+# calibration (python benchmarks/plan/calibrate.py --check) are in tests/reference/calibration_fit.txt and
+# docs/plan-model.md. The worst row is Megatron-Core 32B (-7.2: TP8 x DP48, four micro-batches of one sequence, so
+# Megatron's no_sync leaves most of the fp32 gradient reduce-scatter exposed; the table gives no micro-batch).
 ROW_LIMIT_POINTS = 8.0
 MEAN_LIMIT_POINTS = 3.0
 
@@ -202,12 +202,12 @@ RUNS = all_runs()
 
 @pytest.mark.parametrize("run", RUNS, ids=[f"{r.table}-{r.name}" for r in RUNS])
 def test_published_row_within_the_row_limit(run):
-    """Issue 8: no row of the three tables worse than 8 points, no exception."""
+    """No row of the three tables worse than 8 points, no exception."""
     assert abs(_error_points(run)) <= ROW_LIMIT_POINTS
 
 
 def test_accuracy_over_all_three_tables():
-    """Issue 8 targets: mean |error| <= 3 points over every row of the three tables (27 rows), the worst <= 8."""
+    """Targets: mean |error| <= 3 points over every row of the three tables (27 rows), the worst <= 8."""
     errors = [abs(_error_points(r)) for r in RUNS]
     assert len(errors) == len(MEGATRON_2021) + len(MCORE_2024) + 2 * len(KORTHIKANTI_T5) == 27
     assert statistics.mean(errors) <= MEAN_LIMIT_POINTS
@@ -221,7 +221,7 @@ def test_out_of_sample_table_within_3_points_mean():
 
 
 def test_error_does_not_trend_with_model_size():
-    """Issue 8 (1): the old single-constant model was +20 points at 1.7B and -4 to -11 from 32B up. The mean signed
+    """The old single-constant model was +20 points at 1.7B and -4 to -11 from 32B up. The mean signed
     error of the smallest three rows and of the largest three rows of each in-sample table both sit within 3
     points."""
     for rows in (megatron_2021(), mcore_2024()):
@@ -243,7 +243,7 @@ def test_llama3_parameter_count():
 # calibration comes from the Megatron-Core table). The paper reports BF16 MFU "(MFU; Chowdhery et al.)": PaLM's
 # 6N + 12 L H Q T per token (all parameters, attention over the whole T x T, not halved for causality), so the
 # published TFLOP/s are converted with `palm_flops_per_token`, against H100's 989 dense TFLOP/s. vpp is not
-# published: the config's 8 (one layer per virtual stage). Issue 8's limit for published runs outside the tables:
+# published: the config's 8 (one layer per virtual stage). The limit for published runs outside the tables:
 # each within 4 points (measured +0.2 / -0.2 / -1.3, benchmarks/plan/llama3_table4.py and docs/plan-model.md).
 LLAMA3_LIMIT_POINTS = 4.0
 LLAMA3_TABLE4 = [
@@ -333,7 +333,7 @@ def test_reference_fixture_is_what_the_tables_describe():
 
 
 def test_llama3_search_does_not_prefer_context_parallelism_at_8k():
-    """Issue 8: on Llama 3 405B at 8K the search no longer prefers CP, and its top layout is within 5 % of the
+    """On Llama 3 405B at 8K the search does not prefer CP, and its top layout is within 5 % of the
     published one's throughput. With Llama 3's stack priced (unfused fp32 gradient accumulation per micro-batch, which
     costs twice as much per GPU at TP4 as at TP8; FlashAttention-2-class attention, slower on short CP chunks;
     exposed all-gather CP) the top is the published TP8 CP1 PP16 vpp8 itself; the best CP layout is below it."""

@@ -1,4 +1,4 @@
-"""Prefect names carry the campaign (issue 11): artifact keys through one helper, valid for Prefect."""
+"""Prefect names carry the campaign: artifact keys through one helper, valid for Prefect."""
 
 import ast
 import re

@@ -1,4 +1,4 @@
-"""Fuzzing the input contract (issue 5): mutated configs and corpora never crash, never hang, never lose a record.
+"""Fuzzing the input contract: mutated configs and corpora never crash, never hang, never lose a record.
 
 Configs: any value for any numeric key, through `--set`, either loads or is a ConfigError (exit 2) naming the
 key; a config that loads plans to finite figures (or violations) and simulates its window. Corpora: any bytes in

@@ -1,4 +1,4 @@
-"""Each gate's figure and threshold, as the validate artifacts and per-gate runs show them (issue 11, items 3, 8)."""
+"""Each gate's figure and threshold, as the validate artifacts and per-gate runs show them."""
 
 import re
 

@@ -1,4 +1,4 @@
-"""The harness against a third-party trainer (a NumPy bigram model that knows only the README's contract)."""
+"""The harness against a third-party trainer (a NumPy bigram model that knows only the trainer contract)."""
 
 import json
 import os
