@@ -59,6 +59,7 @@ def validate_frame(
     rows = []
     for r in result.results:
         config = r.expectation_config
+        assert config is not None  # a validation result always names the expectation it ran
         res = r.result or {}
         rows.append(
             {

@@ -12,7 +12,7 @@ from campaign.config import CampaignConfig
 Spec = dict[str, Any]  # {"type": "expect_...", "kwargs": {...}}
 
 
-def clean_data_suite(config: CampaignConfig) -> list[Spec]:
+def clean_data_suite(config: CampaignConfig) -> list[Spec | None]:  # None: a check this config leaves out
     cleaning = config.data.cleaning
     sources = [s.name for s in config.data.sources]
     return [

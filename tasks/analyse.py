@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from prefect import get_run_logger, task
 from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
@@ -84,7 +85,7 @@ def simulate_report(result: dict, summaries: list[dict], campaign: str, workspac
     values = replica_values(summaries)
     html, markdown, facts = render_simulate_report(result, campaign, values)
     finish = facts["finish"]
-    out = {
+    out: dict[str, Any] = {
         "replica_values": values,
         "report_html": None,
         "p_complete_interval": [finish["interval_lo"], finish["interval_hi"]] if finish else None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import replace
+from typing import cast
 
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
@@ -187,21 +188,26 @@ def schedule_execute(commitment: store.Commitment, params: dict) -> str:
 
     Run locally (no deployment), there is nothing to schedule: `campaign execute` runs the window by hand.
     """
+    from prefect.client.schemas.objects import FlowRun
     from prefect.deployments import run_deployment
     from prefect.runtime import deployment as current
 
     if current.id is None:
         return "not in a deployment run: run `campaign execute` when the window opens"
     deployment = execute_deployment_for(current.name)
-    flow_run = run_deployment(
-        deployment,
-        parameters={"params": params},
-        scheduled_time=commitment.window_start,
-        # one execute run per booking: a commitment booked again after a cancel gets its own
-        timeout=0,
-        as_subflow=False,
-        idempotency_key=f"{commitment.commitment_id}@{commitment.window_start.isoformat()}",
-        flow_run_name=f"window-{commitment.commitment_id}",
+    # Prefect types run_deployment as returning the run or a coroutine; called from sync code it returns the run.
+    flow_run = cast(
+        FlowRun,
+        run_deployment(
+            deployment,
+            parameters={"params": params},
+            scheduled_time=commitment.window_start,
+            # one execute run per booking: a commitment booked again after a cancel gets its own
+            timeout=0,
+            as_subflow=False,
+            idempotency_key=f"{commitment.commitment_id}@{commitment.window_start.isoformat()}",
+            flow_run_name=f"window-{commitment.commitment_id}",
+        ),
     )
     get_run_logger().info(
         "execute scheduled at %s as flow run %s of %s", commitment.window_start, flow_run.id, deployment

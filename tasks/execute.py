@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
+from uuid import UUID
 
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_progress_artifact, update_progress_artifact
@@ -71,10 +73,15 @@ def simulate_window(
         )
     plan = make_plan(config)
     # Progress as simulated time advances: one Prefect progress artifact, updated every 2%.
-    progress_id = create_progress_artifact(
-        0.0,
-        key=artifact_key(config.name, "execute-progress"),
-        description=f"window {commitment.commitment_id}: simulated time",
+    # Prefect types its sync-compatible functions as returning the value or a coroutine; called from sync code
+    # they return the value.
+    progress_id = cast(
+        UUID,
+        create_progress_artifact(
+            0.0,
+            key=artifact_key(config.name, "execute-progress"),
+            description=f"window {commitment.commitment_id}: simulated time",
+        ),
     )
 
     def report(fraction: float, t_s: float, tokens: float) -> None:
