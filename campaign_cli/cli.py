@@ -135,7 +135,7 @@ def analyse(
                 where="campaign analyse",
                 fix="use --compare W1 W2 ... to compare runs, or --workspace DIR to analyse one",
             )
-        targets = [*compare, *(extra or [])]
+        targets = [*(compare or []), *(extra or [])]
         check_targets(targets)  # bad input refused before a Prefect API starts or anything is written
         with _prefect_api(None, warm=_imports("flows.analyse", "campaign.analysis.plots")):
             from flows.analyse import CompareParams, compare_flow

@@ -124,9 +124,9 @@ def _server_env(home: Path, fresh_schema: bool) -> dict[str, str]:
 
 def _start_server(home: Path, fresh_schema: bool) -> tuple[subprocess.Popen, str]:
     port = _free_port()
-    app_dir = Path(
-        importlib.util.find_spec("prefect").origin
-    ).parent.parent  # as Prefect's ephemeral server does
+    spec = importlib.util.find_spec("prefect")
+    assert spec is not None and spec.origin is not None  # prefect is imported already
+    app_dir = Path(spec.origin).parent.parent  # as Prefect's ephemeral server does
     with open(home / "server.log", "ab") as log:
         proc = subprocess.Popen(
             [

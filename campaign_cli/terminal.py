@@ -60,13 +60,12 @@ def exit_code_of(command: Callable[[], Any]) -> int:
         say("interrupted; rerun the same command to resume (completed work is kept)")
         return 130
     except Exception as exc:
-        if callable(getattr(exc, "show", None)) and hasattr(exc, "exit_code"):
-            exc.show()  # a usage error from the (vendored) click parser: print it as click would
+        show, exit_code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
+        if callable(show) and hasattr(exc, "exit_code"):
+            show()  # a usage error from the (vendored) click parser: print it as click would
             return 2
-        if isinstance(
-            getattr(exc, "exit_code", None), int
-        ):  # typer.Exit(code): the command's chosen exit code
-            return exc.exit_code
+        if isinstance(exit_code, int):  # typer.Exit(code): the command's chosen exit code
+            return exit_code
         if os.environ.get("CAMPAIGN_DEBUG"):
             raise
         say(

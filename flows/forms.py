@@ -107,7 +107,8 @@ def _setting_model(key: str, info: Any) -> type[BaseModel]:
     model = create_model(
         _class_name(key),
         __config__=ConfigDict(extra="forbid", title=key),
-        key=(Literal[key], Field(key, description="The config key this sets.")),
+        # A Literal of a value known at run time: pydantic builds it; a static checker cannot.
+        key=(Literal[key], Field(key, description="The config key this sets.")),  # type: ignore[arg-type]
         value=(value_type, Field(..., description=help_text, **bounds)),
     )
     model.__doc__ = help_text
@@ -123,7 +124,10 @@ def _setting_models() -> dict[str, type[BaseModel]]:
 
 
 SETTING_MODELS = _setting_models()
-Setting = Annotated[Union[tuple(SETTING_MODELS.values())], Field(discriminator="key")]  # noqa: UP007 - built at run time
+if typing.TYPE_CHECKING:  # the union of SETTING_MODELS exists only at run time; statically, one of them
+    Setting = BaseModel
+else:
+    Setting = Annotated[Union[tuple(SETTING_MODELS.values())], Field(discriminator="key")]  # noqa: UP007 - built at run time
 
 
 def setting_overrides(settings: list[Any]) -> list[str]:

@@ -25,7 +25,7 @@ def lifecycle_flow(params: StageParams = StageParams()):
     loaded, ws = load_campaign(params.config, params.overrides, params.workspace)
     store.adopt_workspace(ws, loaded.config.name)
     name = loaded.config.name
-    outcomes: list[tuple[str, str, str]] = []
+    outcomes: list[tuple[str, str, str]] = []  # (stage, state name, state message)
     # One lock for the whole lifecycle, so no other process slips in between two stages.
     with store.locked(ws, "campaign run"), campaign_tags(name):
         for stage_name, stage in (
@@ -37,12 +37,12 @@ def lifecycle_flow(params: StageParams = StageParams()):
             # The lifecycle executes the window itself: its commit must not also schedule execute-window.
             extra = {"schedule_execution": False} if stage is commit_flow else {}
             state = stage(params, return_state=True, **extra)
-            outcomes.append((stage_name, state.name, state.message or ""))
+            outcomes.append((stage_name, str(state.name), state.message or ""))
             if not state.is_completed():  # after a failed gate nothing executes
                 publish_lifecycle_summary(name, outcomes, None)
                 return _stopped_at(stage_name, state)
         state = analyse_flow(AnalyseParams(workspace=str(ws.root)), return_state=True)
-        outcomes.append(("analyse", state.name, state.message or ""))
+        outcomes.append(("analyse", str(state.name), state.message or ""))
         if not state.is_completed():
             publish_lifecycle_summary(name, outcomes, None)
             return _stopped_at("analyse", state)
