@@ -358,6 +358,7 @@ class CheckpointConfig(Frozen):
                 "interval_s must be a number of seconds or 'auto'"
             )  # pydantic reports ValueError
         try:
+            # Whatever the YAML held: float() refusing it (TypeError, ValueError) is how a non-number is caught.
             seconds = float(value)  # type: ignore[arg-type]
         except (TypeError, ValueError, OverflowError):
             raise ValueError("interval_s must be a number of seconds or 'auto'") from None
