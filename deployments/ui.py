@@ -81,7 +81,7 @@ def _running(pid: int) -> bool:
 def _ours(record: dict) -> bool:
     """The pid still runs the command this module started (not a pid reused by something else)."""
     cmdline = _cmdline(record["pid"])
-    return bool(cmdline) and cmdline[-len(record["argv"][1:]) :] == record["argv"][1:]
+    return cmdline is not None and bool(cmdline) and cmdline[-len(record["argv"][1:]) :] == record["argv"][1:]
 
 
 def _healthy(api: str) -> bool:
