@@ -80,3 +80,51 @@ def test_imports_run_one_way():
             if bad:
                 offenders.append(f"{path.relative_to(REPO).as_posix()}: {', '.join(bad)}")
     assert offenders == [], "these import a layer above them:\n" + "\n".join(offenders)
+
+
+PACKAGES = ("campaign", "data_checks", "tasks", "flows", "campaign_cli", "deployments")
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Module-level imports between the project's modules. `from package import name` points at the submodule
+    when `name` is one, else at the package; imports inside functions are left out (they run later)."""
+    files = {}
+    for package in PACKAGES:
+        for path in (REPO / package).rglob("*.py"):
+            name = ".".join(path.relative_to(REPO).with_suffix("").parts)
+            files[name.removesuffix(".__init__")] = path
+    graph: dict[str, set[str]] = {name: set() for name in files}
+    for name, path in files.items():
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [
+                    f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in files else node.module
+                    for alias in node.names
+                ]
+            else:
+                continue
+            graph[name].update(t for t in targets if t in files and t != name)
+    return graph
+
+
+def test_no_import_cycle():
+    """A cycle makes the import order matter and hides a layer inside another: none among the project's modules."""
+    graph = _module_graph()
+    state: dict[str, int] = {}  # 1 on the current path, 2 done
+    cycles: list[list[str]] = []
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for target in sorted(graph[module]):
+            if state.get(target) == 1:
+                cycles.append([*path[path.index(target) :], target])
+            elif target not in state:
+                visit(target, [*path, target])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
