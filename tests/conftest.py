@@ -19,20 +19,8 @@ TIERS = ("unit", "reference", "flows", "e2e")
 TESTS = Path(__file__).resolve().parent
 
 
-# The order files are handed to the xdist workers (`--dist loadfile` deals whole files in collection order): the
-# slow tiers first, so the many short unit files fill in at the end instead of one worker idling while the other
-# finishes a lifecycle file (longest first, the usual rule for two machines).
-START_ORDER = ("e2e", "flows", "reference", "unit")
-
-
 def pytest_collection_modifyitems(items):
     for item in items:
         tier = item.path.relative_to(TESTS).parts[0]
         if tier in TIERS:
             item.add_marker(getattr(pytest.mark, tier))
-
-    def start_rank(item: pytest.Item) -> int:
-        tier = item.path.relative_to(TESTS).parts[0]
-        return START_ORDER.index(tier) if tier in START_ORDER else len(START_ORDER)
-
-    items.sort(key=start_rank)  # stable: the order inside each tier is unchanged
