@@ -45,12 +45,28 @@ def run_query(workspace: str | Path | None, text: str) -> tuple[list[str], list[
             raise ConfigError(
                 f"the query failed: {str(exc).splitlines()[0][:300]}",
                 where="campaign sql",
-                fix="the catalog is read-only; see docs/report-and-sql.md for the "
-                'tables and views (or run: campaign sql "show tables")',
+                fix=query_fix(exc),
             ) from None
     finally:
         con.close()
     return columns, rows
+
+
+TABLES_HINT = 'see docs/report-and-sql.md for the tables and views (or run: campaign sql "show tables")'
+
+
+def query_fix(exc: duckdb.Error) -> str:
+    """What to do about a failed query, by what DuckDB said went wrong: a syntax error is fixed in the SQL, an
+    unknown name against the tables and views, and only a write or a file access is refused by design."""
+    if isinstance(exc, duckdb.ParserException):
+        return "fix the SQL syntax at the place DuckDB names; " + TABLES_HINT
+    if isinstance(exc, duckdb.CatalogException | duckdb.BinderException):
+        return "use a table, view or column the catalog has; " + TABLES_HINT
+    if isinstance(exc, duckdb.PermissionException | duckdb.InvalidInputException):
+        return (
+            "the catalog is read-only and files and extensions are off: query it with SELECT; " + TABLES_HINT
+        )
+    return "check the query's values and types; " + TABLES_HINT
 
 
 def _workspace(path: str | Path | None) -> Workspace:

@@ -126,6 +126,24 @@ def test_sql_reads_the_views_and_writes_nothing(report):
         run_query(ws.root / "nope", "select 1")
 
 
+@pytest.mark.parametrize(
+    ("query", "fix"),
+    [
+        ("selec 1", "fix the SQL syntax"),
+        ("select * from no_such_table", "use a table, view or column the catalog has"),
+        ("select no_such_column from runs", "use a table, view or column the catalog has"),
+        ("drop table runs", "the catalog is read-only"),
+        ("select * from read_csv('/etc/passwd')", "the catalog is read-only"),
+        ("select 'a'::int", "check the query's values and types"),
+    ],
+)
+def test_a_failed_query_gets_the_fix_for_what_went_wrong(report, query, fix):
+    """A syntax error is not answered with "the catalog is read-only": each failure says what to change."""
+    with pytest.raises(ConfigError) as err:
+        run_query(report[0].root, query)
+    assert err.value.fix.startswith(fix) and "docs/report-and-sql.md" in err.value.fix
+
+
 def test_format_table_right_aligns_numbers():
     text = format_table(["name", "n"], [("a", 1), ("bbbb", 12345)])
     lines = text.splitlines()
