@@ -16,11 +16,30 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 
+def _process_umask() -> int:
+    """The process's umask, read without changing it (os.umask sets it, a race with threads writing files)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)  # no /proc: read it by setting it back at once (at import, before any thread)
+    os.umask(mask)
+    return mask
+
+
+# A temporary file is created 0600; the file it becomes gets the mode any program's new file gets (0644 under the
+# usual umask), so a report or a dataset can be read by whoever may read the folder.
+FILE_MODE = 0o666 & ~_process_umask()
+
+
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, FILE_MODE)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -45,6 +64,7 @@ def atomic_write_parquet(path: str | Path, table: pa.Table) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, FILE_MODE)
     os.close(fd)
     try:
         pq.write_table(table, tmp, compression="zstd")
