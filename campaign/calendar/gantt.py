@@ -14,6 +14,8 @@ import itertools
 
 import matplotlib.dates as mdates
 import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 
 def _t(text: str) -> datetime:
@@ -22,6 +24,15 @@ def _t(text: str) -> datetime:
 
 def gantt_png(report: dict[str, Any]) -> bytes:
     """PNG bytes of `calendar_report(...)`: bookings stacked by start in each stretch, gaps hatched above them."""
+    fig = gantt_figure(report)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight", metadata={"Software": None})
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def gantt_figure(report: dict[str, Any]) -> Figure:
+    """The chart of `gantt_png`, as a matplotlib figure (the caller closes it)."""
     capacity = report["totals"]["cluster_nodes"]
     fig, axes = plt.subplots(figsize=(11, 4.2))
     # matplotlib takes datetime x values through its units registry; its stubs type x as numbers only.
@@ -84,6 +95,8 @@ def gantt_png(report: dict[str, Any]) -> bytes:
             )
     ax.axhline(capacity, color="black", lw=0.8, ls="--")
     ax.set_ylim(0, capacity * 1.08)
+    # Nodes are whole: no 2.5-node ticks on a small cluster.
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlim(h0, h1)
     ax.set_ylabel("nodes")
     totals = report["totals"]
@@ -97,7 +110,4 @@ def gantt_png(report: dict[str, Any]) -> bytes:
     if labelled:
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
     ax.grid(alpha=0.25)
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight", metadata={"Software": None})
-    plt.close(fig)
-    return buffer.getvalue()
+    return fig

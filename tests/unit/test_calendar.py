@@ -352,6 +352,18 @@ def test_the_calendar_markdown_embeds_the_chart():
     assert "| a | a |" in text and f"| {report['gaps'][0]['cost_usd']:,.2f} |" in text
 
 
+def test_the_gantt_chart_ticks_whole_nodes_on_a_small_cluster():
+    import matplotlib.pyplot as plt
+
+    from campaign.calendar.gantt import gantt_figure
+
+    report = cal.calendar_report("x", 3, PRICING, [_b("a", 2, T0, T0 + DAY)], T0, T0 + 2 * DAY)
+    fig = gantt_figure(report)
+    ticks = fig.axes[0].get_yticks()
+    plt.close(fig)
+    assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks), ticks
+
+
 def test_horizon_end_before_start_is_bad_input_naming_both():
     state = cal.CalendarState(Path("x"), "x", "d", 32, PRICING, ())
     with pytest.raises(ConfigError) as err:
