@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from campaign.errors import CampaignError, ConfigError, GateFailed, InternalError
+from campaign.figures import tokens_b
 
 BUG_FIX = (
     "this is a bug in campaign, not your input; rerun with CAMPAIGN_DEBUG=1 to see the traceback (the "
@@ -239,12 +240,13 @@ def stage_summary(stage: str, r: Any) -> str:
     if stage == "execute":
         return (
             f"executed {r.commitment_id}{' (already executed; reused)' if r.reused else ''}: ETTR {r.ettr:.3f}, "
-            f"{r.tokens_trained:.4g} tokens, {'completed' if r.completed else 'not completed'}"
+            f"{tokens_b(r.tokens_trained)} tokens, {'completed' if r.completed else 'not completed'}"
         )
     if stage == "run":
         return (
-            f"campaign done: ETTR {r['ettr']:.3f}, {r['tokens_trained']:.4g} of {r['tokens_target']:.4g} tokens "
-            f"trained, {r['interruptions']['unexpected']} unexpected interruptions\nreport: {r['report']}"
+            f"campaign done: ETTR {r['ettr']:.3f}, {tokens_b(r['tokens_trained'])} of {tokens_b(r['tokens_target'])} "
+            f"tokens trained, {r['interruptions']['unexpected']} unexpected interruptions\n"
+            f"report: {r.get('report_html') or r['report']}"
         )
     return json.dumps(r, indent=2, default=str)
 

@@ -14,6 +14,7 @@ from campaign.approval import read_pending
 from campaign.config import CampaignConfig, LoadedConfig
 from campaign.errors import Refused
 from campaign.evidence import read_evidence
+from campaign.figures import tokens_b
 from campaign.files import atomic_write_parquet
 from campaign.gates import execute_problems
 from campaign.plan import make_plan
@@ -107,7 +108,7 @@ def simulate_window(
         key=artifact_key(config.name, "execute-summary"),
         markdown=(
             f"# Window {commitment.commitment_id}\n\n* ETTR **{summary['ettr']:.3f}**\n"
-            f"* tokens trained {summary['tokens_trained']:.4g} of {summary['tokens_target']:.4g}\n"
+            f"* tokens trained {tokens_b(summary['tokens_trained'])} of {tokens_b(summary['tokens_target'])}\n"
             f"* unexpected interruptions {summary['interruptions']['unexpected']}, "
             f"planned {summary['interruptions']['planned']}\n"
         ),

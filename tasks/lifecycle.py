@@ -6,6 +6,7 @@ from pathlib import Path
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 
+from campaign.figures import tokens_b
 from tasks.artifacts import artifact_key
 
 
@@ -33,7 +34,7 @@ def publish_lifecycle_summary(campaign: str, stages: list[tuple[str, str, str]],
             "",
             f"* ETTR {result['ettr']:.3f}, window utilisation {result.get('window_utilisation', 0):.3f}",
             (
-                f"* {result['tokens_trained']:.4g} of {result['tokens_target']:.4g} tokens trained; "
+                f"* {tokens_b(result['tokens_trained'])} of {tokens_b(result['tokens_target'])} tokens trained; "
                 f"{result['interruptions']['unexpected']} unexpected interruptions"
             ),
             f"* lost to failures ${result['cost_usd']['lost']:,.0f}",

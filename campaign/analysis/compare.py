@@ -12,8 +12,9 @@ import numpy as np
 
 from campaign import goodput
 from campaign.analysis.analysis import analyse_window, analysis_workspace
-from campaign.analysis.report import css, environment, num
+from campaign.analysis.report import css, environment
 from campaign.errors import ConfigError, DataError
+from campaign.figures import num
 from campaign.files import atomic_write_json, atomic_write_text
 
 DIFF_REL = 0.01  # a figure differs from the first run's when it is more than 1% away (or one is missing)

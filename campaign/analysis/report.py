@@ -4,7 +4,6 @@ report.md summary whose figures are SVG data URIs (the Prefect UI shows them), b
 from __future__ import annotations
 
 import base64
-import math
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,6 +15,7 @@ import pandas as pd
 from campaign.analysis.power_detail import zoom, zoom_moments
 from campaign.analysis.report_inputs import ReportInputs
 from campaign.analysis.statistics import checkpoint_overhead
+from campaign.figures import num, pct
 from campaign.files import atomic_write_text
 
 if TYPE_CHECKING:
@@ -30,19 +30,6 @@ BUCKETS = (
     ("idle_spares", "spares standing by", "insurance, not lost"),
     ("idle_released", "released early", "capacity back to the cluster, not lost"),
 )
-
-
-def num(value: Any, digits: int = 0) -> str:
-    """A number with thousands separators, or n/a."""
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "n/a"
-    return f"{value:,.{digits}f}"
-
-
-def pct(value: Any, digits: int = 1) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "n/a"
-    return f"{value * 100:.{digits}f}%"
 
 
 def environment() -> jinja2.Environment:

@@ -1,0 +1,29 @@
+"""Figures as a person reads them, the same in the terminal, the artifacts and the report."""
+
+import math
+
+from campaign.figures import num, pct, tokens_b
+from campaign_cli.terminal import stage_summary
+
+
+def test_token_counts_read_in_billions_with_n_a_for_missing():
+    assert tokens_b(550e9) == "550.0 B"
+    assert tokens_b(10_000e9) == "10,000.0 B"
+    assert tokens_b(162_659) == "0.0 B"
+    assert tokens_b(None) == "n/a" and tokens_b(math.nan) == "n/a"
+    assert num(12345.678, 1) == "12,345.7" and pct(0.9613) == "96.1%"
+
+
+def test_the_run_line_says_billions_of_tokens_and_points_at_the_html_report():
+    """Not "5.5e+11 of 5.5e+11 tokens trained", and the page a person opens, not the Markdown summary."""
+    result = {
+        "ettr": 0.9634,
+        "tokens_trained": 550e9,
+        "tokens_target": 550e9,
+        "interruptions": {"unexpected": 5},
+        "report": "workspace/demo/report/report.md",
+        "report_html": "workspace/demo/report/report.html",
+    }
+    text = stage_summary("run", result)
+    assert "550.0 B of 550.0 B tokens trained" in text and "e+" not in text
+    assert text.splitlines()[-1] == "report: workspace/demo/report/report.html"
