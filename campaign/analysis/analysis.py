@@ -225,10 +225,12 @@ def failure_table(
         cluster = config["cluster"]
         for f in cluster.get("failures", []):
             if f.get("per_gpu_year") is not None:
-                per_node_h = f["per_gpu_year"] * cluster["gpus_per_node"] / (365.0 * 24.0)
+                job_per_h = f["per_gpu_year"] * cluster["gpus_per_node"] * cluster["nodes"] / (365.0 * 24.0)
+            elif f.get("per_job_hour") is not None:
+                job_per_h = f["per_job_hour"]
             else:
-                per_node_h = f["per_1k_node_days"] / 1000.0 / 24.0
-            expected[f["name"]] = per_node_h * cluster["nodes"] * wall_h
+                job_per_h = f["per_1k_node_days"] / 1000.0 / 24.0 * cluster["nodes"]
+            expected[f["name"]] = job_per_h * wall_h
     rows = []
     for name in sorted(set(observed) | set(expected), key=lambda n: (-expected.get(n, 0.0), n)):
         mean = expected.get(name)

@@ -50,6 +50,9 @@ class WindowLength:
     trains_through: bool  # a snapshot window: the job trains to the window's end (no idle tail)
     verdict: str  # ok, too_short, too_long
     message: str
+    # The p90 with the failure rates taken as known (their posterior draws off); None when no rate carries
+    # observed failures and exposure, or when more than 10% of those replicas do not finish.
+    p90_known_rates_days: float | None = None
 
     def as_details(self) -> dict[str, Any]:
         return asdict(self)
@@ -162,9 +165,11 @@ def judge_window(config: CampaignConfig, plan: Any, replicas: int | None = None)
     inputs = replace(window_inputs(config, plan), stop_at_target=True)
     window_s = inputs.window_s
 
-    def completions(horizon_s: float) -> list[float | None]:
+    def completions(horizon_s: float, rate_uncertainty: bool = True) -> list[float | None]:
         # The summary fast path (no event log, no power series): the same completion time as `simulate`.
-        runs = replace(inputs, window_s=horizon_s)
+        runs = replace(
+            inputs, window_s=horizon_s, rate_uncertainty=rate_uncertainty and inputs.rate_uncertainty
+        )
         return [simulate_summary(runs, replica=i)["completion_s"] for i in range(n)]
 
     judged = completions(window_s)
@@ -174,4 +179,28 @@ def judge_window(config: CampaignConfig, plan: Any, replicas: int | None = None)
     if verdict.verdict == "too_short" and verdict.p90_completion_days is None:
         # More than 10% unfinished: run past the window to price how much longer it would have to be.
         verdict = assess_window_length(judged, *args, longer_completions_s=completions(window_s * OVERRUN))
+    if inputs.rate_uncertainty and any(c.observed is not None for c in inputs.failures):
+        verdict = with_rate_uncertainty(verdict, completions(window_s, rate_uncertainty=False), window_s)
     return verdict
+
+
+def with_rate_uncertainty(
+    verdict: WindowLength, known_rates_completions_s: Sequence[float | None], window_s: float
+) -> WindowLength:
+    """The verdict's message saying how much of its p90 comes from not knowing the fitted failure rates: the
+    same replicas (same seeds) with the rates taken as known give the p90 it is compared with."""
+    times = [math.inf if t is None or t > window_s else float(t) for t in known_rates_completions_s]
+    known = empirical_quantile(times, 0.90) if times else math.inf
+    known_days = known / DAY_S if math.isfinite(known) else None
+    p90 = verdict.p90_completion_days
+    if known_days is None or p90 is None:
+        part = (
+            f"with the fitted failure rates taken as known the p90 is {_days(known)}: the rates' uncertainty "
+            "(their observed failures and exposure) is part of this verdict"
+        )
+    else:
+        part = (
+            f"{(p90 - known_days) * 24:+.1f} h of the p90 comes from not knowing the failure rates (p90 "
+            f"{known_days:.2f} days with the fitted rates taken as known); more incident history narrows it"
+        )
+    return replace(verdict, message=f"{verdict.message}; {part}", p90_known_rates_days=known_days)

@@ -158,16 +158,49 @@ class CostConfig(Frozen):
     source: Source = SOURCE_FIELD
 
 
+HOURS_PER_YEAR = 365.0 * 24.0
+
+
+class ObservedRateConfig(Frozen):
+    """The evidence a fitted rate came from (`campaign failures fit`): failures seen over an exposure, so a
+    replica can draw the rate from its posterior instead of taking it as known (docs/failures.md)."""
+
+    failures: int = Field(
+        ge=0, le=1_000_000_000, description="Failures of this category in the incident log."
+    )
+    exposure_h: float = Field(
+        gt=0,
+        le=1e15,
+        description="Exposure they were seen over, in the rate's own hours: GPU-hours for per_gpu_year, "
+        "node-hours for per_1k_node_days, job-hours for per_job_hour.",
+    )
+
+
 class FailureCategoryConfig(Frozen):
     name: str = Field(description="Failure category, e.g. faulty_gpu.")
     scope: Literal["gpu", "node", "network", "job"] = Field(
         description="What fails: one GPU, a whole node, a network element, or the job itself (software)."
     )
     per_gpu_year: float | None = Field(
-        None, ge=0, le=1000, description="Rate per GPU-year (give this or per_1k_node_days)."
+        None,
+        ge=0,
+        le=1000,
+        description="Rate per GPU-year, growing with the job's GPUs (give one of per_gpu_year, "
+        "per_1k_node_days, per_job_hour).",
     )
     per_1k_node_days: float | None = Field(
-        None, ge=0, le=1e6, description="Rate per 1,000 node-days (give this or per_gpu_year)."
+        None,
+        ge=0,
+        le=1e6,
+        description="Rate per 1,000 node-days, growing with the job's nodes (give one of per_gpu_year, "
+        "per_1k_node_days, per_job_hour).",
+    )
+    per_job_hour: float | None = Field(
+        None,
+        ge=0,
+        le=1000,
+        description="Rate per hour of the job whatever its size (software, user code, storage, the scheduler; "
+        "give one of per_gpu_year, per_1k_node_days, per_job_hour).",
     )
     detect_s: float = Field(
         ge=0, le=2_592_000, description="Seconds from the fault until the job notices it."
@@ -178,22 +211,64 @@ class FailureCategoryConfig(Frozen):
     repair_h: float = Field(
         ge=0, le=8760, description="Hours to repair the failed hardware off the job's path."
     )
+    observed: ObservedRateConfig | None = Field(
+        None,
+        description="Failures and exposure the rate was fitted from; with them each simulated replica draws the "
+        "rate from its posterior, so the window's p90 includes not knowing it.",
+    )
     source: Source = SOURCE_FIELD
 
     @model_validator(mode="after")
     def _exactly_one_rate(self) -> FailureCategoryConfig:
-        if (self.per_gpu_year is None) == (self.per_1k_node_days is None):
+        given = [r for r in (self.per_gpu_year, self.per_1k_node_days, self.per_job_hour) if r is not None]
+        if len(given) != 1:
             raise ValueError(
-                f"failure category '{self.name}' needs exactly one of per_gpu_year or per_1k_node_days"
+                f"failure category '{self.name}' needs exactly one of per_gpu_year or per_1k_node_days (rates "
+                "that grow with the job) or per_job_hour (a rate per job-hour whatever its size)"
             )
+        if self.observed is not None:
+            fitted = self.observed.failures / self.observed.exposure_h
+            if not abs(self.unit_rate_per_h - fitted) <= 1e-6 * max(fitted, 1e-300):
+                raise ValueError(
+                    f"failure category '{self.name}': its rate ({self.unit_rate_per_h:.6g} per {self.exposure_unit}) "
+                    f"is not observed.failures / observed.exposure_h = {self.observed.failures} / "
+                    f"{self.observed.exposure_h:g} = {fitted:.6g}; refit with `campaign failures fit`, or drop "
+                    "observed to state the rate as known"
+                )
         return self
 
-    def rate_per_node_hour(self, gpus_per_node: int) -> float:
-        """Failure rate per node-hour, whichever unit the config used."""
+    @property
+    def exposure_unit(self) -> str:
+        """What one hour of exposure is for this category's rate: a GPU-hour, a node-hour or a job-hour."""
         if self.per_gpu_year is not None:
-            return self.per_gpu_year * gpus_per_node / (365.0 * 24.0)
-        assert self.per_1k_node_days is not None
-        return self.per_1k_node_days / 1000.0 / 24.0
+            return "GPU-hour"
+        return "node-hour" if self.per_1k_node_days is not None else "job-hour"
+
+    @property
+    def unit_rate_per_h(self) -> float:
+        """The rate per hour of its own exposure unit (GPU-, node- or job-hour)."""
+        if self.per_gpu_year is not None:
+            return self.per_gpu_year / HOURS_PER_YEAR
+        if self.per_1k_node_days is not None:
+            return self.per_1k_node_days / 1000.0 / 24.0
+        assert self.per_job_hour is not None
+        return self.per_job_hour
+
+    def units_per_job(self, nodes: int, gpus_per_node: int) -> int:
+        """Exposure hours one hour of a job of `nodes` nodes adds: its GPUs, its nodes, or 1 (a job-hour)."""
+        if self.per_gpu_year is not None:
+            return nodes * gpus_per_node
+        return nodes if self.per_1k_node_days is not None else 1
+
+    def rate_per_node_hour(self, gpus_per_node: int) -> float:
+        """Failure rate per node-hour of a rate that grows with the job (per_gpu_year or per_1k_node_days)."""
+        if self.per_job_hour is not None:
+            raise ValueError(f"failure category '{self.name}' has a per-job rate, not a per-node one")
+        return self.unit_rate_per_h * self.units_per_job(1, gpus_per_node)
+
+    def job_rate_per_hour(self, nodes: int, gpus_per_node: int) -> float:
+        """Failures per hour of a whole job of `nodes` nodes, whichever unit the config used."""
+        return self.unit_rate_per_h * self.units_per_job(nodes, gpus_per_node)
 
 
 class PlannedMaintenanceConfig(Frozen):
@@ -969,8 +1044,7 @@ class CampaignConfig(Frozen):
         window_h = self.window.days * 24.0
         nodes = self.cluster.nodes + self.cluster.spare_nodes
         expected = (
-            sum(f.rate_per_node_hour(self.cluster.gpus_per_node) for f in self.cluster.failures)
-            * nodes
+            sum(f.job_rate_per_hour(nodes, self.cluster.gpus_per_node) for f in self.cluster.failures)
             * window_h
         )
         expected += self.cluster.planned.per_day * self.window.days
@@ -978,7 +1052,7 @@ class CampaignConfig(Frozen):
             raise ValueError(
                 f"@cluster.failures: these rates give {expected:,.0f} expected interruptions in the "
                 f"{self.window.days:g}-day window, more than the {MAX_EXPECTED_FAILURES:,} the simulator handles; "
-                "check the units (per_gpu_year, per_1k_node_days) or shorten the window"
+                "check the units (per_gpu_year, per_1k_node_days, per_job_hour) or shorten the window"
             )
         interval = self.plan.checkpoint.interval_s
         if interval != "auto" and not interval < window_h * 3600.0:

@@ -1,7 +1,7 @@
 """Job interruption rate, expected effective training time ratio (ETTR) and expected campaign length.
 
-Every failure category is a Poisson process whose rate scales with the job's size, so the job's unexpected
-interruption rate is the sum of rate_per_node_hour x nodes. ETTR (productive training time / elapsed time) is
+Every failure category is a Poisson process whose rate scales with the job's GPUs or nodes, or is a rate per
+job-hour whatever its size; the job's unexpected interruption rate is their sum. ETTR (productive training time / elapsed time) is
 Daly's closed form: T_s / T_w with T_w = M e^(R/M) (e^((tau+delta)/M) - 1) T_s / tau, R the rate-weighted mean
 detect + restart seconds (an async save adds the chance tau x min(1, upload/(tau+delta)) of losing the checkpoint
 still uploading), times the share of the day left after planned maintenance (a checkpoint is taken before each
@@ -17,9 +17,9 @@ from campaign.plan.checkpointing import CheckpointPlan, daly_expected_wall_s
 
 
 def job_failure_rate_per_h(cluster: ClusterConfig) -> float:
-    """Unexpected interruptions per hour of the whole job (all categories; gpu, node, network and job scopes all
-    scale with the job's nodes; spare nodes do not run the job)."""
-    return sum(f.rate_per_node_hour(cluster.gpus_per_node) for f in cluster.failures) * cluster.nodes
+    """Unexpected interruptions per hour of the whole job (all categories, each at its unit: per GPU, per node or
+    per job-hour; spare nodes do not run the job)."""
+    return sum(f.job_rate_per_hour(cluster.nodes, cluster.gpus_per_node) for f in cluster.failures)
 
 
 def job_mtbf_h(cluster: ClusterConfig) -> float:
@@ -30,7 +30,7 @@ def job_mtbf_h(cluster: ClusterConfig) -> float:
 
 def mean_recovery_s(cluster: ClusterConfig) -> float:
     """Rate-weighted mean seconds from a failure until training resumes (detect + restart)."""
-    weights = [f.rate_per_node_hour(cluster.gpus_per_node) for f in cluster.failures]
+    weights = [f.job_rate_per_hour(cluster.nodes, cluster.gpus_per_node) for f in cluster.failures]
     total = sum(weights)
     if total <= 0:
         return 0.0

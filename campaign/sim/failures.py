@@ -1,13 +1,16 @@
 """Failure and planned-maintenance arrivals: one Poisson process per category, one random stream each.
 
-Every category fails at `rate_per_node_hour x job nodes` whatever its scope, for as long as the job holds
-its nodes (the whole window, until completion), including while it is already down: this is how the rates
-were calibrated (Llama 3 counts interruptions over elapsed time). Scope says what a failure costs: `gpu`
-and `node` take a node out for repair (a spare replaces it); `network` and `job` (software) lose no node.
-Planned maintenance is a Poisson process too (operators' timing is not published). Arrivals are drawn up
-front, independent of the job's state, so two runs with the same seed see the same failures whatever their
-spares or checkpoint policy (common random numbers).
-Source: Llama 3 Herd of Models (arXiv 2407.21783) §3.3.4 and Table 5; numpy SeedSequence.spawn.
+A category fails at its rate per GPU, per node or per job-hour times the job's GPUs, nodes or 1, for as long
+as the job holds its nodes (the whole window, until completion), including while it is already down: this is
+how the rates were calibrated (Llama 3 counts interruptions over elapsed time). Scope says what a failure
+costs: `gpu` and `node` take a node out for repair (a spare replaces it); `network` and `job` (software) lose
+no node. A category whose rate carries the failures and exposure it was fitted from draws each replica's rate
+from its posterior, Gamma(failures + 1/2, exposure) (Jeffreys prior), before its arrivals, so a window's spread
+includes not knowing the rate (docs/failures.md). Planned maintenance is a Poisson process too (operators'
+timing is not published). Arrivals are drawn up front, independent of the job's state, so two runs with the
+same seed see the same failures whatever their spares or checkpoint policy (common random numbers).
+Source: Llama 3 Herd of Models (arXiv 2407.21783) §3.3.4 and Table 5; numpy SeedSequence.spawn; the Jeffreys
+posterior of a Poisson rate (Gelman et al., Bayesian Data Analysis, 3rd ed., §2.6).
 """
 
 from __future__ import annotations
@@ -89,8 +92,22 @@ def _stream_generator() -> np.random.Generator:
 
 
 def category_rate_per_s(category: FailureCategoryConfig, inputs: SimInputs) -> float:
-    """Failures per second of the whole job for one category (rate per node-hour x job nodes)."""
-    return category.rate_per_node_hour(inputs.gpus_per_node) * inputs.nodes / 3600.0
+    """Failures per second of the whole job for one category (its rate x the job's GPUs, nodes or 1)."""
+    return category.job_rate_per_hour(inputs.nodes, inputs.gpus_per_node) / 3600.0
+
+
+# Shape added to the observed failures in a rate's posterior: Jeffreys' prior for a Poisson rate.
+JEFFREYS_SHAPE = 0.5
+
+
+def replica_rate_per_s(category: FailureCategoryConfig, inputs: SimInputs, rng: np.random.Generator) -> float:
+    """One replica's rate of a category: drawn from its posterior (one gamma variate from the category's own
+    stream) when it carries observed failures and exposure and `inputs.rate_uncertainty` is on, else the rate."""
+    observed = category.observed
+    if observed is None or not inputs.rate_uncertainty:
+        return category_rate_per_s(category, inputs)
+    unit_rate_per_h = rng.standard_gamma(observed.failures + JEFFREYS_SHAPE) / observed.exposure_h
+    return unit_rate_per_h * category.units_per_job(inputs.nodes, inputs.gpus_per_node) / 3600.0
 
 
 def job_failure_rate_per_s(inputs: SimInputs) -> float:
@@ -126,7 +143,7 @@ def draw_arrivals(inputs: SimInputs, replica: int) -> tuple[Arrivals, list[Arriv
     categories = []
     for i, category in enumerate(inputs.failures):
         rng.bit_generator.state = states[FIRST_CATEGORY_STREAM + i]
-        t = poisson_arrivals_s(rng, category_rate_per_s(category, inputs), inputs.window_s)
+        t = poisson_arrivals_s(rng, replica_rate_per_s(category, inputs, rng), inputs.window_s)
         if category.scope in NODE_LOSING_SCOPES:
             slot = rng.integers(0, inputs.nodes, size=t.size, dtype=np.int64)
         else:

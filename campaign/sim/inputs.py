@@ -55,6 +55,8 @@ class SimInputs:
     diurnal_slowest_s: float = DIURNAL_SLOWEST_HOUR * 3600.0
     # False: the window is a snapshot of a longer run; the job trains to the window end whatever the target.
     stop_at_target: bool = True
+    # True: a failure category carrying observed failures and exposure draws each replica's rate from its posterior.
+    rate_uncertainty: bool = True
 
     def __post_init__(self) -> None:
         positive = (
