@@ -1,0 +1,107 @@
+"""A fitted failure profile as the YAML list a config's `cluster.failures` names, and the base it maps to.
+
+Each category carries its rate in its fitted unit and the failures and exposure behind it (`observed`), so a
+simulated replica can draw the rate from its posterior. Detect, restart and repair times, and what a failure
+costs (its config scope), come from the base profile's category of the same name; a category the base does not
+have takes the assumptions of the shipped Llama 3 profile (configs/failures/llama3-405b.yaml).
+Source: docs/failures.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import TypeAdapter, ValidationError
+
+from campaign.config import FailureCategoryConfig
+from campaign.errors import ConfigError
+from campaign.failures.fit import FailureFit
+from campaign.failures.log import category_key
+
+# Not in any incident log: the shipped Llama 3 profile's assumptions, by what a failure costs.
+DEFAULT_TIMES = {
+    "gpu": {"detect_s": 60.0, "restart_s": 480.0, "repair_h": 48.0},
+    "node": {"detect_s": 60.0, "restart_s": 480.0, "repair_h": 24.0},
+    "job": {"detect_s": 300.0, "restart_s": 480.0, "repair_h": 0.0},
+}
+
+
+def read_base_profile(path: str | Path) -> tuple[tuple[FailureCategoryConfig, ...], int | None]:
+    """The categories of a failure profile (a YAML list) or of a campaign config's cluster.failures, and the
+    campaign's GPUs per node (None for a bare profile)."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(
+            f"cannot read the base failure profile: {exc}",
+            where=str(path),
+            fix="pass a failure profile (e.g. configs/failures/llama3-405b.yaml) or a campaign config",
+        ) from exc
+    if isinstance(data, dict):
+        from campaign.config import load_config
+
+        config = load_config(path).config
+        return tuple(config.cluster.failures), config.cluster.gpus_per_node
+    try:
+        return TypeAdapter(tuple[FailureCategoryConfig, ...]).validate_python(data), None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        raise ConfigError(
+            f"{field}: {first['msg']}",
+            where=str(path),
+            fix="give a YAML list of failure categories, as configs/failures/llama3-405b.yaml does",
+        ) from exc
+
+
+def profile_categories(
+    fit: FailureFit, base: Sequence[FailureCategoryConfig] = (), source: str = "campaign failures fit"
+) -> list[dict[str, Any]]:
+    """One config category per fitted category: its rate, its observed failures and exposure, and its times."""
+    by_key = {category_key(c.name): c for c in base}
+    out = []
+    for c in fit.categories:
+        known = by_key.get(category_key(c.name))
+        scope = known.scope if known is not None else c.scope
+        times = (
+            {"detect_s": known.detect_s, "restart_s": known.restart_s, "repair_h": known.repair_h}
+            if known is not None
+            else DEFAULT_TIMES[c.scope]
+        )
+        lo, hi = c.ci95
+        out.append(
+            {
+                "name": c.name,
+                "scope": scope,
+                c.unit: c.rate,
+                **times,
+                "observed": {"failures": c.count, "exposure_h": c.exposure_h},
+                "source": f"{source}: {c.count} failures over {c.exposure_h:,.0f} {_unit_hours(c.unit)}; "
+                f"95% interval {lo:.4g} to {hi:.4g} {c.unit}",
+            }
+        )
+    return out
+
+
+def _unit_hours(unit: str) -> str:
+    return {"per_gpu_year": "GPU-hours", "per_1k_node_days": "node-hours", "per_job_hour": "job-hours"}[unit]
+
+
+def profile_yaml(
+    fit: FailureFit, base: Sequence[FailureCategoryConfig] = (), source: str = "campaign failures fit"
+) -> str:
+    """The profile as YAML, checked against the config's schema before it is returned."""
+    categories = profile_categories(fit, base, source)
+    TypeAdapter(tuple[FailureCategoryConfig, ...]).validate_python(categories)
+    header = (
+        "# Failure profile fitted from an incident log by `campaign failures fit` (docs/failures.md).\n"
+        "# Name it from a campaign: cluster: {failures: path/to/this.yaml}. Each rate carries the failures and\n"
+        "# exposure it was fitted from (observed), so each simulated replica draws it from its posterior.\n"
+        f"# exposure: {fit.exposure['gpu_hours']:,.0f} GPU-hours, {fit.exposure['job_hours']:,.0f} job-hours over "
+        f"{fit.jobs:,} jobs; {fit.incidents:,} incidents\n"
+    )
+    return header + yaml.safe_dump(categories, sort_keys=False, width=200)

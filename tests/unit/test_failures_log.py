@@ -1,0 +1,113 @@
+"""The incident log's format: both files read (CSV and Parquet), every bad row named with file:line and the fix,
+nothing dropped, an unknown category kept as its own."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from campaign.errors import DataError
+from campaign.failures import category_key, fit_failures, read_incident_log
+from tests.helpers.incident_logs import write_log
+
+JOBS = [
+    "a,2026-03-01T00:00:00Z,2026-03-01T10:00:00Z,64",
+    "b,2026-03-01T00:00:00Z,2026-03-02T00:00:00Z,8",
+    "b,2026-03-03T00:00:00Z,2026-03-03T12:00:00Z,8",  # a second segment of job b
+]
+
+
+def test_a_good_log_reads_every_row_with_its_segment_and_exposure(tmp_path):
+    jobs, incidents = write_log(
+        tmp_path,
+        JOBS,
+        [
+            "2026-03-01T05:00:00Z,a,Faulty GPU,node7",
+            "2026-03-03T06:00:00+00:00,b,software bug,",
+            "2026-03-01T23:00:00,b,my-new-thing,",  # no offset: UTC
+        ],
+    )
+    log = read_incident_log(jobs, incidents)
+    assert len(log.jobs) == 3 and len(log.incidents) == 3
+    assert log.jobs["hours"].tolist() == [10.0, 24.0, 12.0]
+    segments = log.jobs.iloc[log.incidents["segment"]]
+    assert segments["job_id"].tolist() == ["a", "b", "b"]
+    assert log.incidents["time_h"].tolist() == [5.0, 54.0, 23.0]
+    assert log.incidents["line"].tolist() == [2, 3, 4]
+    fit = fit_failures(log, base_scopes={"faulty_gpu": "gpu", "software_bug": "job"})
+    # Mapped to the config's names by category_key; an unknown category kept under its own name.
+    assert {c.name for c in fit.categories} == {"faulty_gpu", "software_bug", "my_new_thing"}
+    assert fit.exposure == {
+        "gpu_hours": 640 + 8 * 36,
+        "job_hours": 46.0,
+        "node_days": (640 + 8 * 36) / 8 / 24,
+    }
+
+
+def test_category_names_match_whatever_their_case_and_separators():
+    assert category_key(" Faulty GPU ") == category_key("faulty-gpu") == "faulty_gpu"
+    assert category_key("Network switch/cable") == "network_switch_cable"
+
+
+def test_every_bad_row_is_named_with_file_line_and_the_fix(tmp_path):
+    jobs, incidents = write_log(
+        tmp_path,
+        [
+            *JOBS,
+            "c,yesterday,2026-03-01T10:00:00Z,8",  # line 5
+            "d,2026-03-01T10:00:00Z,2026-03-01T09:00:00Z,8",  # line 6: ends before it starts
+            "e,2026-03-01T00:00:00Z,2026-03-01T10:00:00Z,eight",  # line 7
+            "b,2026-03-01T12:00:00Z,2026-03-01T13:00:00Z,8",  # line 8: overlaps b's first segment (line 3)
+        ],
+        [
+            "2026-03-01T05:00:00Z,a,faulty_gpu,node7",  # line 2: fine
+            "2026-03-01T11:00:00Z,a,faulty_gpu,node7",  # line 3: after job a ended
+            "2026-03-01T05:00:00Z,zz,faulty_gpu,",  # line 4: unknown job
+            "soon,a,faulty_gpu,",  # line 5: unparsable time
+            "2026-03-02T06:00:00Z,b,,",  # line 6: no category; also between b's segments
+        ],
+    )
+    with pytest.raises(DataError) as err:
+        read_incident_log(jobs, incidents)
+    text = str(err.value)
+    for where, what in [
+        (f"{jobs}:5", "start is not an ISO 8601 time"),
+        (f"{jobs}:6", "end is not after start"),
+        (f"{jobs}:7", "gpus is not a whole number"),
+        (f"{jobs}:8", "this segment overlaps the same job's segment at line 3"),
+        (f"{incidents}:3", "outside every segment of job a"),
+        (f"{incidents}:4", "job_id is not in the jobs file"),
+        (f"{incidents}:5", "time is not an ISO 8601 time"),
+        (f"{incidents}:6", "category is empty"),
+        (f"{incidents}:6", "outside every segment of job b"),
+    ]:
+        lines = [line for line in text.splitlines() if line.strip().startswith(f"{where}: ")]
+        assert any(what in line for line in lines), (where, what)
+    assert f"{incidents}:2:" not in text
+    assert "9 bad rows" in text and "fix:" in text
+    assert err.value.exit_code == 2
+
+
+def test_a_missing_column_names_the_header_to_give(tmp_path):
+    (tmp_path / "jobs.csv").write_text("job,start,end,gpus\nx,2026-03-01T00:00:00Z,2026-03-01T01:00:00Z,8\n")
+    (tmp_path / "incidents.csv").write_text("time,job_id,category\n")
+    with pytest.raises(
+        DataError, match=r"jobs.csv:1: the jobs file has no column job_id .*\n  fix: give the header"
+    ):
+        read_incident_log(tmp_path / "jobs.csv", tmp_path / "incidents.csv")
+
+
+def test_parquet_is_read_and_its_bad_rows_are_named_by_row(tmp_path):
+    pd.DataFrame(
+        {
+            "job_id": ["a", "b"],
+            "start": pd.to_datetime(["2026-03-01T00:00:00Z", "2026-03-01T00:00:00Z"]),
+            "end": pd.to_datetime(["2026-03-01T10:00:00Z", "2026-03-01T10:00:00Z"]),
+            "gpus": [16, 0],
+        }
+    ).to_parquet(tmp_path / "jobs.parquet")
+    pd.DataFrame(
+        {"time": pd.to_datetime(["2026-03-01T01:00:00Z"]), "job_id": ["a"], "category": ["x"], "node": [None]}
+    ).to_parquet(tmp_path / "incidents.parquet")
+    with pytest.raises(DataError, match=r"jobs.parquet: row 1: gpus is not a whole number"):
+        read_incident_log(tmp_path / "jobs.parquet", tmp_path / "incidents.parquet")
