@@ -621,6 +621,13 @@ def failures_fit(
     sizes: Annotated[
         str, typer.Option("--sizes", help="Job sizes (GPUs) to predict the job MTTF at, comma-separated.")
     ] = "1024,2048,4096,8192,16384",
+    report: Annotated[
+        str | None,
+        typer.Option(
+            "--report",
+            help="Write an HTML page: rates with intervals, MTTF against job size, the lemon nodes.",
+        ),
+    ] = None,
 ) -> None:
     """Fit each failure category's scope, rate and 95% interval, the lemon nodes and the job MTTF by job size
     (exit 2 on a bad row, naming file:line; nothing is written then)."""
@@ -650,10 +657,15 @@ def failures_fit(
         atomic_write_text(
             out, profile_yaml(fit, categories, source=f"campaign failures fit {Path(incidents).name}")
         )
+    if report:
+        from campaign.failures.report import fit_report_html
+
+        title = f"Failure profile fitted from {Path(incidents).name}"
+        atomic_write_text(report, fit_report_html(fit.to_json(), title))
     if json_:
         typer.echo(json.dumps(fit.to_json(), indent=2))
         return
-    typer.echo(_failures_text(fit.to_json(), out))
+    typer.echo(_failures_text(fit.to_json(), out, report))
 
 
 def _stated_scope(category: Any) -> str:
@@ -663,7 +675,7 @@ def _stated_scope(category: Any) -> str:
     return "node" if category.per_1k_node_days is not None else "gpu"
 
 
-def _failures_text(f: dict[str, Any], out: str | None) -> str:
+def _failures_text(f: dict[str, Any], out: str | None, report: str | None) -> str:
     e = f["exposure"]
     lines = [
         f"{f['incidents']:,} incidents in {f['jobs']:,} jobs ({f['segments']:,} segments): "
@@ -703,6 +715,8 @@ def _failures_text(f: dict[str, Any], out: str | None) -> str:
     lines += [f"note: {n}" for n in f["notes"]]
     if out:
         lines.append(f"profile written to {out} (name it from a campaign: cluster.failures)")
+    if report:
+        lines.append(f"report written to {report}")
     return "\n".join(lines)
 
 

@@ -88,6 +88,9 @@ class FailureFit:
     lemon_nodes: list[LemonNode]
     job_mttf_h: list[MttfPoint]
     observed_mttf_h: list[ObservedMttf]
+    mttf_curve_h: list[
+        MttfPoint
+    ]  # the prediction from the smallest to the largest size, logged or asked, for plots
     gpus_per_node: int
     nodes: int  # nodes the lemon test spread node failures over
     jobs: int
@@ -99,7 +102,7 @@ class FailureFit:
         out = asdict(self)
         for c in out["categories"]:
             c["ci95"] = list(c["ci95"])
-        for m in out["job_mttf_h"] + out["observed_mttf_h"]:
+        for m in out["job_mttf_h"] + out["observed_mttf_h"] + out["mttf_curve_h"]:
             m["ci95"] = list(m["ci95"])
         return out
 
@@ -274,6 +277,12 @@ def observed_job_mttf(log: IncidentLog, max_sizes: int = 50) -> list[ObservedMtt
     return out
 
 
+def _curve_sizes(sizes: Sequence[int], points: int = 25) -> list[int]:
+    """Job sizes spread evenly on a log scale over the range of `sizes`."""
+    lo, hi = min(sizes), max(sizes)
+    return sorted({int(g) for g in np.rint(np.geomspace(lo, hi, points))} | {lo, hi})
+
+
 def fit_failures(
     log: IncidentLog,
     *,
@@ -364,6 +373,7 @@ def fit_failures(
     lemons = (
         find_lemon_nodes({str(k): int(v) for k, v in node_counts.items()}, nodes, alpha)[0] if nodes else []
     )
+    observed = observed_job_mttf(log)
     return FailureFit(
         exposure={
             "gpu_hours": gpu_hours,
@@ -373,7 +383,10 @@ def fit_failures(
         categories=fits,
         lemon_nodes=lemons,
         job_mttf_h=predict_job_mttf(fits, sizes, gpus_per_node),
-        observed_mttf_h=observed_job_mttf(log),
+        observed_mttf_h=observed,
+        mttf_curve_h=predict_job_mttf(
+            fits, _curve_sizes([*sizes, *(o.gpus for o in observed)]), gpus_per_node
+        ),
         gpus_per_node=gpus_per_node,
         nodes=int(nodes),
         jobs=int(jobs["job_id"].nunique()),

@@ -176,3 +176,15 @@ def test_the_exact_interval_covers_the_true_rate_at_least_95_percent_of_the_time
         intervals = {int(k): poisson_rate_interval(int(k), 1.0) for k in np.unique(counts)}
         covered = [intervals[int(k)][0] <= mean <= intervals[int(k)][1] for k in counts]
         assert np.mean(covered) >= 0.95
+
+
+def test_the_report_page_shows_every_category_the_three_figures_and_the_lemons(known, tmp_path, capsys):
+    truth, jobs, incidents, _ = known
+    page = tmp_path / "fit.html"
+    args = ["failures", "fit", "--jobs", str(jobs), "--incidents", str(incidents), "--nodes", "512"]
+    assert main([*args, "--report", str(page)]) == 0
+    assert f"report written to {page}" in capsys.readouterr().out
+    text = page.read_text()
+    assert text.count("<svg") == 3
+    for name in [c.name for c in truth.categories] + list(truth.lemon_nodes):
+        assert name in text
