@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -55,6 +55,9 @@ class ApprovalRequest:
     gates: tuple[GateLine, ...]
     config_digest: str
     data_digest: str
+    # The expected length at the low and high ends of the plan's step-time band, and what the band rests on.
+    expected_days_range: tuple[float, float] | None = None
+    plan_basis: str = ""
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -86,7 +89,16 @@ class ApprovalRequest:
                 f"({self.window_days:g} days) |"
             ),
             f"| GPUs | {self.gpus:,} for the job, {self.booked_gpus:,} booked with spares |",
-            f"| Expected length | {days(self.expected_days)} (plan); p90 {days(self.p90_days)} (replicas) |",
+            (
+                f"| Expected length | {days(self.expected_days)} (plan"
+                + (
+                    f"; {self.expected_days_range[0]:.2f}-{self.expected_days_range[1]:.2f} days over its step-time band"
+                    if self.expected_days_range
+                    else ""
+                )
+                + f"); p90 {days(self.p90_days)} (replicas) |"
+            ),
+            *([f"| Plan basis | {_cell(self.plan_basis)} |"] if self.plan_basis else []),
             (
                 f"| Reserved cost | ${self.cost_usd:,.2f} ({self.booked_gpus:,} GPUs x {self.window_days * 24:,.1f} h x "
                 f"${self.gpu_hour_usd:g}/GPU-h) |"
@@ -117,12 +129,18 @@ def replica_p90_days(config: CampaignConfig, plan: Any, replicas: int) -> float 
     """The p90 completion time, days, of `replicas` seeded replicas of the window (inf: beyond the window), when
     the schedule gate did not judge the window (`gates.config.window_replicas` 0)."""
     from campaign.calendar.catalog import cluster_identity
-    from campaign.calendar.window_length import assess_window_length
+    from campaign.calendar.window_length import assess_window_length, plan_band, step_time_factors
     from campaign.sim import simulate_summary
     from campaign.window import window_inputs
 
     inputs = window_inputs(config, plan)
-    completions = [simulate_summary(inputs, replica=i)["completion_s"] for i in range(replicas)]
+    factors = step_time_factors(config.seed, plan_band(plan), replicas)
+    completions = [
+        simulate_summary(replace(inputs, step_time_s=inputs.step_time_s * factors[i]), replica=i)[
+            "completion_s"
+        ]
+        for i in range(replicas)
+    ]
     p90 = assess_window_length(
         completions,
         config.window.days * 86_400,
@@ -139,6 +157,7 @@ def approval_request(
     gates: dict[str, Any],
     expected_days: float | None,
     p90_days: float | None = None,
+    plan: Any = None,
 ) -> ApprovalRequest:
     """The request for these digests from the recorded gates (`store.latest_gates`) and the plan's expected days;
     the p90 from the schedule gate's replicas, else `p90_days`."""
@@ -179,7 +198,17 @@ def approval_request(
         tuple(lines),
         config_digest,
         data_digest,
+        _days_range(finite, plan),
+        str(getattr(plan, "basis", "")),
     )
+
+
+def _days_range(expected_days: float | None, plan: Any) -> tuple[float, float] | None:
+    """The expected length at the ends of the plan's step-time band (length scales with the step time)."""
+    band = getattr(plan, "step_time_range_s", None)
+    if expected_days is None or not band or not band[0] > 0 or not plan.step_time_s > 0:
+        return None
+    return expected_days * band[0] / plan.step_time_s, expected_days * band[1] / plan.step_time_s
 
 
 # ---------------------------------------------------------------------------------------------- the marker

@@ -102,6 +102,12 @@ def gate_rows(results: list[GateResult], config: CampaignConfig, plan: dict[str,
             figure = (
                 f"{_num(plan.get('expected_days'))} days expected (ETTR {_num(plan.get('expected_ettr'))})"
             )
+            band = plan.get("step_time_range_s") or []
+            if len(band) == 2:
+                figure += (
+                    f"; step {_num(plan.get('step_time_s'))} s, band {_num(band[0])}-{_num(band[1])} s "
+                    f"({'calibrated' if plan.get('calibration') else 'uncalibrated'})"
+                )
             threshold = (
                 f"<= {_num(days_limit)} days (window {_num(config.window.days)} days, margin "
                 f"{_num(100 * c.min_window_margin)} %)"

@@ -157,6 +157,15 @@ def data_gates(
     return [volume, mixture]
 
 
+def _band_text(plan_json: dict[str, Any]) -> str:
+    """', step S s (band LOW-HIGH s, calibrated|uncalibrated)' when the plan states its band."""
+    band = plan_json.get("step_time_range_s") or []
+    if len(band) != 2:
+        return ""
+    basis = "calibrated" if plan_json.get("calibration") else "uncalibrated"
+    return f", step {plan_json['step_time_s']:.3g} s (band {band[0]:.3g}-{band[1]:.3g} s, {basis})"
+
+
 def plan_gates(plan_json: dict[str, Any], violations: list[tuple[str, str]]) -> list[GateResult]:
     """Layout, memory and schedule gates from a plan's violations (rule, message)."""
     results = []
@@ -164,7 +173,8 @@ def plan_gates(plan_json: dict[str, Any], violations: list[tuple[str, str]]) -> 
         "layout": f"tp={plan_json['layout']['tp']} pp={plan_json['layout']['pp']} dp={plan_json['layout']['dp']} "
         f"cp={plan_json['layout']['cp']} on {plan_json['gpus']:,} GPUs",
         "memory": f"{plan_json['memory_gib_per_gpu']:.1f} GiB per GPU",
-        "schedule": f"expected {plan_json['expected_days']:.2f} days at ETTR {plan_json['expected_ettr']:.3f}",
+        "schedule": f"expected {plan_json['expected_days']:.2f} days at ETTR {plan_json['expected_ettr']:.3f}"
+        + _band_text(plan_json),
     }
     # Defence in depth: a figure that is not a finite number fails the gate that reads it.
     finite = {

@@ -62,7 +62,9 @@ def publish_approval_request(ws: store.Workspace, loaded: LoadedConfig, data_dig
     p90 = (
         None if judged or not plan.fits else replica_p90_days(loaded.config, plan, loaded.config.sim.replicas)
     )
-    request = approval_request(loaded.config, loaded.digest, data_digest, gates, plan.expected_days, p90)
+    request = approval_request(
+        loaded.config, loaded.digest, data_digest, gates, plan.expected_days, p90, plan
+    )
     create_markdown_artifact(
         request.markdown(),
         key=approval_key(loaded.config.name),

@@ -4,7 +4,9 @@ A window shorter than the campaign's p90 completion time leaves more than one ch
 one longer than its p99 books capacity the job will almost surely release unused (the idle tail after an early
 finish, a gap on the cluster's calendar). Percentiles are empirical (inverted CDF) over the replicas, a replica
 that does not finish counting as later than the window; with fewer than 100 replicas the p99 is the slowest one.
-The replicas are `campaign simulate`'s (same seed, same replica numbers). A too-short window is priced by how much
+The replicas are `campaign simulate`'s (same seed, same replica numbers), each at a step time drawn from the plan's
+band (`Plan.step_time_range_s`: production runs when uncalibrated, the measured residuals when calibrated), so the
+p90 covers the plan's uncertainty as well as failures (docs/plan-model.md#the-band). A too-short window is priced by how much
 longer it would have to be: the replicas are run again to `OVERRUN` times its length (new draws: the simulator
 draws its failures over the horizon it is given, so this second run is a separate estimate of the same law).
 
@@ -20,6 +22,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
+
+import numpy as np
 
 from campaign.calendar.catalog import cluster_identity
 from campaign.calendar.gaps import Pricing
@@ -53,6 +57,11 @@ class WindowLength:
     # The p90 with the failure rates taken as known (their posterior draws off); None when no rate carries
     # observed failures and exposure, or when more than 10% of those replicas do not finish.
     p90_known_rates_days: float | None = None
+    # The plan's step-time band each replica drew its step time from (multipliers on the plan's step time), and how
+    # much of the p90 beyond the failure-free plan came from it and from the failure model (days; None if unknown).
+    step_time_band: tuple[float, float] | None = None
+    p90_from_plan_days: float | None = None
+    p90_from_failures_days: float | None = None
 
     def as_details(self) -> dict[str, Any]:
         return asdict(self)
@@ -154,9 +163,29 @@ def assess_window_length(
     )
 
 
+# The step-time draws' own random stream, apart from the failure model's (spawned from the config's seed).
+STEP_TIME_STREAM = 0x5751
+
+
+def step_time_factors(seed: int, band: tuple[float, float], n: int) -> list[float]:
+    """One step-time multiplier per replica, uniform over the plan's band (low, high): where the step is expected
+    to land, with no reason given to prefer a point inside it."""
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(STEP_TIME_STREAM,)))
+    low, high = band
+    return [float(x) for x in rng.uniform(low, high, size=n)]
+
+
+def plan_band(plan: Any) -> tuple[float, float]:
+    """The plan's step-time range as multipliers on its step time ((1, 1) for a plan without one)."""
+    low, high = getattr(plan, "step_time_range_s", (0.0, 0.0))
+    step = plan.step_time_s
+    return (low / step, high / step) if low > 0 and high > 0 and step > 0 else (1.0, 1.0)
+
+
 def judge_window(config: CampaignConfig, plan: Any, replicas: int | None = None) -> WindowLength:
     """The window judged from `gates.config.window_replicas` seeded replicas of it (the config's seed; replica i
-    is replica i of `campaign simulate`)."""
+    is replica i of `campaign simulate` for failures), each running at a step time drawn from the plan's band
+    (`Plan.step_time_range_s`), so the p90 covers both failures and the plan's own uncertainty."""
     from campaign.sim import simulate_summary
     from campaign.window import window_inputs
 
@@ -164,24 +193,37 @@ def judge_window(config: CampaignConfig, plan: Any, replicas: int | None = None)
     # A snapshot job trains past its target: its "completion" is when the target is trained.
     inputs = replace(window_inputs(config, plan), stop_at_target=True)
     window_s = inputs.window_s
+    band = plan_band(plan)
+    factors = step_time_factors(config.seed, band, n)
 
     def completions(horizon_s: float, rate_uncertainty: bool = True) -> list[float | None]:
         # The summary fast path (no event log, no power series): the same completion time as `simulate`.
-        runs = replace(
-            inputs, window_s=horizon_s, rate_uncertainty=rate_uncertainty and inputs.rate_uncertainty
-        )
-        return [simulate_summary(runs, replica=i)["completion_s"] for i in range(n)]
+        return [
+            simulate_summary(
+                replace(
+                    inputs,
+                    window_s=horizon_s,
+                    step_time_s=inputs.step_time_s * factors[i],
+                    rate_uncertainty=rate_uncertainty and inputs.rate_uncertainty,
+                ),
+                replica=i,
+            )["completion_s"]
+            for i in range(n)
+        ]
 
     judged = completions(window_s)
     pricing = cluster_identity(config.cluster).pricing
     args = (window_s, config.cluster.booked_nodes, pricing, not config.sim.stop_at_target)
     verdict = assess_window_length(judged, *args)
+    p90_s = (verdict.p90_completion_days or math.inf) * DAY_S
     if verdict.verdict == "too_short" and verdict.p90_completion_days is None:
         # More than 10% unfinished: run past the window to price how much longer it would have to be.
-        verdict = assess_window_length(judged, *args, longer_completions_s=completions(window_s * OVERRUN))
+        longer = completions(window_s * OVERRUN)
+        verdict = assess_window_length(judged, *args, longer_completions_s=longer)
+        p90_s = empirical_quantile([math.inf if t is None else float(t) for t in longer], 0.90)
     if inputs.rate_uncertainty and any(c.observed is not None for c in inputs.failures):
         verdict = with_rate_uncertainty(verdict, completions(window_s, rate_uncertainty=False), window_s)
-    return verdict
+    return with_p90_split(verdict, band, factors, inputs.target_tokens / inputs.tokens_per_s, p90_s)
 
 
 def with_rate_uncertainty(
@@ -204,3 +246,31 @@ def with_rate_uncertainty(
             f"{known_days:.2f} days with the fitted rates taken as known); more incident history narrows it"
         )
     return replace(verdict, message=f"{verdict.message}; {part}", p90_known_rates_days=known_days)
+
+
+def with_p90_split(
+    verdict: WindowLength,
+    band: tuple[float, float],
+    factors: Sequence[float],
+    failure_free_s: float,
+    p90_s: float,
+) -> WindowLength:
+    """The verdict with the share of its p90 (`p90_s`) that came from the step-time band (the failure-free time at
+    the band's p90 draw, less the plan's point) and from failures (the rest of the p90 beyond the failure-free
+    plan)."""
+    if not math.isfinite(p90_s) or not factors:
+        return replace(verdict, step_time_band=band)
+    plan_s = failure_free_s * (empirical_quantile(factors, 0.90) - 1.0)
+    failures_s = p90_s - failure_free_s - plan_s
+    note = (
+        f"; the p90 is {p90_s / DAY_S:.2f} days against {failure_free_s / DAY_S:.2f} failure-free at "
+        f"the plan's step time: {plan_s / DAY_S:+.2f} days from the step-time band "
+        f"({band[0]:.2f}-{band[1]:.2f}x the plan's step), {failures_s / DAY_S:+.2f} days from failures"
+    )
+    return replace(
+        verdict,
+        message=verdict.message + note,
+        step_time_band=band,
+        p90_from_plan_days=plan_s / DAY_S,
+        p90_from_failures_days=failures_s / DAY_S,
+    )

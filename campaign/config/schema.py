@@ -479,6 +479,140 @@ class OverlapConfig(Frozen):
     )
 
 
+class MeasuredRunConfig(Frozen):
+    """One measured run of the same model and stack (`campaign plan measure` prints one): the plan fits its
+    stack-efficiency factors to these (docs/plan-model.md#calibrated-on-measured-steps)."""
+
+    nodes: int = Field(gt=0, le=10_000_000, description="Nodes the measured run used.")
+    layout: LayoutConfig = Field(
+        description="The measured run's layout (tp x pp x dp x cp = nodes x gpus_per_node)."
+    )
+    global_batch_tokens: int = Field(
+        gt=0, le=10**13, description="Tokens per optimizer step of the measured run."
+    )
+    micro_batch: int | None = Field(
+        None,
+        gt=0,
+        le=1_000_000,
+        description="Sequences per micro-batch of the measured run; absent = plan.micro_batch.",
+    )
+    step_time_s: float = Field(gt=0, le=1e7, description="Median seconds per optimizer step after warm-up.")
+    source: str = Field(min_length=1, description="Where the figure comes from (job, date, metrics file).")
+
+
+# What each training stack preset can run (`plan.stack`): the search proposes nothing else, and the config's own
+# settings must be among them. Megatron-LM 2021: Narayanan et al. 2021 (interleaving, no sequence parallelism,
+# materialized attention, no distributed optimizer or overlap); Megatron-Core: its README and `arguments.py` (CP,
+# TE attention, distributed optimizer, TP/DP overlap); a PyTorch FSDP stack like Llama 3's (arXiv 2407.21783
+# §3.3.2: FSDP, all-gather CP, interleaved pipeline, FP32 accumulation outside the GEMM, FlashAttention-2 class).
+STACK_PRESETS: dict[str, dict[str, object]] = {
+    "megatron-core": {
+        "context_parallel": True,
+        "interleaved_pipeline": True,
+        "sequence_parallel": True,
+        "fused_grad_accumulation": True,
+        "attention_kernels": ("fused", "flash2", "materialized"),
+        "distributed_optimizer": True,
+        "tp_overlap": True,
+        "dp_overlap": True,
+    },
+    "megatron-lm-2021": {
+        "context_parallel": False,
+        "interleaved_pipeline": True,
+        "sequence_parallel": False,
+        "fused_grad_accumulation": True,
+        "attention_kernels": ("materialized",),
+        "distributed_optimizer": False,
+        "tp_overlap": False,
+        "dp_overlap": False,
+    },
+    "pytorch-fsdp": {
+        "context_parallel": True,
+        "interleaved_pipeline": True,
+        "sequence_parallel": True,
+        "fused_grad_accumulation": False,
+        "attention_kernels": ("flash2", "materialized"),
+        "distributed_optimizer": True,
+        "tp_overlap": False,
+        "dp_overlap": True,
+    },
+}
+
+
+class StackConfig(Frozen):
+    """What the training software supports: `plan.stack: NAME` (a preset of STACK_PRESETS) or a mapping with
+    `preset:` and any key overridden. `campaign plan --search` proposes only what the stack can run."""
+
+    preset: Literal["megatron-core", "megatron-lm-2021", "pytorch-fsdp"] = Field(
+        "megatron-core",
+        description="The stack these capabilities start from (megatron-core, megatron-lm-2021, pytorch-fsdp).",
+    )
+    context_parallel: bool = Field(True, description="Context parallelism (cp > 1).")
+    interleaved_pipeline: bool = Field(True, description="Interleaved pipeline stages (vpp > 1).")
+    sequence_parallel: bool = Field(True, description="Sequence parallelism over the TP group.")
+    fused_grad_accumulation: bool = Field(
+        True,
+        description="Gradient accumulation fused into the weight-gradient GEMM (plan.grad_accumulation_fusion).",
+    )
+    attention_kernels: tuple[Literal["fused", "flash2", "materialized"], ...] = Field(
+        ("fused", "flash2", "materialized"),
+        description="Attention kernels the stack has: fused (the accelerator's best), flash2, materialized.",
+    )
+    distributed_optimizer: bool = Field(True, description="Sharded optimizer state (zero_stage >= 1).")
+    tp_overlap: bool = Field(True, description="TP communication overlapped with GEMMs (plan.overlap.tp).")
+    dp_overlap: bool = Field(
+        True,
+        description="DP gradient reduce / parameter gather overlapped (plan.overlap.dp_grad_reduce, dp_param_gather).",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_preset(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = {"preset": value}
+        if isinstance(value, dict):
+            name = value.get("preset", "megatron-core")
+            if isinstance(name, str) and name in STACK_PRESETS:
+                return {**STACK_PRESETS[name], **value}
+        return value
+
+    def unsupported(self, plan: PlanConfig, layout: LayoutConfig | None = None) -> list[tuple[str, str]]:
+        """(key, what) for each setting of `plan` (and `layout`, default the plan's) the stack cannot run."""
+        lay = layout or plan.layout
+        kernel = "materialized" if plan.attention == "materialized" else plan.attention_kernel
+        checks = [
+            (lay.cp > 1 and not self.context_parallel, "layout.cp", f"cp={lay.cp} needs context parallelism"),
+            (
+                lay.vpp > 1 and not self.interleaved_pipeline,
+                "layout.vpp",
+                f"vpp={lay.vpp} needs interleaved stages",
+            ),
+            (
+                plan.sequence_parallel and lay.tp > 1 and not self.sequence_parallel,
+                "sequence_parallel",
+                "sequence parallelism",
+            ),
+            (
+                plan.grad_accumulation_fusion and not self.fused_grad_accumulation,
+                "grad_accumulation_fusion",
+                "fused gradient accumulation",
+            ),
+            (kernel not in self.attention_kernels, "attention_kernel", f"the {kernel} attention kernel"),
+            (
+                plan.zero_stage >= 1 and not self.distributed_optimizer,
+                "zero_stage",
+                f"zero_stage {plan.zero_stage}",
+            ),
+            (plan.overlap.tp and not self.tp_overlap, "overlap.tp", "TP overlap"),
+            (
+                (plan.overlap.dp_grad_reduce or plan.overlap.dp_param_gather) and not self.dp_overlap,
+                "overlap",
+                "DP overlap",
+            ),
+        ]
+        return [(key, what) for bad, key, what in checks if bad]
+
+
 class PlanConfig(Frozen):
     layout: LayoutConfig = LayoutConfig()
     micro_batch: int = Field(1, gt=0, le=1_000_000, description="Sequences per micro-batch.")
@@ -544,6 +678,17 @@ class PlanConfig(Frozen):
     target_tokens: float = Field(gt=0, le=1e17, description="Tokens to train in the campaign.")
     checkpoint: CheckpointConfig
     power_smoothing: PowerSmoothingConfig | None = Field(None, description="Absent means no smoothing.")
+    stack: StackConfig = Field(
+        StackConfig(),
+        description="What the training software supports: a preset name (megatron-core, megatron-lm-2021, "
+        "pytorch-fsdp) or a mapping with preset: and overrides. The search proposes only what it can run.",
+    )
+    measured: tuple[MeasuredRunConfig, ...] = Field(
+        (),
+        max_length=1000,
+        description="Measured runs of this model and stack (`campaign plan measure` prints one): the plan fits "
+        "its stack efficiency to them and says so; absent = uncalibrated, with a band from production runs.",
+    )
 
 
 # ------------------------------------------------------------------------------------------ window, data
@@ -1030,6 +1175,24 @@ class CampaignConfig(Frozen):
             )
         if lay.vpp > 1 and lay.pp == 1:
             raise ValueError("@plan.layout.vpp: vpp > 1 needs pp > 1 (interleaving splits pipeline stages)")
+        for i, run in enumerate(self.plan.measured):
+            where = f"@plan.measured.{i}"
+            if run.layout.world != run.nodes * cl.gpus_per_node:
+                raise ValueError(
+                    f"{where}.layout: tp x pp x dp x cp = {run.layout.world} GPUs, but nodes x gpus_per_node = "
+                    f"{run.nodes}x{cl.gpus_per_node} = {run.nodes * cl.gpus_per_node}; give the layout the run used"
+                )
+            if m.heads % run.layout.tp or m.seq_len % run.layout.cp:
+                raise ValueError(
+                    f"{where}.layout: tp must divide model.heads ({m.heads}) and cp model.seq_len ({m.seq_len}); "
+                    "a measured run is of the same model"
+                )
+            per_replica = (run.micro_batch or self.plan.micro_batch) * run.layout.dp * m.seq_len
+            if run.global_batch_tokens % per_replica:
+                raise ValueError(
+                    f"{where}.global_batch_tokens: {run.global_batch_tokens} is not a multiple of micro_batch x dp x "
+                    f"seq_len = {per_replica}; give the batch the run used"
+                )
         # Llama 3 put 126 layers on 16 x 8 virtual stages: embedding and output each take one stage's place.
         if m.layers + 2 < lay.pp * lay.vpp:
             raise ValueError(

@@ -2,7 +2,8 @@
 
 Rules: tp stays inside one NVLink domain and divides it (TP's per-layer collectives are latency-bound and
 would cross the scale-out network otherwise); tp divides heads, kv_heads and ffn_hidden; cp*2 divides seq_len
-(load-balanced causal CP); the global batch splits into micro_batch x dp; vpp > 1 needs pp > 1, pp*vpp <=
+(load-balanced causal CP) and CP needs fused attention (it merges partial softmax results by their log-sum-exp);
+the global batch splits into micro_batch x dp; vpp > 1 needs pp > 1, pp*vpp <=
 layers + 2 and a micro-batch count divisible by pp (Megatron's interleaved schedule). tp*cp may exceed the NVLink
 domain (Llama 3 ran cp=16 x tp=8 at 128K context): legal, with a note, and the CP exchange is priced on the NIC.
 Whether CP pays off for a sequence length is the step-time model's answer (exchange, imbalance, chunk-length
@@ -90,6 +91,17 @@ def layout_violations(config: CampaignConfig, layout: LayoutConfig, micro_batch:
                 ),
             )
         )
+    if c > 1 and config.plan.attention != "flash":
+        out.append(
+            Violation(
+                "layout",
+                (
+                    f"cp={c} needs fused attention: ring and all-gather context parallelism merge partial softmax "
+                    "results with the log-sum-exp a fused kernel returns (Megatron-Core / Transformer Engine); set "
+                    "plan.attention: flash or cp=1"
+                ),
+            )
+        )
     sequences = config.plan.global_batch_tokens // m.seq_len
     if sequences % (micro_batch * layout.dp):
         out.append(
@@ -169,10 +181,11 @@ class Candidate(NamedTuple):
 
 
 def candidates(config: CampaignConfig) -> list[Candidate]:
-    """Every legal (layout, micro_batch) for the cluster's GPU count. Interleaving (vpp > 1) is enumerated only
+    """Every legal (layout, micro_batch) for the cluster's GPU count that the stack can run (`plan.stack`: no cp > 1
+    without context parallelism, no vpp > 1 without interleaved stages). Interleaving (vpp > 1) is enumerated only
     for balanced splits (pp*vpp divides layers, or layers + 2 as Llama 3 did) and micro-batch counts divisible by
     pp; vpp = 1 may split unevenly."""
-    cl, m = config.cluster, config.model
+    cl, m, stack = config.cluster, config.model, config.plan.stack
     gpus, domain, layers = cl.gpus, cl.network.nvlink_domain_gpus, m.layers
     sequences = config.plan.global_batch_tokens // m.seq_len
     out: list[Candidate] = []
@@ -180,7 +193,9 @@ def candidates(config: CampaignConfig) -> list[Candidate]:
         if gpus % t or m.heads % t or m.kv_heads % t or m.ffn_hidden % t:
             continue
         for c in _divisors(gpus // t):
-            if c > 1 and m.seq_len % (2 * c):
+            if c > 1 and (
+                m.seq_len % (2 * c) or not stack.context_parallel or config.plan.attention != "flash"
+            ):
                 continue
             for p in _divisors(gpus // (t * c)):
                 if p > layers + 2:
@@ -191,7 +206,9 @@ def candidates(config: CampaignConfig) -> list[Candidate]:
                 vpps = [1] + [
                     v
                     for v in range(2, (layers + 2) // p + 1)
-                    if p > 1 and (layers % (p * v) == 0 or (layers + 2) % (p * v) == 0)
+                    if p > 1
+                    and stack.interleaved_pipeline
+                    and (layers % (p * v) == 0 or (layers + 2) % (p * v) == 0)
                 ]
                 bs = [b for b in _divisors(sequences // d) if b <= MAX_SEARCH_MICRO_BATCH]
                 for v in vpps:

@@ -10,10 +10,18 @@ modules flops, kernels, memory, topology, performance, checkpointing and reliabi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from campaign.config import CampaignConfig, LayoutConfig
+from campaign.plan.calibration import (
+    UNCALIBRATED_BAND,
+    Calibration,
+    MeasuredRow,
+    StackEfficiency,
+    fit_stack_efficiency,
+    step_split_s,
+)
 from campaign.plan.checkpointing import CheckpointPlan, finite_or_none, plan_checkpoint
 from campaign.plan.flops import hardware_flops_per_token, model_flops_per_token, parameter_count
 from campaign.plan.kernels import Kernels
@@ -50,6 +58,9 @@ class Plan:
     hfu: float = 0.0
     memory_limit_gib: float = 0.0
     window_days: float = 0.0
+    step_time_range_s: tuple[float, float] = (0.0, 0.0)  # where the step is expected to land (the band)
+    basis: str = ""  # what the step time rests on: calibrated on measured runs, or the tables and the band
+    calibration: Calibration | None = None
 
     @property
     def runs(self) -> bool:
@@ -69,6 +80,9 @@ class Plan:
             "memory_limit_gib": self.memory_limit_gib,
             "memory_breakdown_gib": dict(self.memory_breakdown_gib),
             "step_time_s": self.step_time_s,
+            "step_time_range_s": list(self.step_time_range_s),
+            "basis": self.basis,
+            "calibration": self.calibration.to_json() if self.calibration else None,
             "step_breakdown_s": dict(self.step_breakdown_s),
             "comm_fraction": self.comm_fraction,
             "mfu": self.mfu,
@@ -125,6 +139,8 @@ class PlanContext:
     memory_limit_gib: float
     days_limit: float
     notes: tuple[str, ...] = field(default=())
+    efficiency: StackEfficiency = field(default_factory=StackEfficiency)
+    calibration: Calibration | None = None
 
     @classmethod
     def from_config(cls, config: CampaignConfig) -> PlanContext:
@@ -140,8 +156,13 @@ class PlanContext:
             )
         if plan.checkpoint.interval_s == "auto":
             notes.append("checkpoint interval: Daly's optimum for the job MTBF (interval_s: auto)")
+        for key, what in plan.stack.unsupported(plan):
+            notes.append(
+                f"plan.{key}: the {plan.stack.preset} stack (plan.stack) does not run {what}; this plan assumes a "
+                "stack that does (the search proposes only what plan.stack runs)"
+            )
         gates = config.gates.config
-        return cls(
+        ctx = cls(
             config=config,
             parameters=params,
             fabric=Fabric.from_cluster(cl),
@@ -162,6 +183,57 @@ class PlanContext:
             memory_limit_gib=gates.max_memory_fraction * cl.accelerator.hbm_gib,
             days_limit=config.window.days * (1.0 - gates.min_window_margin),
             notes=tuple(notes),
+        )
+        return ctx.calibrated() if plan.measured else ctx
+
+    def calibrated(self) -> PlanContext:
+        """This context with the stack efficiency fitted to `plan.measured` (the same model and stack)."""
+        cfg = self.config
+        seq = cfg.model.seq_len
+        runs = cfg.plan.measured
+        steps = []
+        for run in runs:
+            mb = run.micro_batch or cfg.plan.micro_batch
+            m = max(1, run.global_batch_tokens // seq // (mb * run.layout.dp))
+            steps.append(self.steps.estimate(run.layout, mb, m))
+        factors = fit_stack_efficiency([step_split_s(s) for s in steps], [r.step_time_s for r in runs])
+        rows = tuple(
+            MeasuredRow(
+                nodes=run.nodes,
+                layout=_layout_dict(run.layout),
+                measured_s=run.step_time_s,
+                predicted_s=factors.step_s(step),
+            )
+            for run, step in zip(runs, steps, strict=True)
+        )
+        calibration = Calibration(factors, rows, tuple(r.source for r in runs))
+        return replace(self, efficiency=factors, calibration=calibration)
+
+    def step_s(self, step: StepEstimate) -> float:
+        """The step time with the stack efficiency applied (the raw model's when uncalibrated)."""
+        return self.efficiency.step_s(step) if self.calibration else step.step_s
+
+    def band(self) -> tuple[float, float]:
+        """(low, high) multipliers on the step time: the calibrated residuals, or the production-run band."""
+        return self.calibration.band() if self.calibration else UNCALIBRATED_BAND
+
+    def basis(self) -> str:
+        if self.calibration is None:
+            low, high = UNCALIBRATED_BAND
+            return (
+                "uncalibrated: kernel efficiencies of the benchmark tables (best-case Megatron runs); a production "
+                f"run on a stack it was not calibrated to lands at {low:.2f}-{high:.2f}x this step time "
+                "(published production runs); measure a short run and add it to plan.measured"
+            )
+        f = self.calibration.factors
+        runs = ", ".join(
+            f"{r.nodes} nodes tp={r.layout['tp']} pp={r.layout['pp']} dp={r.layout['dp']} cp={r.layout['cp']} "
+            f"{r.measured_s:.3g} s"
+            for r in self.calibration.rows
+        )
+        return (
+            f"calibrated on {len(self.calibration.rows)} measured run(s) ({runs}): stack efficiency x{f.compute:.3f} "
+            f"on compute, x{f.communication:.3f} on exposed communication"
         )
 
     def micro_batches(self, layout: LayoutShape, micro_batch: int) -> int:
@@ -194,7 +266,7 @@ class PlanContext:
         if mem_gib is None:
             mem_gib = self._memory(layout, micro_batch, m).total / GIB
         tokens = m * micro_batch * layout.dp * self.config.model.seq_len
-        tps = tokens / step.step_s
+        tps = tokens / self.step_s(step)
         days = expected_days(self.config.plan.target_tokens, tps, self.ettr)
         fits_memory = mem_gib <= self.memory_limit_gib
         return QuickPlan(
@@ -211,7 +283,8 @@ class PlanContext:
         mem, step, m = self._estimate(layout, micro_batch)
         mem_gib = mem.total / GIB
         tokens = m * micro_batch * layout.dp * cfg.model.seq_len
-        tps = tokens / step.step_s
+        step_s = self.step_s(step)
+        tps = tokens / step_s
         gpus = layout.world
         peak = gpus * cl.accelerator.peak_bf16_tflops * 1e12
         mfu = tps * self.flops_per_token / peak
@@ -261,9 +334,16 @@ class PlanContext:
             parameters=self.parameters,
             memory_gib_per_gpu=mem_gib,
             memory_breakdown_gib=mem.gib(),
-            step_time_s=step.step_s,
-            step_breakdown_s=step.breakdown(),
-            comm_fraction=step.comm_fraction,
+            step_time_s=step_s,
+            step_breakdown_s=self.efficiency.breakdown(step) if self.calibration else step.breakdown(),
+            comm_fraction=(
+                max(
+                    0.0,
+                    min(1.0, 1.0 - self.efficiency.compute * (step.compute_s + step.optimizer_s) / step_s),
+                )
+                if self.calibration
+                else step.comm_fraction
+            ),
             mfu=mfu,
             tokens_per_step=tokens,
             tokens_per_s=tps,
@@ -279,7 +359,14 @@ class PlanContext:
             hfu=hfu,
             memory_limit_gib=self.memory_limit_gib,
             window_days=cfg.window.days,
+            step_time_range_s=(step_s * self.band()[0], step_s * self.band()[1]),
+            basis=self.basis(),
+            calibration=self.calibration,
         )
+
+
+def _layout_dict(layout: LayoutConfig) -> dict[str, int]:
+    return {"tp": layout.tp, "pp": layout.pp, "dp": layout.dp, "cp": layout.cp, "vpp": layout.vpp}
 
 
 def evaluate_layout(config: CampaignConfig, layout: LayoutConfig, micro_batch: int | None = None) -> Plan:

@@ -78,10 +78,13 @@ def _best_by_bound(
     """The `top` fastest of layouts that all fit in memory, timing them in order of their best possible
     tokens/s (`StepModel.lower_bound_s`) and stopping once that bound cannot beat the `top`-th found (branch and bound)."""
     seq = ctx.config.model.seq_len
+    # A calibrated step is at least the smaller stack-efficiency factor times the raw one.
+    scale = min(ctx.efficiency.compute, ctx.efficiency.communication) if ctx.calibration else 1.0
     bounds = []
     for c, g in fitting:
         m = max(1, sequences // (c.micro_batch * c.dp))
-        bounds.append((m * c.micro_batch * c.dp * seq / ctx.steps.lower_bound_s(c, c.micro_batch, m), c, g))
+        bound_s = scale * ctx.steps.lower_bound_s(c, c.micro_batch, m)
+        bounds.append((m * c.micro_batch * c.dp * seq / bound_s, c, g))
     bounds.sort(key=lambda x: -x[0])
     scored: list[QuickPlan] = []
     best: list[float] = []  # tokens/s of the timed layouts, kept sorted descending, at most `top`
