@@ -678,6 +678,14 @@ class PlanConfig(Frozen):
     target_tokens: float = Field(gt=0, le=1e17, description="Tokens to train in the campaign.")
     checkpoint: CheckpointConfig
     power_smoothing: PowerSmoothingConfig | None = Field(None, description="Absent means no smoothing.")
+    allocator_fragmentation: float = Field(
+        0.0,
+        ge=0,
+        le=0.5,
+        description="Share of the memory the caching allocator reserves for activations and buffers that it holds "
+        "fragmented (GMLake, arXiv 2401.08156: 0.15 on average with PyTorch's allocator, up to 0.33); the memory "
+        "gate counts it. 0 = not counted (the 95 % limit's headroom stands in for it).",
+    )
     stack: StackConfig = Field(
         StackConfig(),
         description="What the training software supports: a preset name (megatron-core, megatron-lm-2021, "

@@ -175,6 +175,7 @@ class PlanContext:
                 attention=plan.attention,
                 sequence_parallel=plan.sequence_parallel,
                 recompute_pointwise=plan.recompute_pointwise,
+                allocator_fragmentation=plan.allocator_fragmentation,
             ),
             flops_per_token=model_flops_per_token(config.model),
             checkpoint=ckpt,

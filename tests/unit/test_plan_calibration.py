@@ -161,3 +161,20 @@ def test_the_p90_is_split_between_the_band_and_failures() -> None:
     assert (
         "+0.20 days from the step-time band" in split.message and "+0.30 days from failures" in split.message
     )
+
+
+def test_allocator_fragmentation_counts_what_the_caching_allocator_reserves() -> None:
+    from campaign.plan.memory import MemoryModel, allocator_bytes
+
+    assert allocator_bytes(85.0, 0.15) == pytest.approx(15.0) and allocator_bytes(85.0, 0.0) == 0.0
+    base = make_plan(load_config(LLAMA).config)
+    frag = make_plan(load_config(LLAMA, ["plan.allocator_fragmentation=0.15"]).config)
+    b = base.memory_breakdown_gib
+    transient = b["activations"] + b["activation_gradients"] + b["communication"] + b["other"]
+    assert b["allocator"] == 0.0
+    assert frag.memory_breakdown_gib["allocator"] == pytest.approx(transient * 0.15 / 0.85, rel=1e-9)
+    assert frag.memory_gib_per_gpu == pytest.approx(sum(frag.memory_breakdown_gib.values()), rel=1e-9)
+    cfg = load_config(LLAMA).config
+    mm = MemoryModel(cfg.model, zero_stage=1, recompute="selective", allocator_fragmentation=0.2)
+    full = mm.estimate(tp=8, pp=16, dp=128, cp=1, vpp=8, micro_batch=1, micro_batches=16)
+    assert mm.total_bytes(8, 16, 128, 1, 8, 1, 16) == pytest.approx(full.total, rel=1e-12)
