@@ -178,3 +178,23 @@ def test_allocator_fragmentation_counts_what_the_caching_allocator_reserves() ->
     mm = MemoryModel(cfg.model, zero_stage=1, recompute="selective", allocator_fragmentation=0.2)
     full = mm.estimate(tp=8, pp=16, dp=128, cp=1, vpp=8, micro_batch=1, micro_batches=16)
     assert mm.total_bytes(8, 16, 128, 1, 8, 1, 16) == pytest.approx(full.total, rel=1e-12)
+
+
+def test_the_approval_request_shows_the_band_and_the_basis() -> None:
+    from types import SimpleNamespace
+
+    from campaign.approval import approval_request
+    from campaign.gates import REQUIRED_GATES, plan_gates
+
+    config = load_config(DEMO).config
+    plan = make_plan(config)
+    gates = {g: SimpleNamespace(passed=True, details={"summary": f"{g} figure"}) for g in REQUIRED_GATES}
+    text = approval_request(config, "c" * 64, "d" * 64, gates, plan.expected_days, None, plan).markdown()
+    low, high = (plan.expected_days * x for x in UNCALIBRATED_BAND)
+    assert f"{plan.expected_days:.2f} days (plan; {low:.2f}-{high:.2f} days over its step-time band)" in text
+    assert "| Plan basis | uncalibrated:" in text
+    (schedule,) = [g for g in plan_gates(plan.to_json(), []) if g.gate == "schedule"]
+    assert (
+        f"band {plan.step_time_range_s[0]:.3g}-{plan.step_time_range_s[1]:.3g} s, uncalibrated"
+        in schedule.summary
+    )
