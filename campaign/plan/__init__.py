@@ -1,9 +1,9 @@
 """Plan a training campaign: memory, step time, MFU, checkpointing, reliability and layout search.
 
-Layering: flops, kernels, memory, topology and layout (the rules; only config below it) -> performance -> planner
--> search.
-Source: see each module (flops, kernels, memory, topology, performance, checkpointing, reliability, layout,
-planner, search).
+Layering: flops, kernels, memory, topology and layout (the rules; only config below it) -> performance ->
+calibration -> planner -> search; measure (a short run's step time) stands alone.
+Source: see each module (flops, kernels, memory, topology, performance, calibration, checkpointing, reliability,
+layout, planner, search, measure).
 """
 
 from campaign.plan.checkpointing import (
