@@ -63,6 +63,8 @@ def rehearsal_gate(config: CampaignConfig, ws: store.Workspace, evidence: DataEv
             "kill_after_checkpoint",
             "killed_at_step",
             "resumed_step",
+            "blanked_rows",
+            "control_differs_at_step",
             "restore_check",
         )
         if k in details

@@ -1,7 +1,8 @@
 """The trainer contract: the environment a trainer is started with and the JSON-lines metrics it writes.
 
 A trainer is any command. The harness starts it in its own process group with the variables below; the trainer
-reads its data from two `.npy` files, appends one JSON object per line to the metrics file, keeps its
+reads its data from two `.npy` files (step k trains on rows (k-1) x B .. k x B - 1 of the training file, laid
+out in training order by the harness), appends one JSON object per line to the metrics file, keeps its
 checkpoints in its own folder and, started again with the same variables, resumes from its latest complete
 checkpoint. docs/rehearsal.md is the user-facing copy of this module.
 """
@@ -23,10 +24,10 @@ ENV_SEED = "CAMPAIGN_REHEARSAL_SEED"
 ENV_CHECKPOINT_EVERY = "CAMPAIGN_REHEARSAL_CHECKPOINT_EVERY"
 ENV_CHECKPOINT_DIR = "CAMPAIGN_REHEARSAL_CHECKPOINT_DIR"
 ENV_METRICS = "CAMPAIGN_REHEARSAL_METRICS"
+ENV_BATCH_SEQUENCES = "CAMPAIGN_REHEARSAL_BATCH_SEQUENCES"  # B: step k trains on rows (k-1) x B .. k x B - 1
 # Also set; a team's trainer may use or ignore them.
 ENV_LEARNING_RATE = "CAMPAIGN_REHEARSAL_LEARNING_RATE"  # peak learning rate
 ENV_WARMUP_STEPS = "CAMPAIGN_REHEARSAL_WARMUP_STEPS"
-ENV_BATCH_SEQUENCES = "CAMPAIGN_REHEARSAL_BATCH_SEQUENCES"  # sequences per step
 ENV_EVAL_EVERY = "CAMPAIGN_REHEARSAL_EVAL_EVERY"  # held-out evaluation interval, steps
 ENV_MODEL = "CAMPAIGN_REHEARSAL_MODEL"  # JSON: layers, hidden, heads, kv_heads, ffn_hidden
 ENV_CACHE_DIR = "CAMPAIGN_REHEARSAL_CACHE_DIR"  # a folder shared by every start, for caches
@@ -40,7 +41,16 @@ REQUIRED_ENV = (
     ENV_CHECKPOINT_EVERY,
     ENV_CHECKPOINT_DIR,
     ENV_METRICS,
+    ENV_BATCH_SEQUENCES,
 )
+
+
+# A metrics line is a few dozen bytes; anything longer is not one (and a 200,000-deep `[[[...` never reaches the
+# JSON parser). Steps and token counts are bounded so that no number the trainer writes can overflow a float.
+MAX_LINE_BYTES = 65_536
+MAX_STEP = 10**9
+MAX_TOKENS = 2**53
+_MAX_INT_DIGITS = 30  # an integer literal longer than this is refused before Python converts it
 
 
 @dataclass
@@ -52,7 +62,8 @@ class Metrics:
     checkpoints: list[int] = field(default_factory=list)  # steps of complete checkpoints
     resumed: list[int] = field(default_factory=list)  # steps resumed from
     tokens: dict[int, int] = field(default_factory=dict)  # step -> tokens, when reported
-    problems: list[str] = field(default_factory=list)  # malformed lines, with their number
+    problems: list[str] = field(default_factory=list)  # malformed lines, as `file:line: reason`
+    where: dict[tuple[str, int], str] = field(default_factory=dict)  # ("loss" | "heldout", step) -> file:line
 
     @property
     def last_step(self) -> int:
@@ -60,35 +71,67 @@ class Metrics:
 
 
 class MetricsError(ValueError):
-    """A metrics line that breaks the contract (not JSON, wrong keys, wrong types)."""
+    """A metrics line that breaks the contract (not JSON, wrong keys, wrong types, numbers out of range)."""
 
 
-def _number(record: dict[str, Any], key: str, line_no: int) -> float:
+def _parse_int(text: str) -> int:
+    if len(text.lstrip("-")) > _MAX_INT_DIGITS:
+        raise MetricsError(f"a {len(text.lstrip('-'))}-digit integer is not a metrics value")
+    return int(text)
+
+
+def _number(record: dict[str, Any], key: str) -> float:
     value = record[key]
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise MetricsError(f"line {line_no}: '{key}' must be a number, got {value!r}")
-    return float(value)
+        raise MetricsError(f"'{key}' must be a number, got {_short(value)}")
+    try:
+        return float(value)
+    except OverflowError:
+        raise MetricsError(f"'{key}' is {_short(value)}, beyond any float") from None
 
 
-def _step(record: dict[str, Any], line_no: int) -> int:
+def _step(record: dict[str, Any]) -> int:
     value = record.get("step")
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise MetricsError(f"line {line_no}: 'step' must be a non-negative integer, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_STEP:
+        raise MetricsError(f"'step' must be an integer from 0 to {MAX_STEP:,}, got {_short(value)}")
     return value
 
 
-def parse_metrics_line(text: str, line_no: int, into: Metrics) -> None:
-    """Add one metrics line to `into`; raises MetricsError naming the line if it breaks the contract.
+def _tokens(record: dict[str, Any]) -> int:
+    value = record["tokens"]
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not 0 <= value <= MAX_TOKENS
+        or value != int(value)
+    ):
+        raise MetricsError(f"'tokens' must be a whole number from 0 to 2^53, got {_short(value)}")
+    return int(value)
 
-    NaN and infinity are accepted as values (`NaN`, `Infinity`, or a string "nan"/"inf"): they are evidence
-    for the verdict, not a malformed line.
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
+
+
+def parse_metrics_line(text: str, line_no: int, into: Metrics, where: str = "") -> None:
+    """Add one metrics line to `into`; raises MetricsError with the reason if it breaks the contract.
+
+    NaN and infinity are accepted as loss values (`NaN`, `Infinity`, `1e400`, or a string "nan"/"inf"): they are
+    evidence for the verdict, not a malformed line. Steps and token counts must be finite whole numbers in range.
+    `where` (`file:line`) is remembered for each loss so the verdict can point at the line.
     """
+    if len(text) > MAX_LINE_BYTES:
+        raise MetricsError(f"a line of {len(text):,} characters (at most {MAX_LINE_BYTES:,})")
     try:
-        record = json.loads(text)
+        record = json.loads(text, parse_int=_parse_int)
     except json.JSONDecodeError as exc:
-        raise MetricsError(f"line {line_no}: not JSON ({exc.msg}): {text[:120]!r}") from None
+        raise MetricsError(f"not JSON ({exc.msg}): {text[:120]!r}") from None
+    except RecursionError:
+        raise MetricsError(f"nested too deeply to be a metrics record: {text[:40]!r}") from None
     if not isinstance(record, dict):
-        raise MetricsError(f"line {line_no}: expected a JSON object, got {text[:120]!r}")
+        raise MetricsError(f"expected a JSON object, got {text[:120]!r}")
     for key in ("loss", "heldout_loss"):
         if isinstance(record.get(key), str) and record[key].strip().lower() in (
             "nan",
@@ -99,25 +142,37 @@ def parse_metrics_line(text: str, line_no: int, into: Metrics) -> None:
             record[key] = float(record[key])
     if "event" in record:
         event = record["event"]
-        step = _step(record, line_no)
+        step = _step(record)
         if event == "checkpoint":
             into.checkpoints.append(step)
         elif event == "resumed":
             into.resumed.append(step)
         else:
-            raise MetricsError(
-                f"line {line_no}: unknown event {event!r} (expected 'checkpoint' or 'resumed')"
-            )
+            raise MetricsError(f"unknown event {_short(event)} (expected 'checkpoint' or 'resumed')")
         return
-    step = _step(record, line_no)
+    step = _step(record)
+    at = where or f"line {line_no}"
     if "loss" in record:
-        into.losses.append((step, _number(record, "loss", line_no)))
-        if "tokens" in record:
-            into.tokens[step] = int(_number(record, "tokens", line_no))
+        loss = _number(record, "loss")
+        tokens = _tokens(record) if "tokens" in record else None
+        into.losses.append((step, loss))
+        into.where[("loss", step)] = at
+        if tokens is not None:
+            into.tokens[step] = tokens
     elif "heldout_loss" in record:
-        into.heldout.append((step, _number(record, "heldout_loss", line_no)))
+        into.heldout.append((step, _number(record, "heldout_loss")))
+        into.where[("heldout", step)] = at
     else:
-        raise MetricsError(f"line {line_no}: a step record needs 'loss' or 'heldout_loss': {text[:120]!r}")
+        raise MetricsError(f"a step record needs 'loss' or 'heldout_loss': {text[:120]!r}")
+
+
+def parse_or_record(raw: bytes, path: Path, line_no: int, into: Metrics) -> None:
+    """Parse one raw line of `path`; a malformed one goes to `into.problems` as `file:line: reason`."""
+    where = f"{path}:{line_no}"
+    try:
+        parse_metrics_line(raw.decode("utf-8", errors="replace"), line_no, into, where)
+    except MetricsError as exc:
+        into.problems.append(f"{where}: {exc}")
 
 
 def read_metrics(path: Path, start_byte: int = 0, end_byte: int | None = None) -> Metrics:
@@ -136,11 +191,7 @@ def read_metrics(path: Path, start_byte: int = 0, end_byte: int | None = None) -
     for offset, raw in enumerate(complete):
         if not raw.strip():
             continue
-        line_no = first_line + offset
-        try:
-            parse_metrics_line(raw.decode("utf-8", errors="replace"), line_no, out)
-        except MetricsError as exc:
-            out.problems.append(str(exc))
+        parse_or_record(raw, path, first_line + offset, out)
     return out
 
 

@@ -108,10 +108,10 @@ def run_rehearsal(
         min_loss_drop=config.min_loss_drop,
         restore_tolerance=config.restore_tolerance,
         tokens_per_step=config.batch_sequences * config.seq_len,
+        batch_sequences=config.batch_sequences,
         extra_env={
             contract.ENV_LEARNING_RATE: repr(config.learning_rate),
             contract.ENV_WARMUP_STEPS: str(config.warmup_steps),
-            contract.ENV_BATCH_SEQUENCES: str(config.batch_sequences),
             contract.ENV_EVAL_EVERY: str(config.eval_every),
             contract.ENV_MODEL: json.dumps(shape.model_dump()),
         },

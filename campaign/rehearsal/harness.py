@@ -1,15 +1,24 @@
-"""The rehearsal harness: run the trainer uninterrupted, run it again with a real SIGKILL, restart it, judge.
+"""The rehearsal harness: run the trainer uninterrupted, on a shifted sample, and with a real SIGKILL; judge.
 
-1. The reference run: the trainer from scratch to its last step; its curve is the yardstick.
-2. The faulted run, in a fresh checkpoint folder: at a step chosen by the seed a little after one of the
-   checkpoints the reference run reported, the harness kills the trainer's whole process group with SIGKILL,
-   then starts the same command with the same variables. The trainer must report `resumed` at the last
-   checkpoint it completed before the kill and then reproduce the reference curve: exactly at
-   `restore_tolerance` 0, else within it. Steps before the kill are compared too (determinism for a seed).
-3. The verdict (`campaign.rehearsal.verdict`): loss falls by `min_loss_drop`, held-out loss falls, nothing
-   is NaN or infinite, the restore matches; tokens/s of the reference run (compile time excluded).
-Every way a trainer can misbehave (no such command, non-zero exit, malformed metrics, no checkpoint, no
-resume, a hang) is a failed result with the reason, the trainer's last stderr lines and what to do.
+The harness lays the training rows out in the order they are trained (`training_order`: step k trains on rows
+(k-1) x B .. k x B - 1 of the file, B = CAMPAIGN_REHEARSAL_BATCH_SEQUENCES), so it knows which rows a step read.
+1. The reference run: the trainer from scratch to its last step; its curve is the yardstick. At each checkpoint
+   event the harness looks at the checkpoint folder: it must hold files, and they must have changed since the
+   previous event.
+2. The control run: the same variables, but the rows shifted by half the run (step k gets the rows of step
+   k + steps/2), stopped after `CONTROL_STEPS` steps. Its curve must differ from the reference's: a trainer whose
+   curve does not depend on the data it is given is not training on it.
+3. The faulted run, in a fresh checkpoint folder: at a step chosen by the seed a little after one of the
+   checkpoints, the harness kills the trainer's whole process group with SIGKILL, blanks the rows of every step up
+   to the last complete checkpoint in that run's training file (token 0), then starts the same command with the
+   same variables. The trainer must report `resumed` at that checkpoint and reproduce the reference curve: exactly
+   at `restore_tolerance` 0, else within it. A trainer that restarts from scratch and replays the steps before the
+   checkpoint reads blank rows and diverges. Steps before the kill are compared too (determinism for a seed).
+4. The verdict (`campaign.rehearsal.verdict`): loss falls by `min_loss_drop`, held-out loss falls and is not far
+   below the training loss (a possible leak), nothing is NaN or infinite, the restore matches; `details["checks"]`
+   says what was checked. Every way a trainer can misbehave (no such command, non-zero exit, malformed metrics, no
+   checkpoint, no resume, a hang, a process that leaves its group) is a failed result with the reason, the
+   trainer's last stderr lines and what to do.
 """
 
 from __future__ import annotations
@@ -25,9 +34,19 @@ from typing import Any
 
 import numpy as np
 
+from campaign.files import atomic_write_bytes
 from campaign.rehearsal import contract as c
 from campaign.rehearsal.processes import Start, drop_partial_line, resolve_command, run_start
-from campaign.rehearsal.verdict import compare_curves, first_divergence, first_non_finite, tenth_means
+from campaign.rehearsal.verdict import (
+    LEAK_MARGIN_NATS,
+    compare_curves,
+    curves_differ,
+    first_divergence,
+    first_non_finite,
+    folder_fingerprint,
+    stale_checkpoint_folder,
+    tenth_means,
+)
 
 REGISTRY = "trainers.json"  # process groups this rehearsal started (campaign.rehearsal.processes)
 
@@ -35,6 +54,10 @@ REGISTRY = "trainers.json"  # process groups this rehearsal started (campaign.re
 KILL_STREAM = (
     0x4B494C4C  # "KILL": the seed's stream for the kill step, apart from every other use of the seed
 )
+ORDER_STREAM = 0x4F524452  # "ORDR": the seed's stream for the order rows are trained in
+CONTROL_STEPS = 3  # steps of the control run: enough for a curve that starts from a data-free loss to move
+BLANK_TOKEN = 0  # what the restarted process finds in the rows of the steps before its checkpoint
+MAX_TRAIN_FILE_BYTES = 4 * 2**30  # steps x batch rows, laid out in training order
 
 
 @dataclass(frozen=True)
@@ -47,6 +70,7 @@ class HarnessSettings:
     min_loss_drop: float
     restore_tolerance: float
     tokens_per_step: int  # batch_sequences x seq_len, if the trainer reports none
+    batch_sequences: int = 8  # rows per step: step k trains on rows (k-1) x B .. k x B - 1
     extra_env: dict[str, str] = field(default_factory=dict)  # learning rate, model shape, ...
     python: str = sys.executable
 
@@ -84,7 +108,8 @@ class RehearsalResult:
             f"loss {d['loss_first_tenth']:.3f} -> {d['loss_last_tenth']:.3f} (drop {d['loss_drop']:.2f} >= "
             f"{d['min_loss_drop']:.2f}), held-out {d['heldout_first']:.3f} -> {d['heldout_last']:.3f}; "
             f"killed at step {d['killed_at_step']} (after the checkpoint at {d['kill_after_checkpoint']}), "
-            f"resumed at {d['resumed_step']}: {d['restore_check']}"
+            f"resumed at {d['resumed_step']}: {d['restore_check']}; a control run on shifted rows differs at step "
+            f"{d['control_differs_at_step']}; checkpoint files changed at every checkpoint; no process escaped"
         )
 
 
@@ -105,10 +130,11 @@ def contract_env(
         c.ENV_STEPS: str(settings.steps),
         c.ENV_SEED: str(settings.seed),
         c.ENV_CHECKPOINT_EVERY: str(settings.checkpoint_every),
+        c.ENV_BATCH_SEQUENCES: str(settings.batch_sequences),
         c.ENV_CHECKPOINT_DIR: str(checkpoint_dir),
         c.ENV_METRICS: str(metrics),
         c.ENV_CACHE_DIR: str(cache_dir),
-        **settings.extra_env,
+        **{k: v for k, v in settings.extra_env.items() if k != c.ENV_BATCH_SEQUENCES},
     }
 
 
@@ -124,6 +150,36 @@ def choose_kill_step(checkpoints: list[int], steps: int, seed: int) -> tuple[int
     gap = (later[0] if later else steps) - at
     kill = at + 1 + int(rng.integers(max(1, gap // 2)))
     return at, min(kill, steps - 1)
+
+
+def training_order(n_rows: int, steps: int, batch: int, seed: int) -> np.ndarray:
+    """Which packed row each training position holds: position (k-1) x batch + j is the j-th row of step k.
+
+    Rows are drawn epoch by epoch, each epoch a permutation seeded by (seed, epoch), so every row is trained
+    once before any is trained twice."""
+    n = steps * batch
+    out = np.empty(n, dtype=np.int64)
+    for epoch in range(-(-n // n_rows)):
+        lo = epoch * n_rows
+        order = np.random.default_rng([seed, ORDER_STREAM, epoch]).permutation(n_rows)
+        out[lo : min(n, lo + n_rows)] = order[: min(n, lo + n_rows) - lo]
+    return out
+
+
+def control_order(order: np.ndarray, steps: int, batch: int) -> np.ndarray:
+    """The control run's rows: step k gets the rows of step k + steps/2 (wrapping round)."""
+    return np.roll(order, -(steps // 2) * batch)
+
+
+def _write_rows(path: Path, rows: np.ndarray, order: np.ndarray, blank_before: int = 0) -> None:
+    """Write rows[order] as the contract's .npy file; rows of positions below `blank_before` hold BLANK_TOKEN."""
+    import io
+
+    laid_out = np.ascontiguousarray(rows[order], dtype=np.uint32)
+    laid_out[:blank_before] = BLANK_TOKEN
+    buffer = io.BytesIO()
+    np.save(buffer, laid_out, allow_pickle=False)
+    atomic_write_bytes(path, buffer.getvalue())
 
 
 def _tokens_per_s(start: Start, default_tokens: int) -> float:
@@ -149,6 +205,15 @@ def _check_start(
             "campaign.rehearsal.trainer`); test it by hand with the variables in rehearsal/env.json",
         )
         return False
+    if start.escaped:
+        named = "; ".join(f"pid {e.get('pid')} `{e.get('command')}`" for e in start.escaped[:5])
+        result.fail(
+            f"{what}: {len(start.escaped)} process(es) started by the trainer left its process group "
+            f"(a double fork or setsid) and were still running: {named}; the harness killed them",
+            "keep every process the trainer starts in its process group (no setsid, no daemonising), and "
+            "let them end with the trainer",
+            start,
+        )
     if start.survivors:
         result.fail(
             f"{len(start.survivors)} process(es) of the trainer's group survived SIGKILL: "
@@ -180,13 +245,15 @@ def _check_start(
             start,
         )
         return False
-    return not start.survivors
+    return not start.survivors and not start.escaped
 
 
 def rehearse(
     train: Path, heldout: Path, vocab: int, settings: HarnessSettings, workdir: Path
 ) -> RehearsalResult:
-    """Run the reference and the faulted runs of the trainer under `workdir` and judge them."""
+    """Run the reference, control and faulted runs of the trainer under `workdir` and judge them.
+
+    `train` holds the packed training rows in any order; the harness lays them out in training order."""
     result = RehearsalResult(passed=True)
     d = result.details
     d.update(
@@ -195,18 +262,37 @@ def rehearse(
         steps=settings.steps,
         command=settings.command,
     )
+    checks: list[str] = []
+    d["checks"] = checks
     command = resolve_command(settings.command, settings.python)
     deadline = time.monotonic() + settings.timeout_s
     base_env = {k: v for k, v in os.environ.items() if not k.startswith("CAMPAIGN_REHEARSAL_")}
     cache = workdir / "cache"
+    workdir.mkdir(parents=True, exist_ok=True)
+
+    # 0. The training rows in the order they are trained, and the control run's shifted copy.
+    rows = np.load(train, mmap_mode="r", allow_pickle=False)
+    batch = settings.batch_sequences
+    size = settings.steps * batch * rows.shape[1] * 4
+    if size > MAX_TRAIN_FILE_BYTES:
+        return result.fail(
+            f"the training rows in training order would take {size / 2**30:.1f} GiB ({settings.steps} steps x "
+            f"{batch} sequences of {rows.shape[1]} tokens); at most {MAX_TRAIN_FILE_BYTES / 2**30:.0f} GiB",
+            "lower rehearsal.steps, rehearsal.batch_sequences or rehearsal.seq_len",
+        )
+    order = training_order(rows.shape[0], settings.steps, batch, settings.seed)
+    ordered = workdir / "data" / "train.npy"
+    control_train = workdir / "data" / "control.npy"
+    _write_rows(ordered, rows, order)
+    _write_rows(control_train, rows, control_order(order, settings.steps, batch))
 
     # 1. The reference run.
     ref_dir = workdir / "reference"
     ref_env = contract_env(
-        train, heldout, vocab, settings, ref_dir / "checkpoints", ref_dir / "metrics.jsonl", cache
+        ordered, heldout, vocab, settings, ref_dir / "checkpoints", ref_dir / "metrics.jsonl", cache
     )
-    workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "env.json").write_text(json.dumps({"command": command, "env": ref_env}, indent=1) + "\n")
+    snapshots: list[tuple[int, frozenset[tuple[str, str]]]] = []
     ref = run_start(
         "reference",
         command,
@@ -215,6 +301,9 @@ def rehearse(
         ref_dir / "logs",
         deadline,
         registry=workdir / REGISTRY,
+        on_checkpoint=lambda m: snapshots.append(
+            (m.checkpoints[-1], folder_fingerprint(ref_dir / "checkpoints"))
+        ),
     )
     result.timings["reference_wall_s"] = ref.wall_s
     result.curves["reference"] = {
@@ -233,8 +322,9 @@ def rehearse(
     if not _judge_training(result, ref, settings):
         d["restore_check"] = "not run (the uninterrupted run failed)"
         return result
+    checks.append("loss and held-out loss fall, finite, held-out not far below training")
 
-    # 2. The faulted run: kill after a checkpoint, restart, compare.
+    # 2. The checkpoint folder: files written between the checkpoint events, changing from one to the next.
     choice = choose_kill_step(ref.metrics.checkpoints, settings.steps, settings.seed)
     if choice is None:
         return result.fail(
@@ -244,13 +334,79 @@ def rehearse(
             '{"event": "checkpoint", "step": k} once it is complete on disk',
             ref,
         )
+    stale = stale_checkpoint_folder(snapshots)
+    if stale is not None:
+        d["restore_check"] = "not run (the checkpoint folder failed)"
+        return result.fail(
+            f"reference run: {stale} (CAMPAIGN_REHEARSAL_CHECKPOINT_DIR = {ref_dir / 'checkpoints'})",
+            "write each checkpoint's state into CAMPAIGN_REHEARSAL_CHECKPOINT_DIR before appending its "
+            '{"event": "checkpoint"} line, and restore from those files',
+            ref,
+        )
+    checks.append("the checkpoint folder held new files at every checkpoint event")
+
+    # 3. The control run: the same trainer on shifted rows must give a different curve.
+    control_dir = workdir / "control"
+    control = run_start(
+        "control",
+        command,
+        {
+            **base_env,
+            **contract_env(
+                control_train,
+                heldout,
+                vocab,
+                settings,
+                control_dir / "checkpoints",
+                control_dir / "metrics.jsonl",
+                cache,
+            ),
+        },
+        control_dir / "metrics.jsonl",
+        control_dir / "logs",
+        deadline,
+        kill_when=lambda m: m.last_step >= CONTROL_STEPS,
+        registry=workdir / REGISTRY,
+    )
+    result.timings["control_wall_s"] = control.wall_s
+    result.curves["control"] = {"loss": control.metrics.losses}
+    if not _check_start(result, control, settings, "control run", expect_exit=not control.killed_by_harness):
+        return result
+    differs = curves_differ(
+        ref.metrics.losses, control.metrics.losses, CONTROL_STEPS, settings.restore_tolerance
+    )
+    if differs is None:
+        return result.fail(
+            f"control run: the trainer did not report steps 1 to {CONTROL_STEPS} (its steps: "
+            f"{[s for s, _ in control.metrics.losses][:10]})",
+            "the trainer must behave the same in every run with the same variables",
+            control,
+        )
+    if not differs:
+        d["restore_check"] = "not run (the curve does not depend on the data)"
+        return result.fail(
+            f"the training curve does not depend on the data: a control run on shifted rows (step k given "
+            f"the rows of step k + {settings.steps // 2}) reported the same losses as the reference run for "
+            f"steps 1 to {CONTROL_STEPS}",
+            "train step k on rows (k-1) x B .. k x B - 1 of CAMPAIGN_REHEARSAL_TRAIN "
+            "(B = CAMPAIGN_REHEARSAL_BATCH_SEQUENCES) and report the loss computed on them",
+            control,
+        )
+    d["control_differs_at_step"] = differs
+    checks.append(f"the curve depends on the data (a control run on shifted rows differs at step {differs})")
+
+    # 4. The faulted run: kill after a checkpoint, blank the rows already trained, restart, compare.
     after_checkpoint, kill_step = choice
     d["kill_step"], d["kill_after_checkpoint"] = kill_step, after_checkpoint
     fault_dir = workdir / "faulted"
     fault_metrics = fault_dir / "metrics.jsonl"
+    fault_train = fault_dir / "train.npy"
+    _write_rows(fault_train, rows, order)
     fault_env = {
         **base_env,
-        **contract_env(train, heldout, vocab, settings, fault_dir / "checkpoints", fault_metrics, cache),
+        **contract_env(
+            fault_train, heldout, vocab, settings, fault_dir / "checkpoints", fault_metrics, cache
+        ),
     }
     first = run_start(
         "faulted-1",
@@ -278,6 +434,9 @@ def rehearse(
     d["killed_at_step"] = first.metrics.last_step
     d["partial_bytes_dropped"] = drop_partial_line(fault_metrics)
     last_checkpoint = max(first.metrics.checkpoints)
+    # The restarted process cannot replay what came before its checkpoint: those rows are blank now.
+    _write_rows(fault_train, rows, order, blank_before=last_checkpoint * batch)
+    d["blanked_rows"] = last_checkpoint * batch
 
     second = run_start(
         "faulted-2",
@@ -331,9 +490,11 @@ def rehearse(
     if diff is not None:
         result.fail(
             f"resumed run differs from the uninterrupted run at {diff.describe()} (first differing "
-            f"step {diff.step}, resumed at {resumed})",
-            "the checkpoint must hold everything a step depends on: parameters, optimizer state, step, "
-            "data position and random state",
+            f"step {diff.step}, resumed at {resumed}; the rows of steps 1 to {last_checkpoint} were blank in "
+            "the restarted process's training file, so a restart that replays them instead of restoring "
+            "diverges)",
+            "restore from the checkpoint instead of replaying; the checkpoint must hold everything a step "
+            "depends on: parameters, optimizer state, step, data position and random state",
             second,
         )
     _, hdiff = compare_curves(ref.metrics.heldout, second.metrics.heldout, resumed + 1, settings.steps, tol)
@@ -345,10 +506,14 @@ def rehearse(
         )
     d["restore_compared_steps"] = n_after
     d["restore_check"] = (
-        f"{exact} over {n_after} steps after the restore ({n_before} before the kill)"
+        f"{exact} over {n_after} steps after the restore ({n_before} before the kill), without the rows of "
+        f"steps 1 to {last_checkpoint}"
         if result.passed
         else "failed"
     )
+    if result.passed:
+        checks.append(f"restored, not replayed: {d['restore_check']}")
+        checks.append("no process left the trainer's process group")
     return result
 
 
@@ -378,11 +543,19 @@ def _judge_training(result: RehearsalResult, ref: Start, settings: HarnessSettin
         )
         ok = False
     elif bad is not None:
-        result.fail(f"training loss is {bad[1]} at step {bad[0]} (the first non-finite value)", lower, ref)
+        result.fail(
+            f"training loss is {bad[1]} at step {bad[0]} (the first non-finite value; "
+            f"{m.where.get(('loss', bad[0]), 'metrics')})",
+            lower,
+            ref,
+        )
         ok = False
     if bad_held is not None:
         result.fail(
-            f"held-out loss is {bad_held[1]} at step {bad_held[0]} (the first non-finite value)", lower, ref
+            f"held-out loss is {bad_held[1]} at step {bad_held[0]} (the first non-finite value; "
+            f"{m.where.get(('heldout', bad_held[0]), 'metrics')})",
+            lower,
+            ref,
         )
         ok = False
     if ok and not first - last >= settings.min_loss_drop:
@@ -407,6 +580,16 @@ def _judge_training(result: RehearsalResult, ref: Start, settings: HarnessSettin
             f"held-out loss did not fall: {m.heldout[0][1]:.3f} at step {m.heldout[0][0]}, "
             f"{m.heldout[-1][1]:.3f} at step {m.heldout[-1][0]}",
             "the model is not learning anything that generalises: check the data and the learning rate",
+            ref,
+        )
+        ok = False
+    if ok and m.heldout[-1][1] < last - LEAK_MARGIN_NATS:
+        result.fail(
+            f"held-out loss {m.heldout[-1][1]:.3f} at step {m.heldout[-1][0]} is {last - m.heldout[-1][1]:.2f} "
+            f"nats below the training loss of the last tenth of the steps ({last:.3f}): a possible leak of "
+            "held-out data into training",
+            "train only on CAMPAIGN_REHEARSAL_TRAIN and evaluate on CAMPAIGN_REHEARSAL_HELDOUT; check that the "
+            "trainer does not read the held-out rows while training",
             ref,
         )
         ok = False

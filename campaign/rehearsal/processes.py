@@ -1,12 +1,13 @@
-"""Start a trainer in its own process group, follow its metrics file, kill the whole group for real.
+"""Start a trainer under a supervisor, follow its metrics file, stop it for real, reap every process it started.
 
-The trainer runs as `subprocess.Popen(..., start_new_session=True)`: it leads a new session and process group,
-so `os.killpg(pid, SIGKILL)` reaches every process it started (a `torchrun` and its workers) unless one of
-them deliberately leaves the group. After every start the harness kills the group and checks `/proc` that no
-member survives. If campaign itself dies (killed mid-validate), the trainer's leader gets SIGKILL from the
-kernel (Linux `PR_SET_PDEATHSIG`, set by a two-line launcher that then execs the command), and the next
-rehearsal kills any group still listed in the registry file before it reuses the folder.
-Source: POSIX `setsid(2)`, `killpg(3)`; Linux `prctl(2)` PR_SET_PDEATHSIG; Python `subprocess`.
+The harness starts `campaign/rehearsal/supervisor.py` in a new session; the supervisor is a child subreaper
+(Linux `PR_SET_CHILD_SUBREAPER`) and starts the trainer in a process group of its own. Stopping a start (the kill
+step, a timeout, malformed metrics) is a SIGTERM to the supervisor, which SIGKILLs the trainer's whole group
+(a `torchrun` and its workers), then kills and reaps every process still below it: one that left the group
+(a double fork and `setsid`) was re-parented to the supervisor, so it is found, named as escaped and killed. If
+campaign itself dies mid-validate, the kernel sends the supervisor SIGTERM (`PR_SET_PDEATHSIG`) and it cleans up
+the same way; the next rehearsal kills any group still listed in the registry file before it reuses the folder.
+Source: POSIX `setsid(2)`, `setpgid(2)`, `killpg(3)`; Linux `prctl(2)`; Python `subprocess`.
 """
 
 from __future__ import annotations
@@ -22,10 +23,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from campaign.rehearsal.contract import Metrics, MetricsError, parse_metrics_line
+from campaign.rehearsal.contract import MAX_LINE_BYTES, Metrics, parse_or_record
+
+SUPERVISOR = Path(__file__).with_name("supervisor.py")
 
 POLL_S = 0.02
+STOP_WAIT_S = 15.0  # the supervisor's own sweep takes at most 5 s
 STDERR_TAIL_LINES = 15
 
 
@@ -43,6 +48,7 @@ class Start:
     launch_error: str | None = None
     wall_s: float = 0.0
     survivors: list[int] = field(default_factory=list)
+    escaped: list[dict[str, object]] = field(default_factory=list)  # processes that left the trainer's group
     metrics: Metrics = field(default_factory=Metrics)
     line_times: dict[int, float] = field(default_factory=dict)  # step -> seconds since start, for tokens/s
 
@@ -78,24 +84,14 @@ class MetricsTail:
         for raw in chunks:
             line_no = self.line_no
             self.line_no += 1
-            if not raw.strip():
-                continue
-            try:
-                parse_metrics_line(raw.decode("utf-8", errors="replace"), line_no, self.metrics)
-            except MetricsError as exc:
-                self.metrics.problems.append(str(exc))
+            if raw.strip():
+                parse_or_record(raw, self.path, line_no, self.metrics)
+        if len(self.pending) > MAX_LINE_BYTES:
+            self.metrics.problems.append(
+                f"{self.path}:{self.line_no}: a line of more than {MAX_LINE_BYTES:,} bytes without an end"
+            )
+            self.pending = b""
         return len(chunks)
-
-
-# Runs before the trainer, in its process: ask the kernel to SIGKILL it when campaign dies, then become it. If
-# campaign died before the request was made, nobody would send the signal: prctl(2) says to check getppid().
-_LAUNCHER = (
-    "import ctypes, os, signal, sys\n"
-    "try:\n    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG\n"
-    "except (AttributeError, OSError):\n    pass\n"
-    "if os.getppid() != int(sys.argv[1]):\n    os._exit(137)\n"
-    "os.execvp(sys.argv[2], sys.argv[2:])"
-)
 
 
 def missing_executable(command: list[str]) -> str | None:
@@ -170,18 +166,32 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
-def kill_group(proc: subprocess.Popen) -> list[int]:
-    """SIGKILL the process group led by `proc`, reap the leader; returns pids of members still alive after 2 s."""
+def read_status(path: Path) -> dict[str, Any]:
+    """The supervisor's status file, or {} while it has not written one."""
+    try:
+        status = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return status if isinstance(status, dict) else {}
+
+
+def stop_supervisor(proc: subprocess.Popen, status_path: Path) -> None:
+    """Ask the supervisor to stop the trainer (SIGTERM: it SIGKILLs the trainer's group and reaps everything
+    below it) and wait; if it does not finish in time, SIGKILL it and the trainer's group directly."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
+        proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=STOP_WAIT_S)
+        return
+    except subprocess.TimeoutExpired:
+        pass
+    trainer = read_status(status_path).get("trainer_pid")
+    for pgid in (trainer, proc.pid):
+        if isinstance(pgid, int):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=10)
-    deadline = time.monotonic() + 2.0
-    survivors = group_members(proc.pid)
-    while survivors and time.monotonic() < deadline:
-        time.sleep(0.05)
-        survivors = group_members(proc.pid)
-    return survivors
 
 
 def run_start(
@@ -193,10 +203,12 @@ def run_start(
     deadline: float,
     kill_when: Callable[[Metrics], bool] | None = None,
     registry: Path | None = None,
+    on_checkpoint: Callable[[Metrics], None] | None = None,
 ) -> Start:
     """Start the trainer, follow its metrics until it exits, `kill_when` says kill, or `deadline` passes.
 
-    Whatever happens, the process group is killed and reaped before this returns.
+    Whatever happens, the trainer's group and every process below it are killed and reaped before this returns.
+    `on_checkpoint` is called each time new checkpoint events have arrived (to look at the checkpoint folder).
     """
     log_dir.mkdir(parents=True, exist_ok=True)
     start_byte = metrics_path.stat().st_size if metrics_path.exists() else 0
@@ -205,6 +217,8 @@ def run_start(
         with open(metrics_path, "rb") as handle:
             first_line = handle.read(start_byte).count(b"\n") + 1
     stderr_path = log_dir / f"{label}.stderr.log"
+    status_path = log_dir / f"{label}.supervisor.json"
+    status_path.unlink(missing_ok=True)
     result = Start(label=label, command=command, stderr_path=stderr_path, metrics_start_byte=start_byte)
     tail = MetricsTail(metrics_path, start_byte, first_line)
     began = time.monotonic()
@@ -215,7 +229,7 @@ def run_start(
     with open(log_dir / f"{label}.stdout.log", "wb") as out, open(stderr_path, "wb") as err:
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-c", _LAUNCHER, str(os.getpid()), *command],
+                [sys.executable, str(SUPERVISOR), str(status_path), str(os.getpid()), *command],
                 env=env,
                 stdout=out,
                 stderr=err,
@@ -227,13 +241,22 @@ def run_start(
             return result
         if registry is not None:
             _register(registry, proc.pid)
+        trainer_registered = False
         try:
             while True:
+                if registry is not None and not trainer_registered:
+                    trainer = read_status(status_path).get("trainer_pid")
+                    if isinstance(trainer, int):
+                        _register(registry, trainer)
+                        trainer_registered = True
                 seen_before = len(result.line_times)
+                checkpoints_before = len(tail.metrics.checkpoints)
                 if tail.poll():
                     now = time.monotonic() - began
                     for step, _ in tail.metrics.losses[seen_before:]:
                         result.line_times.setdefault(step, now)
+                    if on_checkpoint is not None and len(tail.metrics.checkpoints) > checkpoints_before:
+                        on_checkpoint(tail.metrics)
                 if tail.metrics.problems:
                     break
                 if kill_when is not None and kill_when(tail.metrics):
@@ -246,8 +269,13 @@ def run_start(
                     break
                 time.sleep(POLL_S)
         finally:
-            result.survivors = kill_group(proc)
-            result.returncode = proc.returncode
+            stop_supervisor(proc, status_path)
+            status = read_status(status_path)
+            returncode = status.get("returncode")
+            result.returncode = returncode if isinstance(returncode, int) else proc.returncode
+            result.escaped = [e for e in status.get("escaped", []) if isinstance(e, dict)]
+            survivors = status.get("survivors", [])
+            result.survivors = [p for p in survivors if isinstance(p, int)] if "returncode" in status else []
             result.wall_s = time.monotonic() - began
     tail.poll()
     result.metrics = tail.metrics

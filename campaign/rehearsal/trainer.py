@@ -2,9 +2,9 @@
 
 A small Llama-style decoder (`campaign.rehearsal.transformer`) trained with optax's AdamW (beta2 0.95, weight
 decay 0.1, gradient clipping at 1.0) under a linear warm-up and cosine decay to a tenth of the peak, in JAX on
-the CPU. Deterministic for a seed: the parameters come from `jax.random.PRNGKey(seed)` and the batch of step k
-from a per-epoch permutation drawn from `numpy.random.default_rng([seed, epoch])`, so a run resumed from a
-checkpoint computes exactly what the uninterrupted run computed.
+the CPU. Deterministic for a seed: the parameters come from `jax.random.PRNGKey(seed)` and the batch of step k is
+rows (k-1) x B .. k x B - 1 of the training file, in the order the harness laid them out (the trainer contract),
+so a run resumed from a checkpoint computes exactly what the uninterrupted run computed.
 
 A checkpoint is a folder `step_XXXXXXXX/` holding the parameters and the optimizer state (`state.npz`) and
 `meta.json` (step, data position, the state's sha256). It is written into a temporary folder, fsynced and
@@ -128,17 +128,9 @@ def load_tokens(path: Path, vocab: int, what: str) -> np.ndarray:
     return np.ascontiguousarray(array)
 
 
-def batch_indices(step: int, batch: int, n: int, seed: int) -> np.ndarray:
-    """Rows of step `step` (1-based): the next `batch` rows of a seeded per-epoch permutation of `n` rows."""
-    start = (step - 1) * batch
-    positions = np.arange(start, start + batch)
-    epochs = positions // n
-    out = np.empty(batch, dtype=np.int64)
-    for epoch in np.unique(epochs):
-        order = np.random.default_rng([seed, int(epoch)]).permutation(n)
-        mask = epochs == epoch
-        out[mask] = order[positions[mask] % n]
-    return out
+def batch_rows(step: int, batch: int) -> slice:
+    """Rows of step `step` (1-based) in the contract's order: (step - 1) x batch .. step x batch - 1."""
+    return slice((step - 1) * batch, step * batch)
 
 
 def append_metric(path: Path, record: dict[str, Any]) -> None:
@@ -253,6 +245,11 @@ def train(
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     train_tokens = load_tokens(settings.train, settings.vocab, "training")
+    if train_tokens.shape[0] < settings.steps * settings.batch_sequences:
+        raise UsageError(
+            f"{settings.train}: {train_tokens.shape[0]} rows, fewer than {settings.steps} steps x "
+            f"{settings.batch_sequences} sequences (step k trains on rows (k-1) x B .. k x B - 1)"
+        )
     heldout_tokens = load_tokens(settings.heldout, settings.vocab, "held-out")
     shape = TransformerShape(vocab=settings.vocab, **settings.model)
     if shape.hidden % shape.heads or shape.heads % shape.kv_heads or shape.head_dim % 2:
@@ -324,8 +321,7 @@ def train(
         evaluate(0)
     tokens_per_step = b * (train_tokens.shape[1] - 1)
     for step in range(start + 1, settings.steps + 1):
-        rows = batch_indices(step, b, train_tokens.shape[0], settings.seed)
-        batch = jnp.asarray(train_tokens[rows].astype(np.int32))
+        batch = jnp.asarray(train_tokens[batch_rows(step, b)].astype(np.int32))
         params, opt_state, value = train_step(params, opt_state, batch)
         append_metric(settings.metrics, {"step": step, "loss": float(value), "tokens": tokens_per_step})
         if step % settings.eval_every == 0 or step == settings.steps:

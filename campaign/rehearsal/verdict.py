@@ -5,14 +5,18 @@ minus that of the last tenth (a tenth smooths the batch-to-batch noise of a few 
 at the first step whose loss is not finite or is above the loss it started at by more than
 `DIVERGENCE_MARGIN_NATS`: a model that is worse than its random initialisation is not training. The restore
 check compares the resumed run with the uninterrupted one step by step: exactly (bit-identical floats) at
-tolerance 0, else within a relative tolerance.
+tolerance 0, else within a relative tolerance. The control check asks the same of a run on other rows, the other
+way round: its curve must differ. The checkpoint folder, looked at on each checkpoint event, must hold files that
+change from one event to the next.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 Curve = Sequence[tuple[int, float]]
 
@@ -93,3 +97,58 @@ def compare_curves(
             return compared, Difference(step, ref[step], got[step])
         compared += 1
     return compared, None
+
+
+LEAK_MARGIN_NATS = 0.5  # held-out loss this far below the training loss is named as a possible leak
+FINGERPRINT_HASH_BYTES = (
+    64 * 2**20
+)  # per look at the checkpoint folder; larger files are judged by size and time
+
+
+def curves_differ(reference: Curve, control: Curve, steps: int, tolerance: float) -> int | bool | None:
+    """The first of steps 1..`steps` at which `control` differs from `reference` beyond `tolerance`; False if
+    none does; None if either curve lacks one of those steps."""
+    ref, got = dict(reference), dict(control)
+    if any(s not in ref or s not in got for s in range(1, steps + 1)):
+        return None
+    for step in range(1, steps + 1):
+        if not same(ref[step], got[step], tolerance):
+            return step
+    return False
+
+
+def folder_fingerprint(folder: Path) -> frozenset[tuple[str, str]]:
+    """(relative path, content digest) of every regular file under `folder`; the digest is a BLAKE2 hash of the
+    bytes while the hashed total stays under FINGERPRINT_HASH_BYTES, else the size and modification time."""
+    out = set()
+    budget = FINGERPRINT_HASH_BYTES
+    for path in sorted(folder.rglob("*")) if folder.is_dir() else []:
+        try:
+            if path.is_symlink() or not path.is_file():
+                continue
+            info = path.stat()
+            if info.st_size <= budget:
+                budget -= info.st_size
+                digest = hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest()
+            else:
+                digest = f"{info.st_size}:{info.st_mtime_ns}"
+        except OSError:  # removed while looked at (an old checkpoint being deleted)
+            continue
+        out.add((path.relative_to(folder).as_posix(), digest))
+    return frozenset(out)
+
+
+def stale_checkpoint_folder(snapshots: Sequence[tuple[int, frozenset[tuple[str, str]]]]) -> str | None:
+    """What is wrong with the checkpoint folder as seen at successive checkpoint events (the step of the newest
+    event seen, the folder's fingerprint), or None: it must hold files, and they must change between looks."""
+    previous: tuple[int, frozenset[tuple[str, str]]] | None = None
+    for step, files in snapshots:
+        if not files:
+            return f"the checkpoint folder was empty when the trainer reported the checkpoint of step {step}"
+        if previous is not None and files == previous[1]:
+            return (
+                f"no file in the checkpoint folder changed between the checkpoint events of steps "
+                f"{previous[0]} and {step}"
+            )
+        previous = (step, files)
+    return None

@@ -36,6 +36,7 @@ def rehearse_reference(data, workdir, lr):
         min_loss_drop=0.5,
         restore_tolerance=0.0,
         tokens_per_step=8 * 32,
+        batch_sequences=8,
         extra_env={
             contract.ENV_LEARNING_RATE: repr(lr),
             contract.ENV_WARMUP_STEPS: "4",
@@ -75,6 +76,6 @@ def test_a_divergent_learning_rate_fails_naming_where(data, tmp_path):
     result = rehearse_reference(data, tmp_path / "work", lr=1e4)
     assert not result.passed
     message = " ".join(result.problems)
-    assert "training diverged at step" in message or "(the first non-finite value)" in message
+    assert "training diverged at step" in message or "(the first non-finite value; " in message
     assert "lower rehearsal.learning_rate (now 10000.0)" in result.fixes
     assert "divergence_step" in result.details or "first_non_finite_step" in result.details

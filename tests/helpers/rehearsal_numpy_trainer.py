@@ -3,9 +3,16 @@ SGD and momentum.
 
 It imports nothing from campaign. `NUMPY_TRAINER_MODE` makes it misbehave the way real trainers do:
 good, forget_momentum (resumes without its optimizer state), no_resume (ignores its checkpoints), no_checkpoint,
-crash (exits 3 at step 5), malformed (writes a broken metrics line), hang (stops making progress), child (starts a
-long-lived child process in its group; its pid goes to NUMPY_TRAINER_CHILD_PID), jitter (reports losses with a
-little noise, like a non-deterministic GPU trainer), naive_softmax (overflows to NaN at a large learning rate).
+crash (exits 3 at step 5), malformed (writes a broken metrics line: NUMPY_TRAINER_BAD_LINE, @FILE for one
+read from FILE, or a default one),
+hang (stops making progress), child (starts a long-lived child process in its group; its pid goes to
+NUMPY_TRAINER_CHILD_PID), jitter (reports losses with a little noise, like a non-deterministic GPU trainer),
+naive_softmax (overflows to NaN at a large learning rate).
+And the hostile ones, which try to look like a trainer: no_data (never reads the data: a made-up falling curve,
+checkpoint events without files, "resumes" by reading its own metrics file), no_data_files (the same, with
+checkpoint files that change and are restored from), replay (restarts from scratch, replays the steps before its
+checkpoint silently and claims it resumed), escape (a grandchild double-forks and calls setsid; its pid goes to
+NUMPY_TRAINER_CHILD_PID), leak (reports a held-out loss far below its training loss).
 """
 
 import json
@@ -42,19 +49,77 @@ def loss_and_grad(w, batch, naive=False):
     return loss, grad
 
 
+def fake_loss(step):
+    """A plausible falling curve that depends on nothing but the step."""
+    return 2.8 * float(np.exp(-step / 12.0)) + 0.4
+
+
+def escape(pid_file):
+    """Double fork and setsid: the grandchild leaves the trainer's process group and is re-parented."""
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            Path(pid_file).write_text(str(os.getpid()))
+            time.sleep(300)
+        os._exit(0)
+    os.wait()
+
+
+def main_no_data(env, mode):
+    """The hostile trainer that never trains: it writes what a trainer would write and reads no data."""
+    steps, every = int(env["CAMPAIGN_REHEARSAL_STEPS"]), int(env["CAMPAIGN_REHEARSAL_CHECKPOINT_EVERY"])
+    ckpt_dir, metrics = Path(env["CAMPAIGN_REHEARSAL_CHECKPOINT_DIR"]), env["CAMPAIGN_REHEARSAL_METRICS"]
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    start = 0
+    if mode == "no_data_files":
+        done = sorted(ckpt_dir.glob("fake-*.json"))
+        start = json.loads(done[-1].read_text())["step"] if done else 0
+    elif Path(metrics).exists():
+        for line in Path(metrics).read_text().splitlines():
+            record = json.loads(line)
+            if record.get("event") == "checkpoint":
+                start = record["step"]
+    if start:
+        log(metrics, {"event": "resumed", "step": start})
+    else:
+        log(metrics, {"step": 0, "heldout_loss": fake_loss(0) + 0.1})
+    for step in range(start + 1, steps + 1):
+        log(metrics, {"step": step, "loss": fake_loss(step)})
+        if step % 5 == 0 or step == steps:
+            log(metrics, {"step": step, "heldout_loss": fake_loss(step) + 0.1})
+        if step % every == 0:
+            if mode == "no_data_files":
+                (ckpt_dir / f"fake-{step:06d}.json").write_text(json.dumps({"step": step}))
+            log(metrics, {"event": "checkpoint", "step": step})
+        time.sleep(0.01)
+
+
 def main():
     env = os.environ
     mode = env.get("NUMPY_TRAINER_MODE", "good")
+    if mode in ("no_data", "no_data_files"):
+        main_no_data(env, mode)
+        return
     train = np.load(env["CAMPAIGN_REHEARSAL_TRAIN"]).astype(np.int64)
     held = np.load(env["CAMPAIGN_REHEARSAL_HELDOUT"]).astype(np.int64)
     vocab, steps = int(env["CAMPAIGN_REHEARSAL_VOCAB"]), int(env["CAMPAIGN_REHEARSAL_STEPS"])
-    seed, every = int(env["CAMPAIGN_REHEARSAL_SEED"]), int(env["CAMPAIGN_REHEARSAL_CHECKPOINT_EVERY"])
+    every = int(env["CAMPAIGN_REHEARSAL_CHECKPOINT_EVERY"])  # the seed: nothing here is random
     ckpt_dir, metrics = Path(env["CAMPAIGN_REHEARSAL_CHECKPOINT_DIR"]), env["CAMPAIGN_REHEARSAL_METRICS"]
     lr = float(env.get("CAMPAIGN_REHEARSAL_LEARNING_RATE", "1.0"))
+    batch = int(env["CAMPAIGN_REHEARSAL_BATCH_SEQUENCES"])
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     w, v, start = np.zeros((vocab, vocab)), np.zeros((vocab, vocab)), 0
     done = sorted(ckpt_dir.glob("ckpt-*.npz"))
-    if done and mode != "no_resume":
+    replay_to = 0
+    if done and mode == "replay":  # claims the checkpoint, but recomputes it from step 1
+        replay_to = int(np.load(done[-1])["step"])
+        for step in range(1, replay_to + 1):
+            _, grad = loss_and_grad(w, train[(step - 1) * batch : step * batch])
+            v = 0.9 * v + grad
+            w = w - lr * v
+        start = replay_to
+        log(metrics, {"event": "resumed", "step": start})
+    elif done and mode != "no_resume":
         state = np.load(done[-1])
         w, start = state["w"], int(state["step"])
         v = np.zeros_like(w) if mode == "forget_momentum" else state["v"]
@@ -62,12 +127,14 @@ def main():
     if mode == "child":
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
         Path(env["NUMPY_TRAINER_CHILD_PID"]).write_text(str(child.pid))
+    if mode == "escape":
+        escape(env["NUMPY_TRAINER_CHILD_PID"])
     if start == 0:
         log(metrics, {"step": 0, "heldout_loss": loss_and_grad(w, held)[0]})
     noise = np.random.default_rng()  # unseeded on purpose in jitter mode
     for step in range(start + 1, steps + 1):
-        rows = np.random.default_rng([seed, step]).integers(0, len(train), 4)
-        loss, grad = loss_and_grad(w, train[rows], naive=mode == "naive_softmax")
+        rows = train[(step - 1) * batch : step * batch]  # the contract's order: step k, rows (k-1)B .. kB-1
+        loss, grad = loss_and_grad(w, rows, naive=mode == "naive_softmax")
         v = 0.9 * v + grad
         w = w - lr * v
         if mode == "jitter":
@@ -81,11 +148,13 @@ def main():
             sys.exit(3)
         if mode == "malformed" and step == 4:
             with open(metrics, "a") as handle:
-                handle.write("{'step': 4, loss: nan\n")
+                bad = env.get("NUMPY_TRAINER_BAD_LINE", "{'step': 4, loss: nan")
+                handle.write((Path(bad[1:]).read_text() if bad.startswith("@") else bad) + "\n")
         if mode == "hang" and step == 3:
             time.sleep(600)
         if step % 5 == 0 or step == steps:
-            log(metrics, {"step": step, "heldout_loss": loss_and_grad(w, held)[0]})
+            held_loss = loss_and_grad(w, held)[0] * (0.2 if mode == "leak" else 1.0)
+            log(metrics, {"step": step, "heldout_loss": held_loss})
         if step % every == 0 and mode != "no_checkpoint":
             tmp = ckpt_dir / f".tmp-{step}.npz"
             np.savez(tmp, w=w, v=v, step=step)

@@ -43,6 +43,7 @@ def settings(mode="good", steps=40, tolerance=0.0, timeout_s=60.0, lr=1.0, comma
         min_loss_drop=0.5,
         restore_tolerance=tolerance,
         tokens_per_step=4 * 32,
+        batch_sequences=4,
         extra_env={"NUMPY_TRAINER_MODE": mode, contract.ENV_LEARNING_RATE: str(lr), **env},
     )
 
@@ -69,6 +70,82 @@ def test_a_third_party_trainer_that_resumes_correctly_passes(data, tmp_path):
     env = json.loads((tmp_path / "work" / "env.json").read_text())["env"]
     assert set(contract.REQUIRED_ENV) <= set(env)
     assert "PASS" not in result.summary() and "killed at step" in result.summary()
+    # the verdict says what was checked: data dependence, the checkpoint folder, a restore without the old rows
+    checks = " | ".join(d["checks"])
+    assert "a control run on shifted rows differs at step" in checks and d["control_differs_at_step"] >= 1
+    assert "checkpoint folder held new files" in checks and "without the rows of steps 1 to" in checks
+    assert d["blanked_rows"] == d["resumed_step"] * 4
+
+
+def test_a_trainer_that_never_reads_the_data_and_writes_no_checkpoint_files_fails(data, tmp_path):
+    """A made-up falling curve, checkpoint events without files, a "resume" read from its own metrics."""
+    result = run(data, tmp_path, mode="no_data")
+    assert not result.passed
+    assert (
+        "the checkpoint folder was empty when the trainer reported the checkpoint of step 10"
+        in (result.problems[0])
+    )
+    assert "CAMPAIGN_REHEARSAL_CHECKPOINT_DIR" in result.fixes[0]
+
+
+def test_a_trainer_whose_curve_does_not_depend_on_the_data_fails_the_control_run(data, tmp_path):
+    """The same, with checkpoint files that change and are restored from: only the control run catches it."""
+    result = run(data, tmp_path, mode="no_data_files")
+    assert not result.passed
+    assert (
+        "the training curve does not depend on the data: a control run on shifted rows" in result.problems[0]
+    )
+    assert "steps 1 to 3" in result.problems[0] and "CAMPAIGN_REHEARSAL_TRAIN" in result.fixes[0]
+    assert result.details["restore_check"].startswith("not run")
+
+
+def test_a_restart_that_replays_from_scratch_instead_of_restoring_fails(data, tmp_path):
+    """It claims `resumed` at its checkpoint but recomputes it from step 1: the rows it replays are blank."""
+    result = run(data, tmp_path, mode="replay")
+    assert not result.passed
+    resumed = result.details["resumed_step"]
+    message = " ".join(result.problems)
+    assert f"resumed run differs from the uninterrupted run at step {resumed + 1}:" in message, message
+    assert f"the rows of steps 1 to {resumed} were blank" in message
+    assert "restore from the checkpoint instead of replaying" in " ".join(result.fixes)
+
+
+def test_a_held_out_loss_far_below_the_training_loss_is_named_as_a_possible_leak(data, tmp_path):
+    result = run(data, tmp_path, mode="leak")
+    assert not result.passed
+    assert "a possible leak of held-out data into training" in result.problems[0]
+    assert "nats below the training loss of the last tenth" in result.problems[0]
+
+
+def test_a_grandchild_that_double_forks_and_calls_setsid_is_reaped_and_named(data, tmp_path):
+    pid_file = tmp_path / "escaped.pid"
+    result = run(data, tmp_path, mode="escape", NUMPY_TRAINER_CHILD_PID=str(pid_file))
+    assert not result.passed
+    escaped = int(pid_file.read_text())
+    assert "left its process group (a double fork or setsid)" in result.problems[0]
+    assert f"pid {escaped} `" in result.problems[0] and "the harness killed them" in result.problems[0]
+    assert not Path(f"/proc/{escaped}").exists(), "the escaped grandchild is still running"
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        ('{"step": 4, "loss": 1.0, "tokens": 1e400}', "'tokens' must be a whole number"),
+        ('{"step": 4, "loss": 1.0, "tokens": NaN}', "'tokens' must be a whole number"),
+        ('{"step": 4, "loss": ' + "9" * 400 + "}", "a 400-digit integer"),
+        ('{"step": ' + "7" * 5000 + ', "loss": 1.0}', "a 5000-digit integer"),
+        ("[" * 200_000, "at most 65,536"),
+        ("[" * 60_000, "nested too deeply"),
+    ],
+)
+def test_metrics_lines_that_are_json_but_not_finite_numbers_fail_naming_file_and_line(
+    data, tmp_path, line, reason
+):
+    (tmp_path / "line.txt").write_text(line)  # a 200,000-character variable is beyond what exec(2) takes
+    result = run(data, tmp_path, mode="malformed", NUMPY_TRAINER_BAD_LINE=f"@{tmp_path / 'line.txt'}")
+    assert not result.passed
+    assert f"{tmp_path / 'work' / 'reference' / 'metrics.jsonl'}:6: " in result.problems[0]
+    assert reason in result.problems[0], result.problems[0]
 
 
 def test_a_trainer_that_forgets_its_optimizer_state_fails_naming_the_first_differing_step(data, tmp_path):
@@ -110,7 +187,7 @@ def test_malformed_metrics_fail_naming_the_line(data, tmp_path):
     result = run(data, tmp_path, mode="malformed")
     assert not result.passed
     assert "malformed metrics" in result.problems[0] and "not JSON" in result.problems[0]
-    assert "line " in result.problems[0]
+    assert f"{tmp_path / 'work' / 'reference' / 'metrics.jsonl'}:6: " in result.problems[0]
 
 
 def test_a_trainer_that_never_checkpoints_fails(data, tmp_path):
@@ -148,7 +225,8 @@ def test_no_process_of_the_trainers_group_survives(data, tmp_path):
 def test_a_divergent_learning_rate_fails_naming_the_first_nan(data, tmp_path):
     result = run(data, tmp_path, mode="naive_softmax", lr=1e6)
     assert not result.passed
-    assert "(the first non-finite value)" in result.problems[0]
+    assert "(the first non-finite value; " in result.problems[0]
+    assert f"{tmp_path / 'work' / 'reference' / 'metrics.jsonl'}:" in result.problems[0]
     assert result.details["first_non_finite_step"] >= 1
     assert "lower rehearsal.learning_rate" in result.fixes[0]
     assert result.details["restore_check"].startswith("not run")

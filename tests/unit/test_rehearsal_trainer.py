@@ -8,10 +8,11 @@ import pytest
 
 from campaign.rehearsal import contract as c
 from campaign.rehearsal.contract import Metrics, MetricsError, parse_metrics_line, read_metrics
+from campaign.rehearsal.harness import control_order, training_order
 from campaign.rehearsal.processes import drop_partial_line
 from campaign.rehearsal.trainer import (
     UsageError,
-    batch_indices,
+    batch_rows,
     complete_checkpoints,
     load_latest_checkpoint,
     remove_partial_checkpoints,
@@ -31,6 +32,7 @@ def env(tmp_path, **extra):
         c.ENV_CHECKPOINT_EVERY: "5",
         c.ENV_CHECKPOINT_DIR: str(tmp_path / "ck"),
         c.ENV_METRICS: str(tmp_path / "m.jsonl"),
+        c.ENV_BATCH_SEQUENCES: "8",
     }
     return {**base, **extra}
 
@@ -44,15 +46,14 @@ def test_settings_come_from_the_contracts_variables(tmp_path):
         settings_from_env(env(tmp_path, **{c.ENV_STEPS: "many"}))
 
 
-def test_batches_are_a_seeded_permutation_per_epoch():
-    a = [batch_indices(step, 4, 10, seed=3) for step in range(1, 6)]
-    assert all(
-        np.array_equal(x, y)
-        for x, y in zip(a, [batch_indices(s, 4, 10, seed=3) for s in range(1, 6)], strict=True)
-    )
-    first_epoch = np.concatenate(a)[:10]
-    assert sorted(first_epoch.tolist()) == list(range(10))  # every row once per epoch
-    assert not np.array_equal(batch_indices(1, 4, 10, seed=4), a[0])
+def test_rows_are_trained_in_the_harness_order_a_seeded_permutation_per_epoch():
+    order = training_order(10, 5, 4, seed=3)  # 20 positions over 10 rows: two epochs
+    assert np.array_equal(order, training_order(10, 5, 4, seed=3))
+    assert sorted(order[:10].tolist()) == list(range(10)) and sorted(order[10:].tolist()) == list(range(10))
+    assert not np.array_equal(training_order(10, 5, 4, seed=4), order)
+    assert batch_rows(1, 4) == slice(0, 4) and batch_rows(3, 4) == slice(8, 12)  # step k: rows (k-1)B .. kB-1
+    shifted = control_order(order, 5, 4)  # step k of the control run gets the rows of step k + 2
+    assert np.array_equal(shifted[:4], order[8:12])
 
 
 def test_checkpoints_are_complete_or_absent_and_the_latest_intact_one_wins(tmp_path):
@@ -88,7 +89,7 @@ def test_metrics_lines_are_parsed_or_rejected_with_their_line_number(tmp_path):
     assert m.checkpoints == [1] and m.resumed == [1] and math.isnan(m.losses[1][1])
     for bad, reason in (
         ("oops", "not JSON"),
-        ('{"step": -1, "loss": 1}', "non-negative"),
+        ('{"step": -1, "loss": 1}', "must be an integer from 0"),
         ('{"step": 1}', "needs 'loss'"),
         ('{"event": "saved", "step": 1}', "unknown event"),
         ('{"step": 1, "loss": "x"}', "must be a number"),
@@ -99,7 +100,7 @@ def test_metrics_lines_are_parsed_or_rejected_with_their_line_number(tmp_path):
     path.write_text(json.dumps({"step": 1, "loss": 1.0}) + "\nnot json\n" + '{"step": 2, "lo')
     parsed = read_metrics(path)
     assert parsed.losses == [(1, 1.0)] and parsed.problems == [
-        "line 2: not JSON (Expecting value): 'not json'"
+        f"{path}:2: not JSON (Expecting value): 'not json'"
     ]
     assert drop_partial_line(path) == len('{"step": 2, "lo') and path.read_text().endswith("not json\n")
 
