@@ -7,13 +7,20 @@ and the production digest of the current `data:` section. Files are found by the
 by a glob over the workspace path, and each is read into memory once, hashed and parsed from those same bytes, so
 a file swapped while validate runs cannot be judged in place of the one that is recorded. The catalog is the
 trust root: a digest recorded there is compared with one recomputed from the files, never with a file's claim.
+
+The digest also covers every other file a gate reads that the config names (`gate_files`): a tokenizer.json given
+as `data.tokenizer`, and the files the rehearsal's trainer command names (its script, or the module of
+`python -m`). Replacing one after validate changes the digest, and commit and execute name the file.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import sys
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +28,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from campaign.config import DataConfig
+from campaign.config import CampaignConfig, DataConfig
 from campaign.data.inputs import source_files
 from campaign.data.manifest import CLEAN_DIR, MANIFEST_NAME, REJECTED_DIR, manifest_data_digest
 from campaign.errors import CampaignError, DataError
@@ -43,6 +50,15 @@ class DataFile:
 
 
 @dataclass(frozen=True)
+class GateFile:
+    """A file the config names and a gate reads, as read now."""
+
+    key: str  # the config key that names it, e.g. data.tokenizer or rehearsal.command[1]
+    path: str  # absolute
+    sha256: str  # of the bytes read now; "missing" or "unreadable" when they cannot be read
+
+
+@dataclass(frozen=True)
 class DataEvidence:
     """The prepared data of a workspace as a gate sees it."""
 
@@ -50,17 +66,115 @@ class DataEvidence:
     manifest: dict[str, Any]
     files: tuple[DataFile, ...]
     problems: tuple[str, ...] = field(default_factory=tuple)  # why the data does not stand for this config
+    gate_files: tuple[GateFile, ...] = field(default_factory=tuple)  # covered by the digest too
 
     def tables(self, kind: str) -> list[pa.Table]:
         return [f.table for f in self.files if f.kind == kind and f.table is not None]
 
+    def gate_files_record(self) -> dict[str, dict[str, str]]:
+        """{path: {key, sha256}}: what the data_identity gate records, for commit and execute to compare."""
+        return {f.path: {"key": f.key, "sha256": f.sha256} for f in self.gate_files}
 
-def read_evidence(data_dir: Path, data: DataConfig, load_tables: bool = False) -> DataEvidence | None:
+
+# Config keys that name files, and whether a gate reads them. A new key that names a file goes here: a test walks
+# the config models and fails on a path-like field in neither set.
+GATE_READ_KEYS = ("data.tokenizer", "rehearsal.command")
+NOT_GATE_READ_KEYS = {
+    "data.sources.path": "prepare's inputs: the manifest lists each with its sha256, judged by data_identity",
+    "data.demo_corpus_dir": "read by prepare only, to write the demo corpus",
+}
+
+
+def gate_files(config: CampaignConfig, cwd: Path | None = None) -> list[tuple[str, Path]]:
+    """Every file the config names that a gate reads, with the key that names it: a tokenizer.json path
+    (`data.tokenizer`, made absolute by the loader) and the files of the rehearsal's trainer command
+    (`command_files`; relative paths are relative to `cwd`, where the trainer is started)."""
+    out: list[tuple[str, Path]] = []
+    if config.data.tokenizer.endswith(".json"):
+        out.append(("data.tokenizer", Path(config.data.tokenizer)))
+    out += command_files(config.rehearsal.command, Path.cwd() if cwd is None else cwd)
+    return out
+
+
+def command_files(command: Sequence[str], cwd: Path) -> list[tuple[str, Path]]:
+    """The files a trainer command names: every argument that is an existing regular file (a script, a config
+    it reads), and the source of the module after `-m` (found on the interpreter's path without importing it).
+    What those files import in turn is not followed."""
+    out: list[tuple[str, Path]] = []
+    for i, arg in enumerate(command):
+        key = f"rehearsal.command[{i}]"
+        if i > 0 and command[i - 1] == "-m":
+            module = module_file(arg, cwd)
+            if module is not None:
+                out.append((key, module))
+            continue
+        if i == 0 and os.sep not in arg:
+            continue  # a program found on PATH (python, torchrun): an installed tool, not the user's script
+        path = Path(arg) if Path(arg).is_absolute() else cwd / arg
+        if path.is_file():
+            out.append((key, path.resolve()))
+    return out
+
+
+def module_file(name: str, cwd: Path, search: Iterable[str] | None = None) -> Path | None:
+    """The file `python -m name` runs, looked up on the path (the working folder first, as `-m` does) without
+    importing anything: `a/b.py`, or `a/b/__main__.py` for a package."""
+    parts = name.split(".")
+    if not all(part.isidentifier() for part in parts):
+        return None
+    for entry in [str(cwd), *(sys.path if search is None else search)]:
+        base = Path(entry or ".").joinpath(*parts)
+        for candidate in (base.with_suffix(".py"), base / "__main__.py"):
+            if candidate.is_file():
+                return candidate.resolve()
+    return None
+
+
+def hash_gate_files(files: Iterable[tuple[str, Path]]) -> tuple[GateFile, ...]:
+    out = []
+    for key, path in files:
+        try:
+            # never open a FIFO or a device: only a regular file is read
+            sha = sha256_file(path) if path.is_file() else ("missing" if not path.exists() else "not a file")
+        except FileNotFoundError:
+            sha = "missing"
+        except OSError:
+            sha = "unreadable"
+        out.append(GateFile(key, str(path), sha))
+    return tuple(out)
+
+
+def gate_file_changes(recorded: Any, now: Sequence[GateFile], since: str) -> list[str]:
+    """Each file a gate read whose bytes differ from what `recorded` (a data_identity gate's `gate_files`) says,
+    named with the key that names it."""
+    if not isinstance(recorded, dict):
+        return []
+    changes = []
+    for f in now:
+        entry = recorded.get(f.path)
+        before = entry.get("sha256") if isinstance(entry, dict) else None
+        if before is None:
+            changes.append(f"{f.key} names {f.path}, which no gate read {since}: run `campaign validate`")
+        elif before != f.sha256:
+            changes.append(
+                f"{f.key}: {f.path} changed since {since} (sha256 {before[:8]}… is now {f.sha256[:8]}…); "
+                "restore the file, or run `campaign validate` again"
+            )
+    return changes
+
+
+def read_evidence(
+    data_dir: Path,
+    data: DataConfig,
+    load_tables: bool = False,
+    files: Iterable[tuple[str, Path]] = (),
+) -> DataEvidence | None:
     """The prepared data of `data_dir` checked against the config's `data:` section (already placed in its
     workspace with `DataConfig.in_workspace`), or None when nothing was prepared.
 
-    With `load_tables`, every listed file is parsed from the bytes that were hashed. Raises DataError for a
-    manifest that cannot be used at all; anything else that is off is listed in `problems`.
+    With `load_tables`, every listed file is parsed from the bytes that were hashed. `files` (from `gate_files`)
+    are hashed into the digest too. Raises DataError for a manifest that cannot be used at all; anything else
+    that is off is listed in `problems`.
     """
     data_dir = Path(data_dir)
     manifest_path = data_dir / MANIFEST_NAME
@@ -72,7 +186,7 @@ def read_evidence(data_dir: Path, data: DataConfig, load_tables: bool = False) -
         raise _bad_manifest(manifest_path, f"cannot be read ({exc})") from None
     manifest = _parse_manifest(manifest_bytes, manifest_path)
     problems: list[str] = []
-    files: list[DataFile] = []
+    files_read: list[DataFile] = []
     hashes: dict[str, str] = {}
     for entry in manifest["files"]:
         rel = entry["path"]
@@ -83,7 +197,7 @@ def read_evidence(data_dir: Path, data: DataConfig, load_tables: bool = False) -
                 f"data/{rel} is missing (listed in {MANIFEST_NAME}); run `campaign prepare` again"
             )
             hashes[rel] = "missing"
-            files.append(DataFile(rel, entry["kind"], str(entry.get("source", "")), None))
+            files_read.append(DataFile(rel, entry["kind"], str(entry.get("source", "")), None))
             continue
         except OSError as exc:
             raise DataError(
@@ -106,7 +220,7 @@ def read_evidence(data_dir: Path, data: DataConfig, load_tables: bool = False) -
                 problems.append(
                     f"data/{rel} is not readable Parquet ({type(exc).__name__}); run `campaign prepare` again"
                 )
-        files.append(DataFile(rel, entry["kind"], str(entry.get("source", "")), sha, table))
+        files_read.append(DataFile(rel, entry["kind"], str(entry.get("source", "")), sha, table))
     listed = set(hashes)
     for kind in (CLEAN_DIR, REJECTED_DIR):
         folder = data_dir / kind
@@ -138,7 +252,15 @@ def read_evidence(data_dir: Path, data: DataConfig, load_tables: bool = False) -
             "`campaign prepare` again"
         )
     digest = manifest_data_digest(manifest, hashes, production)
-    return DataEvidence(digest=digest, manifest=manifest, files=tuple(files), problems=tuple(problems))
+    read = hash_gate_files(files)
+    if read:
+        combined = hashlib.sha256(f"campaign-gate-evidence/1\n{digest}\n".encode())
+        for f in sorted(read, key=lambda f: (f.key, f.path)):
+            combined.update(f"{f.key}\t{f.path}\t{f.sha256}\n".encode())
+        digest = combined.hexdigest()
+    return DataEvidence(
+        digest=digest, manifest=manifest, files=tuple(files_read), problems=tuple(problems), gate_files=read
+    )
 
 
 def input_identities(data: DataConfig) -> list[dict[str, Any]]:

@@ -91,7 +91,11 @@ def identity_gate(evidence: DataEvidence) -> GateResult:
         not problems,
         "; ".join(problems)
         or f"{len(evidence.files)} prepared files, inputs and the data: section match prepare",
-        {"problems": problems, "files": {f.path: f.sha256 for f in evidence.files}},
+        {
+            "problems": problems,
+            "files": {f.path: f.sha256 for f in evidence.files},
+            "gate_files": evidence.gate_files_record(),
+        },
     )
 
 

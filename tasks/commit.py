@@ -15,7 +15,7 @@ from campaign.approval import ApprovalRequest, approval_request, replica_p90_day
 from campaign.calendar import Booking
 from campaign.config import LoadedConfig, load_config
 from campaign.errors import Refused
-from campaign.evidence import read_evidence
+from campaign.evidence import gate_file_changes, gate_files, read_evidence
 from campaign.files import atomic_write_json
 from campaign.gates import commit_problems
 from campaign.plan import make_plan
@@ -30,7 +30,9 @@ def check_gates(ws: store.Workspace, loaded: LoadedConfig) -> str:
 
 
 def passed_data_digest(ws: store.Workspace, loaded: LoadedConfig) -> str:
-    evidence = read_evidence(ws.data_dir, loaded.config.data.in_workspace(ws.root))
+    evidence = read_evidence(
+        ws.data_dir, loaded.config.data.in_workspace(ws.root), files=gate_files(loaded.config)
+    )
     if evidence is None:
         raise Refused(
             "nothing to commit: no prepared data (data/manifest.json is missing)",
@@ -38,9 +40,11 @@ def passed_data_digest(ws: store.Workspace, loaded: LoadedConfig) -> str:
             fix="run `campaign prepare` and `campaign validate` first",
         )
     problems = list(evidence.problems)
-    problems += commit_problems(
-        store.latest_gates(ws, loaded.digest, evidence.digest), loaded.digest, evidence.digest
-    )
+    recorded = store.latest_gates(ws, loaded.digest, evidence.digest)
+    if not recorded:  # nothing validated for these digests: name a file a gate read that changed since
+        last = store.latest_gate_details(ws, loaded.digest, "data_identity")
+        problems += gate_file_changes(last.get("gate_files"), evidence.gate_files, "the last validate")
+    problems += commit_problems(recorded, loaded.digest, evidence.digest)
     if problems:
         raise Refused(
             "commit refused:\n  - " + "\n  - ".join(problems),

@@ -13,7 +13,7 @@ from campaign import store
 from campaign.approval import read_pending
 from campaign.config import CampaignConfig, LoadedConfig
 from campaign.errors import Refused
-from campaign.evidence import read_evidence
+from campaign.evidence import gate_file_changes, gate_files, read_evidence
 from campaign.figures import tokens_b
 from campaign.files import atomic_write_parquet
 from campaign.gates import execute_problems
@@ -37,10 +37,18 @@ class ExecutionRecord:
 @task(name="check-commitment", cache_policy=None)
 def check_commitment(ws: store.Workspace, loaded: LoadedConfig) -> store.Commitment:
     """The commitment for this config and the data on disk, or refuse naming what is missing or changed."""
-    evidence = read_evidence(ws.data_dir, loaded.config.data.in_workspace(ws.root))
+    evidence = read_evidence(
+        ws.data_dir, loaded.config.data.in_workspace(ws.root), files=gate_files(loaded.config)
+    )
     current = evidence.digest if evidence is not None else None
     changed = list(evidence.problems) if evidence is not None else []
     booked = store.commitments(ws)
+    if evidence is not None and booked and all(c.data_digest != current for c in booked):
+        committed = store.latest_gates(ws, booked[0].config_digest, booked[0].data_digest).get(
+            "data_identity"
+        )
+        if committed is not None:
+            changed += gate_file_changes(committed.details.get("gate_files"), evidence.gate_files, "commit")
     recorded = store.latest_gates(ws, loaded.digest, current) if current else {}
     problems = execute_problems(booked, loaded.digest, current, changed, recorded)
     pending = read_pending(ws.root)

@@ -11,7 +11,7 @@ from campaign import store
 from campaign.calendar.window_length import judge_window
 from campaign.config import CampaignConfig
 from campaign.errors import Refused
-from campaign.evidence import DataEvidence, read_evidence
+from campaign.evidence import DataEvidence, gate_files, read_evidence
 from campaign.files import atomic_write_json
 from campaign.gate_report import GateRow, gate_rows, gates_markdown
 from campaign.gates import (
@@ -34,7 +34,9 @@ GX_COLUMNS = ["doc_id", "source", "text", "n_words", "n_tokens", "n_bytes", "tex
 @task(name="read-prepared-data", cache_policy=None)
 def load_evidence(config: CampaignConfig, ws: store.Workspace) -> DataEvidence:
     """Every file the manifest lists, read once, hashed and parsed from the same bytes."""
-    evidence = read_evidence(ws.data_dir, config.data.in_workspace(ws.root), load_tables=True)
+    evidence = read_evidence(
+        ws.data_dir, config.data.in_workspace(ws.root), load_tables=True, files=gate_files(config)
+    )
     if evidence is None:
         raise Refused(
             "no prepared data (data/manifest.json is missing)",

@@ -257,6 +257,16 @@ def latest_gates(ws: Workspace, config_digest: str, data_digest: str) -> dict[st
     }
 
 
+def latest_gate_details(ws: Workspace, config_digest: str, gate: str) -> dict[str, Any]:
+    """The details of `gate` in the newest validate run of this config, whatever its data digest ({} if none)."""
+    if not ws.catalog_path.exists():
+        return {}
+    with catalog(ws) as con:
+        found = rows(con, sql("latest_gate_details"), [config_digest, gate])
+    details = json.loads(found[0]["details"] or "{}") if found else {}
+    return details if isinstance(details, dict) else {}
+
+
 # -------------------------------------------------------------------------------------------- commitments
 
 

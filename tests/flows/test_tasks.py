@@ -53,3 +53,27 @@ def test_check_gates_and_commitment_refuse_before_validate(prepared):
         check_gates.fn(ws, loaded)
     with pytest.raises(Refused, match="no commitment for this workspace"):
         check_commitment.fn(ws, loaded)
+
+
+def test_a_trainer_script_replaced_after_validate_makes_commit_refuse_naming_it(
+    prepared, demo_inputs, tmp_path
+):
+    """Every file a gate read is part of the digest its verdict is recorded against (here the trainer's script)."""
+    from campaign.gates import REQUIRED_GATES, identity_gate
+
+    _, ws, _ = prepared
+    script = tmp_path / "train_small.py"
+    script.write_text("# the trainer that was rehearsed\n")
+    loaded = load_config(DEMO, [*demo_inputs, f"rehearsal.command=[python, {script}]"])
+    with disable_run_logger():
+        evidence = load_evidence.fn(loaded.config, ws)
+        identity = identity_gate(evidence)
+        rows = [identity.as_row()] + [
+            (g, True, {"summary": "ok"}) for g in REQUIRED_GATES if g != identity.gate
+        ]
+        store.record_gates(ws, "validate-1", loaded.digest, evidence.digest, rows)
+        assert check_gates.fn(ws, loaded) == evidence.digest  # every gate passed for exactly these files
+        script.write_text("# another trainer\n")
+        with pytest.raises(Refused) as refused:
+            check_gates.fn(ws, loaded)
+    assert f"rehearsal.command[1]: {script} changed since the last validate" in refused.value.message
