@@ -112,3 +112,22 @@ def test_non_finite_losses_are_evidence_and_remember_their_line() -> None:
     parse_metrics_line('{"step": 3, "heldout_loss": NaN}', 6, m, "m.jsonl:6")
     assert m.losses == [(3, math.inf)] and math.isnan(m.heldout[0][1])
     assert m.where == {("loss", 3): "m.jsonl:5", ("heldout", 3): "m.jsonl:6"}
+
+
+def test_each_number_that_is_not_a_finite_metrics_value_is_refused_with_its_reason() -> None:
+    for line, reason in (
+        ('{"step": 1, "loss": 1.0, "tokens": 1e400}', "'tokens' must be a whole number from 0 to 2^53"),
+        ('{"step": 1, "loss": 1.0, "tokens": NaN}', "'tokens' must be a whole number"),
+        ('{"step": 1, "loss": 1.0, "tokens": 2.5}', "'tokens' must be a whole number"),
+        ('{"step": 1, "loss": ' + "9" * 400 + "}", "a 400-digit integer is not a metrics value"),
+        ('{"step": ' + "5" * 5000 + ', "loss": 1.0}', "a 5000-digit integer"),
+        ('{"step": 10000000000, "loss": 1.0}', "'step' must be an integer from 0 to 1,000,000,000"),
+        ("[" * 200_000, "a line of 200,000 characters (at most 65,536)"),
+        ("[" * 50_000, "nested too deeply"),
+    ):
+        try:
+            parse_metrics_line(line, 3, Metrics(), "m.jsonl:3")
+        except MetricsError as exc:
+            assert reason in str(exc), (reason, str(exc))
+        else:
+            raise AssertionError(f"accepted: {line[:60]}")

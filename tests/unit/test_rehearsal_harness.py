@@ -131,13 +131,10 @@ def test_a_grandchild_that_double_forks_and_calls_setsid_is_reaped_and_named(dat
     ("line", "reason"),
     [
         ('{"step": 4, "loss": 1.0, "tokens": 1e400}', "'tokens' must be a whole number"),
-        ('{"step": 4, "loss": 1.0, "tokens": NaN}', "'tokens' must be a whole number"),
-        ('{"step": 4, "loss": ' + "9" * 400 + "}", "a 400-digit integer"),
         ('{"step": ' + "7" * 5000 + ', "loss": 1.0}', "a 5000-digit integer"),
         ("[" * 200_000, "at most 65,536"),
-        ("[" * 60_000, "nested too deeply"),
     ],
-)
+)  # every other case at the parser: tests/unit/test_fuzz_metrics.py
 def test_metrics_lines_that_are_json_but_not_finite_numbers_fail_naming_file_and_line(
     data, tmp_path, line, reason
 ):
