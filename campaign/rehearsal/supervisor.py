@@ -23,8 +23,7 @@ from pathlib import Path
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
-POLL_S = 0.02
-SCAN_EVERY_S = 0.25  # how often running escapees are looked for while the trainer runs
+POLL_S = 0.05  # waitpid while the trainer runs: nothing else, so the supervisor costs no CPU to speak of
 SWEEP_S = 5.0  # how long the final sweep keeps killing what is left below the supervisor
 COMMAND_CHARS = 200
 
@@ -136,18 +135,16 @@ def supervise(status_path: Path, parent: int, command: list[str]) -> int:
     _write_status(status_path, status)
     escaped: dict[int, str] = {}
     returncode: int | None = None
-    next_scan = time.monotonic() + SCAN_EVERY_S
     while returncode is None:
         if stop:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(trainer, signal.SIGKILL)
         returncode = _reap(trainer, returncode)
-        if returncode is None and time.monotonic() >= next_scan:
-            _note_escaped(me, trainer, escaped)
-            next_scan = time.monotonic() + SCAN_EVERY_S
         if returncode is None:
             time.sleep(POLL_S)
-    # The trainer has ended: stop its group, then everything else still below the supervisor.
+    # The trainer has ended: stop its group, then everything else still below the supervisor. A process that left
+    # the group was re-parented to the supervisor when its parent ended (or hangs below a group member that is
+    # being killed now), so the sweep finds it.
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(trainer, signal.SIGKILL)
     deadline = time.monotonic() + SWEEP_S
