@@ -26,8 +26,8 @@ from campaign.evidence import (
 )
 from tests.helpers.paths import DEMO
 
-# String fields whose description says "file" without naming one.
-NOT_A_FILE = {"data.sources.id_field", "data.sources.format"}
+# String fields whose description says "file" without naming one (a field name, a format, free text).
+NOT_A_FILE = {"data.sources.id_field", "data.sources.format", "plan.measured.source"}
 NAMES_A_FILE = re.compile(r"\b(path|paths|file|files|folder|directory|command|\.json)\b", re.IGNORECASE)
 
 
