@@ -1,19 +1,26 @@
-"""Atomic file writes: write to a temporary file in the same folder, fsync, then rename over the target.
+"""Atomic file writes: write to a temporary file in the same folder, fsync, then rename over the target; and
+bounded reads of the files a user names.
 
 A reader never sees a half-written file, and a run killed mid-write leaves either the old file or the new one.
+A file a user names (a config, a file a config refers to, an input) is read only when it is a regular file, and
+only up to a bound: a FIFO would block `open()` forever and `/dev/zero` never ends.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
+if (
+    TYPE_CHECKING
+):  # pyarrow costs a config load (campaign plan) a quarter of a second: imported where it writes
+    import pyarrow as pa
 
 
 def _process_umask() -> int:
@@ -32,6 +39,64 @@ def _process_umask() -> int:
 # A temporary file is created 0600; the file it becomes gets the mode any program's new file gets (0644 under the
 # usual umask), so a report or a dataset can be read by whoever may read the folder.
 FILE_MODE = 0o666 & ~_process_umask()
+
+
+class NotRegularFile(OSError):
+    """The path names something other than a regular file (a FIFO, a device, a socket, a folder)."""
+
+
+class FileTooLarge(OSError):
+    """The file is larger than the bound its reader allows."""
+
+
+def file_kind(mode: int) -> str:
+    """What a stat mode names, in words: "a FIFO", "a character device", ..."""
+    kinds = (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
+
+
+def open_regular(path: str | Path) -> int:
+    """A read-only descriptor of `path` if it is a regular file (symlinks followed), else NotRegularFile.
+
+    Opened non-blocking, so a FIFO answers at once instead of waiting for a writer; the caller closes it."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotRegularFile(errno.EINVAL, f"{file_kind(mode)}, not a regular file", str(path))
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def check_regular(path: str | Path) -> os.stat_result:
+    """The stat of `path` if it is a regular file (symlinks followed), else NotRegularFile; never opens it."""
+    st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise NotRegularFile(errno.EINVAL, f"{file_kind(st.st_mode)}, not a regular file", str(path))
+    return st
+
+
+def read_bounded(path: str | Path, max_bytes: int) -> bytes:
+    """The bytes of a regular file of at most `max_bytes`; NotRegularFile or FileTooLarge otherwise, raised before
+    more than `max_bytes` + 1 bytes are read (a file that grows while it is read is caught too)."""
+    fd = open_regular(path)
+    with os.fdopen(fd, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size > max_bytes:
+            raise FileTooLarge(errno.EFBIG, f"{size:,} bytes, more than the {max_bytes:,} allowed", str(path))
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise FileTooLarge(errno.EFBIG, f"more than the {max_bytes:,} bytes allowed", str(path))
+    return data
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
@@ -61,6 +126,8 @@ def atomic_write_json(path: str | Path, obj: Any) -> Path:
 
 def atomic_write_parquet(path: str | Path, table: pa.Table) -> Path:
     """Write an Arrow table as Parquet atomically (zstd, no pandas index, deterministic bytes for equal input)."""
+    import pyarrow.parquet as pq
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -78,8 +145,9 @@ def atomic_write_parquet(path: str | Path, table: pa.Table) -> Path:
 
 
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
+    """sha256 of a regular file (NotRegularFile for a FIFO or a device: they would block or never end)."""
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    with os.fdopen(open_regular(path), "rb") as handle:
         while block := handle.read(chunk):
             digest.update(block)
     return digest.hexdigest()

@@ -126,7 +126,7 @@ def analyse(
 ) -> None:
     """Analyse the executed window and write report/report.html (or compare runs with --compare)."""
     from campaign.analysis.analysis import analysis_workspace
-    from campaign.analysis.compare import check_targets
+    from campaign.analysis.compare import check_targets, compare_out_dir
 
     if compare or extra:
         if extra and not compare:
@@ -137,10 +137,11 @@ def analyse(
             )
         targets = [*(compare or []), *(extra or [])]
         check_targets(targets)  # bad input refused before a Prefect API starts or anything is written
+        out_dir = str(compare_out_dir(out))  # absolute: the flow may run in another folder
         with _prefect_api(None, warm=_imports("flows.analyse", "campaign.analysis.plots")):
             from flows.analyse import CompareParams, compare_flow
 
-            result = _finish(compare_flow(CompareParams(targets=targets, out_dir=out), return_state=True))
+            result = _finish(compare_flow(CompareParams(targets=targets, out_dir=out_dir), return_state=True))
         if json_:
             typer.echo(json.dumps(result, indent=2, default=str))
         else:

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from campaign import store
 from campaign.analysis.analysis import analysis_workspace
-from campaign.analysis.compare import check_targets
+from campaign.analysis.compare import check_targets, compare_out_dir
 from flows.common import fails_cleanly, stage_run_name
 from tasks.analyse import analyse, compare
 
@@ -47,7 +47,7 @@ def analyse_flow(params: AnalyseParams = AnalyseParams()):
 @fails_cleanly
 def compare_flow(params: CompareParams):
     check_targets(params.targets)
-    return compare(params.targets, params.out_dir)
+    return compare(params.targets, str(compare_out_dir(params.out_dir)))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,9 @@
 """Runs side by side: executed windows (workspaces) and what-if runs (`campaign simulate --json` files) in one table,
-one JSON and one self-contained HTML page, with every figure that differs from the first run highlighted."""
+one JSON and one self-contained HTML page, with every figure that differs from the first run highlighted.
+
+A simulate file is the user's: every figure read from it is checked (a number, finite, in range) and a bad one is
+named with its field. The output folder is campaign's own: a new or empty folder gets a marker, and a folder that
+holds anything else without that marker is refused, as `--workspace` refuses one."""
 
 from __future__ import annotations
 
@@ -15,9 +19,14 @@ from campaign.analysis.analysis import analyse_window, analysis_workspace
 from campaign.analysis.report import css, environment
 from campaign.errors import ConfigError, DataError
 from campaign.figures import num
-from campaign.files import atomic_write_json, atomic_write_text
+from campaign.files import FileTooLarge, NotRegularFile, atomic_write_json, atomic_write_text, read_bounded
 
-DIFF_REL = 0.01  # a figure differs from the first run's when it is more than 1% away (or one is missing)
+# Two figures differ when they differ in their first SIGNIFICANT digits (or one is missing): equal up to float
+# noise is equal. A differing pair is shown with as many decimals as it takes to see the difference.
+SIGNIFICANT = 9
+MAX_DECIMALS = 9
+COMPARE_MARKER = ".campaign-compare"
+MAX_SIMULATE_JSON_BYTES = 256 << 20  # 100,000 replicas' values are about 10 MB
 
 # (key path, label, unit, digits) for executed windows and simulate runs (p50 of the replicas).
 WINDOW_METRICS = (
@@ -60,10 +69,12 @@ def check_targets(targets: list[str]) -> None:
         )
     for target in targets:
         path = Path(target)
-        if path.is_file():
-            _read_simulate(path)
-        elif path.is_dir():
+        if path.is_dir():
             analysis_workspace(path)
+        elif (
+            path.exists()
+        ):  # a file, or a FIFO or a device: _read_simulate says which it is, without blocking
+            _read_simulate(path)
         else:
             raise ConfigError(
                 "no such workspace or simulate JSON file",
@@ -73,27 +84,103 @@ def check_targets(targets: list[str]) -> None:
 
 
 def _read_simulate(path: Path) -> dict[str, Any]:
+    fix = "pass a file written by `campaign simulate CONFIG --json > run.json`"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise DataError(
-            f"not a readable JSON file ({exc})",
-            where=str(path),
-            fix="pass a file written by `campaign simulate CONFIG --json > run.json`",
-        ) from None
+        data = json.loads(read_bounded(path, MAX_SIMULATE_JSON_BYTES).decode("utf-8"))
+    except (NotRegularFile, FileTooLarge) as exc:
+        raise DataError(f"not a simulate JSON file: {exc.strerror}", where=str(path), fix=fix) from None
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise DataError(f"not a readable JSON file ({reason})", where=str(path), fix=fix) from None
     if not isinstance(data, dict) or not isinstance(data.get("summary"), dict) or "replicas" not in data:
         raise DataError(
             "not the output of `campaign simulate --json` (no 'replicas' and 'summary')",
             where=str(path),
-            fix="pass a file written by `campaign simulate CONFIG --json > run.json`",
+            fix=fix,
         )
+    _check_simulate_figures(data, path)
     return data
+
+
+# Every figure of a simulate file that compare reads, with its range ((low, high); None: unbounded).
+_SPREAD_KEYS = ("ettr", "completion_days", "interruptions_unexpected", "tokens_trained")
+_SIMULATE_FIELDS: dict[str, tuple[float | None, float | None]] = {
+    "replicas": (1, None),
+    "window_days": (0, None),
+    "summary.window_days": (0, None),
+    "summary.p_complete_in_window": (0, 1),
+    "summary.power_mw.peak": (0, None),
+    "summary.energy_mwh": (0, None),
+    **{f"summary.{key}.{stat}": (0, None) for key in _SPREAD_KEYS for stat in ("mean", "p10", "p50", "p90")},
+}
+
+
+def _check_simulate_figures(data: dict[str, Any], path: Path) -> None:
+    """Every figure compare reads from a simulate file is a finite number in its range, or absent (null): a
+    tampered or damaged file is named with its field instead of reaching the table or a plot."""
+    fix = "restore the file from `campaign simulate CONFIG --json > run.json`; compare reads it as written"
+    for dotted, (low, high) in _SIMULATE_FIELDS.items():
+        _check_number(_lookup(data, dotted, path, fix), dotted, low, high, path, fix)
+    replica_values = data.get("replica_values")
+    if replica_values is None:
+        return
+    if not isinstance(replica_values, dict):
+        raise DataError("field replica_values is not a mapping", where=str(path), fix=fix)
+    for key in _SPREAD_KEYS:
+        values = replica_values.get(key)
+        if values is None:
+            continue
+        if not isinstance(values, list):
+            raise DataError(f"field replica_values.{key} is not a list", where=str(path), fix=fix)
+        for i, value in enumerate(values):
+            _check_number(value, f"replica_values.{key}[{i}]", 0, None, path, fix)
+
+
+def _lookup(data: dict[str, Any], dotted: str, path: Path, fix: str) -> Any:
+    value: Any = data
+    parts = dotted.split(".")
+    for depth, part in enumerate(parts):
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            raise DataError(
+                f"field {'.'.join(parts[:depth])} is {_shown(value)}, not a mapping", where=str(path), fix=fix
+            )
+        value = value.get(part)
+    return value
+
+
+def _check_number(
+    value: Any, dotted: str, low: float | None, high: float | None, path: Path, fix: str
+) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise DataError(f"field {dotted} is {_shown(value)}, not a number", where=str(path), fix=fix)
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise DataError(f"field {dotted} is {_shown(value)}, not a finite number", where=str(path), fix=fix)
+    if (low is not None and number < low) or (high is not None and number > high):
+        bounds = f"from {low:g} to {high:g}" if high is not None else f"at least {low:g}"
+        raise DataError(f"field {dotted} is {number:g}; it must be {bounds}", where=str(path), fix=fix)
+
+
+def _shown(value: Any) -> str:
+    text = (
+        repr(value)
+        if not isinstance(value, int) or abs(value) < 10**30
+        else f"an integer of {len(str(abs(value)))} digits"
+    )
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def load_run(target: str) -> dict[str, Any]:
     """One run's figures: an executed window (read-only) or a simulate result."""
     path = Path(target)
-    if path.is_file():
+    if path.exists() and not path.is_dir():
         return {"target": target, "kind": "simulate", "name": path.stem, "data": _read_simulate(path)}
     from campaign.store import catalog
 
@@ -113,10 +200,22 @@ def _get(data: dict[str, Any], dotted: str) -> float | None:
 
 
 def _differs(first: float | None, other: float | None) -> bool:
+    """The two figures differ (in their first SIGNIFICANT digits), or exactly one is missing."""
     if first is None or other is None:
         return first is not other
-    scale = max(abs(first), abs(other))
-    return scale > 0 and abs(other - first) / scale > DIFF_REL
+    return f"{first:.{SIGNIFICANT}g}" != f"{other:.{SIGNIFICANT}g}"
+
+
+def shown_digits(values: list[float | None], differs: list[bool], digits: int) -> int:
+    """Decimals to show a row with: its usual `digits`, or more until each value that differs from the first reads
+    differently from it (up to MAX_DECIMALS)."""
+    first = values[0]
+    if first is None:
+        return digits
+    pairs = [v for v, d in zip(values, differs, strict=True) if d and v is not None]
+    while digits < MAX_DECIMALS and any(num(v, digits) == num(first, digits) for v in pairs):
+        digits += 1
+    return digits
 
 
 def comparison_table(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -136,14 +235,16 @@ def comparison_table(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for key, label, unit, digits in metrics:
         values = [_value(r, key) for r in runs]
         scale = 1e9 if unit == "B" else 1.0
+        scaled = [None if v is None else v / scale for v in values]
+        differs = [False] + [_differs(values[0], v) for v in values[1:]]
         rows.append(
             {
                 "key": key,
                 "label": label,
                 "unit": unit,
-                "digits": digits,
-                "values": [None if v is None else v / scale for v in values],
-                "differs": [False] + [_differs(values[0], v) for v in values[1:]],
+                "digits": shown_digits(scaled, differs, digits),
+                "values": scaled,
+                "differs": differs,
             }
         )
     return rows
@@ -315,12 +416,40 @@ def render_compare(runs: list[dict[str, Any]]) -> dict[str, Any]:
             for v, d in zip(row["values"], row["differs"], strict=True)
         ]
         md.append(f"| {row['label']} | {row['unit']} | " + " | ".join(cells) + " |")
-    md += ["", "Bold: differs from the first run by more than 1%.", ""]
+    md += ["", "Bold: differs from the first run.", ""]
     md += [f"- {r['name']}: window {r['window_advice']}" for r in runs if r["window_advice"]]
     return {"json": out_json, "html": html, "markdown": "\n".join(md) + "\n"}
 
 
+def compare_out_dir(out: str | Path) -> Path:
+    """The folder `--out` names, absolute, if campaign may write there: a new or empty folder, or one an earlier
+    comparison made (it has the marker). A folder holding anything else is refused: compare never overwrites a
+    user's own compare.html."""
+    root = Path(out).expanduser().resolve()
+    if root.exists() and not root.is_dir():
+        raise ConfigError(
+            f"{root} is a file, not a folder", where="--out", fix="pass a new folder for the comparison"
+        )
+    if root.is_dir() and not (root / COMPARE_MARKER).is_file() and any(root.iterdir()):
+        raise ConfigError(
+            f"{root} is not empty and is not a folder campaign wrote a comparison into (no {COMPARE_MARKER}); "
+            "campaign will not write into a folder it does not own",
+            where="--out",
+            fix="pass a new or empty folder with --out (or the folder of an earlier --compare)",
+        )
+    return root
+
+
 def write_compare(out_dir: Path, comparison: dict[str, Any]) -> tuple[Path, Path]:
+    """compare.html and compare.json in campaign's own folder `out_dir` (checked again here: the flow may run
+    later than the command that named it)."""
+    out_dir = compare_out_dir(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if not (out_dir / COMPARE_MARKER).is_file():
+        atomic_write_json(
+            out_dir / COMPARE_MARKER,
+            {"note": "campaign's own folder: `campaign analyse --compare` writes here"},
+        )
     html = atomic_write_text(out_dir / "compare.html", comparison["html"])
     path_json = atomic_write_json(out_dir / "compare.json", comparison["json"])
     return html, path_json

@@ -8,6 +8,7 @@ validation error reads `file:line: field.path: message` and says how to fix it.
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from pydantic_core import ErrorDetails
 
 from campaign.config.schema import WORKSPACE_PLACEHOLDER, CampaignConfig, config_digest
 from campaign.errors import ConfigError
+from campaign.files import FileTooLarge, NotRegularFile, read_bounded
 
 
 @dataclass(frozen=True)
@@ -72,12 +74,28 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
     )
 
 
+# A campaign file and the files it names are a few kilobytes: a bigger one is refused before it is read whole.
+MAX_CONFIG_BYTES = 1 << 20
+
+
 def _read_yaml(path: Path) -> tuple[Any, dict[KeyPath, Where], list[Path]]:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_bounded(path, MAX_CONFIG_BYTES).decode("utf-8")
     except FileNotFoundError:
         raise ConfigError(
             "config file not found", where=str(path), fix="check the path; configs live in configs/campaigns/"
+        ) from None
+    except NotRegularFile as exc:
+        raise ConfigError(
+            f"a config must be a regular file; this is {exc.strerror}",
+            where=str(path),
+            fix="pass a YAML file (configs live in configs/campaigns/)",
+        ) from None
+    except FileTooLarge as exc:
+        raise ConfigError(
+            f"config file too large: {exc.strerror} (a campaign file and the files it names are a few kilobytes)",
+            where=str(path),
+            fix="pass the campaign YAML file, not a data file",
         ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(
@@ -217,7 +235,7 @@ def _apply_override(data: dict, text: str, where: dict[KeyPath, Where]) -> None:
     if "=" not in text:
         raise ConfigError(f"override '{text}' has no '='", where="--set", fix="write --set dotted.key=value")
     dotted, raw = text.split("=", 1)
-    keys: list[str | int] = [int(k) if k.isdigit() else k for k in dotted.strip().split(".")]
+    keys = override_keys(dotted)
     try:
         value = parse_yaml(raw, f"--set {text}")[1] if raw.strip() else ""
     except ConfigError as err:
@@ -226,8 +244,8 @@ def _apply_override(data: dict, text: str, where: dict[KeyPath, Where]) -> None:
         value = raw
     node: Any = data
     for depth, key in enumerate(keys[:-1]):
-        if isinstance(node, list) and isinstance(key, int) and key < len(node):
-            node = node[key]
+        if isinstance(node, list):
+            node = node[_list_index(node, key, keys[:depth], dotted)]
             continue
         if not isinstance(node, dict):
             raise ConfigError(
@@ -237,13 +255,62 @@ def _apply_override(data: dict, text: str, where: dict[KeyPath, Where]) -> None:
             )
         node = node.setdefault(key, {})
     last = keys[-1]
-    is_list_item = isinstance(node, list) and isinstance(last, int) and last < len(node)
-    if not (is_list_item or isinstance(node, dict)):
+    if isinstance(node, list):
+        last = _list_index(node, last, keys[:-1], dotted)
+    elif not isinstance(node, dict):
         raise ConfigError(
             f"cannot set '{dotted}'", where="--set", fix="check the dotted key against the config file"
         )
     node[last] = value
     where[tuple(keys)] = (f"--set {text}", 0)
+
+
+_KEY_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]|\.")
+
+
+def override_keys(dotted: str) -> list[str | int]:
+    """The keys of a `--set` path: `cluster.failures.0.per_gpu_year` and `cluster.failures[0].per_gpu_year` are
+    the same path; a part of digits is a list index."""
+    text = dotted.strip()
+    keys: list[str | int] = []
+    pos = 0
+    while pos < len(text):
+        match = _KEY_PART.match(text, pos)
+        if match is None or (match.group(0) == "." and (pos == 0 or text[pos - 1] == ".")):
+            raise ConfigError(
+                f"cannot read the key '{dotted}' (at character {pos + 1})",
+                where="--set",
+                fix="write dotted.key=value; a list item is key.0 or key[0], e.g. cluster.failures[0].per_gpu_year=5000",
+            )
+        name, index = match.group(1), match.group(2)
+        if index is not None:
+            keys.append(int(index))
+        elif name is not None:
+            keys.append(int(name) if name.isdigit() else name)
+        pos = match.end()
+    if not keys or text.endswith("."):
+        raise ConfigError(
+            f"cannot read the key '{dotted}'", where="--set", fix="write dotted.key=value, e.g. seed=7"
+        )
+    return keys
+
+
+def _list_index(node: list[Any], key: str | int, prefix: list[str | int], dotted: str) -> int:
+    """`key` as an index of the list at `prefix`, or a ConfigError naming the list's length."""
+    where = _dotted(tuple(prefix)) or "(top level)"
+    if not isinstance(key, int):
+        raise ConfigError(
+            f"cannot set '{dotted}': {where} is a list, so the next key is an item's number, not '{key}'",
+            where="--set",
+            fix=f"write {where}.0 or {where}[0] for its first item",
+        )
+    if key >= len(node):
+        raise ConfigError(
+            f"cannot set '{dotted}': {where} has {len(node)} item(s), numbered from 0",
+            where="--set",
+            fix=f"use an index from 0 to {len(node) - 1}" if node else f"add the item to {where} in the file",
+        )
+    return key
 
 
 def _resolve_source_paths(data: dict, campaign_path: Path) -> None:
@@ -275,6 +342,10 @@ def _config_error(exc: ValidationError, where: dict[KeyPath, Where], path: Path)
     lines: list[str] = []
     for err in exc.errors():
         loc = tuple(k for k in err["loc"] if _is_yaml_key(k))
+        if (
+            err["type"] == "extra_forbidden" and err["loc"]
+        ):  # the unknown key is the user's, whatever it looks like
+            loc = (*(k for k in err["loc"][:-1] if _is_yaml_key(k)), err["loc"][-1])
         msg = _message(err, loc)
         if msg.startswith("@"):
             dotted, msg = msg[1:].split(": ", 1)
@@ -314,7 +385,7 @@ def _message(err: ErrorDetails, loc: KeyPath) -> str:
         # aliases are what users type
         if model:
             allowed = sorted((f.alias or n) for n, f in model.model_fields.items())
-        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        close = difflib.get_close_matches(str(loc[-1]), [a for a in allowed if a != str(loc[-1])], n=1)
         hint = f"; did you mean '{close[0]}'?" if close else ""
         return f"unknown key '{loc[-1]}'{hint} allowed keys: {', '.join(allowed)}"
     if kind == "missing":

@@ -41,6 +41,9 @@ from typing import Protocol, runtime_checkable
 
 from campaign.data.tokens import TOKENIZER_BACKEND, count_tokens_many
 from campaign.errors import ConfigError
+from campaign.files import read_bounded
+
+MAX_TOKENIZER_BYTES = 256 << 20  # the largest published tokenizer.json files are tens of MB
 
 OPENAI_ENCODINGS = ("cl100k_base", "o200k_base")
 ESTIMATES = ("gpt2-pretokens",)
@@ -193,7 +196,15 @@ class HuggingFaceTokenizer:
     def __init__(self, path: Path) -> None:
         from tokenizers import Tokenizer as HFTokenizer
 
-        raw = path.read_bytes()
+        try:
+            raw = read_bounded(path, MAX_TOKENIZER_BYTES)
+        except OSError as exc:  # not a regular file, too large, unreadable
+            raise ConfigError(
+                f"cannot read the tokenizer file: {exc.strerror or exc}",
+                where=str(path),
+                fix="point data.tokenizer at a tokenizer.json saved by HuggingFace tokenizers, "
+                "or use cl100k_base / o200k_base",
+            ) from None
         try:
             tok = HFTokenizer.from_str(raw.decode("utf-8", "replace"))
         except Exception as exc:  # tokenizers raises a bare Exception for a malformed file
@@ -353,7 +364,7 @@ def load_tokenizer(spec: str) -> Tokenizer:
     if path.suffix == ".json" or path.exists():
         if not path.is_file():
             raise ConfigError(
-                "tokenizer file not found",
+                "tokenizer file not found" if not path.exists() else "the tokenizer is not a regular file",
                 where=str(path),
                 fix="give the path of an existing tokenizer.json, or one of " + ", ".join(BUILTIN_SPECS),
             )

@@ -106,3 +106,73 @@ def test_missing_referenced_file(tmp_path):
 def test_bad_override_syntax():
     with pytest.raises(ConfigError, match="has no '='"):
         load_config(DEMO, ["cluster.nodes"])
+
+
+def test_a_list_item_is_set_by_bracket_or_dotted_index():
+    bracket = load_config(DEMO, ["cluster.failures[0].per_gpu_year=500"]).config
+    dotted = load_config(DEMO, ["cluster.failures.0.per_gpu_year=500"]).config
+    assert bracket.cluster.failures[0].per_gpu_year == 500
+    assert bracket == dotted
+
+
+@pytest.mark.parametrize(
+    ("override", "said"),
+    [
+        ("cluster.failures[99].per_gpu_year=1", r"cluster.failures has \d+ item\(s\), numbered from 0"),
+        ("cluster.failures.x.per_gpu_year=1", "is a list, so the next key is an item's number"),
+        ("cluster.failures[x].per_gpu_year=1", "cannot read the key"),
+        ("cluster..nodes=1", "cannot read the key"),
+        ("cluster.nodes.=1", "cannot read the key"),
+    ],
+)
+def test_a_bad_list_index_in_an_override_names_the_list(override, said):
+    with pytest.raises(ConfigError, match=said) as err:
+        load_config(DEMO, [override])
+    assert err.value.where == "--set" and "did you mean" not in err.value.render()
+
+
+def test_an_unknown_key_never_suggests_itself(tmp_path):
+    text = DEMO.read_text().replace("  spare_nodes: 3\n", "  spare_nodes: 3\n  'odd[0]': 1\n")
+    path = tmp_path / "odd.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    message = err.value.render()
+    assert "cluster.odd[0]: unknown key 'odd[0]'" in message
+    assert "did you mean 'cluster'" not in message
+    with pytest.raises(ConfigError) as err:
+        load_config(DEMO, ["cluster.failures[0].per_gpu_yaer=5000"])
+    assert "unknown key 'per_gpu_yaer'; did you mean 'per_gpu_year'?" in err.value.render()
+
+
+@pytest.mark.parametrize("special", ["/dev/zero", "fifo"])
+def test_a_config_that_is_not_a_regular_file_is_refused_without_reading_it(tmp_path, special):
+    import os
+
+    target = special
+    if special == "fifo":
+        target = str(tmp_path / "campaign.yaml")
+        os.mkfifo(target)  # open() without O_NONBLOCK would wait for a writer forever
+    with pytest.raises(ConfigError, match="not a regular file") as err:
+        load_config(target)
+    assert err.value.where == target
+    import yaml
+
+    data = yaml.safe_load(DEMO.read_text())
+    data["model"] = target  # a section that names another file: that file is read under the same rule
+    ref = tmp_path / "ref.yaml"
+    ref.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError, match="not a regular file") as err:
+        load_config(ref)
+    assert target in err.value.render()
+
+
+def test_a_config_larger_than_the_bound_is_refused_before_it_is_read_whole(tmp_path, monkeypatch):
+    from campaign.config import loader
+
+    big = tmp_path / "big.yaml"
+    big.write_text("name: x\n" + "# padding\n" * 200)
+    monkeypatch.setattr(loader, "MAX_CONFIG_BYTES", 1000)
+    with pytest.raises(ConfigError, match="config file too large") as err:
+        load_config(big)
+    assert err.value.where == str(big)
