@@ -34,10 +34,12 @@ from tasks.prepare import (
 @flow(name="prepare-shards")
 def prepare_shards_flow(data: DataConfig, ws) -> PrepareRecord:
     """Plan, clean every shard (mapped), dedup, finalise every source (mapped), write the manifest."""
-    shards = plan_shards_task(data, ws.data_dir)
-    summaries = [f.result() for f in clean_shard.map(shards, unmapped(data), unmapped(ws.data_dir))]
+    plan = plan_shards_task(data, ws.data_dir)
+    summaries = [f.result() for f in clean_shard.map(plan.shards, unmapped(data), unmapped(ws.data_dir))]
     keep_workers(len(data.sources))  # the local runner's idle worker processes beyond one per source end here
-    stats = dedup_task(summaries, data, ws.data_dir)
+    stats = dedup_task(
+        summaries, data, ws.data_dir, plan.problems
+    )  # every unusable input named, in one error
     names = [s.name for s in data.sources]
     results = [f.result() for f in finalise_task.map(names, unmapped(summaries), unmapped(ws.data_dir))]
     return write_manifest_task(data, ws, summaries, results, stats)

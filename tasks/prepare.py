@@ -10,7 +10,7 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_table_artifact
 
 from campaign.config import DataConfig
-from campaign.data.inputs import Shard
+from campaign.data.inputs import InputPlan, InputProblem, Shard
 from campaign.data.manifest import Manifest
 from campaign.data.pipeline import (
     DedupStats,
@@ -56,11 +56,16 @@ def ensure_demo_inputs(data: DataConfig, seed: int) -> int:
 
 
 @task(name="plan-shards", cache_policy=None)
-def plan_shards_task(data: DataConfig, data_dir: Path) -> list[Shard]:
+def plan_shards_task(data: DataConfig, data_dir: Path) -> InputPlan:
     start_run(data_dir)
-    shards = plan_run(data)
-    get_run_logger().info("%d shards from %d files", len(shards), len({s.path for s in shards}))
-    return shards
+    plan = plan_run(data)
+    get_run_logger().info(
+        "%d shards from %d files%s",
+        len(plan.shards),
+        len({s.path for s in plan.shards}),
+        f"; {len(plan.problems)} unusable, named after the shards ran" if plan.problems else "",
+    )
+    return plan
 
 
 @task(name="clean-shard", cache_policy=None, task_run_name="clean-shard-{shard.key}")
@@ -74,8 +79,10 @@ def clean_shard(shard: Shard, data: DataConfig, data_dir: Path) -> ShardSummary:
 
 
 @task(name="dedup", cache_policy=None)
-def dedup_task(summaries: list[ShardSummary], data: DataConfig, data_dir: Path) -> DedupStats:
-    check_problems(summaries)
+def dedup_task(
+    summaries: list[ShardSummary], data: DataConfig, data_dir: Path, planned: list[InputProblem]
+) -> DedupStats:
+    check_problems(summaries, planned)
     stats = in_worker(dedup_pass, summaries, data, work_dir_of(data_dir))
     get_run_logger().info(
         "dedup: %d exact duplicates, %d near duplicates in %d clusters (largest %d)",

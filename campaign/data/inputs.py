@@ -11,8 +11,11 @@ Shards: a JSONL file larger than `shard_bytes` is split into byte ranges (each r
 file is one shard (a gzip stream cannot be entered in the middle). Shards are numbered in the order that
 defines "first occurrence" for dedup: sources in config order, files sorted by path, parts in file order.
 
-Unreadable inputs: `plan_shards` checks every matched file (exists, readable, Parquet footer and columns)
-and reports every problem of the run in one DataError, each with its fix, instead of stopping at the first.
+Unreadable inputs: `plan_inputs` checks every matched file (a regular file, readable, Parquet footer and
+columns) and returns the problems beside the shards of the usable files; prepare runs those shards, then reports
+these problems with the ones found reading (a truncated gzip, a corrupt page) in one DataError, each with its
+fix, instead of one class of problem per run. Only a regular file is an input: a FIFO matched by a glob would
+block `open()` forever and a link to `/dev/zero` never ends, so each is named as a problem and never opened.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import pyarrow.parquet as pq
 
 from campaign.config import DataConfig, SourceConfig
 from campaign.errors import DataError
+from campaign.files import NotRegularFile, check_regular, open_regular
 
 _GLOB_CHARS = set("*?[")
 
@@ -82,7 +86,7 @@ def expand_glob(pattern: str) -> list[Path]:
     parts = Path(pattern).parts
     if not _GLOB_CHARS & set(pattern):
         path = Path(pattern)
-        return [path] if path.is_file() else []
+        return [path] if _is_file_like(path) else []
     root = glob_root(pattern)
     rest = parts[len(root.parts) :]
     seen_dirs: set[tuple[int, int, tuple[str, ...]]] = set()
@@ -128,6 +132,11 @@ def _is_dir(entry: os.DirEntry) -> bool:
         return False
 
 
+def _is_file_like(path: Path) -> bool:
+    """Anything but a folder (a FIFO or a device too, so the read check names it), or a link (a dangling one too)."""
+    return path.is_symlink() or (path.exists() and not path.is_dir())
+
+
 def _walk(directory: Path, parts: tuple[str, ...], seen_dirs: set, found: list[Path]) -> None:
     if not parts:
         return
@@ -154,7 +163,7 @@ def _walk_no_enter(directory: Path, parts: tuple[str, ...], seen_dirs: set, foun
     if not wildcard:
         candidate = directory / head
         if not tail:
-            if candidate.is_file() or candidate.is_symlink():
+            if _is_file_like(candidate):
                 found.append(candidate)
         elif candidate.is_dir():
             _walk_child(candidate, tail, seen_dirs, found)
@@ -235,10 +244,31 @@ def _kind(source: SourceConfig, path: Path) -> str:
     return "jsonl.gz" if path.name.endswith(".gz") else "jsonl"
 
 
+@dataclass(frozen=True)
+class InputPlan:
+    """The shards of every usable input, in global order, and a problem for each input that is not usable.
+
+    `is_config_problem`: a source matched nothing (the config is wrong, so no shard is worth running)."""
+
+    shards: list[Shard]
+    problems: list[InputProblem]
+    is_config_problem: bool = False
+
+
 def plan_shards(data: DataConfig) -> list[Shard]:
     """Every shard of the run in global order. Raises one DataError naming every unusable input."""
+    plan = plan_inputs(data)
+    if plan.problems:
+        raise problems_error(plan.problems)
+    return plan.shards
+
+
+def plan_inputs(data: DataConfig) -> InputPlan:
+    """The shards of the usable inputs and the problems of the others (each file checked, none opened unless
+    it is a regular file). Shard indices are dense over the usable files."""
     shards: list[Shard] = []
     problems: list[InputProblem] = []
+    no_match = False
     for s_index, source in enumerate(data.sources):
         try:
             files = source_files(source, s_index)
@@ -246,13 +276,23 @@ def plan_shards(data: DataConfig) -> list[Shard]:
             problems.append(
                 InputProblem(err.where or f"data.sources[{s_index}].path", err.message, err.fix or "")
             )
+            no_match = True
             continue
         for f_index, (path, name) in enumerate(files):
             kind = _kind(source, path)
             try:
-                size = path.stat().st_size
-                with open(path, "rb") as handle:
-                    handle.read(1)
+                size = check_regular(path).st_size
+                os.close(open_regular(path))
+            except NotRegularFile as exc:
+                problems.append(
+                    InputProblem(
+                        str(path),
+                        f"{exc.strerror}: campaign reads only regular files (a FIFO would block, a device "
+                        "may never end)",
+                        f"remove it, or narrow data.sources[{s_index}].path so the glob does not match it",
+                    )
+                )
+                continue
             except OSError as exc:
                 problems.append(
                     InputProblem(
@@ -292,9 +332,7 @@ def plan_shards(data: DataConfig) -> list[Shard]:
                         kind=kind,
                     )
                 )
-    if problems:
-        raise problems_error(problems)
-    return shards
+    return InputPlan(shards=shards, problems=problems, is_config_problem=no_match)
 
 
 class _Problem(Exception):

@@ -39,7 +39,7 @@ from campaign.config import DataConfig
 from campaign.data.dedup import EXACT_DUPLICATE
 from campaign.data.filters import filter_reasons
 from campaign.data.global_dedup import DEDUP_FILE, NEAR_DUPLICATE, DedupStats, dedup_pass
-from campaign.data.inputs import InputProblem, Shard, plan_shards, problems_error
+from campaign.data.inputs import InputPlan, InputProblem, Shard, plan_inputs, problems_error
 from campaign.data.manifest import (
     CLEAN_DIR,
     MANIFEST_NAME,
@@ -105,16 +105,22 @@ def work_dir_of(data_dir: Path) -> Path:
 # ------------------------------------------------------------------------------------------------ stages
 
 
-def plan_run(data: DataConfig) -> list[Shard]:
-    """Every shard of the run; raises one DataError naming every unusable input. Checks `data.tokenizer`
-    first, so a bad one fails before any work (without building a vocabulary here: the workers do)."""
+def plan_run(data: DataConfig) -> InputPlan:
+    """The shards of every usable input and the problems of the others. Checks `data.tokenizer` first, so a
+    bad one fails before any work (without building a vocabulary here: the workers do). Raises at once when a
+    source matched nothing, or no input is usable: then no shard is worth running. Otherwise the usable shards
+    run and `check_problems` names these problems with those found while reading, in one error."""
     check_spec(data.tokenizer)
-    return plan_shards(data)
+    plan = plan_inputs(data)
+    if plan.problems and (plan.is_config_problem or not plan.shards):
+        raise problems_error(plan.problems)
+    return plan
 
 
-def check_problems(summaries: Sequence[ShardSummary]) -> None:
-    """Raise one DataError listing every file that failed part-way through its shard."""
-    problems = [InputProblem(**s.problem) for s in summaries if s.problem]
+def check_problems(summaries: Sequence[ShardSummary], planned: Sequence[InputProblem] = ()) -> None:
+    """Raise one DataError listing every unusable input: those found when planning (`planned`) and every file
+    that failed part-way through its shard."""
+    problems = [*planned, *(InputProblem(**s.problem) for s in summaries if s.problem)]
     if problems:
         unique = list({(p.where, p.message): p for p in problems}.values())
         raise problems_error(unique)
@@ -514,10 +520,10 @@ def prepare_data(
     """All stages in one process (tests, benchmarks): plan, shards, dedup, finalise, manifest."""
     data_dir = Path(data_dir)
     start_run(data_dir)
-    shards = plan_run(data)
+    plan = plan_run(data)
     work_dir = work_dir_of(data_dir)
-    summaries = list(map_shards(lambda shard: run_shard(shard, data, work_dir), shards))
-    check_problems(summaries)
+    summaries = list(map_shards(lambda shard: run_shard(shard, data, work_dir), plan.shards))
+    check_problems(summaries, plan.problems)
     stats = dedup_pass(summaries, data, work_dir)
     results = [finalise_source(s.name, summaries, data_dir) for s in data.sources]
     manifest = write_run_manifest(data, data_dir, summaries, results, stats)

@@ -158,3 +158,57 @@ def test_a_folder_named_with_brackets_is_found_when_escaped_and_the_error_says_h
     assert "[[]" in err.value.fix and "data.sources[0].path" in err.value.where
     escaped = f"{tmp_path}/run [[]v2[]]/*.jsonl"
     assert [p.name for p, _ in source_files(_source(escaped))] == ["a.jsonl"]
+
+
+def test_a_fifo_and_a_device_matched_by_a_glob_are_named_and_never_opened(tmp_path: Path) -> None:
+    web = tmp_path / "web"
+    web.mkdir()
+    good = web / "a.jsonl"
+    good.write_text(json.dumps({"text": GOOD}) + "\n")
+    fifo = web / "b.jsonl"
+    os.mkfifo(fifo)  # open() would wait for a writer forever
+    zero = web / "c.jsonl"
+    os.symlink("/dev/zero", zero)  # read() would never end
+    single = tmp_path / "single.jsonl"
+    os.mkfifo(single)
+    data = DataConfig(sources=(_source(web / "*.jsonl"), _source(single, name="one")))
+    with pytest.raises(DataError) as err:
+        plan_shards(data)
+    text = err.value.render()
+    assert "2 input file(s)" not in text and "3 input file(s) cannot be read" in text
+    assert f"{fifo}: a FIFO (named pipe), not a regular file" in text
+    assert f"{zero}: a character device, not a regular file" in text
+    assert f"{single}: a FIFO" in text
+    assert str(good) not in text and "narrow data.sources[0].path" in text
+
+
+def test_prepare_names_every_unreadable_input_in_one_run(tmp_path: Path) -> None:
+    """A corrupt Parquet footer is found before the shards run, a truncated gzip only while reading: one error
+    names both (and a FIFO), and the usable files' shards are done for the rerun."""
+    import gzip
+
+    from campaign.data import prepare_data
+
+    web, docs = tmp_path / "web", tmp_path / "docs"
+    web.mkdir()
+    docs.mkdir()
+    data = gzip.compress(b"".join(json.dumps({"text": f"{GOOD} {i}"}).encode() + b"\n" for i in range(3000)))
+    (web / "cut.jsonl.gz").write_bytes(data[: len(data) // 2])
+    (web / "fine.jsonl.gz").write_bytes(gzip.compress(json.dumps({"text": GOOD}).encode() + b"\n"))
+    os.mkfifo(web / "pipe.jsonl.gz")
+    broken = docs / "x.parquet"
+    pq.write_table(pa.table({"text": [GOOD] * 50}), broken)
+    broken.write_bytes(broken.read_bytes()[:-30])
+    pq.write_table(pa.table({"text": [GOOD + " parquet"] * 5}), docs / "y.parquet")
+    cfg = DataConfig(
+        sources=(
+            _source(web / "*.jsonl.gz"),
+            _source(docs / "*.parquet", "parquet", name="docs"),
+        )
+    )
+    with pytest.raises(DataError) as err:
+        prepare_data(cfg, tmp_path / "data", keep_work=True)
+    text = err.value.render()
+    assert "3 input file(s) cannot be read" in text
+    assert "cut.jsonl.gz" in text and "x.parquet" in text and "pipe.jsonl.gz" in text
+    assert "fine.jsonl.gz" not in text and "y.parquet" not in text
