@@ -638,6 +638,7 @@ def calendar_maintenance(
             duration=timedelta(seconds=round(hours * 3600)),
             start=parse_moment(start, "--start"),
             note=reason,
+            start_given_by="--start",
         ),
         store.now(),
     )

@@ -354,6 +354,7 @@ class BookingRequest:
     config_digest: str | None = None
     data_digest: str | None = None
     note: str = ""
+    start_given_by: str = "window.start"  # what the user set the start with: a config key or a command option
 
 
 def book(path: Path, identity: ClusterIdentity, request: BookingRequest, now: datetime) -> Booking:
@@ -394,12 +395,17 @@ def book(path: Path, identity: ClusterIdentity, request: BookingRequest, now: da
         else:
             start = utc_seconds(request.start)
             if start < now:
+                soon = ceil_minute(now + timedelta(hours=1)).isoformat()
+                given_by = request.start_given_by
                 raise ConfigError(
                     f"the window starts at {start.isoformat()}, which is in the past (now {now.isoformat()})",
-                    where="window.start",
-                    fix="set window.start to a future time (e.g. --set window.start="
-                    f"{ceil_minute(now + timedelta(hours=1)).isoformat()}), or to auto for the "
-                    "earliest free start",
+                    where=given_by,
+                    fix=(
+                        f"set window.start to a future time (e.g. --set window.start={soon}), or to auto for the "
+                        "earliest free start"
+                        if given_by == "window.start"
+                        else f"pass a future {given_by} (e.g. {given_by} {soon})"
+                    ),
                 )
         end = start + request.duration
         holders = blocking(state.bookings, start, end, request.nodes, state.total_nodes)
@@ -512,7 +518,18 @@ def cancel(path: Path, commitment_id: str, reason: str, now: datetime) -> Bookin
                 "cluster with --cluster / --calendar)",
             )
         if booking.status == "cancelled":
-            return booking
+            when = first_row(
+                con,
+                "SELECT event_at, detail FROM booking_events WHERE booking_id = ? AND event = 'cancelled' "
+                "ORDER BY event_at DESC LIMIT 1",
+                [booking.booking_id],
+            )
+            said = f"on {_iso(when['event_at'])} ({when['detail']})" if when else f"earlier ({booking.note})"
+            raise Refused(
+                f"commitment {commitment_id} was already cancelled {said}; nothing to release",
+                where=str(path),
+                fix="nothing to do: its capacity is already free (`campaign calendar show` lists it as cancelled)",
+            )
         if booking.status == "executed":
             raise Refused(
                 f"commitment {commitment_id} was already executed (it ended {_iso(booking.held_until)}); "

@@ -198,6 +198,26 @@ def test_bad_calendar_input_names_the_value_and_changes_nothing(team_a, demo_inp
         ],
         "40 nodes is larger than the cluster 'demo-h100-16' (32 nodes)",
     )
+    # A maintenance window in the past: the option the user typed is named, not a config key.
+    refused(
+        2,
+        [
+            "calendar",
+            "maintenance",
+            str(DEMO),
+            "--workspace",
+            str(ws),
+            "--start",
+            "2020-01-01",
+            "--hours",
+            "4",
+            "--reason",
+            "rack swap",
+            *set_args(sets),
+        ],
+        "--start: the window starts at 2020-01-01T00:00:00+00:00, which is in the past",
+        "pass a future --start",
+    )
     # A campaign larger than the cluster is caught when its config loads.
     refused(
         2,

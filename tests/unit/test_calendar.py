@@ -541,3 +541,23 @@ def test_a_config_without_total_nodes_takes_the_calendars_size(tmp_path):
     assert shrunk.start == T0
     with pytest.raises(Refused, match="capacity \\(32 nodes\\)"):
         cal.book(path, unsized, _request("c-3", nodes=11, start=T0 + DAY), NOW)
+
+
+def test_cancelling_a_cancelled_booking_is_refused_naming_when(tmp_path):
+    path = tmp_path / "cal.duckdb"
+    cal.book(path, _identity(), _request("c-1"), NOW)
+    cal.cancel(path, "c-1", "data redo", NOW)
+    before = path.read_bytes()
+    with pytest.raises(Refused) as err:
+        cal.cancel(path, "c-1", "again", NOW + timedelta(hours=1))
+    assert err.value.exit_code == 3
+    assert "c-1 was already cancelled on 2026-12-01T12:00:00Z (data redo)" in err.value.message
+    assert path.read_bytes() == before
+
+
+def test_a_past_start_names_the_option_the_user_gave(tmp_path):
+    request = replace(_request("m-1", start=datetime(2020, 1, 1, tzinfo=UTC)), start_given_by="--start")
+    with pytest.raises(ConfigError) as err:
+        cal.book(tmp_path / "cal.duckdb", _identity(), request, NOW)
+    assert err.value.where == "--start" and "window.start" not in err.value.render()
+    assert "pass a future --start" in err.value.fix
