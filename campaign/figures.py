@@ -25,3 +25,15 @@ def pct(value: Any, digits: int = 1) -> str:
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "n/a"
     return f"{value * 100:.{digits}f}%"
+
+
+_MARKDOWN_SPECIALS = "\\`*_[]<>|#"
+
+
+def md_cell(text: Any) -> str:
+    """Text as it may stand in a Markdown table cell: a `|` would end the cell (and break the table), a newline
+    the row, and `*`, `_`, backticks, brackets or `<` would turn a name into formatting, a link or HTML; each is
+    escaped with a backslash (`&`, `<`, `>` also as HTML entities), so the cell reads as the name was written."""
+    out = str(text).replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
+    out = "".join("\\" + ch if ch in _MARKDOWN_SPECIALS else ch for ch in out)
+    return out.replace("&", "&amp;").replace("\\<", "&lt;").replace("\\>", "&gt;")

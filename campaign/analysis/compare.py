@@ -18,7 +18,7 @@ from campaign import goodput
 from campaign.analysis.analysis import analyse_window, analysis_workspace
 from campaign.analysis.report import css, environment
 from campaign.errors import ConfigError, DataError
-from campaign.figures import num
+from campaign.figures import md_cell, num
 from campaign.files import FileTooLarge, NotRegularFile, atomic_write_json, atomic_write_text, read_bounded
 
 # Two figures differ when they differ in their first SIGNIFICANT digits (or one is missing): equal up to float
@@ -407,7 +407,7 @@ def render_compare(runs: list[dict[str, Any]]) -> dict[str, Any]:
     md = [
         "# Runs side by side",
         "",
-        "| figure | unit | " + " | ".join(names) + " |",
+        "| figure | unit | " + " | ".join(md_cell(n) for n in names) + " |",
         "| --- | --- |" + " ---: |" * len(names),
     ]
     for row in table:
@@ -417,7 +417,7 @@ def render_compare(runs: list[dict[str, Any]]) -> dict[str, Any]:
         ]
         md.append(f"| {row['label']} | {row['unit']} | " + " | ".join(cells) + " |")
     md += ["", "Bold: differs from the first run.", ""]
-    md += [f"- {r['name']}: window {r['window_advice']}" for r in runs if r["window_advice"]]
+    md += [f"- {md_cell(r['name'])}: window {r['window_advice']}" for r in runs if r["window_advice"]]
     return {"json": out_json, "html": html, "markdown": "\n".join(md) + "\n"}
 
 

@@ -9,13 +9,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import jinja2
+import markupsafe
 import numpy as np
 import pandas as pd
 
 from campaign.analysis.power_detail import zoom, zoom_moments
 from campaign.analysis.report_inputs import ReportInputs
 from campaign.analysis.statistics import checkpoint_overhead
-from campaign.figures import num, pct
+from campaign.figures import md_cell, num, pct
 from campaign.files import atomic_write_text
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ def environment() -> jinja2.Environment:
     )
     env.filters["num"] = num
     env.filters["pct"] = pct
+    env.filters["md"] = lambda text: markupsafe.Markup(md_cell(text))  # already escaped for Markdown and HTML
     return env
 
 

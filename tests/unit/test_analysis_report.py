@@ -300,3 +300,27 @@ def test_the_power_band_is_the_per_minute_min_mean_max_per_bin(report):
     assert (band["min_mw"] <= band["mean_mw"] + 1e-12).all() and (
         band["mean_mw"] <= band["max_mw"] + 1e-12
     ).all()
+
+
+def test_a_markdown_special_in_a_category_name_keeps_report_md_tables_whole(report):
+    import copy
+    from types import SimpleNamespace
+
+    from campaign.analysis.report import render_markdown
+
+    result = copy.deepcopy(report[6].result)
+    assert result["failures"], "the demo window has failure categories"
+    result["failures"][0]["category"] = "gpu|hbm *bold* `code` [link](x) <b>x</b> a\\|b"
+    figures = {k: SimpleNamespace(svg="<svg/>") for k in ("timeline", "waterfall", "failures", "power")}
+    markdown = render_markdown(result, figures)  # type: ignore[arg-type]
+    lines = markdown.splitlines()
+    header = lines.index("| category | observed | expected | 95% Poisson range |")
+    rows = lines[header + 2 : header + 2 + len(result["failures"])]
+
+    def cells(line: str) -> int:
+        return len(re.findall(r"(?<!\\)\|", line.replace("\\\\", "")))
+
+    assert all(cells(row) == cells(lines[header]) for row in rows), rows
+    assert rows[0].startswith(
+        "| gpu\\|hbm \\*bold\\* \\`code\\` \\[link\\](x) &lt;b&gt;x&lt;/b&gt; a\\\\\\|b |"
+    )
