@@ -7,6 +7,8 @@ never exceptions.
 
 from __future__ import annotations
 
+import errno
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -71,6 +73,55 @@ class WorkspaceBusy(CampaignError):
     """Another process holds the workspace lock."""
 
     exit_code = 4
+
+
+class DiskFull(CampaignError):
+    """The disk (or the user's quota) is full: the environment, not the input, and not a bug in campaign."""
+
+    exit_code = 74  # EX_IOERR of sysexits.h, as 70 is its EX_SOFTWARE
+
+    RESUME_FIX = (
+        "free space on that disk (`df -h` shows how much is left), then run the same command again: it resumes, "
+        "keeping the work already finished (prepared shards, recorded gates); nothing half-written is trusted"
+    )
+
+    @classmethod
+    def writing(cls, where: str | None, detail: str = "") -> DiskFull:
+        place = f" writing {where}" if where else ""
+        said = f" ({detail})" if detail else ""
+        return cls(f"the disk is full{place}{said}", where=where, fix=cls.RESUME_FIX)
+
+
+_NO_SPACE_TEXT = (
+    "no space left on device",
+    "disk quota exceeded",
+    "not enough space on the disk",
+    "database or disk is full",  # SQLite's words (the Prefect API's run history)
+)
+_QUOTED_PATH = re.compile(r"""["'](/[^"']+)["']""")
+
+
+def disk_full(exc: BaseException) -> DiskFull | None:
+    """The DiskFull an exception stands for, if it or one in its chain (cause or context) is a full disk: an
+    OSError with ENOSPC or EDQUOT, or a library's own error saying so in its text (DuckDB, Arrow, Great
+    Expectations wrap the OSError). None for anything else."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, DiskFull):
+            return current
+        if isinstance(current, OSError) and current.errno in (errno.ENOSPC, errno.EDQUOT):
+            where = current.filename if isinstance(current.filename, str) else None
+            return DiskFull.writing(where, current.strerror or "")
+        text = str(current)
+        if any(phrase in text.lower() for phrase in _NO_SPACE_TEXT):
+            path = _QUOTED_PATH.search(text)
+            return DiskFull.writing(
+                path.group(1) if path else None, text.splitlines()[0][:200] if text else ""
+            )
+        current = current.__cause__ or current.__context__
+    return None
 
 
 class InternalError(CampaignError):

@@ -17,6 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from campaign.errors import DiskFull, disk_full
+
 if (
     TYPE_CHECKING
 ):  # pyarrow costs a config load (campaign plan) a quarter of a second: imported where it writes
@@ -47,6 +49,22 @@ class NotRegularFile(OSError):
 
 class FileTooLarge(OSError):
     """The file is larger than the bound its reader allows."""
+
+
+FULL_BELOW_BYTES = 1 << 20  # a disk with less than this free to the user cannot take a catalog transaction
+
+
+def disk_is_full(path: str | Path) -> bool:
+    """Whether the disk that holds `path` (or its nearest existing parent) has less than FULL_BELOW_BYTES free to
+    this user; False when it cannot be told."""
+    probe = Path(path)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        st = os.statvfs(probe)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < FULL_BELOW_BYTES
 
 
 def file_kind(mode: int) -> str:
@@ -110,10 +128,17 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        _raise_if_disk_full(exc, path)
         raise
     return path
+
+
+def _raise_if_disk_full(exc: BaseException, path: Path) -> None:
+    """A write that failed for want of space is a DiskFull naming the file (the partial temporary file is gone)."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        raise DiskFull.writing(str(path), exc.strerror or "") from None
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:
@@ -138,8 +163,10 @@ def atomic_write_parquet(path: str | Path, table: pa.Table) -> Path:
         with open(tmp, "rb") as handle:
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, Exception) and disk_full(exc) is not None:  # Arrow says it in its own error's text
+            raise DiskFull.writing(str(path), str(exc).splitlines()[0][:200]) from None
         raise
     return path
 

@@ -4,7 +4,7 @@ Shared by the `campaign` command (campaign_cli/cli.py, which nothing imports) an
 `python -m flows.<stage>` entry point, which imports it inside its `__main__` block, never at module level.
 
 Exit codes: 0 done; 1 a gate failed or a plan does not fit; 2 bad input; 3 refused; 4 workspace busy;
-70 an internal error (a bug).
+70 an internal error (a bug); 74 the disk is full.
 """
 
 import argparse
@@ -17,8 +17,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from campaign.errors import CampaignError, ConfigError, GateFailed, InternalError
+from campaign.errors import CampaignError, ConfigError, DiskFull, GateFailed, InternalError, disk_full
 from campaign.figures import tokens_b
+from campaign.files import disk_is_full
 
 BUG_FIX = (
     "this is a bug in campaign, not your input; rerun with CAMPAIGN_DEBUG=1 to see the traceback (the "
@@ -44,6 +45,9 @@ def finish(state: Any) -> Any:
     except CampaignError:
         raise
     except Exception as exc:  # any other exception is a bug: report it as one, without a traceback
+        full = disk_full(exc)  # ... but a full disk is the environment's
+        if full is not None:
+            raise full from None
         raise InternalError(f"{state.name}: {state.message or exc}", fix=BUG_FIX) from None
     raise InternalError(f"{state.name}: {state.message}", fix=BUG_FIX)
 
@@ -67,6 +71,10 @@ def exit_code_of(command: Callable[[], Any]) -> int:
             return 2
         if isinstance(exit_code, int):  # typer.Exit(code): the command's chosen exit code
             return exit_code
+        full = disk_full(exc)
+        if full is not None:
+            say(f"error: {full.render()}")
+            return full.exit_code
         if os.environ.get("CAMPAIGN_DEBUG"):
             raise
         say(
@@ -116,9 +124,19 @@ def prefect_api(ws: Any = None, warm: Callable[[], object] | None = None) -> Ite
     from campaign_cli.local_api import local_api
 
     home = ws.root / ".prefect" if ws is not None and store.is_workspace(ws) else None
-    with local_api(home, warm):
-        console_without_tracebacks()
-        yield
+    try:
+        with local_api(home, warm):
+            console_without_tracebacks()
+            yield
+    except Exception as exc:
+        # The private API keeps its run history on the workspace's disk: when that disk is full, the API answers
+        # 500 to every call, and the full disk (not the HTTP error) is what the user must hear about.
+        if isinstance(exc, CampaignError) or home is None or not disk_is_full(home):
+            raise
+        raise DiskFull.writing(
+            str(home),
+            f"the command's Prefect API keeps its run history there and failed: {type(exc).__name__}",
+        ) from None
 
 
 # Each stage's flow and its module. A command imports only its own stage's flow: importing all of them (Great

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from campaign import store
 from campaign.data import read_manifest
-from campaign.errors import CampaignError
+from campaign.errors import CampaignError, disk_full
 from campaign.readiness import require_prepared
 from flows.forms import Setting, config_field_schema, overrides_field_schema, setting_overrides
 
@@ -81,6 +81,11 @@ def fails_cleanly(fn: Callable[P, R]) -> Callable[P, R | State]:
             return fn(*args, **kwargs)
         except CampaignError as err:
             return failed(err)
+        except Exception as exc:
+            full = disk_full(exc)  # a full disk is the environment's, however a library wrapped it
+            if full is None:
+                raise
+            return failed(full)
 
     return run
 
@@ -108,14 +113,22 @@ def stage_run(
             yield run_id
         except CampaignError as err:
             status = "refused" if err.exit_code == 3 else "failed"
-            store.finish_run(ws, run_id, status, err.render(), data_digest=_data_digest(ws))
+            _record_failure(ws, run_id, status, err.render(), err)
             raise
         except BaseException as err:
-            store.finish_run(
-                ws, run_id, "failed", f"{type(err).__name__}: {err}", data_digest=_data_digest(ws)
-            )
+            _record_failure(ws, run_id, "failed", f"{type(err).__name__}: {err}", err)
             raise
         store.finish_run(ws, run_id, "completed", data_digest=_data_digest(ws))
+
+
+def _record_failure(ws: store.Workspace, run_id: str, status: str, text: str, err: BaseException) -> None:
+    """Record how the stage ended; when the disk is full, recording needs space too, and the full disk (not the
+    catalog's failure to write) is what the user must hear about."""
+    try:
+        store.finish_run(ws, run_id, status, text, data_digest=_data_digest(ws))
+    except Exception:
+        if disk_full(err) is None:
+            raise
 
 
 def _data_digest(ws: store.Workspace) -> str | None:
@@ -128,10 +141,12 @@ def _data_digest(ws: store.Workspace) -> str | None:
 
 
 class _ExpectedErrorFilter(logging.Filter):
-    """Drop the traceback from Prefect's log of a CampaignError: it is a message for the user, not a bug."""
+    """Drop the traceback from Prefect's log of a CampaignError (and of a full disk, however a library wrapped
+    it): it is a message for the user, not a bug."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info and isinstance(record.exc_info[1], CampaignError):
+        error = record.exc_info[1] if record.exc_info else None
+        if error is not None and (isinstance(error, CampaignError) or disk_full(error) is not None):
             record.exc_info = None
             record.exc_text = None
             record.campaign_expected = (

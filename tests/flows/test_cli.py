@@ -322,3 +322,26 @@ def test_the_terminal_drops_outcomes_the_command_prints_itself():
     assert not _said_once(record("Task run failed with exception: Refused(...)", campaign_expected=True))
     assert _said_once(record("Finished in state Completed()"))
     assert _said_once(record("Beginning flow run 'validate-demo-20261201-000000' for flow 'validate'"))
+
+
+def test_a_full_disk_inside_a_flow_ends_it_cleanly_as_disk_full_not_a_bug():
+    """Great Expectations, DuckDB or Arrow wrap the OSError of a full disk in their own errors: the flow still
+    ends in a clean Failed state carrying DiskFull (exit 74), never an internal error (exit 70)."""
+    import errno
+
+    from campaign.errors import DiskFull
+    from campaign_cli.terminal import finish
+    from flows.common import fails_cleanly
+
+    @fails_cleanly
+    def stage() -> None:
+        try:
+            raise OSError(errno.ENOSPC, "No space left on device", "/ws/checks/validations/result.json")
+        except OSError as exc:
+            raise RuntimeError("the store could not save the result") from exc
+
+    state = stage()
+    assert state.is_failed() and isinstance(state.data, DiskFull)
+    with pytest.raises(DiskFull) as err:
+        finish(state)
+    assert err.value.exit_code == 74 and err.value.where == "/ws/checks/validations/result.json"
