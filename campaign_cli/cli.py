@@ -177,11 +177,17 @@ def sql_(
     ],
     workspace: WorkspaceOpt = None,
     json_: JsonOpt = False,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            "--timeout", min=0, max=86_400, help="Stop the query after this many seconds (0: no limit)."
+        ),
+    ] = 60.0,
 ) -> None:
     """Query the workspace catalog read-only and print a table (or JSON rows)."""
     from campaign.analysis.catalog_sql import format_table, run_query
 
-    columns, rows = run_query(workspace, query)
+    columns, rows = run_query(workspace, query, timeout)
     if json_:
         typer.echo(json.dumps([dict(zip(columns, r, strict=True)) for r in rows], indent=2, default=str))
     else:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +20,21 @@ from campaign.errors import ConfigError
 from campaign.store import Workspace, existing_workspace
 
 MAX_ROWS = 10_000
+DEFAULT_TIMEOUT_S = 60.0  # a query of the catalog takes well under a second; a runaway one is stopped
 
 
-def run_query(workspace: str | Path | None, text: str) -> tuple[list[str], list[tuple[Any, ...]]]:
-    """Column names and rows (at most MAX_ROWS) of one query; bad SQL is bad input (exit 2)."""
+def run_query(
+    workspace: str | Path | None, text: str, timeout_s: float = DEFAULT_TIMEOUT_S
+) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """Column names and rows (at most MAX_ROWS) of one query; bad SQL is bad input (exit 2). A query still running
+    after `timeout_s` seconds (0: no limit) is interrupted and reported (exit 2): while it reads the catalog,
+    no stage can write it."""
+    if not (timeout_s >= 0 and math.isfinite(timeout_s)):
+        raise ConfigError(
+            f"--timeout {timeout_s} is not a number of seconds",
+            where="--timeout",
+            fix="pass e.g. 60, or 0 for no limit",
+        )
     if not text.strip():
         raise ConfigError(
             "empty query", where="campaign sql", fix='pass a query, e.g. "select * from gate_figures"'
@@ -37,16 +49,39 @@ def run_query(workspace: str | Path | None, text: str) -> tuple[list[str], list[
                     con.execute(statement)
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
+        timed_out = threading.Event()
+
+        def stop() -> None:
+            timed_out.set()
+            con.interrupt()
+
+        timer = threading.Timer(timeout_s, stop) if timeout_s > 0 else None
         try:
+            if timer is not None:
+                timer.daemon = True
+                timer.start()
             cursor = con.execute(text)
             columns = [d[0] for d in cursor.description or []]
             rows = cursor.fetchmany(MAX_ROWS)
+        except duckdb.InterruptException:
+            if not timed_out.is_set():
+                raise  # not our interruption (Ctrl-C): the command's own handling says "interrupted"
+            raise ConfigError(
+                f"the query was still running after {timeout_s:g} s and was stopped (while it runs, no stage can "
+                "write the catalog)",
+                where="campaign sql",
+                fix="narrow it (a WHERE, a LIMIT, fewer joins), or give it longer with --timeout SECONDS "
+                "(--timeout 0: no limit)",
+            ) from None
         except duckdb.Error as exc:
             raise ConfigError(
                 f"the query failed: {str(exc).splitlines()[0][:300]}",
                 where="campaign sql",
                 fix=query_fix(exc),
             ) from None
+        finally:
+            if timer is not None:
+                timer.cancel()
     finally:
         con.close()
     return columns, rows

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,7 +23,7 @@ import duckdb
 
 from campaign.errors import DataError, Refused, WorkspaceBusy
 from campaign.sql.rows import one_row, rows, scalar
-from campaign.store.workspace import Workspace, now
+from campaign.store.workspace import Workspace, lock_wait_s, now
 
 if TYPE_CHECKING:  # pandas costs ~1 s to import: a refusal that needs none answers without it
     import pandas as pd
@@ -39,9 +40,19 @@ def sql(name: str) -> str:
     return resources.files("campaign.sql").joinpath(f"{name}.sql").read_text(encoding="utf-8")
 
 
+# A stage's verdict is written after minutes of work: it waits this long for a reader of the catalog (a
+# `campaign sql` query, stopped after 60 s by default) to let go, rather than lose the work.
+RESULT_WRITE_WAIT_S = 75.0
+
+
 @contextmanager
-def catalog(ws: Workspace, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A connection to the workspace catalog with the schema in place (migrated from older versions)."""
+def catalog(
+    ws: Workspace, read_only: bool = False, wait_s: float | None = None
+) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A connection to the workspace catalog with the schema in place (migrated from older versions).
+
+    DuckDB lets no process write the file while another has it open, even read-only: a writer waits up to
+    `wait_s` seconds (default: CAMPAIGN_LOCK_WAIT_S) for it to be let go, then stops with WorkspaceBusy."""
     if not ws.root.is_dir():
         raise Refused(
             "no campaign workspace here",
@@ -50,19 +61,27 @@ def catalog(ws: Workspace, read_only: bool = False) -> Iterator[duckdb.DuckDBPyC
         )
     if read_only and not ws.catalog_path.exists():
         read_only = False
-    try:
-        con = duckdb.connect(str(ws.catalog_path), read_only=read_only)
-    except duckdb.IOException as exc:
-        if "lock" in str(exc).lower():
-            # DuckDB lets one process write a database file; another program (a DuckDB shell, a notebook) has it.
+    deadline = time.monotonic() + (lock_wait_s() if wait_s is None else wait_s)
+    while True:
+        try:
+            con = duckdb.connect(str(ws.catalog_path), read_only=read_only)
+            break
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower():
+                raise _corrupt(ws, exc) from None
+            if time.monotonic() < deadline:
+                time.sleep(0.2)
+                continue
+            # DuckDB lets one process write a database file; another program (a DuckDB shell, a notebook, a
+            # `campaign sql` query) has it.
             raise WorkspaceBusy(
                 f"the catalog is open in another program ({exc})",
                 where=str(ws.catalog_path),
-                fix="close other programs that have campaign.duckdb open, then run the command again",
+                fix="close other programs that have campaign.duckdb open (a `campaign sql` query stops after its "
+                "--timeout), then run the command again",
             ) from None
-        raise _corrupt(ws, exc) from None
-    except duckdb.Error as exc:
-        raise _corrupt(ws, exc) from None
+        except duckdb.Error as exc:
+            raise _corrupt(ws, exc) from None
     try:
         if not read_only:
             try:
@@ -224,7 +243,7 @@ def record_gates(
     Each validate run adds its own rows (the newest verdict is the one that counts); a retry within the same run
     adds nothing."""
     checked_at = now()
-    with catalog(ws) as con, transaction(con):
+    with catalog(ws, wait_s=RESULT_WRITE_WAIT_S) as con, transaction(con):
         if scalar(con, "SELECT count(*) FROM gates WHERE run_id = ?", [run_id]):
             return 0
         for gate, passed, details in results:

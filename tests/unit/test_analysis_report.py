@@ -324,3 +324,18 @@ def test_a_markdown_special_in_a_category_name_keeps_report_md_tables_whole(repo
     assert rows[0].startswith(
         "| gpu\\|hbm \\*bold\\* \\`code\\` \\[link\\](x) &lt;b&gt;x&lt;/b&gt; a\\\\\\|b |"
     )
+
+
+def test_a_runaway_sql_query_is_stopped_at_its_time_limit(tmp_path):
+    from campaign.store import Workspace
+
+    ws = Workspace(tmp_path)
+    with catalog(ws):
+        pass
+    runaway = "select sum(a.range * b.range) from range(1000000) a, range(1000000) b"
+    with pytest.raises(ConfigError, match=r"still running after 0.5 s and was stopped") as err:
+        run_query(str(ws.root), runaway, timeout_s=0.5)
+    assert "--timeout" in err.value.fix and err.value.exit_code == 2
+    assert run_query(str(ws.root), "select 42 as x", timeout_s=0) == (["x"], [(42,)])
+    with pytest.raises(ConfigError, match="--timeout"):
+        run_query(str(ws.root), "select 1", timeout_s=float("nan"))

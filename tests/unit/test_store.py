@@ -183,3 +183,51 @@ def test_catalog_held_by_another_program_is_a_clear_busy_error(tmp_path):
     finally:
         holder.kill()
         holder.wait()
+
+
+def _reader_holding(ws, seconds: float) -> subprocess.Popen:
+    """Another process with the catalog open read-only, as `campaign sql` has it while a query runs."""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
+        import duckdb, time
+        con = duckdb.connect({str(ws.catalog_path)!r}, read_only=True)
+        print("open", flush=True)
+        time.sleep({seconds})
+    """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "open"
+    return holder
+
+
+def test_a_reader_holding_the_catalog_stops_a_stage_before_its_work(tmp_path, monkeypatch):
+    ws = store.Workspace(tmp_path)
+    with store.catalog(ws):
+        pass
+    monkeypatch.setenv("CAMPAIGN_LOCK_WAIT_S", "0.5")
+    holder = _reader_holding(ws, 60)
+    try:
+        with pytest.raises(WorkspaceBusy, match="the catalog is open in another program") as err:
+            store.start_run(ws, "validate", "c" * 64, None)  # the first write of a stage, before any gate
+        assert "campaign sql" in err.value.fix
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_stage_verdict_waits_for_a_reader_instead_of_losing_the_work(tmp_path, monkeypatch):
+    ws = store.Workspace(tmp_path)
+    run_id = store.start_run(ws, "validate", "c" * 64, "d" * 64)
+    monkeypatch.setenv("CAMPAIGN_LOCK_WAIT_S", "0")
+    holder = _reader_holding(ws, 2)  # a query that ends while the gates' verdict waits
+    try:
+        written = store.record_gates(ws, run_id, "c" * 64, "d" * 64, [("layout", True, {"figure": "ok"})])
+    finally:
+        holder.kill()
+        holder.wait()
+    assert written == 1
