@@ -227,3 +227,216 @@ def test_the_cli_plan_never_exits_70_or_prints_a_traceback(value, capsys):
         captured = capsys.readouterr()
         assert code == 2, (key, value, captured.err)
         assert "Traceback" not in captured.err + captured.out and key in captured.err
+
+
+# --------------------------------------------------------------------------- compare inputs (simulate JSON files)
+
+SIMULATE_FIELDS = [
+    "replicas",
+    "window_days",
+    "summary.p_complete_in_window",
+    "summary.energy_mwh",
+    "summary.power_mw.peak",
+    "summary.power_mw",
+    "summary.ettr",
+    *(
+        f"summary.{k}.{s}"
+        for k in ("ettr", "completion_days", "tokens_trained")
+        for s in ("mean", "p50", "p90")
+    ),
+    "replica_values",
+    "replica_values.completion_days",
+]
+JSON_VALUES = st.one_of(
+    st.sampled_from(
+        [
+            "NaN",
+            "Infinity",
+            "-Infinity",
+            "1e400",
+            "-1e400",
+            "-1",
+            "1.5",
+            "0",
+            '"abc"',
+            "[]",
+            "{}",
+            "null",
+            "true",
+            "9" * 400,
+            "[" * 5000 + "]" * 5000,
+            '[1, "x", NaN]',
+            "[1e400]",
+        ]
+    ),
+    st.floats(allow_nan=False, allow_infinity=False).map(repr),
+    st.integers(min_value=-(2**70), max_value=2**70).map(str),
+)
+
+
+def _simulate_file(ettr: float) -> dict[str, Any]:
+    spread = {"mean": ettr, "p10": ettr - 0.01, "p50": ettr, "p90": ettr + 0.01}
+    return {
+        "replicas": 4,
+        "seed": 1,
+        "wall_s": 0.1,
+        "window_days": 2.0,
+        "summary": {
+            "ettr": spread,
+            "completion_days": {"mean": 1.5, "p10": 1.4, "p50": 1.5, "p90": 1.7},
+            "interruptions_unexpected": {"mean": 3, "p10": 1, "p50": 3, "p90": 5},
+            "p_complete_in_window": 0.75,
+            "tokens_trained": {"mean": 1e9, "p10": 1e9, "p50": 1e9, "p90": 1e9},
+            "power_mw": {"peak": 1.2},
+            "energy_mwh": 40.0,
+        },
+        "replica_values": {"completion_days": [1.4, 1.5, None, 1.7], "ettr": [0.9, 0.91, 0.89, 0.9]},
+    }
+
+
+@settings(
+    max_examples=examples(100),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(field=st.sampled_from(SIMULATE_FIELDS), value=JSON_VALUES)
+@example(field="summary.completion_days.p50", value="Infinity")
+@example(field="summary.ettr.mean", value="NaN")
+@example(field="replica_values.completion_days", value="[1e400]")
+def test_a_tampered_simulate_file_compares_or_is_bad_input_naming_it(tmp_path_factory, field, value):
+    """Any value at any field compare reads: the comparison's table holds finite figures (or n/a), or it is a
+    DataError (exit 2) naming the file; never another exception, never "differences: none" over a NaN."""
+    from campaign.analysis.compare import comparison_table, load_run, window_length_advice
+
+    folder = tmp_path_factory.mktemp("compare")
+    first = folder / "a.json"
+    first.write_text(json.dumps(_simulate_file(0.9)))
+    obj = _simulate_file(0.9)
+    node = obj
+    *parents, last = field.split(".")
+    for part in parents:
+        node = node[part]
+    node[last] = "@@VALUE@@"
+    second = folder / "b.json"
+    second.write_text(json.dumps(obj).replace('"@@VALUE@@"', value))
+    try:
+        runs = [load_run(str(first)), load_run(str(second))]
+    except DataError as err:
+        assert err.where == str(second) and err.exit_code == 2
+        return
+    for row in comparison_table(runs):  # the figures' plots are drawn from the same checked values
+        assert all(v is None or math.isfinite(v) for v in row["values"]), (field, value, row)
+    assert all(window_length_advice(run) != "" for run in runs)
+
+
+# ------------------------------------------------------------------------------------------------- special files
+
+
+def _special(kind: str, folder: Path) -> Path:
+    """A path that is not a regular file: each would block open(), never end, or not be a file at all."""
+    import os
+
+    path = folder / f"special-{kind}-{len(list(folder.iterdir()))}.yaml"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dev-zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "dev-null":
+        path.symlink_to("/dev/null")
+    elif kind == "folder":
+        path.mkdir()
+    elif kind == "dangling":
+        path.symlink_to(folder / "nowhere")
+    return path
+
+
+SPECIAL_KINDS = ["fifo", "dev-zero", "dev-null", "folder", "dangling"]
+
+
+@pytest.mark.parametrize("kind", SPECIAL_KINDS)
+def test_a_special_file_anywhere_a_user_names_a_file_answers_at_once(tmp_path: Path, kind: str):
+    """As a config, as a file a config names, as a tokenizer, as an input matched by a glob and as a compare
+    target: refused with a message naming it (exit 2), never opened to block or read without end."""
+    from campaign.analysis.compare import load_run
+    from campaign.data.inputs import plan_shards
+    from campaign.data.tokenizer import check_spec
+
+    special = _special(kind, tmp_path)
+    with pytest.raises(ConfigError) as err:
+        load_config(special)
+    assert str(special) in err.value.render()
+    data = yaml.safe_load(DEMO.read_text())
+    data["model"] = str(special)
+    named = tmp_path / "names-it.yaml"
+    named.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError):
+        load_config(named)
+    tokenizer = tmp_path / f"tok-{kind}.json"
+    _special(kind, tmp_path).rename(tokenizer) if kind != "folder" else tokenizer.mkdir()
+    with pytest.raises(ConfigError):
+        check_spec(str(tokenizer))
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "a.jsonl").write_text(json.dumps({"text": "hello"}) + "\n")
+    _special(kind, tmp_path).rename(inputs / "b.jsonl")
+    source = SourceConfig(name="web", path=str(inputs / "*.jsonl"), format="jsonl", weight=1)
+    if kind == "folder":  # a folder is not matched as a file: nothing to say
+        assert len(plan_shards(DataConfig(sources=(source,)))) == 1
+    else:
+        with pytest.raises(DataError) as data_err:
+            plan_shards(DataConfig(sources=(source,)))
+        assert str(inputs / "b.jsonl") in data_err.value.render() and "a.jsonl" not in data_err.value.render()
+    target = _special(kind, tmp_path)
+    with pytest.raises((ConfigError, DataError)):
+        load_run(str(target))
+
+
+# ------------------------------------------------------------------------------------------------- environment
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(
+    where=st.sampled_from(["fsync", "replace", "fdopen"]),
+    code=st.sampled_from(["ENOSPC", "EDQUOT"]),
+    wrapped=st.booleans(),
+)
+def test_a_full_disk_at_any_point_of_a_write_is_disk_full_never_a_bug(tmp_path_factory, where, code, wrapped):
+    import errno
+    import os
+
+    from campaign import files
+    from campaign.errors import DiskFull, disk_full
+
+    folder = tmp_path_factory.mktemp("full")
+    real = getattr(os, where)
+
+    def fail(*args, **kwargs):
+        if where == "fdopen":
+            os.close(args[0])
+        raise OSError(getattr(errno, code), os.strerror(getattr(errno, code)))
+
+    setattr(files.os, where, fail)
+    try:
+        with pytest.raises(DiskFull) as err:
+            files.atomic_write_text(folder / "out.json", "{}")
+    finally:
+        setattr(files.os, where, real)
+    assert err.value.exit_code == 74 and err.value.where == str(folder / "out.json")
+    assert [p.name for p in folder.iterdir()] == []  # nothing half-written left
+    error: BaseException = err.value
+    if wrapped:  # however a library wraps it
+        try:
+            raise RuntimeError("the library failed") from err.value
+        except RuntimeError as outer:
+            error = outer
+    assert isinstance(disk_full(error), DiskFull)
+
+
+@pytest.mark.parametrize("value", ["abc", "nan", "inf", "-1", "1e400", "86401"])
+def test_a_bad_lock_wait_in_the_environment_is_bad_input_naming_the_variable(value, monkeypatch):
+    from campaign.store import lock_wait_s
+
+    monkeypatch.setenv("CAMPAIGN_LOCK_WAIT_S", value)
+    with pytest.raises(ConfigError, match="CAMPAIGN_LOCK_WAIT_S") as err:
+        lock_wait_s()
+    assert err.value.exit_code == 2
