@@ -87,7 +87,7 @@ class DiskFull(CampaignError):
 
     @classmethod
     def writing(cls, where: str | None, detail: str = "") -> DiskFull:
-        place = f" writing {where}" if where else ""
+        place = " while writing this file" if where else ""  # `where` is printed before the message
         said = f" ({detail})" if detail else ""
         return cls(f"the disk is full{place}{said}", where=where, fix=cls.RESUME_FIX)
 

@@ -44,7 +44,8 @@ def test_a_full_disk_during_an_atomic_write_is_named_with_the_file_and_leaves_no
     with pytest.raises(DiskFull) as err:
         atomic_write_json(target, {"a": 1})
     assert err.value.exit_code == 74 and err.value.where == str(target)
-    assert "the disk is full writing" in err.value.message and "run the same command again" in err.value.fix
+    assert "the disk is full while writing this file" in err.value.message
+    assert "run the same command again" in err.value.fix
     assert sorted(p.name for p in target.parent.iterdir()) == []  # the temporary file is gone
     with pytest.raises(DiskFull, match="the disk is full"):
         atomic_write_parquet(tmp_path / "t.parquet", pa.table({"x": [1]}))
@@ -88,7 +89,8 @@ def test_the_command_exits_74_on_a_full_disk_never_70(capsys):
 
     assert exit_code_of(command) == 74
     err = capsys.readouterr().err
-    assert "the disk is full writing /ws/data/_work/x.arrow" in err and "internal error" not in err
+    assert "/ws/data/_work/x.arrow: the disk is full while writing this file" in err
+    assert "internal error" not in err
 
 
 def test_a_disk_with_less_than_a_megabyte_free_is_full(tmp_path, monkeypatch):
