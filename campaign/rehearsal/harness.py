@@ -306,6 +306,7 @@ def rehearse(
         ),
     )
     result.timings["reference_wall_s"] = ref.wall_s
+    result.timings["reference_cpu_s"] = ref.cpu_s
     result.curves["reference"] = {
         "loss": ref.metrics.losses,
         "heldout": ref.metrics.heldout,
@@ -369,6 +370,7 @@ def rehearse(
         registry=workdir / REGISTRY,
     )
     result.timings["control_wall_s"] = control.wall_s
+    result.timings["control_cpu_s"] = control.cpu_s
     result.curves["control"] = {"loss": control.metrics.losses}
     if not _check_start(result, control, settings, "control run", expect_exit=not control.killed_by_harness):
         return result
@@ -419,6 +421,7 @@ def rehearse(
         registry=workdir / REGISTRY,
     )
     result.timings["faulted_1_wall_s"] = first.wall_s
+    result.timings["faulted_1_cpu_s"] = first.cpu_s
     if not first.killed_by_harness:
         if _check_start(result, first, settings, "faulted run before the kill"):
             result.fail(
@@ -448,6 +451,7 @@ def rehearse(
         registry=workdir / REGISTRY,
     )
     result.timings["faulted_2_wall_s"] = second.wall_s
+    result.timings["faulted_2_cpu_s"] = second.cpu_s
     result.curves["faulted"] = {
         "loss": first.metrics.losses + second.metrics.losses,
         "heldout": first.metrics.heldout + second.metrics.heldout,

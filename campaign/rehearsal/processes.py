@@ -47,6 +47,7 @@ class Start:
     timed_out: bool = False
     launch_error: str | None = None
     wall_s: float = 0.0
+    cpu_s: float = 0.0  # CPU seconds of the trainer and every process below it
     survivors: list[int] = field(default_factory=list)
     escaped: list[dict[str, object]] = field(default_factory=list)  # processes that left the trainer's group
     metrics: Metrics = field(default_factory=Metrics)
@@ -277,6 +278,8 @@ def run_start(
             survivors = status.get("survivors", [])
             result.survivors = [p for p in survivors if isinstance(p, int)] if "returncode" in status else []
             result.wall_s = time.monotonic() - began
+            cpu = status.get("cpu_s")
+            result.cpu_s = float(cpu) if isinstance(cpu, (int, float)) else 0.0
     tail.poll()
     result.metrics = tail.metrics
     return result

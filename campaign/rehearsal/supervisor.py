@@ -6,7 +6,8 @@ calls `setsid` is re-parented to it instead of to init; it starts the trainer in
 when the trainer ends (it exits, or campaign asks with SIGTERM, or campaign dies: `PR_SET_PDEATHSIG`) it kills the
 trainer's group, then kills and reaps every process still below it. A process found outside the trainer's group
 is named in the status file as escaped: the gate fails on it. The status file (JSON, replaced atomically) holds
-the trainer's pid, then its exit code, the escaped processes and any group member that survived SIGKILL.
+the trainer's pid, then its exit code, the escaped processes, any group member that survived SIGKILL, and the CPU
+seconds the trainer and its processes used (what a start of the rehearsal costs, whatever else the machine runs).
 Source: Linux `prctl(2)` PR_SET_CHILD_SUBREAPER and PR_SET_PDEATHSIG; POSIX `setpgid(2)`, `waitpid(2)`.
 """
 
@@ -16,6 +17,7 @@ import contextlib
 import ctypes
 import json
 import os
+import resource
 import signal
 import sys
 import time
@@ -158,8 +160,10 @@ def supervise(status_path: Path, parent: int, command: list[str]) -> int:
         if not left and not group_members(trainer):
             break
         time.sleep(POLL_S)
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)  # the trainer and every process below it, all reaped
     status.update(
         returncode=returncode,
+        cpu_s=round(used.ru_utime + used.ru_stime, 3),
         escaped=[{"pid": pid, "command": cmd} for pid, cmd in sorted(escaped.items())],
         survivors=group_members(trainer) + descendants(me),
     )

@@ -66,6 +66,10 @@ def test_a_third_party_trainer_that_resumes_correctly_passes(data, tmp_path):
     assert (
         result.timings["tokens_per_s"] > 0 and "tokens_per_s" not in d
     )  # details repeat exactly; timings vary
+    # what each start cost in CPU seconds, the trainer's processes included (reaped by the supervisor)
+    assert all(
+        result.timings[f"{run}_cpu_s"] > 0 for run in ("reference", "control", "faulted_1", "faulted_2")
+    )
     # the reference and the restarted run wrote what the contract asks; the env file reproduces a start
     env = json.loads((tmp_path / "work" / "env.json").read_text())["env"]
     assert set(contract.REQUIRED_ENV) <= set(env)
