@@ -709,7 +709,7 @@ def failures_fit(
 ) -> None:
     """Fit each failure category's scope, rate and 95% interval, the lemon nodes and the job MTTF by job size
     (exit 2 on a bad row, naming file:line; nothing is written then)."""
-    from campaign.failures import fit_failures, profile_yaml, read_base_profile, read_incident_log
+    from campaign.failures import fit_incident_log
     from campaign.files import atomic_write_text
 
     try:
@@ -722,19 +722,11 @@ def failures_fit(
             where="--sizes",
             fix="write e.g. --sizes 1024,16384",
         )
-    categories, base_gpn = read_base_profile(base) if base else ((), None)
-    log = read_incident_log(jobs, incidents)
-    fit = fit_failures(
-        log,
-        gpus_per_node=gpus_per_node or base_gpn or 8,
-        nodes=nodes,
-        base_scopes={c.name: _stated_scope(c) for c in categories},
-        sizes=at_sizes,
+    fit, profile = fit_incident_log(
+        jobs, incidents, base=base, gpus_per_node=gpus_per_node, nodes=nodes, sizes=at_sizes
     )
     if out:
-        atomic_write_text(
-            out, profile_yaml(fit, categories, source=f"campaign failures fit {Path(incidents).name}")
-        )
+        atomic_write_text(out, profile)
     if report:
         from campaign.failures.report import fit_report_html
 
@@ -744,13 +736,6 @@ def failures_fit(
         typer.echo(json.dumps(fit.to_json(), indent=2))
         return
     typer.echo(_failures_text(fit.to_json(), out, report))
-
-
-def _stated_scope(category: Any) -> str:
-    """How a base category states its rate: per GPU (`gpu`), per node (`node`) or per job-hour (`job`)."""
-    if category.per_job_hour is not None:
-        return "job"
-    return "node" if category.per_1k_node_days is not None else "gpu"
 
 
 def _failures_text(f: dict[str, Any], out: str | None, report: str | None) -> str:

@@ -12,7 +12,7 @@ from campaign.failures.fit import (
     predict_job_mttf,
 )
 from campaign.failures.log import IncidentLog, category_key, read_incident_log
-from campaign.failures.profile import profile_yaml, read_base_profile
+from campaign.failures.profile import fit_incident_log, profile_yaml, read_base_profile
 from campaign.failures.synthetic import SyntheticCategory, SyntheticLog, synthetic_log
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "category_key",
     "find_lemon_nodes",
     "fit_failures",
+    "fit_incident_log",
     "poisson_rate_interval",
     "predict_job_mttf",
     "profile_yaml",

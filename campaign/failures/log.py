@@ -85,9 +85,12 @@ def _times(values: pd.Series) -> pd.Series:
     """ISO 8601 times as UTC timestamps (no offset: UTC); NaT where unparsable."""
     if pd.api.types.is_datetime64_any_dtype(values):
         out = pd.to_datetime(values)
-        return out.dt.tz_localize("UTC") if out.dt.tz is None else out.dt.tz_convert("UTC")
-    text = values.astype(str).str.strip()
-    return pd.to_datetime(text, format="ISO8601", utc=True, errors="coerce")
+        out = out.dt.tz_localize("UTC") if out.dt.tz is None else out.dt.tz_convert("UTC")
+    else:
+        text = values.astype(str).str.strip()
+        out = pd.to_datetime(text, format="ISO8601", utc=True, errors="coerce")
+    # One resolution for every column: pandas infers it per column, and a join needs them equal.
+    return out.dt.as_unit("us")
 
 
 def read_incident_log(jobs_path: str | Path, incidents_path: str | Path) -> IncidentLog:

@@ -18,8 +18,8 @@ from pydantic import TypeAdapter, ValidationError
 
 from campaign.config import FailureCategoryConfig
 from campaign.errors import ConfigError
-from campaign.failures.fit import FailureFit
-from campaign.failures.log import category_key
+from campaign.failures.fit import DEFAULT_SIZES, FailureFit, fit_failures
+from campaign.failures.log import category_key, read_incident_log
 
 # Not in any incident log: the shipped Llama 3 profile's assumptions, by what a failure costs.
 DEFAULT_TIMES = {
@@ -105,3 +105,33 @@ def profile_yaml(
         f"{fit.jobs:,} jobs; {fit.incidents:,} incidents\n"
     )
     return header + yaml.safe_dump(categories, sort_keys=False, width=200)
+
+
+def stated_scope(category: FailureCategoryConfig) -> str:
+    """How a base category states its rate: per GPU (`gpu`), per node (`node`) or per job-hour (`job`)."""
+    if category.per_job_hour is not None:
+        return "job"
+    return "node" if category.per_1k_node_days is not None else "gpu"
+
+
+def fit_incident_log(
+    jobs: str | Path,
+    incidents: str | Path,
+    *,
+    base: str | Path | None = None,
+    gpus_per_node: int | None = None,
+    nodes: int | None = None,
+    sizes: Sequence[int] = DEFAULT_SIZES,
+) -> tuple[FailureFit, str]:
+    """Read and check the log, fit it against the base profile's categories, and return the fit with the profile
+    YAML it gives (nothing is written here)."""
+    categories, base_gpn = read_base_profile(base) if base else ((), None)
+    log = read_incident_log(jobs, incidents)
+    fit = fit_failures(
+        log,
+        gpus_per_node=gpus_per_node or base_gpn or 8,
+        nodes=nodes,
+        base_scopes={c.name: stated_scope(c) for c in categories},
+        sizes=sizes,
+    )
+    return fit, profile_yaml(fit, categories, source=f"campaign failures fit {Path(incidents).name}")

@@ -6,6 +6,7 @@ Source: docs/failures.md.
 
 from __future__ import annotations
 
+import base64
 import html
 from typing import Any
 
@@ -136,3 +137,38 @@ job-hours, {e["node_days"]:,.0f} node-days. How each figure is made: docs/failur
 <ul>{notes}</ul>
 </body></html>
 """
+
+
+def fit_report_markdown(fit: dict[str, Any], title: str) -> str:
+    """The same as Markdown for a Prefect artifact: the table, the figures as SVG data URIs, the lemon nodes and
+    the MTTF by size."""
+    e = fit["exposure"]
+    lines = [
+        f"# {title}",
+        "",
+        f"{fit['incidents']:,} incidents in {fit['jobs']:,} jobs: {e['gpu_hours']:,.0f} GPU-hours, "
+        f"{e['job_hours']:,.0f} job-hours, {e['node_days']:,.0f} node-days (docs/failures.md).",
+        "",
+        "| category | scope | count | rate | 95% interval | unit | scope evidence |",
+        "| --- | --- | ---: | ---: | --- | --- | --- |",
+    ]
+    lines += [
+        f"| {c['name']} | {c['scope']} | {c['count']:,} | {c['rate']:.4g} | {c['ci95'][0]:.4g} .. {c['ci95'][1]:.4g} "
+        f"| {c['unit']} | {c['evidence']['verdict']} |"
+        for c in fit["categories"]
+    ]
+    lines += ["", "| job GPUs | MTTF h | 95% interval |", "| ---: | ---: | --- |"]
+    lines += [
+        f"| {m['gpus']:,} | {m['mttf_h']:.2f} | {m['ci95'][0]:.2f} .. {m['ci95'][1]:.2f} |"
+        for m in fit["job_mttf_h"]
+    ]
+    lines += ["", f"Lemon nodes: {len(fit['lemon_nodes'])} of {fit['nodes']:,}."]
+    lines += [
+        f"- {n['node']}: {n['failures']} failures, the other nodes' mean {n['expected']:.2f} (p {n['p_value']:.2g})"
+        for n in fit["lemon_nodes"]
+    ]
+    lines.append("")
+    for figure in (rates_figure(fit), mttf_figure(fit), lemons_figure(fit)):
+        data = base64.b64encode(figure.svg.encode()).decode()
+        lines += [f"![{figure.name}](data:image/svg+xml;base64,{data})", ""]
+    return "\n".join(lines)

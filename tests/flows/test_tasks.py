@@ -77,3 +77,29 @@ def test_a_trainer_script_replaced_after_validate_makes_commit_refuse_naming_it(
         with pytest.raises(Refused) as refused:
             check_gates.fn(ws, loaded)
     assert f"rehearsal.command[1]: {script} changed since the last validate" in refused.value.message
+
+
+def test_fit_failure_profile_writes_the_profile_and_publishes_the_fit(tmp_path):
+    from campaign.config import FailureCategoryConfig
+    from campaign.errors import DataError
+    from tasks.failures import fit_failure_profile
+    from tests.helpers.incident_logs import known_log, write_log
+
+    _, jobs, incidents = known_log(tmp_path / "log", jobs=300)
+    with disable_run_logger():
+        out = fit_failure_profile.fn(str(jobs), str(incidents), "demo-h100", str(tmp_path / "profile.yaml"))
+        import yaml
+
+        assert [
+            FailureCategoryConfig.model_validate(c)
+            for c in yaml.safe_load((tmp_path / "profile.yaml").read_text())
+        ]
+        assert out["profile"] == str(tmp_path / "profile.yaml") and out["fit"]["incidents"] > 0
+        bad_jobs, bad_incidents = write_log(
+            tmp_path / "bad", ["a,2026-03-01T00:00:00Z,2026-03-01T01:00:00Z,8"], ["x,a,y,"]
+        )
+        with pytest.raises(DataError, match=r"incidents.csv:2: time is not an ISO 8601 time"):
+            fit_failure_profile.fn(
+                str(bad_jobs), str(bad_incidents), "demo-h100", str(tmp_path / "never.yaml")
+            )
+    assert not (tmp_path / "never.yaml").exists()

@@ -188,3 +188,13 @@ def test_the_report_page_shows_every_category_the_three_figures_and_the_lemons(k
     assert text.count("<svg") == 3
     for name in [c.name for c in truth.categories] + list(truth.lemon_nodes):
         assert name in text
+
+
+def test_the_artifact_markdown_carries_the_table_the_mttf_and_the_figures(known):
+    from campaign.failures.report import fit_report_markdown
+
+    truth, _, _, fit = known
+    text = fit_report_markdown(fit.to_json(), "t")
+    assert text.count("data:image/svg+xml;base64,") == 3
+    assert all(c.name in text for c in truth.categories) and "| 16,384 |" in text
+    assert all(node in text for node in truth.lemon_nodes)

@@ -111,3 +111,16 @@ def test_parquet_is_read_and_its_bad_rows_are_named_by_row(tmp_path):
     ).to_parquet(tmp_path / "incidents.parquet")
     with pytest.raises(DataError, match=r"jobs.parquet: row 1: gpus is not a whole number"):
         read_incident_log(tmp_path / "jobs.parquet", tmp_path / "incidents.parquet")
+
+
+def test_times_at_different_precisions_in_the_two_files_still_join(tmp_path):
+    jobs, incidents = write_log(
+        tmp_path, ["a,2026-03-01T00:00:00Z,2026-03-01T10:00:00Z,8"], ["2026-03-01T05:00:00.250Z,a,x,"]
+    )
+    assert read_incident_log(jobs, incidents).incidents["time_h"].tolist() == [5.0 + 0.25 / 3600]
+
+
+def test_a_log_whose_every_incident_time_is_bad_is_reported_not_crashed(tmp_path):
+    jobs, incidents = write_log(tmp_path, ["a,2026-03-01T00:00:00Z,2026-03-01T01:00:00Z,8"], ["x,a,y,"])
+    with pytest.raises(DataError, match=r"incidents.csv:2: time is not an ISO 8601 time"):
+        read_incident_log(jobs, incidents)
