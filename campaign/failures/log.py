@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from campaign.errors import DataError
+from campaign.files import check_regular
 
 JOB_COLUMNS = ("job_id", "start", "end", "gpus")
 INCIDENT_COLUMNS = ("time", "job_id", "category", "node")
@@ -43,12 +44,17 @@ def category_key(name: str) -> str:
 
 def _read_table(path: Path, columns: tuple[str, ...], what: str) -> tuple[pd.DataFrame, bool]:
     """The file's rows as strings (CSV) or as stored (Parquet), and whether it is Parquet."""
-    if not path.is_file():
-        raise DataError(
-            f"the {what} file does not exist",
-            where=str(path),
-            fix=f"pass the {what} log as CSV or Parquet (docs/failures.md)",
+    try:
+        check_regular(path)  # a FIFO or a device would block or never end: refused before it is opened
+    except OSError as exc:
+        problem = (
+            "does not exist" if isinstance(exc, FileNotFoundError) else f"cannot be read ({exc.strerror})"
         )
+        raise DataError(
+            f"the {what} file {problem}",
+            where=str(path),
+            fix=f"pass the {what} log as a regular CSV or Parquet file (docs/failures.md)",
+        ) from exc
     is_parquet = path.suffix.lower() in (".parquet", ".pq")
     try:
         if is_parquet:

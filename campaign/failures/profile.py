@@ -20,6 +20,9 @@ from campaign.config import FailureCategoryConfig
 from campaign.errors import ConfigError
 from campaign.failures.fit import DEFAULT_SIZES, FailureFit, fit_failures
 from campaign.failures.log import category_key, read_incident_log
+from campaign.files import read_bounded
+
+MAX_PROFILE_BYTES = 16 * 1024 * 1024  # a failure profile is a few kilobytes; anything this large is not one
 
 # Not in any incident log: the shipped Llama 3 profile's assumptions, by what a failure costs.
 DEFAULT_TIMES = {
@@ -34,7 +37,7 @@ def read_base_profile(path: str | Path) -> tuple[tuple[FailureCategoryConfig, ..
     campaign's GPUs per node (None for a bare profile)."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(read_bounded(path, MAX_PROFILE_BYTES))
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(
             f"cannot read the base failure profile: {exc}",

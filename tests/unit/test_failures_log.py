@@ -124,3 +124,18 @@ def test_a_log_whose_every_incident_time_is_bad_is_reported_not_crashed(tmp_path
     jobs, incidents = write_log(tmp_path, ["a,2026-03-01T00:00:00Z,2026-03-01T01:00:00Z,8"], ["x,a,y,"])
     with pytest.raises(DataError, match=r"incidents.csv:2: time is not an ISO 8601 time"):
         read_incident_log(jobs, incidents)
+
+
+def test_a_fifo_named_as_a_log_or_a_base_profile_is_refused_without_being_opened(tmp_path):
+    import os
+
+    from campaign.errors import ConfigError
+    from campaign.failures import read_base_profile
+
+    _, incidents = write_log(tmp_path, JOBS, [])
+    fifo = tmp_path / "pipe.csv"
+    os.mkfifo(fifo)
+    with pytest.raises(DataError, match=r"pipe.csv: the jobs file cannot be read \(a FIFO"):
+        read_incident_log(fifo, incidents)
+    with pytest.raises(ConfigError, match="cannot read the base failure profile"):
+        read_base_profile(fifo)
