@@ -335,7 +335,7 @@ def simulate(
         list[str] | None,
         typer.Option(
             "--sweep",
-            help="dotted.key=v1,v2,... : a table of ETTR, completion days, P(finish), energy and "
+            help="dotted.key=v1,v2,... : a table of ETTR, completion days, P(target in window), energy and "
             "cost per value, best marked, stored in the catalog (repeat for a grid).",
         ),
     ] = None,
@@ -377,6 +377,8 @@ def simulate(
             f"{result['sweep']['sweep_id'][:12]})"
         )
         return
+    from campaign.figures import tokens_b
+
     s = result["summary"]
     typer.echo(f"{result['replicas']} replicas (seed {result['seed']}) in {result['wall_s']:.2f} s")
     for key in (
@@ -385,6 +387,7 @@ def simulate(
         "interruptions_unexpected",
         "interruptions_planned",
         "tokens_trained",
+        "target_days",
         "completion_days",
     ):
         v = s[key]
@@ -395,7 +398,18 @@ def simulate(
         typer.echo(
             f"  {key:26s} mean {fmt(v['mean'])}  p10 {fmt(v['p10'])}  p50 {fmt(v['p50'])}  p90 {fmt(v['p90'])}"
         )
-    typer.echo(f"  P(complete in window) {s['p_complete_in_window']:.2f}")
+    length = s["window_length"]
+    typer.echo(
+        f"  P(target in window)        {s['p_target_in_window']:.2f} ({length['reached']} of {length['replicas']} "
+        f"replicas reached {tokens_b(s['tokens_target'])} tokens inside the window): the window "
+        f"{'suffices' if length['suffices'] else 'is too short'}"
+        + (", longer than needed" if length["verdict"] == "too_long" else "")
+    )
+    typer.echo(
+        f"  P(complete in window)      {s['p_complete_in_window']:.2f}"
+        + ("  (a snapshot window trains to its end: it never completes)" if length["trains_through"] else "")
+    )
+    typer.echo(f"  window rule: {length['rule']}")
     typer.echo(
         f"  ettr = {s['definitions']['ettr']}\n  window_utilisation = {s['definitions']['window_utilisation']}"
     )

@@ -14,7 +14,12 @@ from campaign import store
 from campaign.analysis.compare import load_run, render_compare, write_compare
 from campaign.analysis.report import BUCKETS, write_report
 from campaign.analysis.report_inputs import gather_report_inputs
-from campaign.analysis.simulate_report import render_simulate_report, replica_values, report_stem
+from campaign.analysis.simulate_report import (
+    completion_interval,
+    render_simulate_report,
+    replica_values,
+    report_stem,
+)
 from campaign.errors import CampaignError
 from campaign.files import atomic_write_json, atomic_write_text
 from tasks.artifacts import COMPARE_HTML_KEY, COMPARE_KEY, artifact_key
@@ -81,14 +86,15 @@ def compare(targets: list[str], out_dir: str) -> dict:
 def simulate_report(result: dict, summaries: list[dict], campaign: str, workspace: str | None) -> dict:
     """The distributions over a simulate run's replicas: `simulate/<stem>.html` and `.md` in the campaign's workspace,
     a markdown artifact and a link artifact; returns what the simulate result adds (`replica_values`,
-    `p_complete_interval`, `report_html`)."""
+    `p_target_interval`, `p_complete_interval`, `report_html`)."""
     values = replica_values(summaries)
     html, markdown, facts = render_simulate_report(result, campaign, values)
     finish = facts["finish"]
     out: dict[str, Any] = {
         "replica_values": values,
         "report_html": None,
-        "p_complete_interval": [finish["interval_lo"], finish["interval_hi"]] if finish else None,
+        "p_target_interval": [finish["interval_lo"], finish["interval_hi"]] if finish else None,
+        "p_complete_interval": completion_interval(summaries) if summaries else None,
     }
     logger = get_run_logger()
     try:  # a what-if run still answers when its workspace folder is not usable; the artifact has the same report
@@ -113,8 +119,8 @@ def simulate_report(result: dict, summaries: list[dict], campaign: str, workspac
         description=f"{result['replicas']} what-if replicas of {campaign}",
     )
     logger.info(
-        "simulate report: P(finish inside the window) %.3f%s",
-        result["summary"]["p_complete_in_window"],
+        "simulate report: P(target reached inside the window) %.3f%s",
+        result["summary"].get("p_target_in_window", result["summary"]["p_complete_in_window"]),
         f", written to {out['report_html']}" if out["report_html"] else "",
     )
     return out

@@ -46,7 +46,11 @@ def record_sweep(
         if not seen:
             for r in rows:
                 con.execute(
-                    "INSERT INTO sim_sweeps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO sim_sweeps (sweep_id, point, config_digest, seed, replicas, sweep_values, "
+                    "ettr_mean, ettr_p10, ettr_p90, window_utilisation_mean, completion_days_p10, "
+                    "completion_days_p50, completion_days_p90, p_complete_in_window, energy_mwh, cost_usd, "
+                    "is_best, created_at, target_days_p90, p_target_in_window) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [
                         sweep_id,
                         r["point"],
@@ -66,6 +70,8 @@ def record_sweep(
                         r["cost_usd"],
                         r["is_best"],
                         store.now(),
+                        r["target_days_p90"],
+                        r["p_target_in_window"],
                     ],
                 )
     table = [{**{k: v for k, v in r.items() if k != "values"}, **r["values"]} for r in rows]
@@ -76,10 +82,11 @@ def record_sweep(
     )
     best = next(r for r in rows if r["is_best"])
     get_run_logger().info(
-        "sweep %s: %d points, best %s (ETTR %.4f)%s",
+        "sweep %s: %d points, best %s (P(target in window) %.2f, ETTR %.4f)%s",
         sweep_id[:12],
         len(rows),
         best["values"],
+        best["p_target_in_window"],
         best["ettr_mean"],
         " (already in the catalog)" if seen else "",
     )

@@ -133,6 +133,7 @@ def window_figures(
     """Every figure of one window from its summary and event log (and the committed config, when recorded)."""
     gpus, spare_gpus, window_s = int(summary["gpus"]), int(summary["spare_gpus"]), float(summary["window_s"])
     completion_s = summary.get("completion_s")
+    target_s = summary.get("target_reached_s")
     wall_s = goodput.job_wall_s(window_s, completion_s)
     job_s = summary["job_time_s"]
     buckets = goodput.goodput_buckets_gpu_h(job_s, gpus, spare_gpus, window_s, completion_s)
@@ -209,6 +210,8 @@ def window_figures(
         "tokens_target": summary["tokens_target"],
         "completed": bool(summary["completed"]),
         "completion_days": completion_s / 86400.0 if completion_s else None,
+        # When the committed tokens reached the target (a snapshot window trains on past it; never "completes").
+        "target_days": target_s / 86400.0 if target_s is not None else None,
         "window_days": window_s / 86400.0,
         "smoothing": (config or {}).get("plan", {}).get("power_smoothing"),
     }
@@ -486,7 +489,12 @@ def recommendations(r: dict[str, Any]) -> list[dict[str, str]]:
                 "topic": "window length",
                 "advice": "the job trained past its target to the window's end (the "
                 "window is a snapshot of a longer run)",
-                "figure": f"{r['tokens_trained']:.4g} tokens trained, "
+                "figure": (
+                    f"target reached on day {r['target_days']:.2f} of {r['window_days']:.2f}; "
+                    if r.get("target_days") is not None
+                    else ""
+                )
+                + f"{r['tokens_trained']:.4g} tokens trained, "
                 f"{r['tokens_trained'] / r['tokens_target']:.0%} of the {r['tokens_target']:.4g} target",
             }
         )

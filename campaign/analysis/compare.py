@@ -368,6 +368,15 @@ def window_length_advice(run: dict[str, Any]) -> str | None:
     if run["kind"] != "simulate":
         return None
     s = run["data"]["summary"]
+    length = s.get("window_length")
+    if length:  # the schedule gate's rule (campaign.calendar.window_length.window_sufficiency)
+        p90 = length["p90_target_days"]
+        reached = f"{length['p_target_in_window']:.0%} of replicas reach the target inside the window"
+        if length["verdict"] == "too_short":
+            return f"too short: only {reached}" + (f"; p90 is day {p90:.1f}" if p90 is not None else "")
+        if length["verdict"] == "too_long":
+            return f"longer than needed: {reached}, all but 1% of them by day {length['p99_target_days']:.1f}"
+        return f"fits: {reached}" + (f", 90% by day {p90:.1f}" if p90 is not None else "")
     p = s.get("p_complete_in_window")
     done = s.get("completion_days") or {}
     window_days = run["data"].get("window_days") or s.get("window_days")

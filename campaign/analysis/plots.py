@@ -391,24 +391,26 @@ def completion_distribution(days: list[float | None], window_days: float) -> Fig
         _percentile_lines(ax, done)
         ax.legend(fontsize=7, frameon=False, loc="best")
     else:
-        ax.text(0.5, 0.5, "no replica finished inside the window", ha="center", transform=ax.transAxes)
+        ax.text(
+            0.5, 0.5, "no replica reached the target inside the window", ha="center", transform=ax.transAxes
+        )
     ax.axvline(window_days, color="#d62728", lw=1.2)
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_title(f"Completion day ({len(done):,} of {n:,} replicas finished)", fontsize=9)
+    ax.set_title(f"Day the target is reached ({len(done):,} of {n:,} replicas reached it)", fontsize=9)
     ax.set_xlabel("day of window")
     ax.set_ylabel("replicas")
     x = np.concatenate([[0.0], done, [window_days]])
     y = np.concatenate([[0.0], np.arange(1, len(done) + 1) / max(n, 1), [p]])
     ax2.step(x, y, where="post", color="#1f4e79", lw=1.4)
     ax2.axvline(window_days, color="#d62728", lw=1.2, label=f"window ends (day {window_days:,.1f})")
-    ax2.axhline(p, color="#2a9d4b", lw=1, ls="--", label=f"P(finish inside the window) = {p:.1%}")
+    ax2.axhline(p, color="#2a9d4b", lw=1, ls="--", label=f"P(target inside the window) = {p:.1%}")
     ax2.set_ylim(0, 1.02)
     ax2.set_xlim(
         min(x[1] if len(done) else 0.0, window_days) * 0.98 if len(done) else 0.0, window_days * 1.01
     )
-    ax2.set_title("Share of replicas finished by each day (ECDF)", fontsize=9)
+    ax2.set_title("Share of replicas that reached the target by each day (ECDF)", fontsize=9)
     ax2.set_xlabel("day of window")
-    ax2.set_ylabel("finished")
+    ax2.set_ylabel("reached the target")
     ax2.legend(fontsize=7, frameon=False, loc="lower right")
     ax2.grid(alpha=0.25)
     return _figure("completion", fig)

@@ -16,7 +16,7 @@ import pandas as pd
 from campaign.analysis.power_detail import zoom, zoom_moments
 from campaign.analysis.report_inputs import ReportInputs
 from campaign.analysis.statistics import checkpoint_overhead
-from campaign.figures import md_cell, num, pct
+from campaign.figures import md_cell, num, pct, tokens_b
 from campaign.files import atomic_write_text
 
 if TYPE_CHECKING:
@@ -45,6 +45,7 @@ def environment() -> jinja2.Environment:
     env.filters["num"] = num
     env.filters["pct"] = pct
     env.filters["md"] = lambda text: markupsafe.Markup(md_cell(text))  # already escaped for Markdown and HTML
+    env.filters["tokens_b"] = tokens_b
     return env
 
 

@@ -28,6 +28,7 @@ VALUE_KEYS = (
     "ettr",
     "window_utilisation",
     "completion_days",
+    "target_days",
     "interruptions_unexpected",
     "interruptions_planned",
     "tokens_trained",
@@ -44,6 +45,10 @@ def replica_values(summaries: list[dict[str, Any]]) -> dict[str, list[Any]] | No
         "window_utilisation": [float(s["window_utilisation"]) for s in summaries],
         "completion_days": [
             s["completion_s"] / DAY_S if s.get("completion_s") is not None else None for s in summaries
+        ],
+        "target_days": [
+            s["target_reached_s"] / DAY_S if s.get("target_reached_s") is not None else None
+            for s in summaries
         ],
         "interruptions_unexpected": [int(s["interruptions"]["unexpected"]) for s in summaries],
         "interruptions_planned": [int(s["interruptions"]["planned"]) for s in summaries],
@@ -62,9 +67,14 @@ def wilson_interval(successes: int, n: int, z: float = 1.959963984540054) -> tup
 
 
 def finish_probability(values: dict[str, list[Any]], window_days: float) -> dict[str, Any]:
-    """P(finish inside the window) from the replicas, with its 95% Wilson interval and the days by which 50% and
-    90% of all replicas (unfinished ones counted as never) have finished."""
-    days = np.array([d if d is not None else np.inf for d in values["completion_days"]], dtype=float)
+    """P(reaching the target inside the window) from the replicas, with its 95% Wilson interval and the days by
+    which 50% and 90% of all replicas (those that never reach it counted as never) have reached it. For a window
+    that stops at the target this is P(finish); a snapshot window never finishes but does reach its target.
+    Results saved before target days existed fall back to the completion days."""
+    days = np.array(
+        [d if d is not None else np.inf for d in values.get("target_days") or values["completion_days"]],
+        dtype=float,
+    )
     n, done = len(days), int(np.sum(days <= window_days))
     lo, hi = wilson_interval(done, n)
 
@@ -83,11 +93,20 @@ def finish_probability(values: dict[str, list[Any]], window_days: float) -> dict
     }
 
 
+def completion_interval(summaries: list[dict[str, Any]]) -> list[float]:
+    """The 95% Wilson interval of P(finish inside the window): of completing, not of reaching the target (a
+    snapshot window reaches its target but never completes)."""
+    lo, hi = wilson_interval(sum(1 for s in summaries if s["completed"]), len(summaries))
+    return [lo, hi]
+
+
 def simulate_figures(values: dict[str, list[Any]], window_days: float) -> dict[str, Figure]:
     from campaign.analysis import plots  # matplotlib loads only when a report is drawn
 
     return {
-        "completion": plots.completion_distribution(values["completion_days"], window_days),
+        "completion": plots.completion_distribution(
+            values.get("target_days") or values["completion_days"], window_days
+        ),
         "ettr": plots.distribution(values["ettr"], "ETTR over replicas", "ETTR (productive / job wall time)"),
         "interruptions": plots.interruption_distribution(
             values["interruptions_unexpected"], values["interruptions_planned"]
@@ -128,6 +147,7 @@ def render_simulate_report(
 def percentile_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for key, label, unit, scale, digits in (
+        ("target_days", "target reached on day (replicas that reached it)", "d", 1.0, 2),
         ("completion_days", "finished on day (replicas that finished)", "d", 1.0, 2),
         ("ettr", "ETTR while the job ran", "", 1.0, 3),
         ("window_utilisation", "window utilisation", "", 1.0, 3),

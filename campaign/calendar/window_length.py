@@ -1,5 +1,9 @@
 """The window length as a decision with a price, judged from simulated replicas of the window.
 
+What is judged is when each replica's committed tokens first reach `plan.target_tokens` (`target_reached_s` of the
+replica summary): for a window that stops at the target this is its completion; a snapshot window trains on, but
+reaches its target all the same. `window_sufficiency` is the one rule `campaign simulate`, its sweep ranking, the
+report and the `schedule` gate read, so they agree on whether a window suffices.
 A window shorter than the campaign's p90 completion time leaves more than one chance in ten of not finishing;
 one longer than its p99 books capacity the job will almost surely release unused (the idle tail after an early
 finish, a gap on the cluster's calendar). Percentiles are empirical (inverted CDF) over the replicas, a replica
@@ -33,6 +37,62 @@ DAY_S = 86_400.0
 OVERRUN = 1.5  # replicas run to 1.5 x the window so a too-short window is priced by the time it lacks
 
 
+@dataclass(frozen=True)
+class WindowSufficiency:
+    """Whether the target is reached inside the window often enough: the shared verdict of every output."""
+
+    replicas: int
+    reached: int  # replicas whose committed tokens reached the target inside the window
+    p_target_in_window: float
+    p90_target_days: (
+        float | None
+    )  # None: more than 10% of the replicas did not reach the target in the window
+    p99_target_days: float | None
+    trains_through: bool
+    verdict: str  # ok, too_short, too_long
+
+    @property
+    def suffices(self) -> bool:
+        return self.verdict != "too_short"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "suffices": self.suffices, "rule": SUFFICIENCY_RULE}
+
+
+SUFFICIENCY_RULE = (
+    "the window suffices when at least 90% of the replicas reach the target inside it (the p90 of the day the "
+    "target is reached lies inside the window); a window that stops at the target is too long when even the "
+    "p99 replica reaches it before the window ends"
+)
+
+
+def window_sufficiency(
+    target_times_s: Sequence[float | None], window_s: float, trains_through: bool
+) -> WindowSufficiency:
+    """The shared verdict from each replica's target time (None: not reached in the window)."""
+    times = [math.inf if t is None or t > window_s else float(t) for t in target_times_s]
+    n = len(times)
+    reached = sum(1 for t in times if math.isfinite(t))
+    p90, p99 = (
+        (empirical_quantile(times, 0.90), empirical_quantile(times, 0.99)) if n else (math.inf, math.inf)
+    )
+    if not p90 <= window_s:
+        verdict = "too_short"
+    elif p99 < window_s and not trains_through:
+        verdict = "too_long"
+    else:
+        verdict = "ok"
+    return WindowSufficiency(
+        n,
+        reached,
+        reached / n if n else 0.0,
+        p90 / DAY_S if math.isfinite(p90) else None,
+        p99 / DAY_S if math.isfinite(p99) else None,
+        trains_through,
+        verdict,
+    )
+
+
 def empirical_quantile(values: Sequence[float], q: float) -> float:
     """The smallest value with at least a share q of the values at or below it (inverted CDF)."""
     ordered = sorted(values)
@@ -43,7 +103,7 @@ def empirical_quantile(values: Sequence[float], q: float) -> float:
 class WindowLength:
     window_days: float
     replicas: int
-    p_complete_in_window: float
+    p_target_in_window: float  # the share of replicas that reach the target inside the window
     p90_completion_days: float | None  # None: later than every horizon simulated (more than 10% unfinished)
     p99_completion_days: float | None
     expected_idle_tail_h: float  # mean time released after an early finish (0 for unfinished replicas)
@@ -79,13 +139,14 @@ def assess_window_length(
     trains_through: bool = False,
     longer_completions_s: Sequence[float | None] | None = None,
 ) -> WindowLength:
-    """Judge a window of `window_s` against replica completion times (None: did not finish in it).
+    """Judge a window of `window_s` against the times replicas reach the target (None: not inside it).
 
     `longer_completions_s` (replicas run past the window) price a too-short window: the p90 it would need."""
     times = [math.inf if t is None or t > window_s else float(t) for t in completions_s]
     n = len(times)
     done = [t for t in times if math.isfinite(t)]
-    p_done = len(done) / n if n else 0.0
+    judged = window_sufficiency(completions_s, window_s, trains_through)
+    p_done = judged.p_target_in_window
     p90, p99 = (
         (empirical_quantile(times, 0.90), empirical_quantile(times, 0.99)) if n else (math.inf, math.inf)
     )
@@ -103,8 +164,8 @@ def assess_window_length(
     def d(x: float) -> float | None:
         return x / DAY_S if math.isfinite(x) else None
 
-    if not p90 <= window_s:
-        verdict = "too_short"
+    verdict = judged.verdict
+    if verdict == "too_short":
         if window_s < needed < math.inf:
             lengthen = (
                 f"lengthening it to the p90 ({_days(needed)}{'' if math.isfinite(p90) else ', from replicas run past the window'}) "
@@ -119,13 +180,12 @@ def assess_window_length(
             )
         message = (
             f"window of {days:.2f} days is shorter than the campaign's p90 completion time ({_days(p90)}): "
-            f"{1 - p_done:.0%} of {n} replicas do not finish in it, and an unfinished window costs its whole "
+            f"{1 - p_done:.0%} of {n} replicas do not finish in it (reach the target), and such a window costs its whole "
             f"booking ({window_s / 3600 * booked_nodes:,.0f} node-hours, "
             f"${pricing.cost(window_s / 3600 * booked_nodes)['cost_usd']:,.2f}) without reaching "
             f"plan.target_tokens; {lengthen}, or lower plan.target_tokens"
         )
-    elif p99 < window_s and not trains_through:
-        verdict = "too_long"
+    elif verdict == "too_long":
         message = (
             f"window of {days:.2f} days is longer than the campaign's p99 completion time ({_days(p99)}): "
             f"the expected idle tail after the job finishes is {tail_s / 3600:.1f} h x {booked_nodes} "
@@ -134,7 +194,6 @@ def assess_window_length(
             " (the p90 and p99), or raise plan.target_tokens"
         )
     else:
-        verdict = "ok"
         upper = (
             "the job trains through the window (sim.stop_at_target: false), so nothing is released after "
             "the target and the p99 side does not apply"
@@ -142,8 +201,8 @@ def assess_window_length(
             else f"p99 ({_days(p99)})"
         )
         message = (
-            f"window of {days:.2f} days lies between the p90 ({_days(p90)}) and {upper}; P(finish in "
-            f"window) {p_done:.0%} of {n} replicas, expected idle tail after an early finish {tail_s / 3600:.1f} h "
+            f"window of {days:.2f} days lies between the p90 ({_days(p90)}) and {upper}; P(target "
+            f"in window) {p_done:.0%} of {n} replicas, expected idle tail after an early finish {tail_s / 3600:.1f} h "
             f"(${tail_cost:,.2f})"
         )
     return WindowLength(
@@ -190,14 +249,15 @@ def judge_window(config: CampaignConfig, plan: Any, replicas: int | None = None)
     from campaign.window import window_inputs
 
     n = config.gates.config.window_replicas if replicas is None else replicas
-    # A snapshot job trains past its target: its "completion" is when the target is trained.
-    inputs = replace(window_inputs(config, plan), stop_at_target=True)
+    # The same replicas as `campaign simulate`: a snapshot job trains past its target, which it reaches at the
+    # commit that first holds it (the replica summary's target_reached_s; a finishing job's completion).
+    inputs = window_inputs(config, plan)
     window_s = inputs.window_s
     band = plan_band(plan)
     factors = step_time_factors(config.seed, band, n)
 
     def completions(horizon_s: float, rate_uncertainty: bool = True) -> list[float | None]:
-        # The summary fast path (no event log, no power series): the same completion time as `simulate`.
+        # The summary fast path (no event log, no power series): the same target time as `simulate`.
         return [
             simulate_summary(
                 replace(
@@ -207,7 +267,7 @@ def judge_window(config: CampaignConfig, plan: Any, replicas: int | None = None)
                     rate_uncertainty=rate_uncertainty and inputs.rate_uncertainty,
                 ),
                 replica=i,
-            )["completion_s"]
+            )["target_reached_s"]
             for i in range(n)
         ]
 

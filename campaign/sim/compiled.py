@@ -88,7 +88,9 @@ N_P = 12
 # After the four buckets: what the summarised cycles add to the curve's energy (MW s) and their largest 1-s change.
 F_CYCLES_MWS = F_B0 + 4
 F_CYCLES_RAMP = F_B0 + 5
-N_F = F_B0 + 6
+# When the committed tokens first reached the target (NaN: not in the window).
+F_TARGET_S = F_B0 + 6
+N_F = F_B0 + 7
 # A run or checkpoint segment at least this long holds a whole second wherever it starts, and a breakpoint's
 # neighbouring seconds then lie inside its two segments (see _write_cycles); a hair above 2 s covers float rounding.
 CYCLE_MIN_S = 2.0 + 1e-6
@@ -391,8 +393,8 @@ def _begin_checkpoint(S, F, P, PEND, H, EF, EI, FE, exact_tokens):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _commit(S, F, PEND, n):
-    """Commit the oldest n pending snapshots (all when n < 0)."""
+def _commit(S, F, P, PEND, n):
+    """Commit the oldest n pending snapshots (all when n < 0); note when the committed tokens reach the target."""
     cap = PEND.shape[0]
     count = S[S_PEND_N] if n < 0 else n
     for _ in range(count):
@@ -401,6 +403,8 @@ def _commit(S, F, PEND, n):
         F[F_COMMIT_TOK] += PEND[h, 2]
         S[S_PEND_HEAD] = (h + 1) % cap
         S[S_PEND_N] -= 1
+    if math.isnan(F[F_TARGET_S]) and F[F_COMMIT_TOK] >= P[P_TARGET]:
+        F[F_TARGET_S] = F[F_NOW]
     if S[S_PEND_N] == 0:
         F[F_PEND_S] = 0.0
         F[F_PEND_TOK] = 0.0
@@ -443,7 +447,8 @@ def _skip_cycles(S, F, P, JM, nodes, H, EF, EI, ORDER):
     run_mw = up * JM[RUNNING] + idle_mw
     ckpt_mw = up * JM[CHECKPOINT] + idle_mw
     ramp = min(_ramp_delay(run_mw - ckpt_mw, P[P_RAMP]), tau)
-    if P[P_STOP] != 0.0:
+    if P[P_STOP] != 0.0 or math.isnan(F[F_TARGET_S]):
+        # Stop the block a cycle before the target, so the commit that reaches it runs as an event.
         remaining = P[P_TARGET] - _tokens_in_progress(S, F, P)
         most = P[P_RATE] * (tau - ramp) * (1.0 + P[P_AMP])
         if most > 0:
@@ -679,12 +684,14 @@ def _run_events(
             if state == CHECKPOINT and ev_a == S[S_CKPT_ID]:
                 S[S_CHECKPOINTS] += 1
                 if S[S_FINAL] != 0:
-                    _commit(S, F, PEND, -1)
+                    _commit(S, F, P, PEND, -1)
                     _set_state(S, F, P, DONE, np.nan)
                     F[F_COMPLETION] = F[F_NOW]
+                    if math.isnan(F[F_TARGET_S]):  # the last checkpoint holds the target, up to rounding
+                        F[F_TARGET_S] = F[F_NOW]
                 elif S[S_PLANNED_STOP] != 0:
                     S[S_PLANNED_STOP] = 0
-                    _commit(S, F, PEND, -1)
+                    _commit(S, F, P, PEND, -1)
                     _set_state(S, F, P, PLANNED, np.nan)
                     _advance(S, F, P, JM, nodes, H, EF, EI, FE)
                 else:
@@ -693,14 +700,14 @@ def _run_events(
                     if P[P_BG] > 0:
                         _push(H, EF, EI, FE, S, F[F_NOW] + P[P_BG], E_UPLOAD, snapshot_id, 0, 0, 0.0)
                     else:
-                        _commit(S, F, PEND, 1)
+                        _commit(S, F, P, PEND, 1)
                         k, first, run_mw, ckpt_mw = _skip_cycles(S, F, P, JM, nodes, H, EF, EI, ORDER)
                         if k > 0:
                             _write_cycles(S, F, P, PT, PM, first, k, run_mw, ckpt_mw, summarise)
                     _start_running(S, F, P, JM, nodes, H, EF, EI, FE)
         elif kind == E_UPLOAD:
             if S[S_PEND_N] > 0 and np.int64(PEND[S[S_PEND_HEAD], 0]) == ev_a:
-                _commit(S, F, PEND, 1)
+                _commit(S, F, P, PEND, 1)
         elif kind == E_RESTART_END and state == RESTART and ev_a == S[S_RESTART_ID]:
             F[F_NEED_RESTART] = 0.0
             _start_running(S, F, P, JM, nodes, H, EF, EI, FE)
@@ -718,6 +725,7 @@ def run_replica(P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, p
     F = np.zeros(N_F)
     S = np.zeros(N_S, np.int64)
     F[F_COMPLETION] = np.nan
+    F[F_TARGET_S] = np.nan
     F[F_HOLD] = -np.inf
     S[S_SEG_ID] = -1
     S[S_CKPT_ID] = -1

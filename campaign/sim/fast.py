@@ -148,6 +148,7 @@ def _compiled_replica(x: SimInputs, replica: int, c: CompiledInputs, want_curve:
         f, s, by_cat, power = compiled.replica_summary(*args, c.baseline_mw)
         peak, low, ramp, energy_mwh = power.tolist()
     completion = float(f[compiled.F_COMPLETION])
+    target_reached = float(f[compiled.F_TARGET_S])
     tallies = Tallies(
         committed_run_s=float(f[compiled.F_COMMIT_S]),
         committed_tokens=float(f[compiled.F_COMMIT_TOK]),
@@ -157,6 +158,7 @@ def _compiled_replica(x: SimInputs, replica: int, c: CompiledInputs, want_curve:
         waiting_s=float(f[compiled.F_B0 + compiled.B_WAITING]),
         released_s=float(f[compiled.F_B0 + compiled.B_RELEASED]),
         completion_s=None if math.isnan(completion) else completion,
+        target_reached_s=None if math.isnan(target_reached) else target_reached,
         n_unexpected=int(s[compiled.S_UNEXPECTED]),
         n_planned=int(s[compiled.S_PLANNED]),
         by_category=dict(zip(c.category_names, by_cat.tolist(), strict=False)),

@@ -97,18 +97,24 @@ def distribution(values: Iterable[float | None]) -> dict:
     return {"mean": float(data.mean()), **{f"p{p}": float(v) for p, v in zip(PERCENTILES, pct, strict=False)}}
 
 
-def summarise_replicas(summaries: list[ReplicaSummary], window_s: float) -> dict:
+def summarise_replicas(summaries: list[ReplicaSummary], window_s: float, stop_at_target: bool = True) -> dict:
     """The `campaign simulate --json` summary from each replica's `SimResult.summary`: distributions over
     replicas plus means of the rest (only summaries cross back from workers, not events or power).
 
-    completion_days is over the replicas that finished (all None when none did); power_mw.peak is the highest
-    peak of any replica, power_mw.min the lowest minimum and power_mw.mean the mean of the replica means.
+    completion_days is over the replicas that finished (all None when none did), target_days over those that
+    reached the target; p_target_in_window and window_length come from the rule the `schedule` gate applies
+    (campaign.calendar.window_length.window_sufficiency). power_mw.peak is the highest peak of any replica,
+    power_mw.min the lowest minimum and power_mw.mean the mean of the replica means.
     """
+    from campaign.calendar.window_length import window_sufficiency
+
     if not summaries:
         raise ValueError("summarise_replicas needs at least one replica summary")
     s = list(summaries)
     names = list(s[0]["interruptions"]["by_category"])
     completed = [x["completed"] for x in s]
+    target_s = [x["target_reached_s"] for x in s]
+    judged = window_sufficiency(target_s, window_s, trains_through=not stop_at_target)
     return {
         "replicas": len(s),
         "window_days": window_s / DAY_S,
@@ -118,10 +124,14 @@ def summarise_replicas(summaries: list[ReplicaSummary], window_s: float) -> dict
         "window_utilisation": distribution(x["window_utilisation"] for x in s),
         "definitions": {"ettr": ETTR_DEFINITION, "window_utilisation": UTILISATION_DEFINITION},
         "tokens_trained": distribution(x["tokens_trained"] for x in s),
+        "tokens_target": s[0]["tokens_target"],
         "completion_days": distribution(
             x["completion_s"] / DAY_S if x["completion_s"] is not None else None for x in s
         ),
         "p_complete_in_window": float(np.mean(completed)),
+        "target_days": distribution(t / DAY_S if t is not None else None for t in target_s),
+        "p_target_in_window": judged.p_target_in_window,
+        "window_length": judged.as_dict(),
         "by_category": {n: float(np.mean([x["interruptions"]["by_category"][n] for x in s])) for n in names},
         "power_mw": {
             "peak": max(x["power_mw"]["peak"] for x in s),
@@ -175,6 +185,7 @@ TABLE_ROWS = (
     ("planned interruptions", "interruptions_planned", ""),
     ("tokens trained", "tokens_trained", ""),
     ("completion (days)", "completion_days", "d"),
+    ("target reached (day)", "target_days", "d"),
     ("observed job MTBF (h)", "observed_job_mtbf_h", "h"),
 )
 
@@ -211,6 +222,11 @@ def summary_markdown(campaign: str, replicas: int, seed: int, summary: dict) -> 
     cost = summary["cost_usd"]
     lines += [
         "",
+        (
+            f"P(target reached in the window): {summary['p_target_in_window']:.2f}; the window "
+            f"{'suffices' if summary['window_length']['suffices'] else 'is too short'} "
+            f"({summary['window_length']['rule']})"
+        ),
         f"P(finish in the window): {summary['p_complete_in_window']:.2f}",
         (
             f"Facility power: peak {power['peak']:.2f} MW, mean {power['mean']:.2f} MW, min {power['min']:.2f} MW, "

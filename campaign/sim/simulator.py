@@ -229,6 +229,7 @@ class _Replica:
         self.planned_stop = False  # the checkpoint being written precedes planned maintenance
         self.final_checkpoint = False  # the checkpoint being written follows the last token
         self.completion_s: float | None = None
+        self.target_reached_s: float | None = None  # when committed tokens first reached the target
         # Counters and records.
         self.n_unexpected = 0
         self.n_planned = 0
@@ -387,6 +388,8 @@ class _Replica:
             _, run_s, tokens = self.pending.popleft()
             self.committed_run_s += run_s
             self.committed_tokens += tokens
+        if self.target_reached_s is None and self.committed_tokens >= self.x.target_tokens:
+            self.target_reached_s = self.q.now_s
         if not self.pending:  # re-zero the running sums so rounding never accumulates
             self.pending_run_s = self.pending_tokens = 0.0
         else:
@@ -425,6 +428,8 @@ class _Replica:
             self._commit()
             self._set_state(DONE)
             self.completion_s = self.q.now_s
+            if self.target_reached_s is None:  # the last checkpoint holds the target, up to float rounding
+                self.target_reached_s = self.q.now_s
             self._row("job_complete")
         elif self.planned_stop:
             # The job stops for maintenance; operators let the upload finish inside the maintenance slot.
@@ -465,7 +470,8 @@ class _Replica:
         run_mw = up * self.job_node_mw[RUNNING] + idle_mw
         ckpt_mw = up * self.job_node_mw[CHECKPOINT] + idle_mw
         ramp = min(ramp_delay_s(run_mw - ckpt_mw, x.ramp_mw_per_s), tau)
-        if x.stop_at_target:
+        if x.stop_at_target or self.target_reached_s is None:
+            # Stop the block a cycle before the target, so the commit that reaches it runs as an event.
             remaining = x.target_tokens - self.tokens_in_progress()
             most = self.rate * (tau - ramp) * (1.0 + x.diurnal_amplitude)  # tokens of one cycle, at most
             k = min(k, math.floor(remaining / most) - 1) if most > 0 else k
@@ -687,6 +693,7 @@ class _Replica:
             waiting_s=self.bucket_s["waiting"],
             released_s=self.bucket_s["released"],
             completion_s=self.completion_s,
+            target_reached_s=self.target_reached_s,
             n_unexpected=self.n_unexpected,
             n_planned=self.n_planned,
             by_category=dict(self.by_category),
@@ -710,6 +717,9 @@ class Tallies:
     waiting_s: float
     released_s: float
     completion_s: float | None
+    target_reached_s: (
+        float | None
+    )  # when the committed tokens first reached the target (None: not in the window)
     n_unexpected: int
     n_planned: int
     by_category: dict[str, int]
@@ -766,6 +776,7 @@ def summary_dict(
         "tokens_target": x.target_tokens,
         "completed": t.completion_s is not None,
         "completion_s": t.completion_s,
+        "target_reached_s": t.target_reached_s,
         "power_mw": stats,
         "energy_mwh": energy_mwh,
         "cost_usd": {

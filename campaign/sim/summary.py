@@ -44,6 +44,8 @@ class ReplicaSummary(TypedDict):
     tokens_target: float
     completed: bool
     completion_s: float | None
+    # When the committed tokens first reached tokens_target (None: not inside the window).
+    target_reached_s: float | None
     power_mw: dict[str, float]  # peak, mean, min, max_ramp_mw_per_s, largest swings and job_start_swing
     energy_mwh: float
     cost_usd: CostUsd

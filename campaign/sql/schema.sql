@@ -138,5 +138,10 @@ CREATE TABLE IF NOT EXISTS sim_sweeps (
     cost_usd DOUBLE NOT NULL,
     is_best BOOLEAN NOT NULL,
     created_at TIMESTAMPTZ NOT NULL,
+    target_days_p90 DOUBLE,  -- the day by which 90% of the replicas reached the target (NULL: fewer did)
+    p_target_in_window DOUBLE,  -- the share of replicas that reached the target inside the window (the ranking)
     PRIMARY KEY (sweep_id, point)
 );
+-- A catalog written before the target columns existed gets them (NULL for its older sweeps).
+ALTER TABLE sim_sweeps ADD COLUMN IF NOT EXISTS target_days_p90 DOUBLE;
+ALTER TABLE sim_sweeps ADD COLUMN IF NOT EXISTS p_target_in_window DOUBLE;

@@ -445,7 +445,7 @@ def test_window_length_between_p90_and_p99_passes_and_either_side_fails_saying_w
     day = 86_400.0
     finishes = [1.5 * day + i * 0.01 * day for i in range(10)]  # 1.50 .. 1.59 days
     ok = assess_window_length(finishes, 1.585 * day, 19, PRICING)  # p90 1.58; 1.59 is past the window
-    assert ok.verdict == "ok" and ok.p_complete_in_window == 0.9 and ok.p99_completion_days is None
+    assert ok.verdict == "ok" and ok.p_target_in_window == 0.9 and ok.p99_completion_days is None
     long = assess_window_length(finishes, 2 * day, 19, PRICING)
     tail_h = sum(2 * day - t for t in finishes) / 10 / 3600
     assert (
@@ -501,9 +501,7 @@ def test_the_shipped_demo_window_passes_the_window_length_rule_by_default():
     length = judged.details["window_length"]
     assert judged.passed, judged.summary
     assert (
-        length["verdict"] == "ok"
-        and length["replicas"] == 100
-        and 0.9 <= length["p_complete_in_window"] < 0.99
+        length["verdict"] == "ok" and length["replicas"] == 100 and 0.9 <= length["p_target_in_window"] < 0.99
     )
 
 

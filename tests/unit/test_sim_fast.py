@@ -242,3 +242,29 @@ def test_progress_callback_hears_every_step_and_changes_nothing():
     assert with_progress.summary == plain.summary
     assert [round(f, 6) for f, _, _ in heard] == [round(k / 50, 6) for k in range(1, 51)]
     assert all(b[1] >= a[1] for a, b in itertools.pairwise(heard)) and heard[-1][1] == inputs.window_s
+
+
+@PROPERTY_SETTINGS
+@given(inputs=input_cases, replica=st.integers(0, 3), reach=st.floats(0.05, 1.2))
+def test_snapshot_window_reaches_its_target_at_the_same_time_in_both_models(inputs, replica, reach):
+    # A snapshot window trains to its end; the time its committed tokens first reach the target is a tally of
+    # its own, and the closed-form cycles stop short of it so both models find it at the same commit.
+    inputs = dataclasses.replace(
+        inputs, stop_at_target=False, target_tokens=inputs.tokens_per_s * inputs.window_s * reach
+    )
+    slow = simulate(inputs, replica).summary
+    assert_same(slow, simulate_summary(inputs, replica))
+    assert_same(slow, simulate_summary_interpreted(inputs, replica))
+    assert slow["completion_s"] is None
+    reached = slow["target_reached_s"]
+    assert (reached is not None) == (slow["tokens_trained"] >= inputs.target_tokens)
+    if reached is not None:
+        assert 0.0 < reached <= inputs.window_s
+
+
+def test_a_finishing_window_reaches_its_target_when_it_completes():
+    inputs = make_inputs()
+    inputs = dataclasses.replace(inputs, target_tokens=inputs.tokens_per_s * inputs.window_s * 0.4)
+    for replica in range(3):
+        s = simulate_summary(inputs, replica)
+        assert s["completed"] and s["target_reached_s"] == s["completion_s"]

@@ -119,3 +119,24 @@ def test_a_checkpoint_interval_sweep_finds_its_optimum_within_15_percent_of_daly
     assert a < 0
     optimum = math.exp(-b / (2 * a))
     assert optimum == pytest.approx(daly, rel=0.15)
+
+
+def test_a_snapshot_sweep_ranks_by_the_share_that_reaches_the_target_not_by_ettr():
+    # A snapshot window never completes (P(finish) 0 at every point): the ranking reads p_target_in_window, the
+    # figure simulate and the schedule gate share, instead of falling through to ETTR.
+    base = make_inputs(target_tokens=1.5e10, failures=(category("gpu", "gpu", 15.0, repair_h=36),))
+    base = dataclasses.replace(base, stop_at_target=False)
+    rows = []
+    for i, target in enumerate(
+        (base.tokens_per_s * base.window_s * 2.0, base.tokens_per_s * base.window_s * 0.03)
+    ):
+        inputs = dataclasses.replace(base, target_tokens=target)
+        summary = summarise_replicas(simulate_batch(inputs, range(4)), inputs.window_s, stop_at_target=False)
+        rows.append(sweep_row(i, {"k": i}, summary))
+    assert [r["p_complete_in_window"] for r in rows] == [0.0, 0.0]
+    assert [r["p_target_in_window"] for r in rows] == [0.0, 1.0]
+    assert [r["window_suffices"] for r in rows] == [False, True]
+    rows[0]["ettr_mean"] = rows[1]["ettr_mean"] + 0.1  # a higher ETTR does not outrank reaching the target
+    assert [r["is_best"] for r in mark_best(rows)] == [False, True]
+    table = sweep_table_markdown(mark_best(rows))
+    assert "P(target)" in table and "too short" in table and "suffices" in table

@@ -74,10 +74,10 @@ def test_the_report_draws_the_distributions(simulated):
     result, summaries = simulated
     html, markdown, facts = render_simulate_report(result, "demo", replica_values(summaries))
     assert html.count("<svg") == 3 and "<script" not in html and "**" not in html
-    assert "P(finish inside the window)" in html and "95% Wilson interval" in html and "ECDF" in html
+    assert "P(target reached inside the window)" in html and "95% Wilson interval" in html and "ECDF" in html
     images = re.findall(r"!\[[^\]]*\]\(([^)]*)\)", markdown)
     assert len(images) == 3 and all(src.startswith("data:image/svg+xml;base64,") for src in images)
-    assert "P(finish inside the window)" in base64.b64decode(images[0].split(",", 1)[1]).decode()
+    assert "P(target inside the window)" in base64.b64decode(images[0].split(",", 1)[1]).decode()
     assert facts["finish"]["replicas"] == 12 and facts["window_length"]
     assert report_stem(result) == f"{result['config_digest'][:12]}-seed{result['seed']}-12"
 
@@ -111,3 +111,30 @@ def test_compare_of_simulate_runs_draws_their_distributions(simulated, tmp_path)
     b.write_text(json.dumps(result))  # a file from before replica_values: the percentile spread instead
     html = render_compare([load_run(str(a)), load_run(str(b))])["html"]
     assert "ECDF" not in html and "p10-p90, p50" in html
+
+
+def test_a_snapshot_window_leads_with_the_share_that_reaches_its_target():
+    # A snapshot window (sim.stop_at_target: false) never completes, but reaches its target: the report, the text
+    # summary and the gate's rule all read p_target_in_window, not P(finish) = 0.
+    from campaign.sim.replicas import summary_markdown
+
+    loaded = load_config(DEMO, ["sim.stop_at_target=false"])
+    inputs = window_inputs(loaded.config)
+    summaries = simulate_batch(inputs, range(6))
+    summary = summarise_replicas(summaries, inputs.window_s, stop_at_target=False)
+    assert summary["p_complete_in_window"] == 0.0
+    assert summary["p_target_in_window"] == 1.0 and summary["window_length"]["suffices"]
+    assert summary["target_days"]["p90"] < summary["window_days"]
+    result = {
+        "replicas": 6,
+        "seed": loaded.config.seed,
+        "config_digest": loaded.digest,
+        "wall_s": 0.1,
+        "summary": summary,
+    }
+    html, markdown, facts = render_simulate_report(result, "demo", replica_values(summaries))
+    assert facts["finish"]["p"] == summary["p_target_in_window"] and facts["finish"]["finished"] == 6
+    assert "100.0%</div><b>P(target reached inside the window)" in html and "never" in html
+    assert facts["window_length"].startswith("fits")
+    assert "**P(target reached inside the window)** | **100.0%**" in markdown
+    assert "the window suffices" in summary_markdown("demo", 6, loaded.config.seed, summary)
