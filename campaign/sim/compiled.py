@@ -127,6 +127,7 @@ CYCLE_MIN_S = 2.0 + 1e-6
 ) = range(28)
 N_S = 28
 DAY_S = 86_400.0
+RAMP_HEADROOM = 1e-8  # campaign.sim.power.RAMP_HEADROOM (a test holds them equal)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -812,7 +813,9 @@ def coalesce(t, mw):
 
 @njit(cache=True, nogil=True)
 def rate_limited(t, mw, end_s, ramp, start_mw):
-    """power.rate_limited_curve on a coalesced step function: (times, levels, slopes)."""
+    """power.rate_limited_curve on a coalesced step function: (times, levels, slopes); `ramp` is the limit, held
+    with power.RAMP_HEADROOM as there."""
+    ramp = ramp * (1.0 - RAMP_HEADROOM)
     n = t.size
     out_t = np.empty(2 * n)
     out_mw = np.empty(2 * n)
@@ -848,14 +851,14 @@ def _second_value(t, mw, slope, end_s, lo, hi, k):
     pieces' integrals (stable however short the interval)."""
     n = t.size
     if k + 1 >= n or t[k + 1] >= hi:
-        return mw[k] + slope[k] * (0.5 * (lo + hi) - t[k])
+        return mw[k] + slope[k] * ((lo - t[k]) + 0.5 * (hi - lo))
     total = 0.0
     a = lo
     j = k
     while a < hi:
         b = min(hi, t[j + 1]) if j + 1 < n else hi
         if b > a:
-            total += (b - a) * (mw[j] + slope[j] * (0.5 * (a + b) - t[j]))
+            total += (b - a) * (mw[j] + slope[j] * ((a - t[j]) + 0.5 * (b - a)))
         a = b
         j += 1
     return total / (hi - lo)

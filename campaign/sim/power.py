@@ -31,6 +31,12 @@ COMM_POWER_FRACTION = 0.3
 # planned maintenance and a finished job are idle too; a node in repair is down (0 W, overhead included).
 
 MW = 1e6
+# A ramp limit is held with this relative headroom: the curve ramps at limit x (1 - RAMP_HEADROOM). Float times
+# carry up to half an ulp (about 1e-9 s at day 54, 2e-9 s at day 366), so a corner of the curve sits up to that far
+# from where the exact ramp would reach its level; at the exact limit a 1-s change could then read a hair over it
+# (1.0000000298 MW/s against 1.0 once). 1e-8 of the limit covers every window up to 366 days and is far below any
+# meter's resolution.
+RAMP_HEADROOM = 1e-8
 
 
 @dataclass(frozen=True)
@@ -125,9 +131,11 @@ def rate_limited_curve(
 ) -> PowerCurve:
     """Follow the step function at no more than `ramp_mw_per_s`, starting from `start_mw` at t = 0.
 
-    A fall is held up too (GPUs burn power on filler work while it lasts): this costs energy, not speed.
+    A fall is held up too (GPUs burn power on filler work while it lasts): this costs energy, not speed. The curve
+    ramps at the limit less RAMP_HEADROOM, so every 1-s change of its series is at most the limit, exactly.
     """
     t_s, mw = _coalesce(np.asarray(t_s, dtype=float), np.asarray(mw, dtype=float))
+    ramp_mw_per_s = held_ramp(ramp_mw_per_s)
     ends = np.append(t_s[1:], end_s)
     out_t: list[float] = []
     out_mw: list[float] = []
@@ -156,6 +164,11 @@ def rate_limited_curve(
     return PowerCurve(np.array(out_t), np.array(out_mw), np.array(out_slope), end_s)
 
 
+def held_ramp(ramp_mw_per_s: float) -> float:
+    """The slope a ramp-limited curve uses for a limit: the limit less RAMP_HEADROOM (see its comment)."""
+    return ramp_mw_per_s * (1.0 - RAMP_HEADROOM)
+
+
 def _coalesce(t_s: np.ndarray, mw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Keep the last level at each time and drop levels equal to the one before."""
     if t_s.size == 0 or t_s[0] != 0.0:
@@ -179,25 +192,38 @@ def one_second_series(curve: PowerCurve) -> np.ndarray:
     if not np.any(curve.slope):
         # A step function: each second takes the level at its start, except the seconds a step falls inside.
         series = np.repeat(curve.mw, counts)
-        inside = curve.t_s[(curve.t_s != np.floor(curve.t_s)) & (curve.t_s < curve.end_s)]
-        fix = np.unique(np.floor(inside)).astype(np.int64)
-        if fix.size:
-            lo = fix.astype(float)
-            hi = np.minimum(lo + 1.0, curve.end_s)
-            series[fix] = (curve.integral_mws(hi) - curve.integral_mws(lo)) / (hi - lo)
-        _fix_partial_last_second(curve, series)
-        return series
-    edges = np.arange(n + 1, dtype=float)
-    edges[-1] = curve.end_s
-    k = np.repeat(np.arange(curve.t_s.size), counts)
-    k = np.append(k, curve.t_s.size - 1)
-    dt = edges - curve.t_s[k]
-    energy = curve.cum_mws[k] + curve.mw[k] * dt
-    if np.any(curve.slope):
-        energy += 0.5 * curve.slope[k] * dt * dt
-    series = np.diff(energy) / np.diff(edges)
+    else:
+        # Each second inside one segment is the segment's level at the second's midpoint, taken from the segment's
+        # own start (a difference of cumulative energies would carry their rounding: 3e-8 MW over 54 days).
+        k = np.repeat(np.arange(curve.t_s.size), counts)
+        seconds = np.arange(n, dtype=float)
+        series = curve.mw[k] + curve.slope[k] * ((seconds - curve.t_s[k]) + 0.5)
+    # The seconds a breakpoint falls inside: the sum of their pieces, each from its own segment.
+    inside = curve.t_s[(curve.t_s != np.floor(curve.t_s)) & (curve.t_s < curve.end_s)]
+    fix = np.unique(np.floor(inside)).astype(np.int64)
+    if fix.size:
+        series[fix] = _seconds_from_pieces(curve, fix)
     _fix_partial_last_second(curve, series)
     return series
+
+
+def _seconds_from_pieces(curve: PowerCurve, seconds: np.ndarray) -> np.ndarray:
+    """The mean MW over each of these whole seconds (sorted, unique), summed from the curve's pieces inside each,
+    every piece evaluated from its own segment's start (no cumulative energies: exact to the levels' rounding)."""
+    lo = seconds.astype(float)
+    hi = np.minimum(lo + 1.0, curve.end_s)
+    inner = curve.t_s[(curve.t_s > lo[0]) & (curve.t_s < hi[-1])]
+    owner = np.searchsorted(lo, inner, side="right") - 1
+    inner = inner[(owner >= 0) & (inner < hi[np.maximum(owner, 0)])]
+    points = np.unique(np.concatenate((lo, hi, inner)))
+    a, b = points[:-1], points[1:]
+    second = np.searchsorted(lo, a, side="right") - 1
+    keep = (second >= 0) & (b <= hi[np.maximum(second, 0)])
+    a, b, second = a[keep], b[keep], second[keep]
+    k = np.searchsorted(curve.t_s, a, side="right") - 1
+    length = b - a
+    energy = length * (curve.mw[k] + curve.slope[k] * ((a - curve.t_s[k]) + 0.5 * length))
+    return np.bincount(second, weights=energy, minlength=seconds.size) / (hi - lo)
 
 
 def interval_mean_mw(curve: PowerCurve, lo: float, hi: float) -> float:
@@ -213,7 +239,7 @@ def interval_mean_mw(curve: PowerCurve, lo: float, hi: float) -> float:
         b = min(hi, float(curve.t_s[k + 1])) if k + 1 < curve.t_s.size else hi
         if b > a:
             total += (b - a) * (
-                float(curve.mw[k]) + float(curve.slope[k]) * (0.5 * (a + b) - float(curve.t_s[k]))
+                float(curve.mw[k]) + float(curve.slope[k]) * ((a - float(curve.t_s[k])) + 0.5 * (b - a))
             )
         a = b
         k += 1
@@ -305,17 +331,12 @@ def _second_means(curve: PowerCurve, points: np.ndarray, n: int) -> tuple[np.nda
     lo = cand.astype(float)
     hi = np.minimum(lo + 1.0, curve.end_s)
     k_lo = np.searchsorted(curve.t_s, lo, side="right") - 1
-    k_hi = np.searchsorted(curve.t_s, hi, side="right") - 1
-    d_lo, d_hi = lo - curve.t_s[k_lo], hi - curve.t_s[k_hi]
-    e_lo = curve.cum_mws[k_lo] + curve.mw[k_lo] * d_lo + 0.5 * curve.slope[k_lo] * d_lo * d_lo
-    e_hi = curve.cum_mws[k_hi] + curve.mw[k_hi] * d_hi + 0.5 * curve.slope[k_hi] * d_hi * d_hi
     # A second inside one segment is its level at the midpoint (exact, and stable for a tiny last second);
-    # a second holding a breakpoint is its energy over its length.
-    values = np.where(
-        k_lo == k_hi,
-        curve.mw[k_lo] + curve.slope[k_lo] * (0.5 * (lo + hi) - curve.t_s[k_lo]),
-        (e_hi - e_lo) / (hi - lo),
-    )
+    # a second holding a breakpoint is the sum of its pieces, each from its own segment's start.
+    values = curve.mw[k_lo] + curve.slope[k_lo] * ((lo - curve.t_s[k_lo]) + 0.5 * (hi - lo))
+    holds = np.searchsorted(curve.t_s, hi, side="left") - 1 > k_lo  # a breakpoint strictly inside (lo, hi)
+    if np.any(holds):
+        values[holds] = _seconds_from_pieces(curve, cand[holds])
     if cand.size and cand[-1] == n - 1 and curve.end_s < n:  # a partial last second: from its own pieces
         values[-1] = interval_mean_mw(curve, float(n - 1), curve.end_s)
     return cand, values
