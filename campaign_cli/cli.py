@@ -563,18 +563,9 @@ def calendar_propose(
     typer.echo(
         f"cluster {out['cluster']} ({out['cluster_nodes']} nodes): {out['nodes']} nodes for {out['hours']:g} h"
     )
-    for key, label in (("earliest", "earliest start that fits"), ("least_idle", "least idle left beside it")):
-        p = out[key]
-        typer.echo(
-            f"  {label:27s} {p['start']} .. {p['end']}  strands {p['gap_idle_node_hours']:,.1f} idle node-h "
-            f"(${p['gap_cost_usd']:,.2f})"
-        )
-    if "requested" in out:
-        q = out["requested"]
-        state_text = (
-            "in the past" if q["in_past"] else ("fits" if q["fits"] else "held by " + ", ".join(q["held_by"]))
-        )
-        typer.echo(f"  window.start in the config  {q['start']}: {state_text}")
+    from campaign.calendar.proposals import proposal_text
+
+    typer.echo(proposal_text(out))
 
 
 @calendar_app.command("cancel")

@@ -45,7 +45,9 @@ def propose(
     align: str = "minute",
 ) -> dict[str, Any]:
     """The proposals for booking `nodes` for `duration` no earlier than now (rounded up to the minute): the earliest
-    start (on a whole `align` of UTC, as `window.start: auto` books it) and the least idle one.
+    start and the least idle one, both on a whole `align` of UTC (as `window.start: auto` books it), so the least
+    idle is never before the earliest; and whether the configured start fits (`requested`: a fixed start, or
+    `auto`, which commit resolves to the earliest).
 
     The gap a start creates is the idle stretch of the booking's size between it and its neighbours on the
     calendar: from the last change before it (or now) to its start, and from its end to the next change."""
@@ -59,7 +61,7 @@ def propose(
     not_before = ceil_minute(now)
     first = earliest_fit(state.bookings, nodes, duration, state.total_nodes, not_before, align)
     earliest = placement(state.bookings, first, nodes, duration, not_before)
-    tight = least_idle_fit(state.bookings, nodes, duration, state.total_nodes, not_before)
+    tight = least_idle_fit(state.bookings, nodes, duration, state.total_nodes, not_before, align)
     out = {
         "cluster": state.cluster,
         "calendar": str(state.path),
@@ -69,16 +71,53 @@ def propose(
         "not_before": _iso(not_before),
         "earliest": _placement_json(earliest, state),
         "least_idle": _placement_json(tight, state),
+        "align": align,
     }
-    if requested is not None:
+    if requested is None:  # window.start: auto: commit books the earliest start that fits
+        out["requested"] = {"auto": True, "start": out["earliest"]["start"], "in_past": False, "fits": True}
+    else:
         from campaign.calendar.timeline import blocking
 
         start = utc_seconds(requested)
         holders = blocking(state.bookings, start, start + duration, nodes, state.total_nodes)
         out["requested"] = {
+            "auto": False,
             "start": _iso(start),
             "in_past": start < utc_seconds(now),
             "fits": not holders,
             "held_by": [b.commitment_id for b in holders],
         }
     return out
+
+
+def proposal_text(out: dict[str, Any]) -> str:
+    """The proposals as `campaign calendar propose` prints them: the configured start first (does it fit?), then
+    the earliest and the least idle start on the same alignment (the least idle never before the earliest)."""
+    q = out["requested"]
+    if q["auto"]:
+        verdict = f"auto: commit books the earliest start that fits, {q['start']}"
+    elif q["in_past"]:
+        verdict = f"{q['start']}: in the past; set window.start to a later time, or auto"
+    elif q["fits"]:
+        verdict = f"{q['start']}: fits"
+    else:
+        verdict = (
+            f"{q['start']}: does not fit (held by {', '.join(q['held_by'])}); the earliest start that fits is "
+            f"{out['earliest']['start']}"
+        )
+    lines = [
+        f"cluster {out['cluster']} ({out['cluster_nodes']} nodes): {out['nodes']} nodes for {out['hours']:g} h, "
+        f"starts on a whole {out['align']} of UTC (window.align)",
+        f"  window.start in the config  {verdict}",
+    ]
+    same = out["least_idle"]["start"] == out["earliest"]["start"]
+    for key, label in (
+        ("earliest", "earliest start that fits"),
+        ("least_idle", "least idle start that fits"),
+    ):
+        p = out[key]
+        lines.append(
+            f"  {label:27s} {p['start']} .. {p['end']}  strands {p['gap_idle_node_hours']:,.1f} idle node-h "
+            f"(${p['gap_cost_usd']:,.2f})" + (" (the same start)" if key == "least_idle" and same else "")
+        )
+    return "\n".join(lines)

@@ -43,6 +43,12 @@ def ceil_aligned(moment: datetime, align: str = "second") -> datetime:
     return moment + timedelta(seconds=-epoch_s % step)
 
 
+def floor_aligned(moment: datetime, align: str = "second") -> datetime:
+    """`moment` rounded down to a whole second, minute, hour or day (midnight) of UTC."""
+    up = ceil_aligned(moment, align)
+    return up if up == utc_seconds(moment) else up - timedelta(seconds=ALIGN_S[align])
+
+
 @dataclass(frozen=True)
 class Booking:
     booking_id: str
@@ -267,17 +273,29 @@ def placement(
 
 
 def least_idle_fit(
-    bookings: Sequence[Booking], nodes: int, duration: timedelta, capacity: int, not_before: datetime
+    bookings: Sequence[Booking],
+    nodes: int,
+    duration: timedelta,
+    capacity: int,
+    not_before: datetime,
+    align: str = "second",
 ) -> Placement:
-    """The fitting start that strands the least idle capacity beside existing bookings (ties: the earliest).
+    """The fitting start on a whole `align` of UTC that strands the least idle capacity beside existing bookings
+    (ties: the earliest).
 
     Candidates are `not_before`, every booking's end (start right after it) and every booking's start minus the
-    duration (end right before it): a placement that touches its neighbours leaves no stretch between them.
+    duration (end right before it): a placement that touches its neighbours leaves no stretch between them. Each is
+    moved onto the alignment (an end rounded up, a start-before rounded down), the same grid `earliest_fit` searches,
+    so the least idle start is never earlier than the earliest start that fits.
     O(n log n): each candidate is checked against `FreeStarts` and placed by bisection."""
-    not_before = utc_seconds(not_before)
+    not_before = ceil_aligned(not_before, align)
     held = _holding(bookings)
     free = FreeStarts([b for b in held if b.held_until > not_before], nodes, duration, capacity)
-    candidates = {not_before} | {b.held_until for b in held} | {b.start - duration for b in held}
+    candidates = (
+        {not_before}
+        | {ceil_aligned(b.held_until, align) for b in held}
+        | {floor_aligned(b.start - duration, align) for b in held}
+    )
     best: Placement | None = None
     events = _events(held)
     for start in sorted(t for t in candidates if t >= not_before):

@@ -559,3 +559,47 @@ def test_a_past_start_names_the_option_the_user_gave(tmp_path):
         cal.book(tmp_path / "cal.duckdb", _identity(), request, NOW)
     assert err.value.where == "--start" and "window.start" not in err.value.render()
     assert "pass a future --start" in err.value.fix
+
+
+# ---------------------------------------------------------------------------------- proposals, aligned
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(1, 32), _moments, st.integers(3600, 5 * 24 * 3600)), max_size=6),
+    st.integers(1, 32),
+    st.integers(3600, 5 * 24 * 3600),
+    st.sampled_from(["second", "minute", "hour", "day"]),
+)
+def test_the_least_idle_start_is_on_the_same_grid_and_never_before_the_earliest(raw, nodes, seconds, align):
+    bookings = [_b(f"c{i}", n, s, s + timedelta(seconds=d)) for i, (n, s, d) in enumerate(raw)]
+    state = cal.CalendarState(Path("x"), "x", "d", 32, PRICING, tuple(bookings))
+    out = cal.propose(state, nodes, timedelta(seconds=seconds), T0 + timedelta(seconds=17), None, align)
+    earliest, tight = out["earliest"]["start"], out["least_idle"]["start"]
+    assert earliest <= tight
+    step = {"second": 1, "minute": 60, "hour": 3600, "day": 86_400}[align]
+    for start in (earliest, tight):
+        moment = datetime.fromisoformat(start.replace("Z", "+00:00"))
+        assert int(moment.timestamp()) % step == 0, (align, start)
+        assert not cal.blocking(bookings, moment, moment + timedelta(seconds=seconds), nodes, 32)
+
+
+def test_propose_says_whether_the_configured_start_fits_and_puts_least_idle_after_earliest():
+    from campaign.calendar.proposals import proposal_text
+
+    # A booking that ends at 21:13 leaves the cluster free from then; starts are on whole days (window.align: day).
+    ends = T0 + timedelta(days=1, hours=21, minutes=13)
+    held = _b("c-held", 32, T0, ends)
+    state = cal.CalendarState(Path("x"), "x", "d", 32, PRICING, (held,))
+    out = cal.propose(state, 32, 2 * DAY, T0, None, "day")
+    assert out["earliest"]["start"] == out["least_idle"]["start"] == "2027-01-06T00:00:00Z"
+    text = proposal_text(out)
+    assert "window.start in the config  auto: commit books the earliest start that fits, 2027-01-06" in text
+    assert text.index("earliest start that fits") < text.index("least idle start that fits")
+    assert "(the same start)" in text
+    clash = cal.propose(state, 32, 2 * DAY, T0, T0 + DAY, "day")
+    assert "does not fit (held by c-held); the earliest start that fits is 2027-01-06T00:00:00Z" in (
+        proposal_text(clash)
+    )
+    fits = cal.propose(state, 32, 2 * DAY, T0, T0 + 5 * DAY, "day")
+    assert proposal_text(fits).splitlines()[1].endswith(": fits")
