@@ -124,6 +124,25 @@ def power_figures(con: duckdb.DuckDBPyConnection, commitment_id: str, replica: i
     return one_row(con, query("power"), {"commitment_id": commitment_id, "replica": replica})
 
 
+def released_early(
+    summary: ReplicaSummary, config: dict[str, Any] | None, gpu_hour_usd: float
+) -> dict[str, float]:
+    """The idle tail after this run's early finish with its price, by the one definition the calendar and the
+    `schedule` gate use (`campaign.calendar.gaps.released_capacity`): the booking's nodes idle from the job's end,
+    in whole seconds, at the GPU-hour price plus idle power. Without a recorded config: GPU-hours only."""
+    from campaign.calendar.gaps import Pricing, released_capacity, released_seconds
+
+    released_s = released_seconds(float(summary["window_s"]), summary.get("completion_s"))
+    if config is None:
+        gpus = int(summary["gpus"]) + int(summary["spare_gpus"])
+        return released_capacity(released_s, gpus, Pricing(1, gpu_hour_usd, 0.0, 0.0))
+    from campaign.calendar.catalog import cluster_identity
+    from campaign.config import CampaignConfig
+
+    cluster = CampaignConfig.model_validate(config).cluster
+    return released_capacity(released_s, cluster.booked_nodes, cluster_identity(cluster).pricing)
+
+
 def window_figures(
     summary: ReplicaSummary,
     events: pd.DataFrame,
@@ -139,6 +158,7 @@ def window_figures(
     buckets = goodput.goodput_buckets_gpu_h(job_s, gpus, spare_gpus, window_s, completion_s)
     total_gpu_h = goodput.total_gpu_h(gpus, spare_gpus, window_s)
     gpu_hour_usd = summary["cost_usd"]["compute"] / total_gpu_h if total_gpu_h else 0.0
+    released = released_early(summary, config, gpu_hour_usd)
     lost_gpu_h = math.fsum(buckets[k] for k in LOST_KEYS)
 
     failures = events[events["kind"] == "failure"]
@@ -203,9 +223,11 @@ def window_figures(
             "lost_by_bucket": {k: buckets[k] * gpu_hour_usd for k in LOST_KEYS},
             "checkpoint": buckets["checkpoint"] * gpu_hour_usd,
             "idle_spares": buckets["idle_spares"] * gpu_hour_usd,
-            "released_early": buckets["idle_released"] * gpu_hour_usd,
+            # The idle tail priced as the calendar prices its early-finish gap (calendar.gaps.released_capacity).
+            "released_early": released["cost_usd"],
         },
-        "released_early_h": (window_s - wall_s) / 3600.0,
+        "released_early_h": released["hours"],
+        "released_early": released,
         "tokens_trained": summary["tokens_trained"],
         "tokens_target": summary["tokens_target"],
         "completed": bool(summary["completed"]),
@@ -479,7 +501,7 @@ def recommendations(r: dict[str, Any]) -> list[dict[str, str]]:
                 if spare_days > 0.1 * r["window_days"]
                 else "the window length fitted the job",
                 "figure": f"finished on day {r['completion_days']:.2f} of {r['window_days']:.2f}; "
-                f"{r['released_early_h']:.1f} h released early (${r['cost_usd']['released_early']:,.0f})",
+                f"{r['released_early_h']:.1f} h released early (${r['cost_usd']['released_early']:,.2f})",
             }
         )
     elif r["tokens_trained"] > r["tokens_target"]:

@@ -13,6 +13,7 @@ Source: the idle-hardware-as-loss framing of the project brief; prices and power
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
@@ -39,6 +40,22 @@ class Pricing:
         gpu = idle_node_hours * self.gpus_per_node * self.gpu_hour_usd
         energy = idle_node_hours * self.idle_node_w / 1e6 * self.energy_usd_per_mwh
         return {"gpu_usd": round(gpu, 2), "energy_usd": round(energy, 2), "cost_usd": round(gpu + energy, 2)}
+
+
+def released_seconds(window_s: float, completion_s: float | None) -> int:
+    """Whole seconds of a window released after an early finish: from the job's end, rounded up to the second as
+    the calendar records it (`record-actual-end`), to the window's end; 0 when the job did not finish."""
+    if completion_s is None:
+        return 0
+    return max(0, round(window_s) - math.ceil(completion_s))
+
+
+def released_capacity(released_s: float, nodes: int, pricing: Pricing) -> dict[str, float]:
+    """The idle tail after an early finish, priced as the calendar prices its early-finish gap: the booking's nodes
+    idle for `released_s` (GPU-hours at the GPU-hour price plus idle power at the energy price). The one
+    definition the report, the `schedule` gate and the calendar show."""
+    node_hours = released_s / SECONDS_PER_HOUR * nodes
+    return {"hours": released_s / SECONDS_PER_HOUR, "node_hours": node_hours, **pricing.cost(node_hours)}
 
 
 def idle_node_w(gpus_per_node: int, idle_w: float, node_overhead_w: float, pue: float) -> float:

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from campaign.calendar.catalog import cluster_identity
-from campaign.calendar.gaps import Pricing
+from campaign.calendar.gaps import Pricing, released_capacity, released_seconds
 from campaign.config import CampaignConfig
 
 DAY_S = 86_400.0
@@ -150,10 +150,12 @@ def assess_window_length(
     p90, p99 = (
         (empirical_quantile(times, 0.90), empirical_quantile(times, 0.99)) if n else (math.inf, math.inf)
     )
-    # The idle tail is capacity released after an early finish; a snapshot job trains on, releasing nothing.
-    tail_s = 0.0 if trains_through else (sum(window_s - t for t in done) / n if n else 0.0)
-    tail_nh = tail_s / 3600.0 * booked_nodes
-    tail_cost = pricing.cost(tail_nh)["cost_usd"]
+    # The idle tail is capacity released after an early finish, in whole seconds and priced as the calendar prices
+    # the early-finish gap (campaign.calendar.gaps.released_capacity), here the mean over the replicas; a snapshot
+    # job trains on, releasing nothing.
+    tail_s = 0.0 if trains_through else (sum(released_seconds(window_s, t) for t in done) / n if n else 0.0)
+    tail = released_capacity(tail_s, booked_nodes, pricing)
+    tail_nh, tail_cost = tail["node_hours"], tail["cost_usd"]
     days = window_s / DAY_S
     needed = p90
     if not math.isfinite(p90) and longer_completions_s:
@@ -189,7 +191,8 @@ def assess_window_length(
         message = (
             f"window of {days:.2f} days is longer than the campaign's p99 completion time ({_days(p99)}): "
             f"the expected idle tail after the job finishes is {tail_s / 3600:.1f} h x {booked_nodes} "
-            f"nodes = {tail_nh:,.0f} node-hours (${tail_cost:,.2f} of released capacity); set window.days "
+            f"nodes = {tail_nh:,.0f} node-hours (${tail_cost:,.2f} of released capacity, the mean of {n} "
+            "replicas; the run's own is in its report and on the calendar); set window.days "
             f"between {math.ceil(p90 / DAY_S * 100) / 100:.2f} and {math.floor(p99 / DAY_S * 100) / 100:.2f}"
             " (the p90 and p99), or raise plan.target_tokens"
         )
@@ -203,7 +206,7 @@ def assess_window_length(
         message = (
             f"window of {days:.2f} days lies between the p90 ({_days(p90)}) and {upper}; P(target "
             f"in window) {p_done:.0%} of {n} replicas, expected idle tail after an early finish {tail_s / 3600:.1f} h "
-            f"(${tail_cost:,.2f})"
+            f"(${tail_cost:,.2f}, the mean of {n} replicas; the run's own is in its report and on the calendar)"
         )
     return WindowLength(
         days,
