@@ -62,7 +62,7 @@ def propose(
     first = earliest_fit(state.bookings, nodes, duration, state.total_nodes, not_before, align)
     earliest = placement(state.bookings, first, nodes, duration, not_before)
     tight = least_idle_fit(state.bookings, nodes, duration, state.total_nodes, not_before, align)
-    out = {
+    out: dict[str, Any] = {
         "cluster": state.cluster,
         "calendar": str(state.path),
         "cluster_nodes": state.total_nodes,
@@ -74,7 +74,7 @@ def propose(
         "align": align,
     }
     if requested is None:  # window.start: auto: commit books the earliest start that fits
-        out["requested"] = {"auto": True, "start": out["earliest"]["start"], "in_past": False, "fits": True}
+        out["requested"] = {"auto": True, "start": _iso(earliest.start), "in_past": False, "fits": True}
     else:
         from campaign.calendar.timeline import blocking
 
