@@ -129,17 +129,22 @@ def released_early(
 ) -> dict[str, float]:
     """The idle tail after this run's early finish with its price, by the one definition the calendar and the
     `schedule` gate use (`campaign.calendar.gaps.released_capacity`): the booking's nodes idle from the job's end,
-    in whole seconds, at the GPU-hour price plus idle power. Without a recorded config: GPU-hours only."""
+    in whole seconds, at the GPU-hour price plus idle power. Without a whole recorded config: GPU-hours only."""
     from campaign.calendar.gaps import Pricing, released_capacity, released_seconds
 
-    released_s = released_seconds(float(summary["window_s"]), summary.get("completion_s"))
-    if config is None:
-        gpus = int(summary["gpus"]) + int(summary["spare_gpus"])
-        return released_capacity(released_s, gpus, Pricing(1, gpu_hour_usd, 0.0, 0.0))
+    import pydantic
+
     from campaign.calendar.catalog import cluster_identity
     from campaign.config import CampaignConfig
 
-    cluster = CampaignConfig.model_validate(config).cluster
+    released_s = released_seconds(float(summary["window_s"]), summary.get("completion_s"))
+    try:
+        cluster = CampaignConfig.model_validate(config).cluster if config is not None else None
+    except pydantic.ValidationError:  # a partial record (not one commit wrote): priced by its GPU-hours
+        cluster = None
+    if cluster is None:
+        gpus = int(summary["gpus"]) + int(summary["spare_gpus"])
+        return released_capacity(released_s, gpus, Pricing(1, gpu_hour_usd, 0.0, 0.0))
     return released_capacity(released_s, cluster.booked_nodes, cluster_identity(cluster).pricing)
 
 
