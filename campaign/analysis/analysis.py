@@ -130,11 +130,10 @@ def released_early(
     """The idle tail after this run's early finish with its price, by the one definition the calendar and the
     `schedule` gate use (`campaign.calendar.gaps.released_capacity`): the booking's nodes idle from the job's end,
     in whole seconds, at the GPU-hour price plus idle power. Without a whole recorded config: GPU-hours only."""
-    from campaign.calendar.gaps import Pricing, released_capacity, released_seconds
-
     import pydantic
 
     from campaign.calendar.catalog import cluster_identity
+    from campaign.calendar.gaps import Pricing, released_capacity, released_seconds
     from campaign.config import CampaignConfig
 
     released_s = released_seconds(float(summary["window_s"]), summary.get("completion_s"))
