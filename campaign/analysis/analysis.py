@@ -108,6 +108,8 @@ def analyse_window(
                 "end": str(window["window_end"]),
                 "hours": summary["window_s"] / 3600.0,
             },
+            "simulated": True,
+            "simulation_note": simulation_note(replica, window["seed"]),
             "config_digest": window["config_digest"],
             "data_digest": window["data_digest"],
             "data": data_section(con, config, data_dir),
@@ -116,6 +118,15 @@ def analyse_window(
     )
     result["recommendations"] = recommendations(result)
     return result
+
+
+def simulation_note(replica: int, seed: int) -> str:
+    """What the report shows, said plainly: a replica of the simulator, never a real run (its dates may be ahead)."""
+    return (
+        f"replica {replica} of the discrete-event simulator, seed {seed}, run over the committed window; its "
+        "failures, checkpoints, tokens and power are modelled, and its dates are the booked window's, "
+        "which may lie in the future"
+    )
 
 
 def power_figures(con: duckdb.DuckDBPyConnection, commitment_id: str, replica: int) -> dict[str, float]:

@@ -339,3 +339,17 @@ def test_a_runaway_sql_query_is_stopped_at_its_time_limit(tmp_path):
     assert run_query(str(ws.root), "select 42 as x", timeout_s=0) == (["x"], [(42,)])
     with pytest.raises(ConfigError, match="--timeout"):
         run_query(str(ws.root), "select 1", timeout_s=float("nan"))
+
+
+def test_the_report_says_it_is_a_simulated_window_with_its_seed_and_replica(report):
+    _, result, html, markdown, _, _, _ = report
+    seed, replica = result["seed"], result["replica"]
+    title = re.search(r"<title>(.*?)</title>", html).group(1)
+    heading = re.search(r"<h1>(.*?)</h1>", html).group(1)
+    assert title.startswith("Simulated window report") and heading == "Simulated window report"
+    banner = re.search(r'<p class="sim">(.*?)</p>', html, re.S).group(1)
+    assert "not a training run" in banner and f"replica {replica} " in banner and f"seed {seed}," in banner
+    first = markdown.splitlines()[0]
+    assert first.startswith("# Simulated window report")
+    assert f"replica {replica} of the discrete-event simulator, seed {seed}," in markdown.split("## ")[0]
+    assert result["simulated"] is True
