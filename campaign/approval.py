@@ -1,13 +1,14 @@
 """What a person approves when a commitment needs approval, and the marker that says a run waits for it.
 
-The request gathers what the approver must see to say yes: the window (start, end, days), the GPUs it books (job
-and spares), the plan's expected days and the p90 completion time of the window's replicas, the reserved cost,
+The request gathers what the approver must see to say yes: the window (start, end, days) and the GPUs of the
+tentative hold the commit put on the cluster's calendar before asking (a yes books exactly that hold; a no, a timeout
+or a cancelled run releases it), the GPUs it books (job and spares), the plan's expected days and the p90 completion time of the window's replicas, the reserved cost,
 every required gate with the figure it was judged on, and the two digests the verdict belongs to.
 
 Sources: the gate records of the newest validate for these digests (`store.latest_gates`; the schedule gate's
 `window_length` details carry the p90 from `campaign.calendar.window_length`), the plan
 (`campaign.plan.make_plan`: expected days = target tokens / (tokens per second x expected ETTR)), and the
-cluster's price (`cluster.cost.gpu_hour_usd`): reserved cost = booked GPUs x window hours x GPU-hour price.
+cluster's price (`cluster.cost.gpu_hour_usd`): reserved cost = the hold's GPUs x its hours x GPU-hour price.
 
 While the run waits, `<workspace>/approval-pending.json` names it (flow run id, its UI address, since when), so
 other commands can say where a run waits instead of only "busy". Campaign removes the marker only when it is the
@@ -23,6 +24,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from campaign.calendar.timeline import Booking
 from campaign.config import CampaignConfig
 from campaign.files import atomic_write_json
 from campaign.gates import REQUIRED_GATES
@@ -58,6 +60,9 @@ class ApprovalRequest:
     # The expected length at the low and high ends of the plan's step-time band, and what the band rests on.
     expected_days_range: tuple[float, float] | None = None
     plan_basis: str = ""
+    hold_id: str | None = None  # the calendar booking held while the approval waits
+    commitment_id: str | None = None
+    cluster: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -89,6 +94,7 @@ class ApprovalRequest:
                 f"({self.window_days:g} days) |"
             ),
             f"| GPUs | {self.gpus:,} for the job, {self.booked_gpus:,} booked with spares |",
+            *self._hold_rows(),
             (
                 f"| Expected length | {days(self.expected_days)} (plan"
                 + (
@@ -119,6 +125,17 @@ class ApprovalRequest:
             "Approve to book the window; reject (with a comment) to fail the commit run and book nothing.",
         ]
         return "\n".join(lines)
+
+    def _hold_rows(self) -> list[str]:
+        if self.hold_id is None:
+            return []
+        return [
+            (
+                f"| Calendar hold | `{self.hold_id}` ({self.commitment_id}) on cluster `{self.cluster}`: these dates "
+                "and GPUs are held for you until you answer; a yes books exactly them, a no or no answer releases "
+                "them |"
+            )
+        ]
 
 
 def _cell(text: str) -> str:
@@ -158,19 +175,27 @@ def approval_request(
     expected_days: float | None,
     p90_days: float | None = None,
     plan: Any = None,
+    hold: Booking | None = None,
 ) -> ApprovalRequest:
     """The request for these digests from the recorded gates (`store.latest_gates`) and the plan's expected days;
-    the p90 from the schedule gate's replicas, else `p90_days`."""
+    the p90 from the schedule gate's replicas, else `p90_days`. With the calendar's tentative `hold`, the window,
+    the GPUs and the cost are exactly the hold's (its start resolves `window.start: auto`)."""
     window = config.window
     fixed = window.fixed_start
-    if fixed is None:
+    days = float(window.days)
+    booked_gpus = config.cluster.booked_nodes * config.cluster.gpus_per_node
+    end: str | None
+    if hold is not None:
+        start, end = hold.start.isoformat(), hold.end.isoformat()
+        days = (hold.end - hold.start).total_seconds() / 86_400
+        booked_gpus = hold.nodes * config.cluster.gpus_per_node
+    elif fixed is None:
         start, end = "auto (the earliest start that fits on the cluster's calendar, found when booking)", None
     else:
         start_dt = fixed if fixed.tzinfo else fixed.replace(tzinfo=UTC)
         start = start_dt.isoformat()
         end = (start_dt + timedelta(seconds=round(window.days * 86_400))).isoformat()
-    booked_gpus = config.cluster.booked_nodes * config.cluster.gpus_per_node
-    cost = booked_gpus * window.days * 24 * config.cluster.cost.gpu_hour_usd
+    cost = booked_gpus * days * 24 * config.cluster.cost.gpu_hour_usd
     p90 = p90_days
     lines = []
     for gate in REQUIRED_GATES:
@@ -188,7 +213,7 @@ def approval_request(
         config.name,
         start,
         end,
-        float(window.days),
+        days,
         config.cluster.gpus,
         booked_gpus,
         finite,
@@ -200,6 +225,9 @@ def approval_request(
         data_digest,
         _days_range(finite, plan),
         str(getattr(plan, "basis", "")),
+        hold.booking_id if hold else None,
+        hold.commitment_id if hold else None,
+        config.cluster.name if hold else None,
     )
 
 

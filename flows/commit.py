@@ -10,10 +10,10 @@ from pydantic import Field, create_model
 
 from campaign import store
 from campaign.approval import ApprovalRequest, clear_pending, write_pending
-from campaign.errors import Refused
+from campaign.errors import CampaignError, Refused
 from campaign.window import window_inputs, with_start
 from flows.common import StageParams, campaign_tags, fails_cleanly, stage_run, stage_run_name
-from tasks.calendar import book_calendar
+from tasks.calendar import book_calendar, confirm_hold, hold_calendar, release_hold
 from tasks.commit import (
     book_window,
     check_gates,
@@ -68,6 +68,9 @@ def wait_for_approval(ws: store.Workspace, request: ApprovalRequest, timeout_s: 
     with store.released(ws, "campaign commit (approved; re-checking)"):
         write_pending(ws.root, run_id, url, request.headline())
         get_run_logger().info("waiting for approval (up to %d s): %s", timeout_s, request.headline())
+        parent = show_waiting_on_parent(
+            f"commit run {current.name or run_id} waits for approval: {request.headline()}"
+        )
         try:
             return pause_flow_run(
                 wait_for_input=approval_form(request),
@@ -84,6 +87,34 @@ def wait_for_approval(ws: store.Workspace, request: ApprovalRequest, timeout_s: 
             ) from None
         finally:
             clear_pending(ws.root, run_id)
+            if parent:
+                show_waiting_on_parent(None, parent)
+
+
+WAITING_STATE = "Awaiting approval"
+
+
+def show_waiting_on_parent(message: str | None, parent: str | None = None) -> str | None:
+    """A lifecycle run would show plain "Running" while its commit subflow is paused: its state is named
+    "Awaiting approval" with what it waits for (`message`), and back to "Running" once answered (`None`). Returns
+    the parent run's id (None when commit runs on its own). The engine of the parent keeps its own state, so this
+    only changes what the UI shows."""
+    from prefect.client.orchestration import get_client
+    from prefect.runtime import flow_run as current
+    from prefect.states import Running, State
+
+    parent = parent or current.parent_flow_run_id
+    if not parent:
+        return None
+    state: State[None] = (
+        Running(message=message) if message is None else Running(name=WAITING_STATE, message=message)
+    )
+    try:
+        with get_client(sync_client=True) as client:
+            client.set_flow_run_state(parent, state, force=True)
+    except Exception as exc:  # only what the UI shows: the approval itself goes on
+        get_run_logger().warning("could not show the wait on the lifecycle run: %s", exc)
+    return str(parent)
 
 
 @flow(name="commit", flow_run_name=stage_run_name("commit"))
@@ -91,32 +122,44 @@ def wait_for_approval(ws: store.Workspace, request: ApprovalRequest, timeout_s: 
 def commit_flow(params: StageParams = StageParams(), schedule_execution: bool = True):
     """Book the window; run as its own deployment with `schedule_execution`, it also schedules `execute-window`
     at the window's start. The lifecycle runs execute itself right after, so it passes False (one execution).
-    With `commit.require_approval`, it publishes what is to be approved and waits for a person without holding the
-    workspace; after a yes it re-checks the config, the data, the gates and the calendar before booking."""
+    With `commit.require_approval`, it puts a tentative hold on the calendar (resolving `window.start: auto`),
+    publishes exactly that hold's dates, GPUs and cost for approval and waits for a person without holding the
+    workspace; after a yes it re-checks the config, the data and the gates, and books exactly the hold. A no, a
+    timeout, a failed re-check or a cancelled run releases the hold."""
     loaded, ws = load_campaign(params.config, params.overrides, params.workspace)
     with stage_run(ws, "commit", loaded.digest) as run_id, campaign_tags(loaded.config.name):
         data_digest = check_gates(ws, loaded)
         approved_by, comment = "automatic (every gate passed)", ""
         if loaded.config.commit.require_approval:
-            request = publish_approval_request(ws, loaded, data_digest)
-            answer = wait_for_approval(ws, request, int(loaded.config.commit.approval_timeout_s))
-            if not answer.approved:
-                record_answer(ws, request, answer.approver, answer.comment, approved=False)
-                raise Refused(
-                    f"booking rejected by {answer.approver}"
-                    + (f": {answer.comment}" if answer.comment else " (no comment)"),
-                    where=str(ws.root),
-                    fix="resolve the approver's concern and commit again",
+            hold = hold_calendar(ws, loaded, data_digest, store.now())
+            try:
+                request = publish_approval_request(ws, loaded, data_digest, hold)
+                answer = wait_for_approval(ws, request, int(loaded.config.commit.approval_timeout_s))
+                if not answer.approved:
+                    record_answer(ws, request, answer.approver, answer.comment, approved=False)
+                    raise Refused(
+                        f"booking rejected by {answer.approver}"
+                        + (f": {answer.comment}" if answer.comment else " (no comment)"),
+                        where=str(ws.root),
+                        fix="resolve the approver's concern and commit again",
+                    )
+                # The lock was let go while waiting: whatever was approved must still be what is booked.
+                loaded, data_digest = recheck_after_approval(
+                    ws, params.config, params.overrides, params.workspace, request
                 )
-            # The lock was let go while waiting: whatever was approved must still be what is booked.
-            loaded, data_digest = recheck_after_approval(
-                ws, params.config, params.overrides, params.workspace, request
-            )
+            except CampaignError as err:
+                release_hold(ws, loaded, hold, err.message, store.now())
+                raise
+            except BaseException:  # cancelled (a worker's SIGTERM), Ctrl-C, or a bug: the hold goes back too
+                release_hold.fn(ws, loaded, hold, "the commit run ended before an answer", store.now())
+                raise
             approved_by, comment = answer.approver, answer.comment
+            booking = confirm_hold(ws, loaded, hold, store.now())
             record_answer(ws, request, approved_by, comment, approved=True)
-        # The calendar lock is held inside book_calendar only (never while waiting for approval above), and
-        # the calendar is read afresh there.
-        booking = book_calendar(ws, loaded, data_digest, store.now())
+        else:
+            # The calendar lock is held inside book_calendar only (never while waiting for approval above), and
+            # the calendar is read afresh there.
+            booking = book_calendar(ws, loaded, data_digest, store.now())
         booked = book_window(ws, loaded, data_digest, run_id, approved_by, booking, comment)
         # The utility's warning: commitments/<id>-power.md and .json, and an artifact.
         write_power_notice(

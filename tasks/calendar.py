@@ -63,11 +63,14 @@ def report_calendar(path: Path, start: str | None, end: str | None, now: datetim
     return report
 
 
-@task(name="book-calendar", cache_policy=None)
-def book_calendar(ws: store.Workspace, loaded: LoadedConfig, data_digest: str, now: datetime) -> cal.Booking:
-    """Book the window on the cluster's calendar (one short locked transaction), or refuse naming what holds
-    the capacity and the earliest start where the campaign fits. The workspace's commitment for these digests
-    keeps its id."""
+def _book(
+    ws: store.Workspace,
+    loaded: LoadedConfig,
+    data_digest: str,
+    now: datetime,
+    hold: bool,
+    commitment_id: str | None,
+) -> cal.Booking:
     from tasks.commit import commitment_id_for
 
     config = loaded.config
@@ -77,7 +80,7 @@ def book_calendar(ws: store.Workspace, loaded: LoadedConfig, data_digest: str, n
         path,
         cal.cluster_identity(config.cluster),
         cal.BookingRequest(
-            commitment_id=commitment_id_for(ws, loaded.digest, data_digest),
+            commitment_id=commitment_id or commitment_id_for(ws, loaded.digest, data_digest),
             campaign=config.name,
             nodes=config.cluster.booked_nodes,
             duration=timedelta(seconds=round(window.days * 86_400)),
@@ -88,17 +91,65 @@ def book_calendar(ws: store.Workspace, loaded: LoadedConfig, data_digest: str, n
             data_digest=data_digest,
         ),
         now,
+        hold=hold,
     )
     get_run_logger().info(
-        "calendar %s: %s holds %d nodes %s .. %s (booking %s)",
+        "calendar %s: %s %s %d nodes %s .. %s (booking %s)",
         path.name,
         booking.commitment_id,
+        "holds, until the approval is answered," if booking.status == cal.HELD else "holds",
         booking.nodes,
         booking.start,
         booking.end,
         booking.booking_id,
     )
     return booking
+
+
+@task(name="book-calendar", cache_policy=None)
+def book_calendar(
+    ws: store.Workspace,
+    loaded: LoadedConfig,
+    data_digest: str,
+    now: datetime,
+    commitment_id: str | None = None,
+) -> cal.Booking:
+    """Book the window on the cluster's calendar (one short locked transaction), or refuse naming what holds
+    the capacity and the earliest start where the campaign fits. The workspace's commitment for these digests
+    keeps its id; booking over this commitment's hold books exactly the held dates and nodes."""
+    return _book(ws, loaded, data_digest, now, False, commitment_id)
+
+
+@task(name="hold-calendar", cache_policy=None)
+def hold_calendar(ws: store.Workspace, loaded: LoadedConfig, data_digest: str, now: datetime) -> cal.Booking:
+    """Before asking for approval: a tentative hold on the calendar for the window (`window.start: auto` resolved
+    to the earliest start that fits), so the approver sees real dates and nobody else takes them meanwhile."""
+    return _book(ws, loaded, data_digest, now, True, None)
+
+
+@task(name="confirm-hold", cache_policy=None)
+def confirm_hold(ws: store.Workspace, loaded: LoadedConfig, hold: cal.Booking, now: datetime) -> cal.Booking:
+    """A yes books exactly the hold the approver saw (its dates and nodes), or refuses if it was released."""
+    booking = cal.confirm_hold(calendar_of(loaded, ws), hold.booking_id, now)
+    get_run_logger().info(
+        "calendar: the hold %s is booked: %s holds %d nodes %s .. %s",
+        booking.booking_id,
+        booking.commitment_id,
+        booking.nodes,
+        booking.start,
+        booking.end,
+    )
+    return booking
+
+
+@task(name="release-hold", cache_policy=None)
+def release_hold(
+    ws: store.Workspace, loaded: LoadedConfig, hold: cal.Booking, reason: str, now: datetime
+) -> None:
+    """The approval was not given (a no, a timeout, a cancelled or failed run): the hold's capacity goes back."""
+    released = cal.release_hold(calendar_of(loaded, ws), hold.commitment_id, reason, now)
+    if released is not None and released.status == "cancelled":
+        get_run_logger().info("calendar: hold %s released (%s)", hold.booking_id, reason)
 
 
 @task(name="check-booking", cache_policy=None)

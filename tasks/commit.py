@@ -44,7 +44,9 @@ def passed_data_digest(ws: store.Workspace, loaded: LoadedConfig) -> str:
     if not recorded:  # nothing validated for these digests: name a file a gate read that changed since
         last = store.latest_gate_details(ws, loaded.digest, "data_identity")
         problems += gate_file_changes(last.get("gate_files"), evidence.gate_files, "the last validate")
-    problems += commit_problems(recorded, loaded.digest, evidence.digest)
+    problems += commit_problems(
+        recorded, loaded.digest, evidence.digest, bool(recorded) or store.ever_validated(ws)
+    )
     if problems:
         raise Refused(
             "commit refused:\n  - " + "\n  - ".join(problems),
@@ -55,9 +57,11 @@ def passed_data_digest(ws: store.Workspace, loaded: LoadedConfig) -> str:
 
 
 @task(name="approval-request", cache_policy=None)
-def publish_approval_request(ws: store.Workspace, loaded: LoadedConfig, data_digest: str) -> ApprovalRequest:
-    """What the approver is asked: the window, GPUs, expected days and p90, cost, every gate with its figure and
-    the digests, published as a Markdown artifact on the paused run."""
+def publish_approval_request(
+    ws: store.Workspace, loaded: LoadedConfig, data_digest: str, hold: Booking | None = None
+) -> ApprovalRequest:
+    """What the approver is asked: the window, GPUs and cost of the calendar's `hold`, expected days and p90, every
+    gate with its figure and the digests, published as a Markdown artifact on the paused run."""
     plan = make_plan(loaded.config)
     gates = store.latest_gates(ws, loaded.digest, data_digest)
     schedule = gates.get("schedule")
@@ -67,7 +71,7 @@ def publish_approval_request(ws: store.Workspace, loaded: LoadedConfig, data_dig
         None if judged or not plan.fits else replica_p90_days(loaded.config, plan, loaded.config.sim.replicas)
     )
     request = approval_request(
-        loaded.config, loaded.digest, data_digest, gates, plan.expected_days, p90, plan
+        loaded.config, loaded.digest, data_digest, gates, plan.expected_days, p90, plan, hold=hold
     )
     create_markdown_artifact(
         request.markdown(),

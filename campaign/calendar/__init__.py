@@ -11,14 +11,17 @@ from campaign.calendar.catalog import (
     calendars_in,
     cancel,
     cluster_identity,
+    confirm_hold,
     find_booking,
     read_calendar,
     record_actual_end,
+    release_hold,
 )
 from campaign.calendar.gaps import Pricing, calendar_report, idle_node_w
 from campaign.calendar.proposals import propose
 from campaign.calendar.timeline import (
     CAMPAIGN,
+    HELD,
     MAINTENANCE,
     Booking,
     blocking,
@@ -32,6 +35,7 @@ from campaign.calendar.timeline import (
 __all__ = [
     "CALENDAR_ENV",
     "CAMPAIGN",
+    "HELD",
     "MAINTENANCE",
     "Booking",
     "BookingRequest",
@@ -46,6 +50,7 @@ __all__ = [
     "cancel",
     "ceil_minute",
     "cluster_identity",
+    "confirm_hold",
     "earliest_fit",
     "find_booking",
     "idle_node_w",
@@ -53,6 +58,7 @@ __all__ = [
     "propose",
     "read_calendar",
     "record_actual_end",
+    "release_hold",
     "segments",
     "utc_seconds",
 ]

@@ -29,6 +29,7 @@ from filelock import FileLock, Timeout
 from campaign.calendar.gaps import Pricing, idle_node_w
 from campaign.calendar.timeline import (
     CAMPAIGN,
+    HELD,
     Booking,
     blocking,
     ceil_minute,
@@ -357,11 +358,15 @@ class BookingRequest:
     start_given_by: str = "window.start"  # what the user set the start with: a config key or a command option
 
 
-def book(path: Path, identity: ClusterIdentity, request: BookingRequest, now: datetime) -> Booking:
+def book(
+    path: Path, identity: ClusterIdentity, request: BookingRequest, now: datetime, hold: bool = False
+) -> Booking:
     """Book `request` on the calendar in one locked transaction, or refuse naming what holds the capacity.
+    `hold`: a tentative hold (status "held") while a person decides; it holds the capacity as a booking does.
 
     Idempotent: a commitment (or the same workspace and digests) already holding a booking gets that booking back,
-    so a commit killed after booking and run again books nothing twice."""
+    so a commit killed after booking and run again books nothing twice; booking over its own hold books exactly
+    the held dates and nodes."""
     now = utc_seconds(now)
     with open_calendar(path, f"book {request.commitment_id}", identity, create=True) as con:
         state = _state(con, path, identity.pricing)
@@ -375,6 +380,8 @@ def book(path: Path, identity: ClusterIdentity, request: BookingRequest, now: da
                     and b.data_digest == request.data_digest
                 )
             ):
+                if b.status == HELD and not hold:
+                    return _set_status(con, b, "booked", "booked", now, "the hold, approved")
                 return b
         if request.nodes > state.total_nodes:
             raise ConfigError(
@@ -432,7 +439,7 @@ def book(path: Path, identity: ClusterIdentity, request: BookingRequest, now: da
             nodes=request.nodes,
             start=start,
             end=end,
-            status="booked",
+            status=HELD if hold else "booked",
             workspace=request.workspace,
             config_digest=request.config_digest,
             data_digest=request.data_digest,
@@ -445,7 +452,7 @@ def book(path: Path, identity: ClusterIdentity, request: BookingRequest, now: da
             con.execute(
                 "INSERT INTO bookings (booking_id, commitment_id, kind, campaign, workspace, config_digest, "
                 "data_digest, nodes, start_at, end_at, actual_end, status, note, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 'booked', ?, ?)",
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)",
                 [
                     booking.booking_id,
                     booking.commitment_id,
@@ -457,19 +464,79 @@ def book(path: Path, identity: ClusterIdentity, request: BookingRequest, now: da
                     booking.nodes,
                     booking.start,
                     booking.end,
+                    booking.status,
                     booking.note,
                     now,
                 ],
             )
             con.execute(
-                "INSERT INTO booking_events VALUES (?, 'booked', ?, ?)",
-                [booking.booking_id, now, f"{booking.nodes} nodes {_iso(start)} .. {_iso(end)}"],
+                "INSERT INTO booking_events VALUES (?, ?, ?, ?)",
+                [
+                    booking.booking_id,
+                    booking.status,
+                    now,
+                    f"{booking.nodes} nodes {_iso(start)} .. {_iso(end)}",
+                ],
             )
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
             raise
         return booking
+
+
+def _set_status(
+    con: duckdb.DuckDBPyConnection, booking: Booking, status: str, event: str, now: datetime, detail: str
+) -> Booking:
+    """One booking's new status and the event that says why, in one transaction."""
+    from dataclasses import replace
+
+    note = f"{event}: {detail}" if status == "cancelled" else booking.note
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute(
+            "UPDATE bookings SET status = ?, note = ? WHERE booking_id = ?",
+            [status, note, booking.booking_id],
+        )
+        con.execute(
+            "INSERT INTO booking_events VALUES (?, ?, ?, ?)", [booking.booking_id, event, now, detail]
+        )
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return replace(booking, status=status, note=note)
+
+
+def confirm_hold(path: Path, booking_id: str, now: datetime) -> Booking:
+    """A yes: the hold becomes the booking, with exactly its dates and nodes (idempotent). Refused when the hold
+    was released meanwhile (e.g. `campaign calendar cancel`), so a yes never books other dates than it saw."""
+    now = utc_seconds(now)
+    with open_calendar(path, f"confirm {booking_id}") as con:
+        state = _state(con, path)
+        found = [b for b in state.bookings if b.booking_id == booking_id]
+        if found and found[0].status == HELD:
+            return _set_status(con, found[0], "booked", "booked", now, "the hold, approved")
+        if found and found[0].status in ("booked", "executed"):
+            return found[0]
+        what = f"was released ({found[0].note})" if found else "is not on this calendar"
+        raise Refused(
+            f"the calendar hold {booking_id} {what} while the approval was pending; nothing booked",
+            where=str(path),
+            fix="commit again: it holds a window anew and asks for approval of its dates",
+        )
+
+
+def release_hold(path: Path, commitment_id: str, reason: str, now: datetime) -> Booking | None:
+    """Release the tentative hold of a commitment (a no, a timeout, a cancelled run): recorded as cancelled with
+    the reason, never deleted. A booking that is no longer a hold (booked on a yes) is left alone; None if the
+    commitment holds nothing here."""
+    now = utc_seconds(now)
+    with open_calendar(path, f"release {commitment_id}") as con:
+        booking = find_booking(_state(con, path), commitment_id)
+        if booking is None or booking.status != HELD:
+            return booking
+        return _set_status(con, booking, "cancelled", "hold released", now, reason)
 
 
 def _record_prices(

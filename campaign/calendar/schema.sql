@@ -29,13 +29,13 @@ CREATE TABLE IF NOT EXISTS bookings (
     start_at TIMESTAMPTZ NOT NULL,
     end_at TIMESTAMPTZ NOT NULL,
     actual_end TIMESTAMPTZ,               -- set by execute: the job's real end; the rest of the window is released
-    status VARCHAR NOT NULL,              -- booked, executed, cancelled
+    status VARCHAR NOT NULL,              -- held (awaiting approval), booked, executed, cancelled
     note VARCHAR,
     created_at TIMESTAMPTZ NOT NULL
 );
 CREATE TABLE IF NOT EXISTS booking_events (
     booking_id VARCHAR NOT NULL,
-    event VARCHAR NOT NULL,               -- booked, executed, cancelled
+    event VARCHAR NOT NULL,               -- held, booked, executed, cancelled, hold released
     event_at TIMESTAMPTZ NOT NULL,
     detail VARCHAR
 );

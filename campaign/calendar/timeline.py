@@ -16,7 +16,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-HOLDING = ("booked", "executed")  # statuses that hold capacity; "cancelled" holds none
+# Statuses that hold capacity: "held" is a tentative hold while a person decides whether to book it (made "booked"
+# on a yes, "cancelled" on a no, a timeout or a cancelled run); "cancelled" holds none.
+HELD = "held"
+HOLDING = ("booked", "executed", HELD)
 CAMPAIGN, MAINTENANCE = "campaign", "maintenance"
 
 
@@ -58,7 +61,7 @@ class Booking:
     nodes: int
     start: datetime
     end: datetime  # the booked end
-    status: str = "booked"  # booked, executed, cancelled
+    status: str = "booked"  # held, booked, executed, cancelled
     actual_end: datetime | None = None
     workspace: str | None = None
     config_digest: str | None = None
@@ -87,7 +90,11 @@ class Booking:
             if self.kind == MAINTENANCE
             else f"commitment {self.commitment_id} of campaign {self.campaign}"
         )
-        return f"{what} ({self.nodes} nodes, {self.start:%Y-%m-%d %H:%M} .. {self.held_until:%Y-%m-%d %H:%M} UTC)"
+        tentative = ", held while its approval is pending" if self.status == HELD else ""
+        return (
+            f"{what} ({self.nodes} nodes, {self.start:%Y-%m-%d %H:%M} .. {self.held_until:%Y-%m-%d %H:%M} UTC"
+            f"{tentative})"
+        )
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,14 @@ for root in sys.argv[1:]:
 """
 
 
+def _holding(ws: Path) -> list:
+    """The bookings holding capacity on the calendar of the workspace's cluster (beside the workspace)."""
+    from campaign import calendar as cal
+
+    (path,) = (ws.parent / "calendars").glob("*.duckdb")
+    return [b for b in cal.read_calendar(path).bookings if b.holds]
+
+
 def _paused_run(client, deadline: float):
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterState, FlowRunFilterStateName
 
@@ -87,6 +95,7 @@ def _while_paused(ws: Path, other_ws: Path, api_url: str, seen: dict, answer: di
                 a.data for a in client.read_artifacts() if (a.key or "").startswith("approval-")
             ]
             seen["marker"] = json.loads((ws / "approval-pending.json").read_text())
+            seen["held"] = _holding(ws)
             seen["lock_holder"] = (ws / ".lock.json").exists()
             # Another process, as `campaign analyse` does it (its check, then the lock): the lock of this workspace is
             # free, analyse says where the run waits (exit 2: nothing executed yet) instead of "busy" (exit 4), and
@@ -185,6 +194,11 @@ def test_a_rejection_fails_the_run_with_who_and_why_and_the_wait_holds_nothing(
     assert seen["marker"]["flow_run_id"] in same
     assert other == f"{other_workspace}\tanalysable", other
     assert not (ws / "approval-pending.json").exists()  # cleared once answered
+    # While it waited, the dates it showed were held on the calendar; the no released them.
+    (held,) = seen["held"]
+    assert held.status == "held" and held.start.isoformat() in WINDOW and held.end.isoformat() in WINDOW
+    assert any(f"`{held.booking_id}`" in text for text in seen["artifacts"])
+    assert _holding(ws) == []
     print(f"analyse subprocesses took {seen['analyse_s']:.1f} s")
 
 
@@ -211,6 +225,7 @@ def test_approved_but_the_data_changed_meanwhile_is_refused(prepared):
         person.join(timeout=5)
         clean.write_bytes(original)
     assert not list((ws / "commitments").glob("c-*.json"))
+    assert _holding(ws) == []  # the refused re-check released the hold
 
 
 def test_an_approval_books_with_the_approver_and_comment(prepared, capsys):
@@ -219,9 +234,12 @@ def test_an_approval_books_with_the_approver_and_comment(prepared, capsys):
 
     ws, sets = prepared
 
+    seen: dict = {}
+
     def approve():
         with get_client(sync_client=True) as client:
             run = _paused_run(client, time.monotonic() + 300)
+            seen["held"] = _holding(ws)
             resume_flow_run(
                 run.id, run_input={"approved": True, "approver": "alice", "comment": "looks right"}
             )
@@ -238,6 +256,16 @@ def test_an_approval_books_with_the_approver_and_comment(prepared, capsys):
         if not p.name.endswith("-power.json")
     ]
     assert booked["approved_by"] == "alice" and booked["approval_comment"] == "looks right"
+    # The yes booked exactly the hold the approver saw: same booking, dates and nodes.
+    (held,) = seen["held"]
+    (booking,) = _holding(ws)
+    assert booking.status == "booked" and booking.commitment_id == booked["commitment_id"]
+    assert (booking.booking_id, booking.start, booking.end, booking.nodes) == (
+        held.booking_id,
+        held.start,
+        held.end,
+        held.nodes,
+    )
     from campaign import store
 
     (row,) = store.commitments(store.Workspace(ws))
@@ -245,3 +273,32 @@ def test_an_approval_books_with_the_approver_and_comment(prepared, capsys):
         "alice",
         "looks right",
     )  # the catalog, not only the file
+
+
+def test_a_lifecycle_run_says_it_awaits_approval_while_its_commit_waits():
+    """The parent run's state is named for the wait while its commit subflow is paused, and Running again after."""
+    from prefect import flow
+    from prefect.client.orchestration import get_client
+
+    from flows.commit import WAITING_STATE, show_waiting_on_parent
+
+    @flow
+    def commit_like() -> tuple:
+        parent = show_waiting_on_parent("commit run x waits for approval: Book demo")
+        with get_client(sync_client=True) as client:
+            waiting = client.read_flow_run(parent).state
+            show_waiting_on_parent(None, parent)
+            after = client.read_flow_run(parent).state
+        return waiting.type.value, waiting.name, waiting.message, after.name
+
+    @flow
+    def lifecycle_like() -> tuple:
+        return commit_like()
+
+    assert lifecycle_like() == (
+        "RUNNING",
+        WAITING_STATE,
+        "commit run x waits for approval: Book demo",
+        "Running",
+    )
+    assert show_waiting_on_parent("no parent") is None  # commit on its own: nothing to show

@@ -54,6 +54,28 @@ def test_an_auto_start_is_shown_as_found_when_booking():
     )
 
 
+def test_with_a_calendar_hold_the_request_shows_exactly_its_dates_gpus_and_cost():
+    from datetime import UTC, datetime
+
+    from campaign.calendar import HELD, Booking
+
+    config = load_config(DEMO).config  # window.start: auto, resolved by the hold
+    start = datetime(2027, 1, 4, 6, 30, tzinfo=UTC)
+    hold = Booking("b-1", "c-1", "campaign", "demo", 19, start, start + timedelta(days=2), status=HELD)
+    request = approval_request(config, "c" * 64, "d" * 64, _gates(), 1.76, hold=hold)
+    text = request.markdown()
+    assert "auto" not in text
+    assert "| Window | 2027-01-04T06:30:00+00:00 .. 2027-01-06T06:30:00+00:00 (2 days) |" in text
+    gpus = 19 * config.cluster.gpus_per_node
+    assert f"{gpus:,} booked with spares" in text
+    assert (
+        f"| Reserved cost | ${gpus * 48 * config.cluster.cost.gpu_hour_usd:,.2f} ({gpus:,} GPUs x 48.0 h"
+        in text
+    )
+    assert "| Calendar hold | `b-1` (c-1) on cluster" in text and "a yes books exactly them" in text
+    assert "2027-01-04T06:30:00+00:00 .. 2027-01-06T06:30:00+00:00" in request.headline()
+
+
 def test_a_missing_gate_is_shown_as_not_run():
     gates = _gates()
     del gates["rehearsal"]

@@ -283,6 +283,43 @@ def test_cancel_is_recorded_never_deleted_and_unknown_ids_are_bad_input(tmp_path
     cal.book(path, _identity(), _request("c-2"), NOW)  # the capacity is free again
 
 
+def test_a_hold_takes_the_capacity_until_a_yes_books_exactly_it_or_a_no_releases_it(tmp_path):
+    path = tmp_path / "cal.duckdb"
+    ident = _identity()
+    hold = cal.book(path, ident, _request("c-1", start=None, workspace="/w1"), NOW, hold=True)
+    assert hold.status == cal.HELD and hold.start == NOW  # an auto start resolved before anyone is asked
+    assert cal.book(path, ident, _request("c-1", start=None, workspace="/w1"), NOW, hold=True) == hold
+    with pytest.raises(Refused, match="held while its approval is pending"):  # nobody else takes it meanwhile
+        cal.book(path, ident, _request("c-2", start=NOW), NOW)
+    report = cal.calendar_report("x", 32, PRICING, cal.read_calendar(path).bookings, NOW, NOW + 2 * DAY)
+    assert [b["status"] for b in report["bookings"]] == ["held"]  # shown as held by `calendar show`
+    booked = cal.confirm_hold(path, hold.booking_id, NOW)
+    assert (booked.booking_id, booked.start, booked.end, booked.nodes, booked.status) == (
+        hold.booking_id,
+        hold.start,
+        hold.end,
+        hold.nodes,
+        "booked",
+    )
+    assert cal.release_hold(path, "c-1", "too late to say no", NOW).status == "booked"  # a booking stays
+    assert cal.confirm_hold(path, hold.booking_id, NOW) == booked  # idempotent
+
+    other = cal.book(path, ident, _request("c-3", start=T0, workspace="/w3"), NOW, hold=True)
+    released = cal.release_hold(path, "c-3", "rejected by alice: wait for Q3", NOW)
+    assert released.status == "cancelled" and released.note == "hold released: rejected by alice: wait for Q3"
+    with pytest.raises(
+        Refused, match=r"was released .*nothing booked"
+    ):  # a yes after the release books nothing
+        cal.confirm_hold(path, other.booking_id, NOW)
+    cal.book(path, ident, _request("c-4", start=T0), NOW)  # the capacity is free again
+    with duckdb.connect(str(path), read_only=True) as con:
+        events = con.execute(
+            "SELECT booking_id, event FROM booking_events ORDER BY event_at, rowid"
+        ).fetchall()
+    assert [e for b, e in events if b == hold.booking_id] == ["held", "booked"]
+    assert [e for b, e in events if b == other.booking_id] == ["held", "hold released"]
+
+
 def test_the_actual_end_releases_the_rest_of_the_window(tmp_path):
     path = tmp_path / "cal.duckdb"
     ident = _identity()
