@@ -199,9 +199,17 @@ def plan_gates(plan_json: dict[str, Any], violations: list[tuple[str, str]]) -> 
     return results
 
 
-def commit_problems(recorded: dict[str, Any], config_digest: str, data_digest: str) -> list[str]:
+def commit_problems(
+    recorded: dict[str, Any], config_digest: str, data_digest: str, ever_validated: bool = True
+) -> list[str]:
     """What stops a commitment: each required gate missing or failed in the newest validate run for exactly
-    these digests (`recorded`, from `store.latest_gates`)."""
+    these digests (`recorded`, from `store.latest_gates`). A workspace never validated (`ever_validated` False:
+    no gate recorded at all) says so, once, instead of naming a change that never happened."""
+    if not recorded and not ever_validated:
+        return [
+            "never validated: no gate has been run in this workspace yet; run `campaign validate` "
+            f"(every gate must pass for config {config_digest[:12]} and data {data_digest[:12]})"
+        ]
     problems = []
     for gate in REQUIRED_GATES:
         record = recorded.get(gate)
@@ -224,18 +232,19 @@ def execute_problems(
     data_digest: str | None,
     changed_files: list[str],
     recorded: dict[str, Any],
+    ever_validated: bool = True,
 ) -> list[str]:
     """What stops execute: no commitment, or one whose config or data digest no longer matches."""
     if data_digest is None:
         return [
             "no prepared data in this workspace (data/manifest.json missing): run `campaign prepare`, "
             "`campaign validate` and `campaign commit` first",
-            *commit_problems(recorded, config_digest, "-"),
+            *commit_problems(recorded, config_digest, "-", ever_validated),
         ]
     if not commitments:
         return [
             "no commitment for this workspace: run `campaign commit` after every gate passes",
-            *commit_problems(recorded, config_digest, data_digest),
+            *commit_problems(recorded, config_digest, data_digest, ever_validated),
         ]
     for c in commitments:
         if c.config_digest == config_digest and c.data_digest == data_digest and not changed_files:

@@ -50,7 +50,8 @@ def check_commitment(ws: store.Workspace, loaded: LoadedConfig) -> store.Commitm
         if committed is not None:
             changed += gate_file_changes(committed.details.get("gate_files"), evidence.gate_files, "commit")
     recorded = store.latest_gates(ws, loaded.digest, current) if current else {}
-    problems = execute_problems(booked, loaded.digest, current, changed, recorded)
+    validated = bool(recorded) or store.ever_validated(ws)
+    problems = execute_problems(booked, loaded.digest, current, changed, recorded, validated)
     pending = read_pending(ws.root)
     if problems and pending:
         problems.insert(0, pending.describe())

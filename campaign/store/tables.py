@@ -286,6 +286,14 @@ def latest_gate_details(ws: Workspace, config_digest: str, gate: str) -> dict[st
     return details if isinstance(details, dict) else {}
 
 
+def ever_validated(ws: Workspace) -> bool:
+    """Whether any validate run has recorded a gate in this workspace (for any digests)."""
+    if not ws.catalog_path.exists():
+        return False
+    with catalog(ws) as con:
+        return bool(scalar(con, "SELECT count(*) FROM gates"))
+
+
 # -------------------------------------------------------------------------------------------- commitments
 
 

@@ -22,6 +22,15 @@ def test_commit_names_each_missing_gate():
         assert f"gate '{gate}' has not been run" in problem
 
 
+def test_commit_before_any_validate_says_never_validated_not_changed():
+    (problem,) = commit_problems({}, "c" * 64, "d" * 64, ever_validated=False)
+    assert problem.startswith("never validated") and "run `campaign validate`" in problem
+    assert "changed" not in problem
+    problems = execute_problems([], "c", "d", [], {}, ever_validated=False)
+    assert problems[0].startswith("no commitment") and problems[1].startswith("never validated")
+    assert len(problems) == 2
+
+
 def test_commit_names_a_failed_gate_with_its_detail():
     assert commit_problems(_passed(failing=("memory",)), "c", "d") == [
         "gate 'memory' failed in the latest validate: memory detail"
