@@ -121,12 +121,13 @@ def prefect_api(ws: Any = None, warm: Callable[[], object] | None = None) -> Ite
     history lives in the workspace (`<workspace>/.prefect`) when the command starts in one, else nowhere.
     `warm` (the command's imports) runs while a private server starts."""
     from campaign import store
-    from campaign_cli.local_api import local_api
+    from campaign_cli.local_api import configured_api, local_api
 
     home = ws.root / ".prefect" if ws is not None and store.is_workspace(ws) else None
+    private = configured_api() is None
     try:
         with local_api(home, warm):
-            console_without_tracebacks()
+            console_without_tracebacks(view_links=not private)
             yield
     except Exception as exc:
         if isinstance(exc, DiskFull) and exc.where is None and ws is not None:
@@ -214,19 +215,32 @@ class _NoTraceback(logging.Formatter):
             record.exc_info, record.exc_text, record.stack_info = saved
 
 
-def console_without_tracebacks() -> None:
+def console_without_tracebacks(view_links: bool = True) -> None:
     """On the terminal, a failure is one line (the CLI then says what to do); the Prefect API, and so the UI, keeps
-    the whole traceback. CAMPAIGN_DEBUG=1 shows it on the terminal too."""
-    if os.environ.get("CAMPAIGN_DEBUG"):
-        return
+    the whole traceback. CAMPAIGN_DEBUG=1 shows it on the terminal too. Without `view_links` (a private API that
+    stops with the command), Prefect's "View at http://127.0.0.1:<port>/..." lines are left off: they would point
+    at a server that is gone once the command ends."""
     import prefect  # noqa: F401 - configures Prefect's logging, whose console handlers are changed here
     from prefect.logging.handlers import PrefectConsoleHandler
 
     for name in [None, *logging.root.manager.loggerDict]:
         for handler in getattr(logging.getLogger(name), "handlers", []):
-            if isinstance(handler, PrefectConsoleHandler) and not isinstance(handler.formatter, _NoTraceback):
-                handler.setFormatter(_NoTraceback(handler.formatter))
-                handler.addFilter(_said_once)
+            if not isinstance(handler, PrefectConsoleHandler):
+                continue
+            if not view_links and _no_dead_links not in handler.filters:
+                handler.addFilter(_no_dead_links)
+            if view_links and _no_dead_links in handler.filters:
+                handler.removeFilter(_no_dead_links)
+            if os.environ.get("CAMPAIGN_DEBUG") or isinstance(handler.formatter, _NoTraceback):
+                continue
+            handler.setFormatter(_NoTraceback(handler.formatter))
+            handler.addFilter(_said_once)
+
+
+def _no_dead_links(record: logging.LogRecord) -> bool:
+    """Drop a flow run's "View at <url>" line (the UI address of a server that ends with the command)."""
+    message = record.getMessage() if record.args else str(record.msg)
+    return not message.startswith("View at http")
 
 
 def _said_once(record: logging.LogRecord) -> bool:

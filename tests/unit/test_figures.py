@@ -27,3 +27,17 @@ def test_the_run_line_says_billions_of_tokens_and_points_at_the_html_report():
     text = stage_summary("run", result)
     assert "550.0 B of 550.0 B tokens trained" in text and "e+" not in text
     assert text.splitlines()[-1] == "report: workspace/demo/report/report.html"
+
+
+def test_a_private_servers_view_at_links_are_left_off_the_terminal():
+    """A command's private Prefect server stops with it: its "View at" addresses would be dead links."""
+    import logging
+
+    from campaign_cli.terminal import _no_dead_links
+
+    def record(msg: str) -> logging.LogRecord:
+        return logging.LogRecord("prefect.flow_runs", logging.INFO, __file__, 1, msg, None, None)
+
+    assert not _no_dead_links(record("View at http://127.0.0.1:41234/runs/flow-run/0b1c"))
+    assert _no_dead_links(record("Beginning flow run 'commit-demo' for flow 'commit'"))
+    assert _no_dead_links(record("report: workspace/demo/report/report.html"))
