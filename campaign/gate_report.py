@@ -147,5 +147,11 @@ def gates_markdown(
         for r in rows
     ]
     notes = [f"\n* **{r.gate}** failed: {_cell(r.summary)}" for r in rows if not r.passed]
-    more = [f"\n[{_cell(text)}]({target})" for text, target in (links or {}).items()]
+    # A web address is a link; a file is named by its path (a file:// link opens nothing from the Prefect UI).
+    more = [
+        f"\n[{_cell(text)}]({target})"
+        if target.startswith(("http://", "https://"))
+        else f"\n* {text}: `{target}`"
+        for text, target in (links or {}).items()
+    ]
     return "\n".join([head, *table]) + "".join(notes) + ("\n" if more else "") + "".join(more) + "\n"

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from prefect import get_run_logger, task
-from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from campaign import store
 from campaign.analysis.compare import load_run, render_compare, write_compare
@@ -22,7 +22,7 @@ from campaign.analysis.simulate_report import (
 )
 from campaign.errors import CampaignError
 from campaign.files import atomic_write_json, atomic_write_text
-from tasks.artifacts import COMPARE_HTML_KEY, COMPARE_KEY, artifact_key
+from tasks.artifacts import COMPARE_HTML_KEY, COMPARE_KEY, artifact_key, local_file_markdown
 
 
 @task(name="analyse-window", cache_policy=None)
@@ -36,7 +36,8 @@ def analyse(ws: store.Workspace) -> dict:
     create_markdown_artifact(
         key=artifact_key(campaign, "campaign-report"),
         markdown=markdown,
-        description=f"Window report of {campaign} ({result['commitment_id']})",
+        description=f"Simulated window report of {campaign} ({result['commitment_id']}, replica "
+        f"{result['replica']}, seed {result['seed']})",
     )
     create_table_artifact(
         key=artifact_key(campaign, "goodput"),
@@ -54,11 +55,10 @@ def analyse(ws: store.Workspace) -> dict:
             for row in result["failures"]
         ],
     )
-    create_link_artifact(
+    create_markdown_artifact(
         key=artifact_key(campaign, "report-html"),
-        link=html.as_uri(),
-        link_text=f"report.html of {campaign}",
-        description="The self-contained window report",
+        markdown=local_file_markdown(f"report.html of {campaign}", html),
+        description="Where the self-contained window report is",
     )
     get_run_logger().info(
         "report written to %s (ETTR while running %.3f, lost $%.0f)",
@@ -77,7 +77,7 @@ def compare(targets: list[str], out_dir: str) -> dict:
     create_markdown_artifact(
         key=COMPARE_KEY, markdown=comparison["markdown"], description=f"{len(runs)} runs side by side"
     )
-    create_link_artifact(key=COMPARE_HTML_KEY, link=html.as_uri(), link_text="compare.html")
+    create_markdown_artifact(key=COMPARE_HTML_KEY, markdown=local_file_markdown("compare.html", html))
     get_run_logger().info("comparison of %d runs written to %s", len(runs), html)
     return {**comparison["json"], "report_html": str(html), "json_path": str(path_json)}
 
@@ -107,11 +107,10 @@ def simulate_report(result: dict, summaries: list[dict], campaign: str, workspac
         path = atomic_write_text(ws.root / "simulate" / f"{stem}.html", html)
         atomic_write_text(ws.root / "simulate" / f"{stem}.md", markdown)
         out["report_html"] = str(path)
-        create_link_artifact(
+        create_markdown_artifact(
             key=artifact_key(campaign, "simulate-report-html"),
-            link=path.as_uri(),
-            link_text=f"simulate report of {campaign}",
-            description="Distributions over replicas",
+            markdown=local_file_markdown(f"simulate report of {campaign}", path),
+            description="Where the report of the distributions over replicas is",
         )
     create_markdown_artifact(
         key=artifact_key(campaign, "simulate-report"),

@@ -49,6 +49,16 @@ COMPARE_KEY = "campaign-compare"
 COMPARE_HTML_KEY = "campaign-compare-html"
 
 
+def local_file_markdown(label: str, path: Path) -> str:
+    """A file written by a flow, named plainly for an artifact: its path on the machine that ran the flow. A
+    `file://` link would open nothing from the Prefect UI (browsers refuse file links from web pages, and the UI
+    may be on another machine)."""
+    return (
+        f"**{label}**: `{Path(path).resolve()}`\n\nA file on the machine that ran this flow run: open it in a "
+        "browser there (it is one self-contained page), or copy it."
+    )
+
+
 def campaign_tag(campaign: str) -> str:
     """The tag every run of this campaign carries (`campaign:demo`), to filter the UI's runs by campaign."""
     return f"campaign:{slug(campaign)}"

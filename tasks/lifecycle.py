@@ -38,7 +38,7 @@ def publish_lifecycle_summary(campaign: str, stages: list[tuple[str, str, str]],
                 f"{result['interruptions']['unexpected']} unexpected interruptions"
             ),
             f"* lost to failures ${result['cost_usd']['lost']:,.0f}",
-            f"* report: [{Path(result['report_html']).name}]({Path(result['report_html']).resolve().as_uri()})",
+            f"* report: `{Path(result['report_html']).resolve()}` (on the machine that ran this flow run)",
         ]
     markdown = "\n".join(lines) + "\n"
     create_markdown_artifact(

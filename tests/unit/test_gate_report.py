@@ -60,7 +60,11 @@ def test_memory_threshold_is_the_usable_share_of_hbm():
 def test_gates_detail_is_a_markdown_table_with_rounded_numbers_not_a_dump():
     cfg, rows = _rows()
     md = gates_markdown(
-        rows, "a" * 64, "b" * 64, cfg.name, {"Data Docs": "file:///ws/checks/data_docs/index.html"}
+        rows,
+        "a" * 64,
+        "b" * 64,
+        cfg.name,
+        {"Data Docs": "/ws/checks/data_docs/index.html", "docs": "https://example.org/d"},
     )
     lines = md.splitlines()
     assert lines[0] == "# Gates of `demo`: FAILED: data_quality, data_volume"
@@ -70,7 +74,8 @@ def test_gates_detail_is_a_markdown_table_with_rounded_numbers_not_a_dump():
     ) == len(rows)
     assert "('" not in md and "{'" not in md  # no tuples, no dicts
     assert not re.search(r"\d\.\d{5,}", md)  # no 16-digit floats
-    assert "[Data Docs](file:///ws/checks/data_docs/index.html)" in md
+    assert "* Data Docs: `/ws/checks/data_docs/index.html`" in md and "file://" not in md  # a file: its path
+    assert "[docs](https://example.org/d)" in md
 
 
 def test_expectation_bounds_and_observed_values_are_readable():
