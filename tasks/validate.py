@@ -8,11 +8,12 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.states import Completed, Failed, State
 
 from campaign import store
+from campaign.analysis.data_quality_page import OFFLINE_PAGE, add_offline_banner, data_quality_html
 from campaign.calendar.window_length import judge_window
 from campaign.config import CampaignConfig
 from campaign.errors import Refused
 from campaign.evidence import DataEvidence, gate_files, read_evidence
-from campaign.files import atomic_write_json
+from campaign.files import atomic_write_json, atomic_write_text
 from campaign.gate_report import GateRow, gate_rows, gates_markdown
 from campaign.gates import (
     GateResult,
@@ -79,10 +80,12 @@ def data_quality_gate(config: CampaignConfig, ws: store.Workspace, evidence: Dat
         }
         for r in result["expectations"]
     ]
+    offline = write_offline_page(ws, config.name, summary, rows, result, evidence.digest)
     create_table_artifact(
         key=artifact_key(config.name, "data-quality"),
         table=rows,
-        description=f"{summary}; Great Expectations Data Docs: {data_docs_uri(ws)}",
+        description=f"{summary}; readable offline: {offline} (Great Expectations' Data Docs, "
+        f"{ws.checks_dir / DATA_DOCS_DIR / 'index.html'}, need network for their CDN styles and scripts)",
     )
     get_run_logger().info("data_quality: %s", summary)
     n_passed = sum(1 for r in result["expectations"] if r["success"])
@@ -93,6 +96,7 @@ def data_quality_gate(config: CampaignConfig, ws: store.Workspace, evidence: Dat
         {
             "checks_file": "checks/clean_data.json",
             "data_docs": f"checks/{DATA_DOCS_DIR}/index.html",
+            "offline_page": f"checks/{OFFLINE_PAGE}",
             "n_rows": result["n_rows"],
             "n_expectations": len(result["expectations"]),
             "n_passed": n_passed,
@@ -100,8 +104,30 @@ def data_quality_gate(config: CampaignConfig, ws: store.Workspace, evidence: Dat
     )
 
 
-def data_docs_uri(ws: store.Workspace) -> str:
-    return (ws.checks_dir / DATA_DOCS_DIR / "index.html").resolve().as_uri()
+def write_offline_page(
+    ws: store.Workspace, campaign: str, summary: str, rows: list[dict], result: dict, data_digest: str
+) -> str:
+    """`checks/data_quality.html`: the expectations readable offline; the Data Docs index gets a note pointing
+    to it (they load their CSS and JavaScript from public CDNs). Returns the page's path."""
+    index = ws.checks_dir / DATA_DOCS_DIR / "index.html"
+    page = atomic_write_text(
+        ws.checks_dir / OFFLINE_PAGE,
+        data_quality_html(
+            campaign,
+            summary,
+            rows,
+            str(result.get("great_expectations_version", "")),
+            data_digest,
+            f"checks/{DATA_DOCS_DIR}/index.html",
+        ),
+    )
+    if index.exists():
+        atomic_write_text(index, add_offline_banner(index.read_text(encoding="utf-8"), f"../{OFFLINE_PAGE}"))
+    return str(page.resolve())
+
+
+def data_docs_path(ws: store.Workspace) -> str:
+    return str((ws.checks_dir / DATA_DOCS_DIR / "index.html").resolve())
 
 
 @task(name="volume-and-mixture", cache_policy=None)
@@ -156,8 +182,11 @@ def record_gates(
         description=f"config {config_digest[:12]} data {data_digest[:12]}",
     )
     links = (
-        {"Great Expectations Data Docs (clean data)": data_docs_uri(ws)}
-        if (ws.checks_dir / DATA_DOCS_DIR / "index.html").exists()
+        {
+            "data quality, readable offline": str((ws.checks_dir / OFFLINE_PAGE).resolve()),
+            "Great Expectations Data Docs (need network: CDN styles and scripts)": data_docs_path(ws),
+        }
+        if (ws.checks_dir / OFFLINE_PAGE).exists()
         else {}
     )
     create_markdown_artifact(

@@ -94,3 +94,47 @@ def test_report_opens_offline_with_every_figure_visible(report_html, tmp_path):
         band = image.crop((0, top, 1200, top + 300))
         dark = sum(band.histogram()[:200])
         assert dark > 2000, f"band at {top} px looks empty ({dark} dark pixels)"
+
+
+DOCS_PROBE = """<script>
+window.addEventListener('load', () => {
+  const note = document.getElementById('campaign-offline-note');
+  const r = note ? note.getBoundingClientRect() : {width: 0, height: 0};
+  const out = {text: note ? note.innerText : '', w: r.width, h: r.height, top: r.top,
+               link: note && note.querySelector('a') ? note.querySelector('a').href : ''};
+  const pre = document.createElement('pre'); pre.id = 'probe'; pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+</script></body>"""
+
+
+@pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="chromium is not installed here (Debian: apt-get install chromium; .ci/run installs it)",
+)
+def test_data_docs_offline_say_why_and_point_to_the_offline_page(tmp_path):
+    """Great Expectations' Data Docs fetch their CSS and JavaScript from CDNs: with the network off, the note at the
+    top is laid out and visible, and its link opens the offline page written beside them."""
+    import pandas as pd
+
+    from campaign.analysis.data_quality_page import OFFLINE_PAGE, add_offline_banner, data_quality_html
+    from data_checks.runner import validate_frame
+
+    checks = tmp_path / "checks"
+    frame = pd.DataFrame({"text": ["a b c", "d e f"]})
+    spec = {"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "text"}}
+    result = validate_frame(frame, [spec], docs_dir=checks / "data_docs")
+    index = checks / "data_docs" / "index.html"
+    assert "https://" in index.read_text()  # the CDN assets this note is about
+    (checks / OFFLINE_PAGE).write_text(data_quality_html("t", "1 expectation", [], "x", "d" * 64, "docs"))
+    probe = index.with_name("probe.html")
+    probe.write_text(
+        add_offline_banner(index.read_text(), f"../{OFFLINE_PAGE}").replace("</body>", DOCS_PROBE)
+    )
+    dom = _chromium(tmp_path / "profile-docs", "--virtual-time-budget=5000", "--dump-dom", probe.as_uri())
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    found = re.search(r'<pre id="probe">(.*?)</pre>', dom.stdout, re.DOTALL)
+    assert found, dom.stdout[-2000:]
+    out = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    assert "public CDNs" in out["text"] and out["w"] > 300 and out["h"] > 10 and out["top"] < 50, out
+    assert out["link"] == (checks / OFFLINE_PAGE).as_uri() and result["success"]
