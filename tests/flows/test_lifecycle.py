@@ -131,6 +131,9 @@ def test_failed_gate_stops_the_lifecycle_before_commit(tmp_path, demo_inputs, ca
         and "checks/data_docs/index.html" in detail.data
     )
     assert (ws / "checks" / "data_docs" / "index.html").is_file()
+    # Readable offline: the same results on a page that fetches nothing, named beside the Data Docs.
+    assert "checks/data_quality.html" in detail.data and (ws / "checks" / "data_quality.html").is_file()
+    assert 'id="campaign-offline-note"' in (ws / "checks" / "data_docs" / "index.html").read_text()
     quality = latest_artifact("data-quality-demo")
     assert any(row["bounds"] == ">= 1,000,000" and row["passed"] is False for row in json.loads(quality.data))
     assert "stopped at **validate**" in latest_artifact("campaign-summary-demo").data
