@@ -7,14 +7,21 @@ STAMP := $(VENV)/.installed
 .PHONY: run test test-fast install lint serve server ui stop clean
 
 $(BIN)/python:
+	@echo "install: creating the virtual environment $(VENV)"
 	$(PYTHON) -m venv $(VENV)
 
+# Each step says what it does; pip's own hundreds of lines become a few (scripts/pip_progress.py).
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	$(BIN)/python -c "from campaign.sim.compiled import warm; warm()"  # compile the simulator once (Numba cache)
-	$(BIN)/python -c "from campaign.data.filters.kernels import warm; warm()"  # and the word kernels of prepare
-	touch $(STAMP)
+	@echo "install [1/4]: upgrading pip in $(VENV)"
+	@$(BIN)/python -m pip install --quiet --upgrade pip
+	@echo "install [2/4]: the project and its dependencies (minutes on a fresh machine)"
+	@$(PYTHON) scripts/pip_progress.py $(BIN)/python -m pip install --progress-bar off -e '.[dev]'
+	@echo "install [3/4]: compiling the simulator's kernels once (Numba cache, about a minute)"
+	@$(BIN)/python -c "from campaign.sim.compiled import warm; warm()"
+	@echo "install [4/4]: compiling prepare's word kernels once"
+	@$(BIN)/python -c "from campaign.data.filters.kernels import warm; warm()"
+	@touch $(STAMP)
+	@echo "install: done"
 
 install: $(STAMP)
 

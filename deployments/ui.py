@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -105,10 +106,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _step(text: str) -> None:
+    """One line per part of the stack as it comes up (`make ui` takes minutes on a fresh machine)."""
+    print(f"make ui: {text}", flush=True)
+
+
 def start(
-    home: Path = DEFAULT_DIR, port: int = 4200, worker_limit: int = 4, timeout_s: float = 180
+    home: Path = DEFAULT_DIR,
+    port: int = 4200,
+    worker_limit: int = 4,
+    timeout_s: float = 180,
+    say: Callable[[str], None] = _step,
 ) -> dict[str, str]:
-    """Start the stack (or report the one already running from this folder); returns its environment."""
+    """Start the stack (or report the one already running from this folder), saying each part as it comes up;
+    returns its environment."""
     home = home.resolve()
     home.mkdir(parents=True, exist_ok=True)
     env = environment(home, port)
@@ -118,25 +129,35 @@ def start(
         with socket.socket() as s:
             if s.connect_ex(("127.0.0.1", port)) == 0:
                 raise SystemExit(f"port {port} is taken by another program: `make ui UI_PORT=<free port>`")
+        say(f"starting the Prefect server on port {port} (log: {home / 'server.log'}) ...")
         _spawn(
             home,
             "server",
             [_bin("prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
             env,
         )
-    deadline = time.monotonic() + timeout_s
+    else:
+        say(f"the Prefect server started from {home} is already running")
+    started = time.monotonic()
+    deadline = started + timeout_s
     while not _healthy(api):
         if time.monotonic() > deadline:
             raise SystemExit(
                 f"the Prefect server did not answer within {timeout_s:.0f} s; see {home / 'server.log'}"
             )
         time.sleep(0.5)
+    say(f"the server answers at {api} ({time.monotonic() - started:.0f} s)")
     pools = _run([_bin("prefect"), "work-pool", "ls"], env)
     if f" {POOL} " not in pools:
+        say(f"creating the work pool '{POOL}' ...")
         _run([_bin("prefect"), "work-pool", "create", POOL, "--type", "process"], env)
+    say(f"deploying every deployment of {PREFECT_YAML} (about a minute) ...")
+    started = time.monotonic()
     _run([_bin("prefect"), "--no-prompt", "deploy", "--all", "--prefect-file", PREFECT_YAML], env)
+    say(f"deployments registered ({time.monotonic() - started:.0f} s)")
     worker = _pidfile(home, "worker")
     if not (worker.exists() and _ours(json.loads(worker.read_text()))):
+        say(f"starting a worker on the pool '{POOL}' (log: {home / 'worker.log'})")
         _spawn(
             home,
             "worker",

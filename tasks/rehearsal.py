@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import base64
+import contextlib
+import threading
+from collections.abc import Iterator
+from pathlib import Path
 
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
@@ -17,10 +21,31 @@ from campaign.gates import GateResult
 from campaign.rehearsal.gate import run_rehearsal
 from campaign.rehearsal.harness import RehearsalResult
 from campaign.rehearsal.plot import plot_loss_curve
+from campaign.rehearsal.progress import ProgressFollower
 from campaign.rehearsal.sample import documents_from_tables
 from tasks.artifacts import artifact_key
 
 REHEARSAL_DIR = "rehearsal"
+
+
+@contextlib.contextmanager
+def reporting_progress(workdir: Path, steps: int, every_s: float = 2.0) -> Iterator[None]:
+    """While the trainer runs: its step and loss logged every tenth of the steps (campaign.rehearsal.progress), from
+    a thread that reads the metrics files, so the terminal and the UI's log say how training goes."""
+    follower, log, done = ProgressFollower(workdir, steps), get_run_logger(), threading.Event()
+
+    def follow() -> None:
+        while not done.wait(every_s):
+            for line in follower.poll():
+                log.info("%s", line)
+
+    thread = threading.Thread(target=follow, name="rehearsal-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join(timeout=5)
 
 
 @task(name="rehearsal", cache_policy=None)
@@ -33,7 +58,8 @@ def rehearsal_gate(config: CampaignConfig, ws: store.Workspace, evidence: DataEv
     except CampaignError as err:
         result = RehearsalResult(passed=False).fail(f"data.tokenizer: {err.message}", err.fix or "")
     else:
-        result, _ = run_rehearsal(docs, tokenizer, config.rehearsal, config.model, config.seed, workdir)
+        with reporting_progress(workdir, config.rehearsal.steps):
+            result, _ = run_rehearsal(docs, tokenizer, config.rehearsal, config.model, config.seed, workdir)
     details = {
         **result.details,
         "passed": result.passed,
