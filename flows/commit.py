@@ -147,6 +147,7 @@ def commit_flow(params: StageParams = StageParams(), schedule_execution: bool = 
                 loaded, data_digest = recheck_after_approval(
                     ws, params.config, params.overrides, params.workspace, request
                 )
+                booking = confirm_hold(ws, loaded, hold, store.now())
             except CampaignError as err:
                 release_hold(ws, loaded, hold, err.message, store.now())
                 raise
@@ -154,7 +155,6 @@ def commit_flow(params: StageParams = StageParams(), schedule_execution: bool = 
                 release_hold.fn(ws, loaded, hold, "the commit run ended before an answer", store.now())
                 raise
             approved_by, comment = answer.approver, answer.comment
-            booking = confirm_hold(ws, loaded, hold, store.now())
             record_answer(ws, request, approved_by, comment, approved=True)
         else:
             # The calendar lock is held inside book_calendar only (never while waiting for approval above), and

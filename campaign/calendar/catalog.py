@@ -510,11 +510,19 @@ def _set_status(
 
 def confirm_hold(path: Path, booking_id: str, now: datetime) -> Booking:
     """A yes: the hold becomes the booking, with exactly its dates and nodes (idempotent). Refused when the hold
-    was released meanwhile (e.g. `campaign calendar cancel`), so a yes never books other dates than it saw."""
+    was released meanwhile (e.g. `campaign calendar cancel`), so a yes never books other dates than it saw, and
+    when its start passed while the approval waited."""
     now = utc_seconds(now)
     with open_calendar(path, f"confirm {booking_id}") as con:
         state = _state(con, path)
         found = [b for b in state.bookings if b.booking_id == booking_id]
+        if found and found[0].status == HELD and found[0].start < now:
+            raise Refused(
+                f"the held window starts {_iso(found[0].start)}, before the approval came ({_iso(now)}); "
+                "nothing booked",
+                where=str(path),
+                fix="commit again: it holds the earliest window from now and asks for approval of its dates",
+            )
         if found and found[0].status == HELD:
             return _set_status(con, found[0], "booked", "booked", now, "the hold, approved")
         if found and found[0].status in ("booked", "executed"):

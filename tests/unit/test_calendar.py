@@ -312,12 +312,16 @@ def test_a_hold_takes_the_capacity_until_a_yes_books_exactly_it_or_a_no_releases
     ):  # a yes after the release books nothing
         cal.confirm_hold(path, other.booking_id, NOW)
     cal.book(path, ident, _request("c-4", start=T0), NOW)  # the capacity is free again
+    late = cal.book(path, ident, _request("c-5", start=T0 + 10 * DAY, workspace="/w5"), NOW, hold=True)
+    with pytest.raises(Refused, match="before the approval came"):  # its start passed while it waited
+        cal.confirm_hold(path, late.booking_id, T0 + 10 * DAY + timedelta(minutes=1))
     with duckdb.connect(str(path), read_only=True) as con:
         events = con.execute(
             "SELECT booking_id, event FROM booking_events ORDER BY event_at, rowid"
         ).fetchall()
     assert [e for b, e in events if b == hold.booking_id] == ["held", "booked"]
     assert [e for b, e in events if b == other.booking_id] == ["held", "hold released"]
+    assert [e for b, e in events if b == late.booking_id] == ["held"]  # the commit flow releases it
 
 
 def test_the_actual_end_releases_the_rest_of_the_window(tmp_path):
