@@ -9,8 +9,19 @@ import pytest
 
 from campaign.gates import REQUIRED_GATES
 from campaign_cli.cli import main
-from tests.helpers.paths import DEMO, set_args
+from tests.helpers.paths import DEMO, REPO, set_args
 from tests.helpers.prefect_api import latest_artifact, latest_flow_run, log_messages, task_runs_of
+
+
+def _readme_figures():
+    """benchmarks/readme_figures.py, the script that writes the README's demo figures (benchmarks is no package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("readme_figures", REPO / "benchmarks" / "readme_figures.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _catalog(ws: Path, sql: str) -> list[tuple]:
@@ -75,6 +86,12 @@ def test_run_demo_end_to_end(tmp_path, demo_inputs, capsys):
         "idle_released",
     }
     assert 0.0 <= result["window_utilisation"] <= result["ettr"] <= 1.0
+    # The README's demo figures are this run's: benchmarks/readme_figures.py writes them from a real `make run`.
+    figures = _readme_figures()
+    analysis = json.loads((ws / "report" / "analysis.json").read_text())
+    generated = figures.blocks(figures.demo_figures(analysis), [""] * len(figures.QUERIES))
+    written = figures.block_bodies((REPO / "README.md").read_text())
+    assert written["readme-figures"] == generated["readme-figures"], "run benchmarks/readme_figures.py"
 
     # Running it again adds no duplicate rows: every stage's results are keyed by what produced them; the one
     # exception is by design: validate records a fresh verdict (one row per gate) on every run.
