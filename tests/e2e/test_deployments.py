@@ -188,7 +188,9 @@ def test_the_demo_lifecycle_waits_for_approval_then_executes_its_window_once(sta
         assert WINDOW in artifact.data
         # The lifecycle run says what it waits for, not a bare "Running".
         waiting = client.read_flow_run(parent.id).state
-        assert waiting.name == "Awaiting approval" and "waits for approval" in (waiting.message or ""), waiting
+        assert waiting.name == "Awaiting approval" and "waits for approval" in (waiting.message or ""), (
+            waiting
+        )
         RESULTS.update(paused_run=paused[0].id, artifact_id=artifact.id, parent=parent.id)
         _resume(paused[0].id, run_input={"approved": True, "approver": "e2e", "comment": "window checked"})
         final = _wait_final(client, parent.id)
