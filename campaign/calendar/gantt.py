@@ -52,10 +52,11 @@ def gantt_figure(report: dict[str, Any]) -> Figure:
         floor = 0
         for b in holding:
             if _t(b["start"]) <= t0 and _t(b["actual_end"] or b["end"]) >= t1:
-                hatch = "//" if b["kind"] == "maintenance" else None
+                hatch = "//" if b["kind"] == "maintenance" else ".." if b["status"] == "held" else None
                 label = None
                 if b["booking_id"] not in labelled:
-                    label = f"{b['commitment_id']} ({b['campaign']}, {b['nodes']} nodes)"
+                    held = ", held for approval" if b["status"] == "held" else ""
+                    label = f"{b['commitment_id']} ({b['campaign']}, {b['nodes']} nodes{held})"
                     labelled.add(b["booking_id"])
                 ax.bar(
                     t0,

@@ -405,6 +405,18 @@ def test_the_gantt_chart_ticks_whole_nodes_on_a_small_cluster():
     assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks), ticks
 
 
+def test_the_gantt_chart_marks_a_hold_as_held_for_approval():
+    import matplotlib.pyplot as plt
+
+    from campaign.calendar.gantt import gantt_figure
+
+    bookings = [_b("a", 2, T0, T0 + DAY), _b("h", 1, T0, T0 + DAY, status=cal.HELD)]
+    fig = gantt_figure(cal.calendar_report("x", 3, PRICING, bookings, T0, T0 + 2 * DAY))
+    labels = fig.axes[0].get_legend_handles_labels()[1]
+    plt.close(fig)
+    assert "h (h, 1 nodes, held for approval)" in labels and "a (a, 2 nodes)" in labels
+
+
 def test_horizon_end_before_start_is_bad_input_naming_both():
     state = cal.CalendarState(Path("x"), "x", "d", 32, PRICING, ())
     with pytest.raises(ConfigError) as err:
