@@ -19,7 +19,7 @@ def main(argv: list[str]) -> int:
     tty = sys.stdout.isatty()
     started = time.monotonic()
     kept: list[str] = []
-    collected = 0
+    collected = satisfied = 0
     stage = ""
 
     def say(text: str, in_place: bool = False) -> None:
@@ -40,9 +40,11 @@ def main(argv: list[str]) -> int:
                 collected += 1
                 if tty or collected % 25 == 0:
                     say(f"collecting packages: {collected} ({words[1]})", in_place=True)
+            elif line.startswith("Requirement already satisfied"):
+                satisfied += 1
             elif line.startswith("Building wheel") and stage != "build":
                 stage = "build"
-                say(f"collected {collected} packages; building wheels ...")
+                say(f"collected {collected} packages ({satisfied} already installed); building wheels ...")
             elif line.startswith("Installing collected packages") and stage != "install":
                 stage = "install"
                 count = len(line.split(":", 1)[-1].split(","))
