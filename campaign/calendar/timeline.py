@@ -295,6 +295,9 @@ def least_idle_fit(
     moved onto the alignment (an end rounded up, a start-before rounded down), the same grid `earliest_fit` searches,
     so the least idle start is never earlier than the earliest start that fits.
     O(n log n): each candidate is checked against `FreeStarts` and placed by bisection."""
+    origin = utc_seconds(
+        not_before
+    )  # the idle stretch before a start is measured from here, as `placement` does
     not_before = ceil_aligned(not_before, align)
     held = _holding(bookings)
     free = FreeStarts([b for b in held if b.held_until > not_before], nodes, duration, capacity)
@@ -308,7 +311,7 @@ def least_idle_fit(
     for start in sorted(t for t in candidates if t >= not_before):
         if not free.fits(start):
             continue
-        p = placement(held, start, nodes, duration, not_before, events)
+        p = placement(held, start, nodes, duration, origin, events)
         if best is None or p.stranded_node_seconds < best.stranded_node_seconds:
             best = p
     assert best is not None, "unreachable: the cluster is free after its last booking"

@@ -630,6 +630,9 @@ def test_the_least_idle_start_is_on_the_same_grid_and_never_before_the_earliest(
     out = cal.propose(state, nodes, timedelta(seconds=seconds), T0 + timedelta(seconds=17), None, align)
     earliest, tight = out["earliest"]["start"], out["least_idle"]["start"]
     assert earliest <= tight
+    if earliest == tight:  # one start, one idle stretch, however it was found
+        assert out["earliest"]["gap_idle_node_hours"] == out["least_idle"]["gap_idle_node_hours"]
+    assert out["least_idle"]["gap_idle_node_hours"] <= out["earliest"]["gap_idle_node_hours"]
     step = {"second": 1, "minute": 60, "hour": 3600, "day": 86_400}[align]
     for start in (earliest, tight):
         moment = datetime.fromisoformat(start.replace("Z", "+00:00"))
