@@ -47,13 +47,15 @@ lint: $(STAMP)
 
 # The team's control room: a local Prefect server (SQLite under workspace/.prefect-ui/), the `campaign` process work
 # pool, every deployment of deployments/prefect.yaml with its automations, and a worker; prints the UI address.
-# `make stop` stops exactly what `make ui` started (pid files in workspace/.prefect-ui/).
+# `make stop` stops exactly what `make ui` started (pid files in workspace/.prefect-ui/), and the local Prefect
+# servers that CLI commands keep between them (`campaign server stop`).
 UI_PORT ?= 4200
 ui: $(STAMP)
 	$(BIN)/python -m deployments.ui start --port $(UI_PORT)
 
 stop:
 	$(BIN)/python -m deployments.ui stop
+	$(BIN)/campaign server stop
 
 # A bare Prefect server with the UI on http://127.0.0.1:4200 (SQLite under ~/.prefect); `make ui` does more.
 server: $(STAMP)

@@ -185,9 +185,18 @@ def sql_(
     ] = 60.0,
 ) -> None:
     """Query the workspace catalog read-only and print a table (or JSON rows)."""
+    import duckdb
+
     from campaign.analysis.catalog_sql import format_table, run_query
 
-    columns, rows = run_query(workspace, query, timeout)
+    try:
+        columns, rows = run_query(workspace, query, timeout)
+    except (RuntimeError, duckdb.InterruptException) as exc:
+        # DuckDB turns a Ctrl-C during a query into RuntimeError("Query interrupted"): the user's interrupt,
+        # reported as every other command reports one (exit 130), not as a bug
+        if "interrupted" in str(exc).lower():
+            raise KeyboardInterrupt from None
+        raise
     if json_:
         typer.echo(json.dumps([dict(zip(columns, r, strict=True)) for r in rows], indent=2, default=str))
     else:
@@ -822,10 +831,60 @@ def plan_arguments(argv: list[str]) -> list[str]:
     return argv
 
 
+# ------------------------------------------------------------------------------------------- server
+
+server_app = typer.Typer(
+    no_args_is_help=True,
+    help="The local Prefect servers campaign keeps between commands (one per workspace; each stops itself after "
+    "CAMPAIGN_SERVER_IDLE_S seconds without a command, default 600).",
+)
+app.add_typer(server_app, name="server")
+
+
+def _server_line(info: dict[str, Any]) -> str:
+    users = ", ".join(f"pid {p}" for p in info.get("clients") or []) or "no command"
+    return f"{info['url']}  pid {info['pid']}  since {info['started_at']}  used by {users}  ({info['home']})"
+
+
+@server_app.command("status")
+def server_status(json_: JsonOpt = False) -> None:
+    """List the local Prefect servers that run now, with the commands using them."""
+    from campaign_cli.local_api import running_servers
+
+    found = running_servers()
+    if json_:
+        typer.echo(json.dumps(found, indent=2))
+        return
+    typer.echo("\n".join(_server_line(i) for i in found) or "no local Prefect server is running")
+
+
+@server_app.command("stop")
+def server_stop(
+    workspace: Annotated[
+        str | None,
+        typer.Option("--workspace", "-w", help="Stop only this workspace's server (default: every one)."),
+    ] = None,
+) -> None:
+    """Stop the local Prefect servers now (a command still using one fails; its next run starts one again)."""
+    from campaign_cli.local_api import stop_all, stop_server
+
+    if workspace:
+        home = Path(workspace).resolve() / ".prefect"
+        one = stop_server(home) if home.is_dir() else None
+        stopped = [{**one, "home": str(home)}] if one else []
+    else:
+        stopped = stop_all()
+    for info in stopped:
+        typer.echo(f"stopped {_server_line(info)}")
+    if not stopped:
+        typer.echo("no local Prefect server was running" + (f" for {workspace}" if workspace else ""))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app, turning every CampaignError into its message (printed once) and exit code."""
     args = plan_arguments(list(sys.argv[1:] if argv is None else argv))
-    return exit_code_of(lambda: app(args=args, standalone_mode=False))
+    words = args[:2] if args[:1] in (["calendar"], ["server"]) else args[:1]  # the command's name
+    return exit_code_of(lambda: app(args=args, standalone_mode=False), " ".join(["campaign", *words]))
 
 
 if __name__ == "__main__":

@@ -1,22 +1,30 @@
-"""The local Prefect API of one CLI command: a running server when PREFECT_API_URL names one, else a private one.
+"""The local Prefect API of CLI commands: PREFECT_API_URL's server when set, else a local server kept per workspace.
 
-With `PREFECT_API_URL` set (e.g. the `make ui` server), the command uses that server and starts nothing.
-Otherwise it starts the same single-process uvicorn app that Prefect's own ephemeral mode starts
+With `PREFECT_API_URL` set (e.g. the `make ui` server), a command first checks that it answers (a bounded wait,
+then a message naming the address and the fix) and starts nothing. Otherwise the first command on a workspace
+starts the single-process uvicorn app that Prefect's own ephemeral mode starts
 (`prefect.server.api.server:create_app`, see `SubprocessASGIServer` in prefect/server/api/server.py), through
-`campaign_cli/private_api_app.py` (without its background-task worker; automation triggers off), with these differences:
-- its SQLite database lives in the campaign's workspace (`<workspace>/.prefect`) or in a temporary folder,
-  never in the user's ~/.prefect;
+`campaign_cli/private_api_app.py` (without its background-task worker; automation triggers off), and the next
+commands on that workspace reuse it:
+- its SQLite database lives in the workspace (`<workspace>/.prefect`), never in the user's ~/.prefect; commands
+  with no workspace (and a read-only workspace) share one whose database is in a temporary folder;
 - a new database is a copy of one migrated once per Prefect version (cached under `~/.cache/campaign`, or
-  `CAMPAIGN_CACHE_DIR`), so no command pays Prefect's migrations and block registration again;
-- on Linux the kernel kills the server when the command dies, even by SIGKILL (PR_SET_PDEATHSIG);
-- no flow run heartbeats (nothing watches a private server for crashed runs; each run's end waits ~1 s for them).
-The command warms its own imports while the server starts (`warm`), so the two overlap.
-What it costs a command: benchmarks/results/2026-12-03-local-api.md.
+  `CAMPAIGN_CACHE_DIR`), so no start pays Prefect's migrations and block registration again;
+- `server.json` in that folder names the running server; `server.lock` makes starting one a critical section, so
+  two commands at once share one server;
+- a command holds a lease (`clients/<pid>-<start>`) while it runs; the server stops itself once no live command
+  has held one for CAMPAIGN_SERVER_IDLE_S seconds (default 600; 0: when the last command ends), so even a command
+  killed by SIGKILL leaves nothing running for longer than that; `campaign server stop` stops them at once;
+- no flow run heartbeats (nothing watches a local server for crashed runs; each run's end waits ~1 s for them).
+The command warms its own imports while a new server starts (`warm`), so the two overlap.
+What it costs a command: benchmarks/results/2026-12-03-local-api.md; how to use it: docs/workspace.md.
 """
 
 import contextlib
+import hashlib
 import importlib.metadata
 import importlib.util
+import json
 import os
 import signal
 import socket
@@ -28,14 +36,26 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from campaign.errors import InternalError
+from filelock import FileLock, Timeout
 
-STARTUP_TIMEOUT_S = 90.0
+from campaign.errors import ConfigError, InternalError
+
+STARTUP_TIMEOUT_S = 180.0  # a cold start (migrations) on a busy machine can take minutes
+API_CHECK_TIMEOUT_S = 5.0
 _PR_SET_PDEATHSIG = 1
 DB_NAME = "prefect.db"
 STAMP_NAME = "prefect-version"
+INFO_NAME = "server.json"
+LOCK_NAME = "server.lock"
+LEASES_DIR = "clients"
+IDLE_ENV = "CAMPAIGN_SERVER_IDLE_S"
+HOME_ENV = "CAMPAIGN_SERVER_HOME"  # set for a kept server: the folder of its database, leases and server.json
+DEFAULT_IDLE_S = 600.0
+APP = "campaign_cli.private_api_app:create_app"
 
 
 def _free_port() -> int:
@@ -44,9 +64,9 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _die_with(parent_pid: int):
-    """preexec_fn: ask the kernel to SIGKILL the child when its parent dies; leave the terminal's process group
-    so a Ctrl-C reaches the command (which stops the server itself) rather than the server mid-run."""
+def _die_with(parent_pid: int) -> Callable[[], None]:
+    """preexec_fn of a server that lives for one call (the template's): the kernel SIGKILLs it when its parent
+    dies; it leaves the terminal's process group so a Ctrl-C reaches the parent, which stops it."""
 
     def preexec() -> None:
         os.setpgrp()
@@ -60,9 +80,9 @@ def _die_with(parent_pid: int):
     return preexec
 
 
-def _healthy(url: str) -> bool:
+def _healthy(url: str, timeout_s: float = 2.0) -> bool:
     try:
-        with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
+        with urllib.request.urlopen(f"{url}/health", timeout=timeout_s) as response:
             return response.status == 200
     except (urllib.error.URLError, OSError, ValueError):
         return False
@@ -91,6 +111,35 @@ def configured_api() -> str | None:
     return configured or None
 
 
+def check_api(url: str, timeout_s: float = API_CHECK_TIMEOUT_S) -> None:
+    """Refuse an API that does not answer its health check within `timeout_s` (refused, unreachable, or accepting
+    and never answering), naming the address and the fix, before any flow waits on it."""
+    try:
+        with urllib.request.urlopen(f"{url.rstrip('/')}/health", timeout=timeout_s) as response:
+            if response.status == 200:
+                return
+            problem = f"answered its health check with HTTP {response.status}"
+    except urllib.error.HTTPError as exc:
+        problem = f"answered its health check with HTTP {exc.code}"
+    except TimeoutError:
+        problem = f"accepted the connection but did not answer within {timeout_s:g} s"
+    except urllib.error.URLError as exc:
+        reason = exc.reason
+        problem = (
+            f"did not answer within {timeout_s:g} s"
+            if isinstance(reason, TimeoutError)
+            else f"cannot be reached ({reason})"
+        )
+    except (OSError, ValueError) as exc:
+        problem = f"cannot be reached ({exc})"
+    raise ConfigError(
+        f"the Prefect API at {url} {problem}",
+        where="environment variable PREFECT_API_URL",
+        fix="start that server (e.g. `make server` or `make ui`), or unset PREFECT_API_URL to let campaign run "
+        "its own local one",
+    )
+
+
 def prefect_version() -> str:
     return importlib.metadata.version("prefect")
 
@@ -102,7 +151,196 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "campaign"
 
 
-def _server_env(home: Path, fresh_schema: bool) -> dict[str, str]:
+def idle_s() -> float:
+    """Seconds a kept server waits with no command before it stops: CAMPAIGN_SERVER_IDLE_S, default 600."""
+    raw = os.environ.get(IDLE_ENV, "")
+    if not raw.strip():
+        return DEFAULT_IDLE_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value <= 86_400:  # NaN fails this too
+        raise ConfigError(
+            f"{IDLE_ENV}={raw!r} is not a number of seconds from 0 to 86400",
+            where=f"environment variable {IDLE_ENV}",
+            fix="set it to e.g. 600 (0: stop the server when the command ends), or unset it",
+        )
+    return value
+
+
+# ------------------------------------------------------------------------------------------- processes and leases
+
+
+def process_start(pid: int) -> str | None:
+    """An identity of a live process that a reused pid does not share (its start time in clock ticks on Linux),
+    or None when no such process runs (a zombie counts as gone)."""
+    if pid <= 0:
+        return None
+    if sys.platform.startswith("linux"):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            return None
+        return None if fields[0] in ("Z", "X") else fields[19]
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        return "?"
+    return "?"
+
+
+def _lease_dir(home: Path) -> Path:
+    return home / LEASES_DIR
+
+
+def live_leases(home: Path) -> list[int]:
+    """The pids of the commands that use the server of `home` now; leases of ended processes are removed."""
+    live = []
+    with contextlib.suppress(OSError):
+        for entry in _lease_dir(home).iterdir():
+            pid_text, _, start = entry.name.partition("-")
+            if pid_text.isdigit() and start and process_start(int(pid_text)) == start:
+                live.append(int(pid_text))
+            else:
+                entry.unlink(missing_ok=True)
+    return sorted(live)
+
+
+def _take_lease(home: Path) -> Path:
+    lease = _lease_dir(home) / f"{os.getpid()}-{process_start(os.getpid())}"
+    lease.parent.mkdir(exist_ok=True)
+    lease.touch()
+    return lease
+
+
+def _is_server(pid: int, port: int) -> bool:
+    """`pid` is a server this module started on `port` (not a process that got its pid since)."""
+    if process_start(pid) is None:
+        return False
+    if not sys.platform.startswith("linux"):
+        return True
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return APP.encode() in argv and str(port).encode() in argv
+
+
+def server_info(home: Path) -> dict[str, Any] | None:
+    """The server kept for `home` (its `server.json`) if it still runs, else None."""
+    try:
+        info = json.loads((home / INFO_NAME).read_text())
+        pid, port = int(info["pid"]), int(info["port"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return info if _is_server(pid, port) else None
+
+
+def _server_lock(home: Path, timeout_s: float = 120.0) -> FileLock:
+    return FileLock(str(home / LOCK_NAME), timeout=timeout_s, is_singleton=False)
+
+
+def retire(home: Path, pid: int) -> bool:
+    """Called by an idle server (`pid`): unpublish it unless a command took a lease meanwhile. True: it may stop
+    now (no command can find it any more)."""
+    try:
+        with _server_lock(home, timeout_s=0):
+            if live_leases(home):
+                return False
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                if int(json.loads((home / INFO_NAME).read_text())["pid"]) == pid:
+                    (home / INFO_NAME).unlink()
+            _unregister(home)
+            return True
+    except Timeout:
+        return False  # a command is finding or starting a server right now
+    except OSError:
+        return True  # the folder is gone: nothing can use this server any more
+
+
+def _terminate(pid: int, port: int, timeout_s: float = 10.0) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+        deadline = time.monotonic() + timeout_s
+        while _is_server(pid, port) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not _is_server(pid, port):
+            return
+
+
+def stop_server(home: Path) -> dict[str, Any] | None:
+    """Stop the server kept for `home` now, if one runs; its info (with the pids of the commands that were using
+    it, `clients`), or None."""
+    with contextlib.suppress(OSError), _server_lock(home):
+        info = server_info(home)
+        if info is not None:
+            info["clients"] = live_leases(home)
+            _terminate(int(info["pid"]), int(info["port"]))
+        (home / INFO_NAME).unlink(missing_ok=True)
+        _unregister(home)
+        return info
+    return None
+
+
+# ------------------------------------------------------------------------------------------- the registry
+
+
+def _registry() -> Path:
+    """Every kept server this user's commands started, one file each naming its folder (for `campaign server`)."""
+    return cache_dir() / "servers"
+
+
+def _registry_entry(home: Path) -> Path:
+    return _registry() / f"{hashlib.sha256(str(home).encode()).hexdigest()[:16]}.json"
+
+
+def _register(home: Path) -> None:
+    with contextlib.suppress(OSError):
+        _registry().mkdir(parents=True, exist_ok=True)
+        _registry_entry(home).write_text(json.dumps({"home": str(home)}))
+
+
+def _unregister(home: Path) -> None:
+    with contextlib.suppress(OSError):
+        _registry_entry(home).unlink(missing_ok=True)
+
+
+def running_servers() -> list[dict[str, Any]]:
+    """Every kept server that runs now, each with `home` and `clients` (pids of the commands using it)."""
+    found = []
+    with contextlib.suppress(OSError):
+        for entry in sorted(_registry().glob("*.json")):
+            try:
+                home = Path(json.loads(entry.read_text())["home"])
+            except (OSError, ValueError, KeyError, TypeError):
+                entry.unlink(missing_ok=True)
+                continue
+            info = server_info(home)
+            if info is None:
+                entry.unlink(missing_ok=True)
+                continue
+            found.append({**info, "home": str(home), "clients": live_leases(home)})
+    return found
+
+
+def stop_all() -> list[dict[str, Any]]:
+    """Stop every kept server this user's commands started; what was stopped."""
+    stopped = []
+    for info in running_servers():
+        done = stop_server(Path(info["home"]))
+        if done is not None:
+            stopped.append({**done, "home": info["home"]})
+    return stopped
+
+
+# ------------------------------------------------------------------------------------------- starting a server
+
+
+def _server_env(home: Path, fresh_schema: bool, idle: float | None = None) -> dict[str, str]:
     env = {
         **os.environ,
         "PREFECT_HOME": str(home),
@@ -111,9 +349,13 @@ def _server_env(home: Path, fresh_schema: bool) -> dict[str, str]:
         "PREFECT__SERVER_FINAL": "1",
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "PREFECT_API_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{home / DB_NAME}",
-        # no automations on a private API: their triggers' periodic evaluation only costs CPU
+        # no automations on a local API: their triggers' periodic evaluation only costs CPU
         "PREFECT_SERVER_SERVICES_TRIGGERS_ENABLED": "false",
     }
+    env.pop("PREFECT_API_URL", None)
+    env.pop(HOME_ENV, None)
+    if idle is not None:  # a kept server: it watches its leases and stops itself once idle
+        env |= {HOME_ENV: str(home), IDLE_ENV: repr(idle)}
     if not fresh_schema:  # the database is at this version's head with its blocks registered: skip both
         env |= {
             "PREFECT_API_DATABASE_MIGRATE_ON_START": "false",
@@ -122,49 +364,43 @@ def _server_env(home: Path, fresh_schema: bool) -> dict[str, str]:
     return env
 
 
-def _start_server(home: Path, fresh_schema: bool) -> tuple[subprocess.Popen, str]:
+def _start_server(home: Path, fresh_schema: bool, idle: float | None = None) -> tuple[subprocess.Popen, str]:
+    """Start the server app on a free port. `idle=None`: a server for this call only, killed with its parent;
+    else a kept one, in its own session (a Ctrl-C in the terminal is the command's, not the server's)."""
     port = _free_port()
     spec = importlib.util.find_spec("prefect")
-    assert spec is not None and spec.origin is not None  # prefect is imported already
+    assert spec is not None and spec.origin is not None  # prefect is installed
     app_dir = Path(spec.origin).parent.parent  # as Prefect's ephemeral server does
     with open(home / "server.log", "ab") as log:
+        args: list[str] = [sys.executable, "-m", "uvicorn", "--app-dir", str(app_dir), "--factory", APP]
+        args += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "error", "--lifespan", "on"]
+        args += ["--timeout-graceful-shutdown", "5"]
         proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "--app-dir",
-                str(app_dir),
-                "--factory",
-                "campaign_cli.private_api_app:create_app",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--log-level",
-                "error",
-                "--lifespan",
-                "on",
-            ],
-            env=_server_env(home, fresh_schema),
+            args,
+            env=_server_env(home, fresh_schema, idle),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
             # before any thread: the CLI starts its API before it imports Prefect's engine
-            preexec_fn=_die_with(os.getpid()),
+            preexec_fn=_die_with(os.getpid()) if idle is None else None,
+            start_new_session=idle is not None,
         )
     return proc, f"http://127.0.0.1:{port}/api"
 
 
-def _wait_healthy(proc: subprocess.Popen, url: str, home: Path) -> None:
+def _wait_healthy(alive: Callable[[], bool], url: str, home: Path) -> None:
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while not _healthy(url):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            tail = (home / "server.log").read_text(errors="replace")[-800:]
+        if not alive() or time.monotonic() > deadline:
+            try:
+                tail = (home / "server.log").read_text(errors="replace")[-800:]
+            except OSError:
+                tail = ""
             raise InternalError(
-                f"the local Prefect API did not start (exit {proc.poll()}): {tail}",
+                f"the local Prefect API did not start: {tail}",
                 where=str(home / "server.log"),
-                fix="set PREFECT_API_URL to a running Prefect server, or report this",
+                fix="run `campaign server stop` and try again; set PREFECT_API_URL to a running Prefect server; "
+                "or report this",
             )
         time.sleep(0.05)
 
@@ -188,7 +424,7 @@ def _copy_db(source: Path, target: Path) -> None:
 
 def template_db() -> Path:
     """This Prefect version's migrated, block-registered empty database, built once (about one cold server
-    start) and then copied for every new private API."""
+    start) and then copied for every new local API."""
     template = cache_dir() / f"prefect-{prefect_version()}.db"
     if template.exists():
         return template
@@ -197,7 +433,7 @@ def template_db() -> Path:
         home = Path(tmp)
         proc, url = _start_server(home, fresh_schema=True)
         try:
-            _wait_healthy(proc, url, home)
+            _wait_healthy(lambda: proc.poll() is None, url, home)
         finally:
             _stop(proc)
         _copy_db(home / DB_NAME, template)  # atomic: a concurrent builder's copy is as good as ours
@@ -220,24 +456,82 @@ def _prepare_home(home: Path) -> bool:
     return False
 
 
+def temporary_home() -> Path:
+    """The folder of the server that commands without a (writable) workspace share: this user's own folder
+    under the temporary directory (mode 0700)."""
+    home = (
+        Path(tempfile.gettempdir()) / f"campaign-prefect-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
+    )
+    home.mkdir(mode=0o700, exist_ok=True)
+    if hasattr(os, "getuid") and home.stat().st_uid != os.getuid():
+        raise ConfigError(
+            f"{home} belongs to another user",
+            where=str(home),
+            fix="remove it, or set TMPDIR to a folder of your own",
+        )
+    return home
+
+
+def usable_home(home: Path | None) -> Path:
+    """`home` (a workspace's `.prefect`) if the server's files can be written there, else the temporary one: a
+    read-only workspace is read without writing into it."""
+    if home is None:
+        return temporary_home()
+    try:
+        home.mkdir(exist_ok=True)
+    except OSError:
+        return temporary_home()
+    if not os.access(home, os.W_OK | os.X_OK):
+        return temporary_home()
+    return home
+
+
+def _find_or_start(home: Path) -> tuple[dict[str, Any], Path, subprocess.Popen | None]:
+    """The server kept for `home` (started now if none runs) and this command's lease on it."""
+    with _server_lock(home):
+        info = server_info(home)
+        if info is not None and info.get("prefect") != prefect_version():  # Prefect was upgraded meanwhile
+            _terminate(int(info["pid"]), int(info["port"]))
+            info = None
+        proc = None
+        if info is None:
+            migrate = _prepare_home(home)
+            proc, url = _start_server(home, fresh_schema=migrate, idle=idle_s())
+            info = {
+                "pid": proc.pid,
+                "port": int(url.rsplit(":", 1)[1].split("/")[0]),
+                "url": url,
+                "prefect": prefect_version(),
+                "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                "idle_s": idle_s(),
+            }
+            tmp = home / f".{INFO_NAME}.{os.getpid()}.tmp"
+            tmp.write_text(json.dumps(info))
+            os.replace(tmp, home / INFO_NAME)
+            _register(home)
+        return info, _take_lease(home), proc
+
+
 @contextlib.contextmanager
 def local_api(home: Path | None, warm: Callable[[], object] | None = None) -> Iterator[str]:
-    """Yield the API URL the command's flows talk to: PREFECT_API_URL's server, else a private one whose database
-    lives under `home` (kept: the workspace's run history) or, with `home=None`, in a folder removed afterwards.
+    """Yield the API URL the command's flows talk to: PREFECT_API_URL's server (checked to answer), else the
+    local server kept for `home` (a workspace's `.prefect`; None or read-only: the shared temporary one),
+    started if none runs, held by this command's lease until the block ends.
 
-    `warm()` runs while the private server starts (the command's own imports), so the two overlap."""
+    `warm()` runs while a new server starts (the command's own imports), so the two overlap."""
     configured = configured_api()
     if configured:
+        check_api(configured)
         if warm:
             warm()
         yield configured
         return
+    home = usable_home(home)
+    info, lease, proc = _find_or_start(home)
+    url = str(info["url"])
     with contextlib.ExitStack() as stack:
-        if home is None:
-            home = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="campaign-prefect-")))
-        migrate = _prepare_home(home)
+        stack.callback(lease.unlink, missing_ok=True)
         os.environ["PREFECT_HOME"] = str(home)  # the client's files too (before this process imports prefect)
-        proc, url = _start_server(home, fresh_schema=migrate)
         os.environ["PREFECT_API_URL"] = url  # for a process this one starts (Dask workers, replica processes)
         try:
             # ... and for this process, whether or not it imported prefect already (its settings are read once)
@@ -248,9 +542,9 @@ def local_api(home: Path | None, warm: Callable[[], object] | None = None) -> It
                 temporary_settings,
             )
 
-            # No flow run heartbeats on a private API: they exist so a server can mark a crashed run (an automation
-            # watches them), and this server lives and dies with the command. Each flow run's end joins its
-            # heartbeat thread, which sleeps in 1 s steps (Prefect 3.9 flow_engine._send_heartbeats): ~1 s a run.
+            # No flow run heartbeats on a local API: they exist so a server can mark a crashed run (an automation
+            # watches them), and this server runs none. Each flow run's end joins its heartbeat thread, which
+            # sleeps in 1 s steps (Prefect 3.9 flow_engine._send_heartbeats): ~1 s a run.
             stack.enter_context(
                 temporary_settings(
                     {PREFECT_API_URL: url, PREFECT_HOME: str(home), PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}
@@ -258,9 +552,18 @@ def local_api(home: Path | None, warm: Callable[[], object] | None = None) -> It
             )
             if warm:
                 warm()
-            _wait_healthy(proc, url, home)
+            pid, port = int(info["pid"]), int(info["port"])
+            try:
+                _wait_healthy(
+                    (lambda: proc.poll() is None) if proc is not None else (lambda: _is_server(pid, port)),
+                    url,
+                    home,
+                )
+            except InternalError:
+                lease.unlink(missing_ok=True)
+                stop_server(home)  # a server that never answered is not left for the next command to find
+                raise
             yield url
         finally:
             _flush_to_api()  # the run logs and events still queued go out while their server is up
             os.environ.pop("PREFECT_API_URL", None)
-            _stop(proc)

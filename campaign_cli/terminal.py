@@ -9,6 +9,7 @@ Exit codes: 0 done; 1 a gate failed or a plan does not fit; 2 bad input; 3 refus
 
 import argparse
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -33,6 +34,27 @@ def say(text: str) -> None:
     print(text, file=sys.stderr)
 
 
+def environment_error(exc: BaseException) -> CampaignError | None:
+    """An OSError that the user's environment or input caused, as a message naming the path and the fix: a name
+    longer than the file system allows, a folder campaign may not write (read-only, or another user's). None for
+    anything else."""
+    if not isinstance(exc, OSError) or exc.errno not in (errno.ENAMETOOLONG, errno.EROFS, errno.EACCES):
+        return None
+    path = Path(str(exc.filename)) if exc.filename else None
+    if exc.errno == errno.ENAMETOOLONG:
+        return ConfigError(
+            "a file name is longer than the file system allows",
+            where=str(path)[:200] + ("..." if len(str(path)) > 200 else "") if path else None,
+            fix="use a shorter folder or file name",
+        )
+    folder = path if path is not None and path.is_dir() else (path.parent if path is not None else None)
+    return ConfigError(
+        f"campaign cannot write into this folder ({exc.strerror})",
+        where=str(folder) if folder else None,
+        fix="make that folder writable, or pass a writable one (--workspace, --out, --calendar)",
+    )
+
+
 def finish(state: Any) -> Any:
     """The flow's result, or raise the CampaignError a Failed state carries."""
     if state.is_completed():
@@ -45,15 +67,18 @@ def finish(state: Any) -> Any:
     except CampaignError:
         raise
     except Exception as exc:  # any other exception is a bug: report it as one, without a traceback
-        full = disk_full(exc)  # ... but a full disk is the environment's
-        if full is not None:
-            raise full from None
+        known = disk_full(exc) or environment_error(
+            exc
+        )  # ... but a full disk or a bad path is the environment's
+        if known is not None:
+            raise known from None
         raise InternalError(f"{state.name}: {state.message or exc}", fix=BUG_FIX) from None
     raise InternalError(f"{state.name}: {state.message}", fix=BUG_FIX)
 
 
-def exit_code_of(command: Callable[[], Any]) -> int:
-    """Run `command`, turning every CampaignError into its message (printed once, on stderr) and exit code."""
+def exit_code_of(command: Callable[[], Any], what: str = "the command") -> int:
+    """Run `command`, turning every CampaignError into its message (printed once, on stderr) and exit code; a
+    Ctrl-C into one line naming `what` was interrupted (exit 130)."""
     try:
         code = command()
     except CampaignError as err:
@@ -62,8 +87,7 @@ def exit_code_of(command: Callable[[], Any]) -> int:
     except SystemExit as ex:
         return int(ex.code or 0) if not isinstance(ex.code, str) else 2
     except KeyboardInterrupt:
-        say("interrupted; rerun the same command to resume (completed work is kept)")
-        return 130
+        return _interrupted(what)
     except Exception as exc:
         show, exit_code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
         if callable(show) and hasattr(exc, "exit_code"):
@@ -71,10 +95,10 @@ def exit_code_of(command: Callable[[], Any]) -> int:
             return 2
         if isinstance(exit_code, int):  # typer.Exit(code): the command's chosen exit code
             return exit_code
-        full = disk_full(exc)
-        if full is not None:
-            say(f"error: {full.render()}")
-            return full.exit_code
+        known = disk_full(exc) or environment_error(exc)
+        if known is not None:
+            say(f"error: {known.render()}")
+            return known.exit_code
         if os.environ.get("CAMPAIGN_DEBUG"):
             raise
         say(
@@ -82,7 +106,14 @@ def exit_code_of(command: Callable[[], Any]) -> int:
             "rerun with CAMPAIGN_DEBUG=1 to see the traceback and report it"
         )
         return InternalError.exit_code
+    if code == 130:  # typer turns a Ctrl-C inside a command into the return value 130, silently
+        return _interrupted(what)
     return code if isinstance(code, int) else 0
+
+
+def _interrupted(what: str) -> int:
+    say(f"{what} interrupted; rerun the same command to resume (completed work is kept)")
+    return 130
 
 
 @contextlib.contextmanager
@@ -188,6 +219,7 @@ def run_stage(
         require_prepared(
             ws, f"campaign {stage}"
         )  # refused before a Prefect API starts: printed once, writes nothing
+    store.require_writable(ws, f"campaign {stage}")  # a read-only workspace: said before any work, naming it
     with calendar_env(calendar), prefect_api(ws, warm=lambda: stage_flow(stage)):
         from prefect import tags
 
@@ -250,7 +282,8 @@ def _said_once(record: logging.LogRecord) -> bool:
     if getattr(record, "campaign_expected", False):
         return False
     message = record.getMessage() if record.args else str(record.msg)
-    return "Finished in state Failed(" not in message
+    # a Ctrl-C: the command says once what was interrupted, instead of a crash line from every run it was in
+    return "Finished in state Failed(" not in message and "aborted by an interrupt signal" not in message
 
 
 # ------------------------------------------------------------------------------------------- what a stage prints
@@ -333,7 +366,7 @@ def stage_main(stage: str, argv: list[str] | None = None) -> int:
         print(stage_summary(stage, result))
         return 0
 
-    return exit_code_of(command)
+    return exit_code_of(command, f"python -m flows.{'lifecycle' if stage == 'run' else stage}")
 
 
 def flow_main(flow: Any, argv: list[str] | None = None, call: Callable[[Any], Any] | None = None) -> int:
@@ -382,7 +415,7 @@ def flow_main(flow: Any, argv: list[str] | None = None, call: Callable[[Any], An
         print(json.dumps(result, indent=2, default=str))
         return 0
 
-    return exit_code_of(command)
+    return exit_code_of(command, prog)
 
 
 def _param_model(flow: Any) -> Any:

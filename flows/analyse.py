@@ -36,6 +36,9 @@ class CompareParams(BaseModel):
 @fails_cleanly
 def analyse_flow(params: AnalyseParams = AnalyseParams()):
     ws = analysis_workspace(params.workspace)  # bad input refused here, before anything is written
+    if not store.is_writable(ws):
+        # a read-only workspace is read as it is: no lock file, no run recorded, the report written outside it
+        return analyse(ws, store.outside_report_dir(ws))
     with store.locked(ws, "campaign analyse"):
         run_id = store.start_run(ws, "analyse", None, None)
         result = analyse(ws)

@@ -26,13 +26,15 @@ from tasks.artifacts import COMPARE_HTML_KEY, COMPARE_KEY, artifact_key, local_f
 
 
 @task(name="analyse-window", cache_policy=None)
-def analyse(ws: store.Workspace) -> dict:
+def analyse(ws: store.Workspace, report_dir: Path | None = None) -> dict:
+    """The report of the executed window, written to `report_dir` (default the workspace's report/)."""
+    report_dir = report_dir or ws.report_dir
     inputs = gather_report_inputs(ws)
-    html, md, markdown = write_report(ws.report_dir, inputs)
+    html, md, markdown = write_report(report_dir, inputs)
     result, config_json = inputs.result, inputs.config_json
     campaign = json.loads(config_json).get("name", ws.root.name) if config_json else ws.root.name
     result = {**result, "campaign": campaign, "report": str(md), "report_html": str(html)}
-    atomic_write_json(ws.report_dir / "analysis.json", result)
+    atomic_write_json(report_dir / "analysis.json", result)
     create_markdown_artifact(
         key=artifact_key(campaign, "campaign-report"),
         markdown=markdown,

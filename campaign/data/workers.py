@@ -73,6 +73,9 @@ class _Worker:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,
+            # its own process group: a Ctrl-C in the terminal is the command's to handle (it ends its workers and
+            # says what was interrupted), not a traceback from every worker's imports
+            process_group=0,
         )
 
     def call(self, request: tuple) -> Any:
@@ -137,6 +140,14 @@ class WorkerPool:
         for worker in self._all:
             worker.close()
 
+    def kill(self) -> None:
+        """End every worker now, mid-shard (an interrupted prepare: its unfinished shards are redone on a rerun)."""
+        for worker in self._all:
+            with suppress(OSError):
+                worker.proc.kill()
+        for worker in self._all:
+            worker.proc.wait()
+
 
 _active: WorkerPool | None = None
 _lock = threading.Lock()
@@ -155,6 +166,9 @@ def shard_workers(size: int) -> Iterator[WorkerPool | None]:
         _active = pool
     try:
         yield pool
+    except BaseException:
+        pool.kill()  # a Ctrl-C or a failed task: no worker finishes a shard nobody waits for
+        raise
     finally:
         with _lock:
             _active = None

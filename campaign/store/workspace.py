@@ -44,9 +44,25 @@ def lock_wait_s() -> float:
     return value
 
 
+NAME_MAX_BYTES = 255  # one folder or file name (Linux, macOS)
+PATH_MAX_BYTES = 4095
+
+
 @dataclass(frozen=True)
 class Workspace:
     root: Path
+
+    def __post_init__(self) -> None:
+        """A folder the system cannot create or open is bad input, refused naming it before anything runs."""
+        too_long = [part for part in self.root.parts if len(os.fsencode(part)) > NAME_MAX_BYTES]
+        if too_long or len(os.fsencode(str(self.root))) > PATH_MAX_BYTES - 255:
+            what = (
+                f"the folder name {too_long[0][:40]}... is {len(os.fsencode(too_long[0])):,} bytes long, over the "
+                f"{NAME_MAX_BYTES} a file system allows"
+                if too_long
+                else f"the workspace path is {len(os.fsencode(str(self.root))):,} bytes long, too long to hold its files"
+            )
+            raise ConfigError(what, where="--workspace", fix="choose a shorter workspace folder name")
 
     @property
     def catalog_path(self) -> Path:
@@ -120,6 +136,34 @@ def require_workspace(ws: Workspace, command: str) -> Workspace:
             fix="run `campaign prepare CONFIG` (with the same --workspace) first",
         )
     return ws
+
+
+def is_writable(ws: Workspace) -> bool:
+    """Whether this process may write into the workspace (not a read-only file system or another user's folder)."""
+    return os.access(ws.root, os.W_OK | os.X_OK)
+
+
+def require_writable(ws: Workspace, command: str) -> Workspace:
+    """Refuse, naming the folder, a stage that writes into a workspace it cannot write, before any work starts."""
+    if ws.root.is_dir() and not is_writable(ws):
+        raise ConfigError(
+            f"{command} writes into the workspace, and it is read-only here",
+            where=str(ws.root),
+            fix="make the folder writable, or copy it somewhere writable and pass that with --workspace "
+            "(`campaign analyse` and `campaign sql` read a read-only workspace as it is)",
+        )
+    return ws
+
+
+def outside_report_dir(ws: Workspace) -> Path:
+    """Where `campaign analyse` writes the report of a read-only workspace: this user's folder under the temporary
+    directory, one subfolder per workspace."""
+    import hashlib
+    import tempfile
+
+    user = os.getuid() if hasattr(os, "getuid") else "user"
+    digest = hashlib.sha256(str(ws.root).encode()).hexdigest()[:8]
+    return Path(tempfile.gettempdir()) / f"campaign-reports-{user}" / f"{ws.root.name[:64]}-{digest}"
 
 
 # ------------------------------------------------------------------------------------------------ locking

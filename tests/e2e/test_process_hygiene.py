@@ -1,5 +1,5 @@
-"""A CLI command owns its temporary Prefect API: it lives in the workspace and dies with the command, even on
-`kill -9`. Real processes, no test harness: this is what a user's terminal sees."""
+"""A CLI command's local Prefect API lives in the workspace, and stops once no command has used it for its idle
+time, even after a `kill -9` of the command. Real processes, no test harness: this is what a user's terminal sees."""
 
 import os
 import signal
@@ -45,12 +45,12 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.timeout(900)  # a lifecycle in a subprocess, killed, and its server
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
-def test_kill_9_of_a_run_leaves_no_server_and_nothing_in_the_users_home(tmp_path):
+def test_kill_9_of_a_run_leaves_no_server_past_its_idle_time_and_nothing_in_the_users_home(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
     ws = tmp_path / "w"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env.update(HOME=str(home), CAMPAIGN_LOCK_WAIT_S="1")
+    env.update(HOME=str(home), CAMPAIGN_LOCK_WAIT_S="1", CAMPAIGN_SERVER_IDLE_S="1")
     proc = subprocess.Popen(
         [sys.executable, "-m", "campaign_cli.cli", "run", str(DEMO), "--workspace", str(ws)],
         cwd=REPO,
@@ -71,8 +71,11 @@ def test_kill_9_of_a_run_leaves_no_server_and_nothing_in_the_users_home(tmp_path
         proc.wait()
         deadline = time.monotonic() + 20
         while any(_alive(pid) for pid in server):
-            assert time.monotonic() < deadline, f"server {server} outlived its command"
+            assert time.monotonic() < deadline, f"server {server} outlived its idle time"
             time.sleep(0.2)
+        assert not (
+            ws / ".prefect" / "server.json"
+        ).exists()  # unpublished: the next command starts a new one
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -166,3 +166,22 @@ def test_simulate_report_task_writes_the_page_and_the_artifacts(tmp_path):
         refused = simulate_report.fn(result, summaries, "demo", str(tmp_path / "taken"))
     assert refused["report_html"] is None and "not written" in refused["report_note"]
     assert sorted(p.name for p in (tmp_path / "taken").iterdir()) == ["notes.txt"]
+
+
+def test_analyse_reads_a_read_only_workspace_and_writes_nothing_into_it(
+    executed, tmp_path, monkeypatch, capsys
+):
+    import os
+    import tempfile
+    from pathlib import Path
+
+    ws = executed
+    before = {p: p.stat().st_mtime_ns for p in ws.root.rglob("*") if p.is_file()}
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: Path(p) != ws.root and real_access(p, mode, **kw))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    capsys.readouterr()
+    assert main(["analyse", "--workspace", str(ws.root), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert Path(result["report_html"]).is_relative_to(tmp_path) and Path(result["report_html"]).is_file()
+    assert {p: p.stat().st_mtime_ns for p in ws.root.rglob("*") if p.is_file()} == before

@@ -101,3 +101,15 @@ def test_workers_end_with_their_parent_gone(tmp_path) -> None:
             return
         time.sleep(0.2)
     raise AssertionError("the worker outlived the process that started it")
+
+
+def test_a_ctrl_c_reaches_the_command_not_its_workers_and_ends_them() -> None:
+    """The terminal sends SIGINT to its foreground process group: workers sit in their own group (no traceback from
+    each worker's imports), and the command ends them all when the interrupt unwinds through the pool."""
+    procs = []
+    with pytest.raises(KeyboardInterrupt), workers.shard_workers(2) as pool:
+        assert pool is not None
+        procs = [w.proc for w in pool._all]
+        assert all(os.getpgid(p.pid) != os.getpgid(0) for p in procs)
+        raise KeyboardInterrupt
+    assert all(p.returncode is not None for p in procs)

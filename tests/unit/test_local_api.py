@@ -1,0 +1,189 @@
+"""The local Prefect API of CLI commands, without starting one: leases, finding and stopping a kept server, the idle
+watch, where its files go, and a PREFECT_API_URL that does not answer."""
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from campaign.errors import ConfigError
+from campaign_cli import local_api, private_api_app
+from campaign_cli.cli import main
+from tests.helpers.paths import DEMO
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("CAMPAIGN_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_lease_lives_as_long_as_its_process(tmp_path) -> None:
+    lease = local_api._take_lease(tmp_path)
+    stale = [
+        tmp_path / "clients" / f"{_dead_pid()}-1",
+        tmp_path / "clients" / f"{os.getpid()}-0",
+        tmp_path / "clients" / "junk",
+    ]
+    for path in stale:
+        path.touch()
+    assert local_api.live_leases(tmp_path) == [os.getpid()]
+    assert sorted(p.name for p in (tmp_path / "clients").iterdir()) == [lease.name]  # stale leases removed
+
+
+def test_a_server_json_naming_another_process_is_no_server(tmp_path) -> None:
+    (tmp_path / "server.json").write_text(json.dumps({"pid": os.getpid(), "port": 1, "url": "x"}))
+    assert local_api.server_info(tmp_path) is None
+    (tmp_path / "server.json").write_text("{not json")
+    assert local_api.server_info(tmp_path) is None
+
+
+@contextlib.contextmanager
+def _fake_server(home: Path):
+    """A process that looks like a kept server (its command line names the app and a port) and sleeps."""
+    home.mkdir(parents=True)
+    port = 4
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(120)", local_api.APP, "--port", str(port)],
+        start_new_session=True,
+    )
+    info = {
+        "pid": proc.pid,
+        "port": port,
+        "url": "http://127.0.0.1:4/api",
+        "prefect": local_api.prefect_version(),
+        "started_at": "now",
+    }
+    (home / "server.json").write_text(json.dumps(info))
+    local_api._register(home)
+    try:
+        deadline = time.monotonic() + 30
+        while not local_api._is_server(proc.pid, port) and time.monotonic() < deadline:
+            time.sleep(0.01)  # the interpreter has not exec'd yet
+        yield proc
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        proc.wait()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_server_stop_stops_every_kept_server_and_status_lists_them(tmp_path, cache, capsys) -> None:
+    with _fake_server(tmp_path / "w1" / ".prefect") as one, _fake_server(tmp_path / "w2" / ".prefect") as two:
+        assert main(["server", "status"]) == 0
+        listed = capsys.readouterr().out
+        assert str(one.pid) in listed and str(two.pid) in listed
+        assert main(["server", "stop", "--workspace", str(tmp_path / "w1")]) == 0
+        assert one.wait(timeout=15) is not None and two.poll() is None
+        assert main(["server", "stop"]) == 0
+        assert two.wait(timeout=15) is not None
+        assert "stopped" in capsys.readouterr().out
+    assert not (tmp_path / "w1" / ".prefect" / "server.json").exists()
+    assert local_api.running_servers() == []
+    assert main(["server", "stop"]) == 0
+    assert "no local Prefect server was running" in capsys.readouterr().out
+
+
+def test_an_idle_server_retires_only_when_no_command_holds_a_lease(tmp_path, cache) -> None:
+    (tmp_path / "server.json").write_text(json.dumps({"pid": os.getpid(), "port": 1}))
+    lease = local_api._take_lease(tmp_path)
+    assert not local_api.retire(tmp_path, os.getpid())
+    assert (tmp_path / "server.json").exists()
+    lease.unlink()
+    private_api_app.watch_idle(tmp_path, idle_s=0, poll_s=0)  # returns: idle, and unpublished
+    assert not (tmp_path / "server.json").exists()
+
+
+def test_a_killed_command_leaves_an_idle_server(tmp_path, cache) -> None:
+    """kill -9 of a command cannot remove its lease; the server still sees it as gone."""
+    (tmp_path / "server.json").write_text(json.dumps({"pid": os.getpid(), "port": 1}))
+    (tmp_path / "clients").mkdir()
+    (tmp_path / "clients" / f"{_dead_pid()}-1").touch()
+    private_api_app.watch_idle(tmp_path, idle_s=0, poll_s=0)
+    assert not (tmp_path / "server.json").exists()
+
+
+def test_a_read_only_or_missing_workspace_keeps_no_server_files_in_it(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != ws / ".prefect")
+    home = local_api.usable_home(ws / ".prefect")
+    assert home.parent == tmp_path / "tmp" and (home.stat().st_mode & 0o777) == 0o700
+    assert local_api.usable_home(None) == home
+    (tmp_path / "file").write_text("")
+    assert local_api.usable_home(tmp_path / "file" / ".prefect") == home  # cannot even be made
+
+
+@pytest.mark.parametrize("value", ["-1", "soon", "nan", "1e9"])
+def test_a_bad_idle_timeout_is_named(monkeypatch, value) -> None:
+    monkeypatch.setenv(local_api.IDLE_ENV, value)
+    with pytest.raises(ConfigError, match=local_api.IDLE_ENV):
+        local_api.idle_s()
+
+
+def test_a_dead_prefect_api_url_is_named_with_the_fix() -> None:
+    with pytest.raises(ConfigError) as caught:
+        local_api.check_api("http://127.0.0.1:1/api")
+    text = caught.value.render()
+    assert "http://127.0.0.1:1/api" in text and "cannot be reached" in text
+    assert "unset PREFECT_API_URL" in text and caught.value.exit_code == 2
+
+
+def test_an_api_that_accepts_and_never_answers_is_refused_in_bounded_time() -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)  # the kernel accepts connections; nobody ever answers them
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}/api"
+        with pytest.raises(ConfigError, match=r"did not answer within 0\.5 s") as caught:
+            local_api.check_api(url, timeout_s=0.5)
+    assert url in caught.value.render()
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:1/api", "not a url"])
+def test_a_command_with_an_unusable_prefect_api_url_exits_2_naming_it(
+    tmp_path, monkeypatch, capsys, url
+) -> None:
+    """Found before any flow runs, so no Prefect client ever waits on it."""
+    monkeypatch.setenv("PREFECT_API_URL", url)
+    code = main(["simulate", str(DEMO), "--replicas", "1", "--workspace", str(tmp_path / "w")])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert url in err and "PREFECT_API_URL" in err
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGINT"), reason="needs SIGINT")
+def test_ctrl_c_during_campaign_sql_is_an_interrupt_not_a_bug(tmp_path, capsys) -> None:
+    import threading
+
+    import duckdb
+
+    duckdb.connect(str(tmp_path / "campaign.duckdb")).close()
+    timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        code = main(
+            ["sql", "select count(*) from range(100000000000) t(i) where i % 7 = 3", "-w", str(tmp_path)]
+        )
+    finally:
+        timer.cancel()
+    err = capsys.readouterr().err
+    assert code == 130, err
+    assert "interrupted" in err and "bug" not in err
