@@ -115,6 +115,8 @@ def test_glob_characters_in_the_workspace_path_judge_only_that_workspace(tmp_pat
     good, bad = tmp_path / "W" / "ws1", tmp_path / "W" / "ws[1]"
     for ws in (good, bad):
         assert main(["prepare", str(DEMO), "--workspace", str(ws), *set_args(FAST_REHEARSAL)]) == 0
+    # the shipped demo's corpus is generated inside the workspace, in a folder campaign marks as its own
+    assert (bad / "inputs" / ".campaign-demo-corpus").is_file()
     manifest = json.loads((bad / "data" / "manifest.json").read_text())
     assert manifest["inputs"] and all(e["path"].startswith(str(bad / "inputs")) for e in manifest["inputs"])
     assert main(["validate", str(DEMO), "--workspace", str(good), *set_args(FAST_REHEARSAL)]) == 0
@@ -127,10 +129,10 @@ def test_glob_characters_in_the_workspace_path_judge_only_that_workspace(tmp_pat
     assert "Traceback" not in capsys.readouterr().err
 
 
-def test_validate_recomputes_its_figures_from_the_files(tmp_path, own_inputs, capsys):
-    ws = tmp_path / "w"
+def test_validate_recomputes_its_figures_from_the_files(prepared, capsys):
+    case, own_inputs = prepared
+    ws = case / "w"  # prepared
     sets = [*own_inputs, "gates.data.min_tokens=1e9"]
-    assert _run("prepare", ws, sets) == 0
     manifest_path = ws / "data" / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
     for source in manifest["sources"]:
@@ -209,30 +211,25 @@ def test_refused_stages_leave_a_missing_workspace_missing(tmp_path, own_inputs):
     assert not (tmp_path / "nothing").exists()
 
 
-def test_the_demo_inputs_live_in_the_workspace(tmp_path):
-    ws = tmp_path / "w"
-    assert main(["prepare", str(DEMO), "--workspace", str(ws)]) == 0
-    assert (ws / "inputs" / ".campaign-demo-corpus").is_file()
-    manifest = json.loads((ws / "data" / "manifest.json").read_text())
-    assert manifest["inputs"] and all(e["path"].startswith(str(ws / "inputs")) for e in manifest["inputs"])
-
-
-@pytest.mark.timeout(900)  # two whole lifecycles
-def test_analyse_reports_the_window_executed_last(tmp_path, own_inputs):
-    ws = tmp_path / "w"
+@pytest.mark.timeout(900)  # a commit and execute, then a whole second lifecycle
+def test_analyse_reports_the_window_executed_last(validated):
+    case, own_inputs = validated
+    ws = case / "w"  # prepared and validated: its first window books `window.start: auto`
     windows = []
-    first_start = future_start(30)
-    for start in (first_start, future_start(58)):
-        sets = [*own_inputs, f"window.start={start}"]
-        for stage in ("prepare", "validate", "commit", "execute"):
+    rounds = [own_inputs, [*own_inputs, f"window.start={future_start(58)}"]]
+    for sets, stages in zip(
+        rounds, [("commit", "execute"), ("prepare", "validate", "commit", "execute")], strict=True
+    ):
+        for stage in stages:
             assert _run(stage, ws, sets) == 0, stage
         with duckdb.connect(str(ws / "campaign.duckdb")) as con:
             windows.append(
                 con.execute("SELECT commitment_id FROM commitments ORDER BY created_at DESC").fetchone()[0]
             )
         assert (ws / "sim" / windows[-1] / "events-0.parquet").is_file()
+    assert windows[0] != windows[1]
     # execute the first window again (its simulation is reused): that is now the window to analyse
-    assert _run("execute", ws, [*own_inputs, f"window.start={first_start}"]) == 0
+    assert _run("execute", ws, own_inputs) == 0
     assert main(["analyse", "--workspace", str(ws)]) == 0
     first = json.loads((ws / "report" / "analysis.json").read_text())
     assert first["commitment_id"] == windows[0]

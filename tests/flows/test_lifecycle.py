@@ -11,6 +11,7 @@ from campaign.gates import REQUIRED_GATES
 from campaign_cli.cli import main
 from tests.helpers.paths import DEMO, REPO, set_args
 from tests.helpers.prefect_api import latest_artifact, latest_flow_run, log_messages, task_runs_of
+from tests.helpers.saved import SavedFolder
 
 
 def _readme_figures():
@@ -102,8 +103,16 @@ def test_run_demo_end_to_end(tmp_path, demo_inputs, capsys):
     assert after == {**before, "gates": before["gates"] + len(REQUIRED_GATES)}
 
 
-def test_failed_gate_stops_the_lifecycle_before_commit(tmp_path, demo_inputs, capsys):
-    ws = tmp_path / "w"
+@pytest.fixture(scope="module")
+def _prepared(tmp_path_factory, demo_inputs) -> SavedFolder:
+    """One prepare of the demo, saved: the tests of a failing gate start from it (prepare reads no gate setting)."""
+    ws = tmp_path_factory.mktemp("lifecycle") / "w"
+    assert main(["prepare", str(DEMO), "--workspace", str(ws), *set_args(demo_inputs)]) == 0
+    return SavedFolder(ws, "prepared")
+
+
+def test_failed_gate_stops_the_lifecycle_before_commit(_prepared, demo_inputs, capsys):
+    ws = _prepared.restore()
     sets = set_args([*demo_inputs, "gates.data.min_documents=1000000"])
     assert main(["run", str(DEMO), "--workspace", str(ws), *sets]) == 1
     err = capsys.readouterr().err
@@ -156,10 +165,9 @@ def test_failed_gate_stops_the_lifecycle_before_commit(tmp_path, demo_inputs, ca
     assert "stopped at **validate**" in latest_artifact("campaign-summary-demo").data
 
 
-def test_validate_prints_the_gate_table_and_exits_1_on_failure(tmp_path, demo_inputs, capsys):
-    ws = tmp_path / "w"
+def test_validate_prints_the_gate_table_and_exits_1_on_failure(_prepared, demo_inputs, capsys):
+    ws = _prepared.restore()
     sets = set_args(demo_inputs)
-    assert main(["prepare", str(DEMO), "--workspace", str(ws), *sets]) == 0
     # 4 GiB of HBM cannot hold the demo model with this layout: the memory gate fails.
     assert (
         main(["validate", str(DEMO), "--workspace", str(ws), *sets, "--set", "cluster.accelerator.hbm_gib=4"])

@@ -25,22 +25,29 @@ def _prepare(ws, demo_inputs, runner: str, *extra: str) -> dict:
     return json.loads((ws / "data" / "manifest.json").read_text())
 
 
-def test_dask_and_threads_give_identical_outputs(tmp_path, demo_inputs):
-    threads = _prepare(tmp_path / "threads", demo_inputs, "threads")
+@pytest.fixture(scope="module")
+def on_threads(tmp_path_factory, demo_inputs) -> tuple[object, dict]:
+    """One prepare on the threads runner: the reference both Dask runs are held to."""
+    ws = tmp_path_factory.mktemp("runners") / "threads"
+    return ws, _prepare(ws, demo_inputs, "threads")
+
+
+def test_dask_and_threads_give_identical_outputs(tmp_path, demo_inputs, on_threads):
+    threads_ws, threads = on_threads
     dask = _prepare(tmp_path / "dask", demo_inputs, "dask")
     assert threads["shards"] > 3
     assert dask == threads  # the whole manifest: counts, removals, inputs, file hashes and the data digest
     for entry in threads["files"]:
-        a = (tmp_path / "threads" / "data" / entry["path"]).read_bytes()
+        a = (threads_ws / "data" / entry["path"]).read_bytes()
         assert a == (tmp_path / "dask" / "data" / entry["path"]).read_bytes()
     steps = {r["step"] for r in threads["removals"]}
     assert {"read", "gopher_quality", "exact_dedup", "near_dedup"} <= steps
 
 
-def test_an_existing_dask_cluster_by_address(tmp_path, demo_inputs):
+def test_an_existing_dask_cluster_by_address(tmp_path, demo_inputs, on_threads):
     from distributed import LocalCluster
 
-    threads = _prepare(tmp_path / "threads", demo_inputs, "threads")
+    _, threads = on_threads
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         dask = _prepare(
             tmp_path / "dask", demo_inputs, "dask", f"runtime.dask_address={cluster.scheduler_address}"

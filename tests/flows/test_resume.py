@@ -106,15 +106,21 @@ def reference(tmp_path_factory, demo_inputs) -> tuple[Path, date]:
     return ws, day
 
 
-@pytest.mark.timeout(900)  # the reference lifecycle, then a killed one and its resumption
-@pytest.mark.parametrize("kill_point", ["data/manifest.json", "commitments"])
-def test_killed_lifecycle_resumes_to_the_same_catalog(tmp_path, demo_inputs, reference, kill_point):
-    # Each in its own folder, so each books its window on its own cluster calendar (calendars/ beside it).
+@pytest.mark.timeout(900)  # the reference lifecycle, then one killed twice and resumed
+def test_killed_lifecycle_resumes_to_the_same_catalog(tmp_path, demo_inputs, reference):
+    """Killed inside prepare, started again and killed after its commitment, started again: the same catalog as an
+    uninterrupted run. (Its own folder, so it books its window on its own cluster calendar, calendars/ beside it.)"""
     reference, day = reference
     killed = tmp_path / "k" / "killed"
-    assert _run(killed, demo_inputs, kill_when=killed / kill_point) == -signal.SIGKILL
-    recorded = _commitments(killed) if (killed / "campaign.duckdb").exists() else []
-    _run(killed, demo_inputs)  # started again: finishes, reusing what completed
+
+    # 1. killed inside prepare (record-dataset follows the manifest)
+    assert _run(killed, demo_inputs, kill_when=killed / "data" / "manifest.json") == -signal.SIGKILL
+    # 2. started again: it reuses the prepared data, and is killed once its window is booked
+    assert _run(killed, demo_inputs, kill_when=killed / "commitments") == -signal.SIGKILL
+    recorded = _commitments(killed)
+    # 3. started again: finishes, reusing what completed
+    _run(killed, demo_inputs)
+
     got, want = _snapshot(killed), _snapshot(reference)
     if _utc_day() != day:
         # The demo books `window.start: auto` on the first free UTC midnight: two runs on either side of a midnight
@@ -125,8 +131,8 @@ def test_killed_lifecycle_resumes_to_the_same_catalog(tmp_path, demo_inputs, ref
     if recorded:  # killed after the commitment: the resumed run reuses it and the window it booked
         assert _commitments(killed) == recorded
     con = duckdb.connect(str(killed / "campaign.duckdb"), read_only=True)
-    statuses = {r[0] for r in con.execute("SELECT status FROM runs").fetchall()}
+    statuses = [r[0] for r in con.execute("SELECT status FROM runs").fetchall()]
     con.close()
-    if kill_point == "data/manifest.json":  # killed inside prepare (record-dataset follows the manifest)
-        assert "abandoned" in statuses  # the killed run is on record, not silently forgotten
-    # (after commitments/ appears the kill may land between two stages, with no stage running to abandon)
+    # the run killed inside prepare is on record, not silently forgotten (after commitments/ appears the second kill
+    # may land between two stages, with no stage running to abandon)
+    assert "abandoned" in statuses
