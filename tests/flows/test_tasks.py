@@ -49,7 +49,7 @@ def test_configuration_gates_pass_for_the_demo_and_fail_on_memory():
 
 def test_check_gates_and_commitment_refuse_before_validate(prepared):
     loaded, ws, _ = prepared
-    with pytest.raises(Refused, match="gate 'data_quality' has not been run"):
+    with pytest.raises(Refused, match="never validated: no gate has been run"):
         check_gates.fn(ws, loaded)
     with pytest.raises(Refused, match="no commitment for this workspace"):
         check_commitment.fn(ws, loaded)
