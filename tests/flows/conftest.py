@@ -1,4 +1,5 @@
-"""One Prefect test harness for every flow test in the session (9-13 s to start on 2 cores)."""
+"""One Prefect test harness for every flow test in the session (9-13 s to start on 2 idle cores; far longer on a
+busy machine, hence the generous start timeout)."""
 
 import pytest
 
@@ -12,7 +13,7 @@ def prefect_harness():
 
     # The heartbeat thread costs ~1 s per flow run and cannot be switched off by environment variable.
     with (
-        prefect_test_harness(server_startup_timeout=90),
+        prefect_test_harness(server_startup_timeout=240),
         temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}),
     ):
         yield
