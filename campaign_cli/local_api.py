@@ -42,6 +42,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
+from campaign.env import seconds_from_env
 from campaign.errors import ConfigError, InternalError
 
 STARTUP_TIMEOUT_S = 180.0  # a cold start (migrations) on a busy machine can take minutes
@@ -153,20 +154,7 @@ def cache_dir() -> Path:
 
 def idle_s() -> float:
     """Seconds a kept server waits with no command before it stops: CAMPAIGN_SERVER_IDLE_S, default 600."""
-    raw = os.environ.get(IDLE_ENV, "")
-    if not raw.strip():
-        return DEFAULT_IDLE_S
-    try:
-        value = float(raw)
-    except ValueError:
-        value = float("nan")
-    if not 0 <= value <= 86_400:  # NaN fails this too
-        raise ConfigError(
-            f"{IDLE_ENV}={raw!r} is not a number of seconds from 0 to 86400",
-            where=f"environment variable {IDLE_ENV}",
-            fix="set it to e.g. 600 (0: stop the server when the command ends), or unset it",
-        )
-    return value
+    return seconds_from_env(IDLE_ENV, DEFAULT_IDLE_S, "600 (0: stop the server when the command ends)")
 
 
 # ------------------------------------------------------------------------------------------- processes and leases

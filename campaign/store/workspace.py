@@ -18,6 +18,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
+from campaign.env import seconds_from_env
 from campaign.errors import ConfigError, Refused, WorkspaceBusy
 from campaign.files import atomic_write_json
 
@@ -28,20 +29,7 @@ WORKSPACE_MARKER = ".campaign-workspace"
 
 def lock_wait_s() -> float:
     """Seconds a second process waits for the workspace lock: CAMPAIGN_LOCK_WAIT_S, default 10."""
-    raw = os.environ.get("CAMPAIGN_LOCK_WAIT_S")
-    if raw is None or raw.strip() == "":
-        return DEFAULT_LOCK_WAIT_S
-    try:
-        value = float(raw)
-    except ValueError:
-        value = float("nan")
-    if not 0 <= value <= 86_400:  # NaN fails this too
-        raise ConfigError(
-            f"CAMPAIGN_LOCK_WAIT_S={raw!r} is not a number of seconds from 0 to 86400",
-            where="environment variable CAMPAIGN_LOCK_WAIT_S",
-            fix="set it to e.g. 10, or unset it",
-        )
-    return value
+    return seconds_from_env("CAMPAIGN_LOCK_WAIT_S", DEFAULT_LOCK_WAIT_S, "10")
 
 
 NAME_MAX_BYTES = 255  # one folder or file name (Linux, macOS)
