@@ -1,6 +1,8 @@
 """A lifecycle killed mid-way and started again ends with the same catalog as an uninterrupted one."""
 
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -59,6 +61,21 @@ def _run(ws: Path, overrides: list[str], kill_when: Path | None = None) -> int:
     return proc.returncode
 
 
+def _observed_kill_point(row: tuple) -> tuple:
+    """A gate row with the rehearsal's observed kill point written as N: the supervisor kills the trainer once its
+    metrics show the kill step, and whether the trainer wrote one more step before the signal landed is real timing
+    (step 31 or 32 on the same data), not catalog content."""
+    gate, passed, config_digest, data_digest, details = row
+    if gate != "rehearsal":
+        return row
+    detail = json.loads(details)
+    detail.pop("killed_at_step", None)
+    text = json.dumps(detail, sort_keys=True)
+    text = re.sub(r"killed at step \d+", "killed at step N", text)
+    text = re.sub(r"\(\d+ before the kill\)", "(N before the kill)", text)
+    return gate, passed, config_digest, data_digest, text
+
+
 def _snapshot(ws: Path) -> dict[str, list]:
     con = duckdb.connect(str(ws / "campaign.duckdb"), read_only=True)
     try:
@@ -71,6 +88,8 @@ def _snapshot(ws: Path) -> dict[str, list]:
                 else ""
             )
             snap[table] = con.execute(f"SELECT {cols} FROM {table} {where} ORDER BY ALL").fetchall()
+            if table == "gates":
+                snap[table] = [_observed_kill_point(row) for row in snap[table]]
             total, distinct = con.execute(
                 f"SELECT count(*), count(DISTINCT ({KEYS[table]})) FROM {table}"
             ).fetchone()
@@ -127,7 +146,8 @@ def test_killed_lifecycle_resumes_to_the_same_catalog(tmp_path, demo_inputs, ref
         # book consecutive days (the simulated window, which starts at midnight either way, is the same).
         for snap in (got, want):
             snap["commitments"] = [(end - start, *rest) for start, end, *rest in snap["commitments"]]
-    assert got == want
+    for table in CONTENT:  # table by table, so a failure names the table that differs
+        assert got[table] == want[table], table
     if recorded:  # killed after the commitment: the resumed run reuses it and the window it booked
         assert _commitments(killed) == recorded
     con = duckdb.connect(str(killed / "campaign.duckdb"), read_only=True)
