@@ -161,3 +161,21 @@ def test_a_relative_out_folder_is_made_absolute(tmp_path, monkeypatch):
     html, path_json = write_compare(Path("compare"), render_compare([load_run(a), load_run(b)]))
     assert html.is_absolute() and html.as_uri().startswith("file:///")
     assert path_json == tmp_path / "compare" / "compare.json"
+
+
+def test_the_window_row_reads_p_target_in_window_as_every_other_output(tmp_path):
+    # A snapshot window never completes (P(finish) 0) but reaches its target: the row is P(target reached), the
+    # figure simulate, its report, the sweep and the schedule gate read; a file written before it existed falls
+    # back to P(finish), the same figure for a window that stops at its target.
+    snapshot = simulate_json(p=0.0)
+    snapshot["summary"] |= {
+        "p_target_in_window": 1.0,
+        "target_days": {"mean": 1.2, "p10": 1.1, "p50": 1.2, "p90": 1.3},
+    }
+    older = simulate_json(p=0.75)
+    runs = [load_run(_write(tmp_path / "a.json", snapshot)), load_run(_write(tmp_path / "b.json", older))]
+    rows = {row["key"]: row for row in render_compare(runs)["json"]["metrics"]}
+    assert "summary.p_complete_in_window" not in rows
+    assert rows["summary.p_target_in_window"]["values"] == [1.0, 0.75]
+    assert rows["summary.p_target_in_window"]["label"] == "P(target reached inside the window)"
+    assert rows["summary.target_days.p90"]["values"] == [1.3, None]
