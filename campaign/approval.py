@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -143,27 +143,12 @@ def _cell(text: str) -> str:
 
 
 def replica_p90_days(config: CampaignConfig, plan: Any, replicas: int) -> float | None:
-    """The p90 completion time, days, of `replicas` seeded replicas of the window (inf: beyond the window), when
-    the schedule gate did not judge the window (`gates.config.window_replicas` 0)."""
-    from campaign.calendar.catalog import cluster_identity
-    from campaign.calendar.window_length import assess_window_length, plan_band, step_time_factors
-    from campaign.sim import simulate_summary
-    from campaign.window import window_inputs
+    """The p90 day, of `replicas` seeded replicas of the window, on which the target is reached (inf: beyond the
+    window), when the schedule gate did not judge the window (`gates.config.window_replicas` 0): the gate's own
+    judgement with that many replicas."""
+    from campaign.calendar.window_length import judge_window
 
-    inputs = window_inputs(config, plan)
-    factors = step_time_factors(config.seed, plan_band(plan), replicas)
-    completions = [
-        simulate_summary(replace(inputs, step_time_s=inputs.step_time_s * factors[i]), replica=i)[
-            "completion_s"
-        ]
-        for i in range(replicas)
-    ]
-    p90 = assess_window_length(
-        completions,
-        config.window.days * 86_400,
-        config.cluster.booked_nodes,
-        cluster_identity(config.cluster).pricing,
-    ).p90_completion_days
+    p90 = judge_window(config, plan, replicas).p90_completion_days
     return math.inf if p90 is None else p90
 
 

@@ -9,7 +9,9 @@ only the diurnal phase depends on the start).
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
+from campaign.calendar.window_length import plan_band
 from campaign.config import CampaignConfig
 from campaign.plan import Plan, make_plan
 from campaign.sim import SimInputs, sim_inputs_from_config
@@ -36,3 +38,10 @@ def window_inputs(config: CampaignConfig, plan: Plan | None = None) -> SimInputs
         checkpoint_interval_s=plan.checkpoint.interval_s,
         comm_fraction=plan.comm_fraction,
     )
+
+
+def window_replicas_inputs(config: CampaignConfig, plan: Any = None) -> tuple[SimInputs, tuple[float, float]]:
+    """What `campaign simulate` and the `schedule` gate both simulate: the window's inputs and the plan's step-time
+    band (multipliers on its step time) from which each replica draws its own step time (`simulate_batch`)."""
+    plan = plan or make_plan(config)
+    return window_inputs(config, plan), plan_band(plan)

@@ -389,7 +389,11 @@ def simulate(
     from campaign.figures import tokens_b
 
     s = result["summary"]
-    typer.echo(f"{result['replicas']} replicas (seed {result['seed']}) in {result['wall_s']:.2f} s")
+    low, high = result.get("step_time_band", (1.0, 1.0))
+    typer.echo(
+        f"{result['replicas']} replicas (seed {result['seed']}) in {result['wall_s']:.2f} s, each at a step time "
+        f"drawn from the plan's band ({low:.2f}-{high:.2f}x its step), as the schedule gate's replicas"
+    )
     for key in (
         "ettr",
         "window_utilisation",

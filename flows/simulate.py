@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from campaign.config import RuntimeConfig, load_config
 from campaign.goodput import ETTR_DEFINITION, UTILISATION_DEFINITION
-from campaign.sim import check_replicas_fit, replica_batches, summarise_replicas
+from campaign.sim import SimInputs, check_replicas_fit, replica_batches, summarise_replicas
 from campaign.sim.replicas import available_memory_bytes
 from campaign.sim.summary import ReplicaSummary
 from campaign.sim.sweeps import (
@@ -33,7 +33,7 @@ from campaign.sim.sweeps import (
     sweep_row,
 )
 from campaign.store import workspace_for
-from campaign.window import window_inputs
+from campaign.window import window_replicas_inputs
 from flows.common import fails_cleanly
 from flows.runners import task_runner_for
 from tasks.analyse import simulate_report
@@ -68,18 +68,21 @@ def simulate_flow(params: SimulateParams = SimulateParams()):
     replicas = params.replicas or loaded.config.sim.replicas
     if params.sweeps:
         return _sweep(params, overrides, loaded, replicas)
-    inputs = window_inputs(loaded.config)
+    # The schedule gate's replicas: replica r draws its failures and its step time (from the plan's band) as the
+    # gate's replica r does, so `--replicas gates.config.window_replicas` reports the gate's figures.
+    inputs, band = window_replicas_inputs(loaded.config)
     check_replicas_fit(inputs, replicas, loaded.config.runtime.max_workers, available_memory_bytes())
     started = time.perf_counter()
     # One task per worker, each a contiguous batch: results do not depend on the split (replica r is seeded
     # by (seed, r)), and a batch costs one task's overhead instead of one per replica.
     batches = replica_batches(replicas, loaded.config.runtime.max_workers)
-    [summaries] = _run_batches(loaded.config.runtime, [inputs], batches)
+    [summaries] = _run_batches(loaded.config.runtime, [(inputs, band)], batches)
     result = {
         "replicas": replicas,
         "seed": loaded.config.seed,
         "config_digest": loaded.digest,
         "wall_s": time.perf_counter() - started,
+        "step_time_band": list(band),
         "summary": summarise_replicas(summaries, inputs.window_s, inputs.stop_at_target),
     }
     # quote(): Prefect would otherwise visit every value of the 1,000 replica summaries looking for futures, in
@@ -95,7 +98,9 @@ def simulation_task_runner(runtime: RuntimeConfig):
     return ThreadPoolTaskRunner(max_workers=runtime.max_workers)
 
 
-def _run_batches(runtime: RuntimeConfig, points: list, batches: list[range]) -> list[list[ReplicaSummary]]:
+def _run_batches(
+    runtime: RuntimeConfig, points: list[tuple[SimInputs, tuple[float, float]]], batches: list[range]
+) -> list[list[ReplicaSummary]]:
     """Every (point, batch) as one `simulate-batch` task of this flow run, on the simulation's own task runner
     entered here (whatever runner the deployment gave the flow); summaries per point in replica order.
 
@@ -105,10 +110,10 @@ def _run_batches(runtime: RuntimeConfig, points: list, batches: list[range]) -> 
     with simulation_task_runner(runtime) as runner:
         futures = [
             [
-                runner.submit(simulate_replica_batch, {"inputs": inputs, "replicas": batch})
+                runner.submit(simulate_replica_batch, {"inputs": inputs, "replicas": batch, "band": band})
                 for batch in batches
             ]
-            for inputs in points
+            for inputs, band in points
         ]
         return [[s for f in point_futures for s in f.result()] for point_futures in futures]
 
@@ -122,13 +127,13 @@ def _sweep(params: SimulateParams, overrides: list[str], loaded, replicas: int):
     points = []
     for point in grid:
         config = load_config(params.config, overrides + overrides_for(point)).config
-        points.append(window_inputs(config))
-    check_replicas_fit(points[0], replicas * len(points), workers, available_memory_bytes())
+        points.append(window_replicas_inputs(config))
+    check_replicas_fit(points[0][0], replicas * len(points), workers, available_memory_bytes())
     started = time.perf_counter()
     batches = replica_batches(replicas, workers)
     per_point = _run_batches(loaded.config.runtime, points, batches)
     rows = []
-    for i, (point, inputs, summaries) in enumerate(zip(grid, points, per_point, strict=False)):
+    for i, (point, (inputs, _), summaries) in enumerate(zip(grid, points, per_point, strict=False)):
         rows.append(
             sweep_row(i, point, summarise_replicas(summaries, inputs.window_s, inputs.stop_at_target))
         )

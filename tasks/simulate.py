@@ -21,11 +21,13 @@ from tasks.artifacts import artifact_key, sweep_key
     task_run_name="simulate-replicas-{replicas.start}-{replicas.stop}",
     cache_policy=None,
 )
-def simulate_replica_batch(inputs: SimInputs, replicas: range) -> list[ReplicaSummary]:
+def simulate_replica_batch(
+    inputs: SimInputs, replicas: range, band: tuple[float, float] = (1.0, 1.0)
+) -> list[ReplicaSummary]:
     # Only the summaries cross back to the flow: no event log or power series is built (fast path). The compiled
     # kernels release the GIL, so batches on threads of one process use every core.
     started = time.perf_counter()
-    summaries = simulate_batch(inputs, replicas)
+    summaries = simulate_batch(inputs, replicas, band)
     get_run_logger().info(
         "replicas %d..%d simulated in %.2f s",
         replicas.start,

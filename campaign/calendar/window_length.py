@@ -27,8 +27,6 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-import numpy as np
-
 from campaign.calendar.catalog import cluster_identity
 from campaign.calendar.gaps import Pricing, released_capacity, released_seconds
 from campaign.config import CampaignConfig
@@ -39,7 +37,11 @@ OVERRUN = 1.5  # replicas run to 1.5 x the window so a too-short window is price
 
 @dataclass(frozen=True)
 class WindowSufficiency:
-    """Whether the target is reached inside the window often enough: the shared verdict of every output."""
+    """Whether the target is reached inside the window often enough: the shared verdict of every output.
+
+    The days are empirical percentiles (inverted CDF) of the day each replica reaches the target, a replica that
+    does not reach it inside the window counting as later than every one that does (None: the percentile falls
+    among those); `campaign simulate`'s `target_days` p10/p50/p90 are these figures."""
 
     replicas: int
     reached: int  # replicas whose committed tokens reached the target inside the window
@@ -50,6 +52,8 @@ class WindowSufficiency:
     p99_target_days: float | None
     trains_through: bool
     verdict: str  # ok, too_short, too_long
+    p10_target_days: float | None = None
+    p50_target_days: float | None = None
 
     @property
     def suffices(self) -> bool:
@@ -73,23 +77,27 @@ def window_sufficiency(
     times = [math.inf if t is None or t > window_s else float(t) for t in target_times_s]
     n = len(times)
     reached = sum(1 for t in times if math.isfinite(t))
-    p90, p99 = (
-        (empirical_quantile(times, 0.90), empirical_quantile(times, 0.99)) if n else (math.inf, math.inf)
-    )
+    p10, p50, p90, p99 = (empirical_quantile(times, q) if n else math.inf for q in (0.10, 0.50, 0.90, 0.99))
     if not p90 <= window_s:
         verdict = "too_short"
     elif p99 < window_s and not trains_through:
         verdict = "too_long"
     else:
         verdict = "ok"
+
+    def days(x: float) -> float | None:
+        return x / DAY_S if math.isfinite(x) else None
+
     return WindowSufficiency(
-        n,
-        reached,
-        reached / n if n else 0.0,
-        p90 / DAY_S if math.isfinite(p90) else None,
-        p99 / DAY_S if math.isfinite(p99) else None,
-        trains_through,
-        verdict,
+        replicas=n,
+        reached=reached,
+        p_target_in_window=reached / n if n else 0.0,
+        p90_target_days=days(p90),
+        p99_target_days=days(p99),
+        trains_through=trains_through,
+        verdict=verdict,
+        p10_target_days=days(p10),
+        p50_target_days=days(p50),
     )
 
 
@@ -122,6 +130,9 @@ class WindowLength:
     step_time_band: tuple[float, float] | None = None
     p90_from_plan_days: float | None = None
     p90_from_failures_days: float | None = None
+    # The p10 and p50 of the day the target is reached, as the p90 (the same figures as `campaign simulate`'s).
+    p10_target_days: float | None = None
+    p50_target_days: float | None = None
 
     def as_details(self) -> dict[str, Any]:
         return asdict(self)
@@ -147,9 +158,7 @@ def assess_window_length(
     done = [t for t in times if math.isfinite(t)]
     judged = window_sufficiency(completions_s, window_s, trains_through)
     p_done = judged.p_target_in_window
-    p90, p99 = (
-        (empirical_quantile(times, 0.90), empirical_quantile(times, 0.99)) if n else (math.inf, math.inf)
-    )
+    p90, p99 = (empirical_quantile(times, q) if n else math.inf for q in (0.90, 0.99))  # seconds, as judged
     # The idle tail is capacity released after an early finish, in whole seconds and priced as the calendar prices
     # the early-finish gap (campaign.calendar.gaps.released_capacity), here the mean over the replicas; a snapshot
     # job trains on, releasing nothing.
@@ -162,9 +171,6 @@ def assess_window_length(
         needed = empirical_quantile([math.inf if t is None else float(t) for t in longer_completions_s], 0.90)
     short_nh = (needed - window_s) / 3600.0 * booked_nodes if window_s < needed < math.inf else 0.0
     short_cost = pricing.cost(short_nh)["cost_usd"]
-
-    def d(x: float) -> float | None:
-        return x / DAY_S if math.isfinite(x) else None
 
     verdict = judged.verdict
     if verdict == "too_short":
@@ -212,8 +218,8 @@ def assess_window_length(
         days,
         n,
         p_done,
-        d(p90),
-        d(p99),
+        judged.p90_target_days,
+        judged.p99_target_days,
         tail_s / 3600.0,
         tail_nh,
         tail_cost,
@@ -222,19 +228,16 @@ def assess_window_length(
         trains_through,
         verdict,
         message,
+        p10_target_days=judged.p10_target_days,
+        p50_target_days=judged.p50_target_days,
     )
 
 
-# The step-time draws' own random stream, apart from the failure model's (spawned from the config's seed).
-STEP_TIME_STREAM = 0x5751
-
-
 def step_time_factors(seed: int, band: tuple[float, float], n: int) -> list[float]:
-    """One step-time multiplier per replica, uniform over the plan's band (low, high): where the step is expected
-    to land, with no reason given to prefer a point inside it."""
-    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(STEP_TIME_STREAM,)))
-    low, high = band
-    return [float(x) for x in rng.uniform(low, high, size=n)]
+    """Replicas 0..n-1's step-time multipliers, uniform over the plan's band (campaign.sim.step_time_factors)."""
+    from campaign.sim.replicas import step_time_factors as factors
+
+    return factors(seed, band, range(n))
 
 
 def plan_band(plan: Any) -> tuple[float, float]:
@@ -245,34 +248,26 @@ def plan_band(plan: Any) -> tuple[float, float]:
 
 
 def judge_window(config: CampaignConfig, plan: Any, replicas: int | None = None) -> WindowLength:
-    """The window judged from `gates.config.window_replicas` seeded replicas of it (the config's seed; replica i
-    is replica i of `campaign simulate` for failures), each running at a step time drawn from the plan's band
-    (`Plan.step_time_range_s`), so the p90 covers both failures and the plan's own uncertainty."""
-    from campaign.sim import simulate_summary
-    from campaign.window import window_inputs
+    """The window judged from `gates.config.window_replicas` seeded replicas of it: exactly `campaign simulate`'s
+    replicas 0..n-1 for the config's seed (`campaign.window.window_replicas_inputs`: the same failures and the same
+    step time drawn from the plan's band, `Plan.step_time_range_s`), so the p90 covers both failures and the plan's
+    own uncertainty, and `campaign simulate --replicas n` reports the same figures."""
+    from campaign.sim import simulate_batch
+    from campaign.window import window_replicas_inputs
 
     n = config.gates.config.window_replicas if replicas is None else replicas
     # The same replicas as `campaign simulate`: a snapshot job trains past its target, which it reaches at the
     # commit that first holds it (the replica summary's target_reached_s; a finishing job's completion).
-    inputs = window_inputs(config, plan)
+    inputs, band = window_replicas_inputs(config, plan)
     window_s = inputs.window_s
-    band = plan_band(plan)
-    factors = step_time_factors(config.seed, band, n)
 
     def completions(horizon_s: float, rate_uncertainty: bool = True) -> list[float | None]:
         # The summary fast path (no event log, no power series): the same target time as `simulate`.
-        return [
-            simulate_summary(
-                replace(
-                    inputs,
-                    window_s=horizon_s,
-                    step_time_s=inputs.step_time_s * factors[i],
-                    rate_uncertainty=rate_uncertainty and inputs.rate_uncertainty,
-                ),
-                replica=i,
-            )["target_reached_s"]
-            for i in range(n)
-        ]
+        uncertain = rate_uncertainty and inputs.rate_uncertainty
+        batch = simulate_batch(
+            replace(inputs, window_s=horizon_s, rate_uncertainty=uncertain), range(n), band
+        )
+        return [s["target_reached_s"] for s in batch]
 
     judged = completions(window_s)
     pricing = cluster_identity(config.cluster).pricing
@@ -286,6 +281,7 @@ def judge_window(config: CampaignConfig, plan: Any, replicas: int | None = None)
         p90_s = empirical_quantile([math.inf if t is None else float(t) for t in longer], 0.90)
     if inputs.rate_uncertainty and any(c.observed is not None for c in inputs.failures):
         verdict = with_rate_uncertainty(verdict, completions(window_s, rate_uncertainty=False), window_s)
+    factors = step_time_factors(inputs.seed, band, n)
     return with_p90_split(verdict, band, factors, inputs.target_tokens / inputs.tokens_per_s, p90_s)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -82,10 +83,37 @@ def available_memory_bytes() -> int:
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
-def simulate_batch(inputs: SimInputs, replicas: range) -> list[ReplicaSummary]:
-    """Summaries (fast path) of a batch of replicas, in replica order."""
-    prepared = compiled_inputs(inputs)
-    return [simulate_summary(inputs, r, prepared) for r in replicas]
+# The plan's step-time band as multipliers on its step time; (1, 1): every replica at the plan's point.
+NO_BAND = (1.0, 1.0)
+# The step-time draws' own random stream, apart from the failure model's (spawned from the config's seed).
+STEP_TIME_STREAM = 0x5751
+
+
+def step_time_factors(seed: int, band: tuple[float, float], replicas: range) -> list[float]:
+    """Each replica's step-time multiplier, uniform over the plan's band (low, high): where the step is expected
+    to land, with no reason given to prefer a point inside it. Replica r takes the r-th draw of the seed's
+    step-time stream (the generator is advanced to it), so its draw does not depend on the batch it runs in."""
+    if band == NO_BAND:
+        return [1.0] * len(replicas)
+    bits = np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(STEP_TIME_STREAM,)))
+    bits.advance(replicas.start)  # one 64-bit draw per uniform double
+    low, high = band
+    return [float(x) for x in np.random.Generator(bits).uniform(low, high, size=len(replicas))]
+
+
+def simulate_batch(
+    inputs: SimInputs, replicas: range, band: tuple[float, float] = NO_BAND
+) -> list[ReplicaSummary]:
+    """Summaries (fast path) of a batch of replicas, in replica order; with a step-time `band` each replica runs at
+    the plan's step time times its draw from the band (`step_time_factors`), as the `schedule` gate's do."""
+    if band == NO_BAND:
+        prepared = compiled_inputs(inputs)
+        return [simulate_summary(inputs, r, prepared) for r in replicas]
+    factors = step_time_factors(inputs.seed, band, replicas)
+    return [
+        simulate_summary(replace(inputs, step_time_s=inputs.step_time_s * f), r)
+        for r, f in zip(replicas, factors, strict=True)
+    ]
 
 
 def distribution(values: Iterable[float | None]) -> dict:
@@ -101,9 +129,11 @@ def summarise_replicas(summaries: list[ReplicaSummary], window_s: float, stop_at
     """The `campaign simulate --json` summary from each replica's `SimResult.summary`: distributions over
     replicas plus means of the rest (only summaries cross back from workers, not events or power).
 
-    completion_days is over the replicas that finished (all None when none did), target_days over those that
-    reached the target; p_target_in_window and window_length come from the rule the `schedule` gate applies
-    (campaign.calendar.window_length.window_sufficiency). power_mw.peak is the highest peak of any replica,
+    completion_days is over the replicas that finished (all None when none did). target_days, p_target_in_window
+    and window_length come from the rule the `schedule` gate applies (campaign.calendar.window_length
+    .window_sufficiency): target_days' percentiles are the gate's (inverted CDF over every replica, one that did not
+    reach the target counting as later than the window, None where the percentile falls among those), its mean is
+    over the replicas that reached it. power_mw.peak is the highest peak of any replica,
     power_mw.min the lowest minimum and power_mw.mean the mean of the replica means.
     """
     from campaign.calendar.window_length import window_sufficiency
@@ -129,7 +159,12 @@ def summarise_replicas(summaries: list[ReplicaSummary], window_s: float, stop_at
             x["completion_s"] / DAY_S if x["completion_s"] is not None else None for x in s
         ),
         "p_complete_in_window": float(np.mean(completed)),
-        "target_days": distribution(t / DAY_S if t is not None else None for t in target_s),
+        "target_days": {
+            "mean": distribution(t / DAY_S if t is not None else None for t in target_s)["mean"],
+            "p10": judged.p10_target_days,
+            "p50": judged.p50_target_days,
+            "p90": judged.p90_target_days,
+        },
         "p_target_in_window": judged.p_target_in_window,
         "window_length": judged.as_dict(),
         "by_category": {n: float(np.mean([x["interruptions"]["by_category"][n] for x in s])) for n in names},

@@ -27,7 +27,7 @@ def test_threads_and_dask_give_identical_results_and_publish_artifacts(tmp_path)
 
     from campaign.config import load_config
     from campaign.sim import simulate_batch, summarise_replicas
-    from campaign.window import window_inputs
+    from campaign.window import window_replicas_inputs
     from flows.simulate import simulation_task_runner
     from tasks.artifacts import artifact_key
     from tasks.simulate import simulate_artifact_key
@@ -35,10 +35,11 @@ def test_threads_and_dask_give_identical_results_and_publish_artifacts(tmp_path)
     threads = _run(tmp_path / "ws")
     dask = _run(tmp_path / "ws", "runtime.task_runner=dask")
     assert dask["summary"] == threads["summary"]
-    # The same as the replicas run in this process, one after another.
+    # The same as the replicas run in this process, one after another, each at its step time from the plan's band
+    # (the schedule gate's replicas).
     config = load_config(DEMO, ["seed=11"]).config
-    inputs = window_inputs(config)
-    assert threads["summary"] == summarise_replicas(simulate_batch(inputs, range(5)), inputs.window_s)
+    inputs, band = window_replicas_inputs(config)
+    assert threads["summary"] == summarise_replicas(simulate_batch(inputs, range(5), band), inputs.window_s)
     # Threads by default: the compiled kernels release the GIL (test_sim_compiled_releases_the_gil).
     runner = simulation_task_runner(load_config(DEMO, ["runtime.task_runner=threads"]).config.runtime)
     assert type(runner).__name__ == "ThreadPoolTaskRunner"
