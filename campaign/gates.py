@@ -170,13 +170,21 @@ def _band_text(plan_json: dict[str, Any]) -> str:
     return f", step {plan_json['step_time_s']:.3g} s (band {band[0]:.3g}-{band[1]:.3g} s, {basis})"
 
 
+def _overheads_text(plan_json: dict[str, Any]) -> str:
+    """' (framework: NCCL X, CUDA context Y, allocator Z GiB)': the overheads the memory figure counts."""
+    gib = plan_json.get("memory_breakdown_gib") or {}
+    kinds = (("nccl", "NCCL"), ("cuda_context", "CUDA context"), ("allocator", "allocator"))
+    parts = [f"{name} {gib[key]:.2f}" for key, name in kinds if isinstance(gib.get(key), (int, float))]
+    return f" (framework: {', '.join(parts)} GiB)" if parts else ""
+
+
 def plan_gates(plan_json: dict[str, Any], violations: list[tuple[str, str]]) -> list[GateResult]:
     """Layout, memory and schedule gates from a plan's violations (rule, message)."""
     results = []
     summaries = {
         "layout": f"tp={plan_json['layout']['tp']} pp={plan_json['layout']['pp']} dp={plan_json['layout']['dp']} "
         f"cp={plan_json['layout']['cp']} on {plan_json['gpus']:,} GPUs",
-        "memory": f"{plan_json['memory_gib_per_gpu']:.1f} GiB per GPU",
+        "memory": f"{plan_json['memory_gib_per_gpu']:.1f} GiB per GPU" + _overheads_text(plan_json),
         "schedule": f"expected {plan_json['expected_days']:.2f} days at ETTR {plan_json['expected_ettr']:.3f}"
         + _band_text(plan_json),
     }

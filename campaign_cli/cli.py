@@ -310,6 +310,9 @@ def _plan_text(p: dict[str, Any]) -> str:
             f"(band {band[0]:.2f}-{band[1]:.2f} s)   MFU {p['mfu']:.1%}   {p['tokens_per_s']:,.0f} tokens/s"
         ),
         f"basis: {p.get('basis', '')}",
+        "memory by kind: "
+        + ", ".join(f"{k} {v:.2f}" for k, v in p.get("memory_breakdown_gib", {}).items())
+        + " GiB",
         (
             f"checkpoint {p['checkpoint']['size_gb']:,.0f} GB, write {p['checkpoint']['write_s']:.0f} s, every "
             f"{p['checkpoint']['interval_s']:.0f} s   job MTBF {mtbf}"

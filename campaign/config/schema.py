@@ -613,6 +613,63 @@ class StackConfig(Frozen):
         return [(key, what) for bad, key, what in checks if bad]
 
 
+class MemoryOverheadsConfig(Frozen):
+    """What the framework allocates beside the model's tensors, each from its documented source
+    (docs/plan-model.md#memory-as-the-framework-allocates-it)."""
+
+    nccl_channels: int = Field(
+        16,
+        ge=1,
+        le=64,
+        description="NCCL channels per communicator. NCCL picks them by topology (at most 32, NCCL_MAX_NCHANNELS "
+        "caps it); 16 is an assumption for NVSwitch nodes with one NIC per GPU: read yours from NCCL_DEBUG=INFO "
+        "('N coll channels').",
+    )
+    nccl_connections_per_channel: int = Field(
+        2,
+        ge=1,
+        le=8,
+        description="Peer connections whose buffers each channel holds on a GPU: a ring's send and receive (2); "
+        "trees add up to three children.",
+    )
+    nccl_buffsize_mib: float = Field(
+        4.0,
+        ge=0,
+        le=1024,
+        description="NCCL_BUFFSIZE, the Simple protocol's buffer per connection: 4 MiB by default (NCCL docs, "
+        "environment variables).",
+    )
+    nccl_ll128_buffsize_mib: float = Field(
+        4.6875,
+        ge=0,
+        le=1024,
+        description="NCCL_LL128_BUFFSIZE per connection: 4,915,200 B by default (NCCL src/init.cc "
+        "DEFAULT_LL128_BUFFSIZE = 120 elements x 640 threads x 8 steps x 8 B); 0 where LL128 is off.",
+    )
+    nccl_ll_buffsize_mib: float = Field(
+        0.5,
+        ge=0,
+        le=1024,
+        description="NCCL_LL_BUFFSIZE per connection: 524,288 B by default (NCCL src/init.cc DEFAULT_LL_BUFFSIZE = "
+        "8 lines x 512 threads x 8 steps x 16 B).",
+    )
+    cuda_context_mib: float = Field(
+        274.0,
+        ge=0,
+        le=16384,
+        description="Device memory of the CUDA context a training process creates: 287,047,680 B measured with "
+        "lazy module loading (PyTorch pull request 86509, which made CUDA_MODULE_LOADING=LAZY PyTorch's default; "
+        "636 MiB eager). Not the caching allocator's, so not fragmented.",
+    )
+    cublas_workspace_mib: float = Field(
+        32.0,
+        ge=0,
+        le=16384,
+        description="cuBLAS workspace per stream doing GEMMs: 32 MiB recommended on Hopper, 4 MiB before (cuBLAS "
+        "docs, cublasSetWorkspace).",
+    )
+
+
 class PlanConfig(Frozen):
     layout: LayoutConfig = LayoutConfig()
     micro_batch: int = Field(1, gt=0, le=1_000_000, description="Sequences per micro-batch.")
@@ -678,13 +735,21 @@ class PlanConfig(Frozen):
     target_tokens: float = Field(gt=0, le=1e17, description="Tokens to train in the campaign.")
     checkpoint: CheckpointConfig
     power_smoothing: PowerSmoothingConfig | None = Field(None, description="Absent means no smoothing.")
+    memory: MemoryOverheadsConfig = Field(
+        MemoryOverheadsConfig(),
+        description="Framework overheads the memory gate counts beside the model's tensors: NCCL buffers, the CUDA "
+        "context and the cuBLAS workspace, each a documented default.",
+    )
     allocator_fragmentation: float = Field(
         0.0,
         ge=0,
         le=0.5,
-        description="Share of the memory the caching allocator reserves for activations and buffers that it holds "
-        "fragmented (GMLake, arXiv 2401.08156: 0.15 on average with PyTorch's allocator, up to 0.33); the memory "
-        "gate counts it. 0 = not counted (the 95 % limit's headroom stands in for it).",
+        description="Share of the memory PyTorch's caching allocator reserves for activations and communication "
+        "tensors that it holds fragmented (GMLake, arXiv 2401.08156: 0.15 on average, up to 0.33, without "
+        "expandable segments); the memory gate counts it. 0 by default: a flat 0.15 would put "
+        "published layouts that ran over the limit, the share depends on the stack (expandable segments, "
+        "contiguous gradient buffers), and the 95 % limit keeps headroom; set what your allocator's reserved "
+        "memory shows (docs/plan-model.md).",
     )
     stack: StackConfig = Field(
         StackConfig(),

@@ -1,5 +1,5 @@
-"""Memory per GPU on the most-loaded pipeline rank: model states, activations in flight, activation gradients,
-communication buffers.
+"""Memory per GPU on the most-loaded pipeline rank, as the framework allocates it: model states, activations in
+flight, activation gradients, communication tensors, and the framework's own overheads.
 
 Model states follow Megatron's accounting: bf16 weights 2 B/param, fp32 main gradients 4 B, fp32 master + Adam
 m, v 12 B (18 B/param), the 12 B sharded over DP with the distributed optimizer (ZeRO-1: 6 + 12/d); ZeRO-2 and
@@ -7,11 +7,14 @@ ZeRO-3 use the ZeRO paper's forms (2 + 14/d and 16/d). Activations per layer fol
 accounting, generalised tensor by tensor to GQA, SwiGLU, flash attention and dropout-free models (GPT: 34 sbh/t +
 5as^2b/t without recompute); 2*s*b*h/t per layer plus one layer's working set under full recompute; the first stage
 holds min(m, p) micro-batches in flight (1F1B), min(m, p*(1 + (p-1)/(p*v))) interleaved. Backward needs one
-layer's activation gradients, and NCCL, the sequence-parallel gather, PP send/recv and a DP bucket need buffers;
-`plan.allocator_fragmentation` adds what the caching allocator reserves beyond the transient allocations.
+layer's activation gradients; the sequence-parallel gather, PP send/recv and a DP bucket need tensors. Each
+overhead is its own line, from `plan.memory` (campaign.config.MemoryOverheadsConfig): NCCL's buffers (channels x
+connections x the Simple, LL128 and LL protocol buffers per communicator), the CUDA context and cuBLAS workspace;
+`plan.allocator_fragmentation` adds what the caching allocator reserves beyond its transient allocations.
 Source: Rajbhandari et al. 2020 (ZeRO, arXiv 1910.02054); Korthikanti et al. 2022 (arXiv 2205.05198, Table 2,
-Fig. 1); Megatron-LM `training/theoretical_memory_usage.py`; NCCL environment docs (NCCL_BUFFSIZE, channels); Guo et
-al. 2024, GMLake (arXiv 2401.08156: caching-allocator fragmentation).
+Fig. 1); Megatron-LM `training/theoretical_memory_usage.py`; NCCL environment docs (NCCL_BUFFSIZE) and
+`src/init.cc` (LL and LL128 buffer sizes); PyTorch pull request 86509 (CUDA context with lazy loading); cuBLAS docs
+(cublasSetWorkspace); Guo et al. 2024, GMLake (arXiv 2401.08156: caching-allocator fragmentation).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from campaign.config import ModelConfig
+from campaign.config import MemoryOverheadsConfig, ModelConfig
 from campaign.plan.flops import (
     Recompute,
     embedding_parameters,
@@ -181,11 +184,26 @@ def activation_gradient_bytes(
     return tokens * per_token
 
 
-# Communication buffers and runtime, an assumption from NCCL defaults: NCCL_BUFFSIZE 4 MiB per channel for each
-# of send and receive, up to 16 channels per communicator on NVLink/IB systems (128 MiB per communicator); the
-# CUDA context and cuBLAS workspaces ~0.5 GiB per process.
-NCCL_BYTES_PER_COMMUNICATOR = 2 * 16 * 4 * 2**20
-RUNTIME_BYTES = 0.5 * 2**30
+MIB = 2.0**20
+
+
+def nccl_communicators(tp: int, pp: int, dp: int, cp: int) -> int:
+    """NCCL communicators a rank uses: one per parallel group larger than one (tp, cp, pp and dp x cp)."""
+    return sum(1 for size in (tp, cp, pp, dp * cp) if size > 1)
+
+
+def nccl_buffer_bytes(communicators: int, overheads: MemoryOverheadsConfig) -> float:
+    """NCCL's own buffers: per communicator, each channel's peer connections hold one buffer per protocol (Simple
+    NCCL_BUFFSIZE, LL128, LL), allocated by NCCL outside PyTorch's caching allocator (NCCL docs; src/init.cc)."""
+    per_connection = (
+        overheads.nccl_buffsize_mib + overheads.nccl_ll128_buffsize_mib + overheads.nccl_ll_buffsize_mib
+    ) * MIB
+    return communicators * overheads.nccl_channels * overheads.nccl_connections_per_channel * per_connection
+
+
+def cuda_context_bytes(overheads: MemoryOverheadsConfig) -> float:
+    """The CUDA context of the training process and its cuBLAS workspace."""
+    return (overheads.cuda_context_mib + overheads.cublas_workspace_mib) * MIB
 
 
 def communication_buffer_bytes(
@@ -198,14 +216,13 @@ def communication_buffer_bytes(
     params_gpu: float,
     zero_stage: int,
 ) -> float:
-    """NCCL buffers of each communicator in use (tp, cp, pp, dp x cp), the sequence-parallel all-gather output,
-    the PP send/recv buffers, one DP bucket staged for its collective, and the CUDA runtime."""
-    groups = sum(1 for size in (tp, cp, pp, dp * cp) if size > 1)
+    """Communication tensors the framework allocates (through the caching allocator): the sequence-parallel
+    all-gather output, the PP send/recv buffers and one DP bucket staged for its collective."""
     tokens = model.seq_len / cp * micro_batch
     gathered = 2.0 * tokens * model.hidden if tp > 1 else 0.0
     p2p = 2 * 2 * 2.0 * tokens * model.hidden / tp if pp > 1 else 0.0
     bucket = 4.0 * min(params_gpu, 40e6) if dp * cp > 1 and zero_stage >= 1 else 0.0
-    return groups * NCCL_BYTES_PER_COMMUNICATOR + gathered + p2p + bucket + RUNTIME_BYTES
+    return gathered + p2p + bucket
 
 
 def in_flight_micro_batches(pp: int, vpp: int, micro_batches: int) -> float:
@@ -226,11 +243,13 @@ class MemoryEstimate:
     optimizer: float
     activations: float
     activation_gradients: float
-    communication: float
+    communication: float  # communication tensors: sequence-parallel gather, PP send/recv, a DP bucket
     other: float
     allocator: float = (
         0.0  # what the caching allocator reserves beyond the transient allocations (fragmentation)
     )
+    nccl: float = 0.0  # NCCL's own buffers (outside the caching allocator)
+    cuda_context: float = 0.0  # the CUDA context and cuBLAS workspace
 
     @property
     def total(self) -> float:
@@ -243,6 +262,8 @@ class MemoryEstimate:
             + self.communication
             + self.other
             + self.allocator
+            + self.nccl
+            + self.cuda_context
         )
 
     def gib(self) -> dict[str, float]:
@@ -255,6 +276,8 @@ class MemoryEstimate:
             "communication",
             "other",
             "allocator",
+            "nccl",
+            "cuda_context",
         )
         return {k: getattr(self, k) / GIB for k in kinds}
 
@@ -280,9 +303,12 @@ class MemoryModel:
         sequence_parallel: bool = True,
         recompute_pointwise: bool = False,
         allocator_fragmentation: float = 0.0,
+        overheads: MemoryOverheadsConfig | None = None,
     ) -> None:
         self.model, self.zero_stage, self.recompute = model, zero_stage, recompute
         self.fragmentation = allocator_fragmentation
+        self.overheads = overheads or MemoryOverheadsConfig()
+        self._fixed: dict[int, float] = {}
         self.attention, self.sequence_parallel, self.recompute_pointwise = (
             attention,
             sequence_parallel,
@@ -348,7 +374,19 @@ class MemoryModel:
             other += 4.0 * s * micro_batch * model.hidden * (1.0 + model.vocab / model.hidden) / tp
         comm = communication_buffer_bytes(model, micro_batch, tp, pp, dp, cp, params, self.zero_stage)
         transient = per_layer * split.most * in_flight + working + act_grads + comm + other
-        return params * per_param + transient + allocator_bytes(transient, self.fragmentation)
+        return (
+            params * per_param
+            + transient
+            + allocator_bytes(transient, self.fragmentation)
+            + self._framework_bytes(tp, pp, dp, cp)
+        )
+
+    def _framework_bytes(self, tp: int, pp: int, dp: int, cp: int) -> float:
+        """NCCL buffers and the CUDA context: what the framework holds outside the caching allocator."""
+        n = nccl_communicators(tp, pp, dp, cp)
+        if n not in self._fixed:
+            self._fixed[n] = nccl_buffer_bytes(n, self.overheads) + cuda_context_bytes(self.overheads)
+        return self._fixed[n]
 
     def estimate(
         self, *, tp: int, pp: int, dp: int, cp: int, vpp: int, micro_batch: int, micro_batches: int
@@ -374,6 +412,8 @@ class MemoryModel:
             communication=comm,
             other=other,
             allocator=allocator_bytes(activations + act_grads + comm + other, self.fragmentation),
+            nccl=nccl_buffer_bytes(nccl_communicators(tp, pp, dp, cp), self.overheads),
+            cuda_context=cuda_context_bytes(self.overheads),
         )
 
 

@@ -176,6 +176,7 @@ class PlanContext:
                 sequence_parallel=plan.sequence_parallel,
                 recompute_pointwise=plan.recompute_pointwise,
                 allocator_fragmentation=plan.allocator_fragmentation,
+                overheads=plan.memory,
             ),
             flops_per_token=model_flops_per_token(config.model),
             checkpoint=ckpt,

@@ -305,7 +305,9 @@ def test_llama3_interleaving_below_4_does_not_fit_the_8192_gpu_row():
 def test_llama3_memory_counts_activation_gradients_and_buffers():
     plan = make_plan(load_config(LLAMA).config)
     gib = plan.memory_breakdown_gib
-    assert gib["activation_gradients"] > 0.5 and gib["communication"] > 1.0
+    assert (
+        gib["activation_gradients"] > 0.5 and gib["communication"] + gib["nccl"] + gib["cuda_context"] > 1.0
+    )
     assert plan.memory_gib_per_gpu == pytest.approx(sum(gib.values()), rel=1e-9)
 
 
