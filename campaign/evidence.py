@@ -82,6 +82,8 @@ GATE_READ_KEYS = ("data.tokenizer", "rehearsal.command")
 NOT_GATE_READ_KEYS = {
     "data.sources.path": "prepare's inputs: the manifest lists each with its sha256, judged by data_identity",
     "data.demo_corpus_dir": "read by prepare only, to write the demo corpus",
+    "execute.command": "a real run's trainer, started by execute; no gate reads it (absent, the real run uses "
+    "rehearsal.command, which the rehearsal gate judged)",
 }
 
 

@@ -99,10 +99,22 @@ def commit(
 
 @app.command()
 def execute(
-    config: ConfigArg, workspace: WorkspaceOpt = None, set_: SetOpt = None, calendar: CalendarOpt = None
+    config: ConfigArg,
+    workspace: WorkspaceOpt = None,
+    set_: SetOpt = None,
+    calendar: CalendarOpt = None,
+    backend: Annotated[
+        str | None,
+        typer.Option(
+            "--backend",
+            help="simulate (the model of the window), local (a real run supervised on this machine) or slurm; "
+            "the same as --set execute.backend=...",
+        ),
+    ] = None,
 ) -> None:
-    """Run (simulate) the committed window (exit 3 if nothing valid is committed)."""
-    typer.echo(stage_summary("execute", run_stage("execute", config, workspace, set_, calendar)))
+    """Run the committed window: simulate it, or run it for real (exit 3 if nothing valid is committed)."""
+    overrides = [*(set_ or []), *([f"execute.backend={backend}"] if backend is not None else [])]
+    typer.echo(stage_summary("execute", run_stage("execute", config, workspace, overrides or None, calendar)))
 
 
 @app.command()

@@ -1,4 +1,5 @@
-"""The execute stage: run (simulate) the committed window, refusing if anything changed since commit."""
+"""The execute stage: run the committed window (simulated, or for real with execute.backend: local), refusing if
+anything changed since commit."""
 
 import sys
 
@@ -9,7 +10,7 @@ from campaign.window import with_start
 from flows.common import StageParams, fails_cleanly, stage_run, stage_run_name
 from tasks.calendar import calendar_of, check_booking, record_actual_end
 from tasks.config import load_campaign
-from tasks.execute import check_commitment, simulate_window
+from tasks.execute import check_commitment, run_window, simulate_window
 
 
 @flow(name="execute", flow_run_name=stage_run_name("execute"))
@@ -21,8 +22,12 @@ def execute_flow(params: StageParams = StageParams()):
         path = calendar_of(loaded, ws)
         booking = check_booking(path, loaded, commitment.commitment_id)  # refuses a cancelled commitment
         # The window runs when its booking says (the start `window.start: auto` got at commit).
-        record = simulate_window(ws, with_start(loaded.config, booking.start), commitment, run_id)
-        record_actual_end(path, loaded, booking, record.completion_s, store.now())
+        config = with_start(loaded.config, booking.start)
+        if config.execute.backend == "simulate":
+            record = simulate_window(ws, config, commitment, run_id)
+            record_actual_end(path, loaded, booking, record.completion_s, store.now())
+        else:  # a real run on this machine rehearses the window at small scale: the booking keeps its end
+            record = run_window(ws, config, commitment, run_id)
         return record
 
 

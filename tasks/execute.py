@@ -1,4 +1,5 @@
-"""Execute: check the commitment still matches, then simulate the committed window and record it."""
+"""Execute: check the commitment still matches, then simulate the committed window, or run it for real under the
+supervisor (campaign.execution), and record it."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ from prefect.artifacts import create_markdown_artifact, create_progress_artifact
 from campaign import store
 from campaign.approval import read_pending
 from campaign.config import CampaignConfig, LoadedConfig
-from campaign.errors import Refused
+from campaign.errors import ConfigError, Refused
 from campaign.evidence import gate_file_changes, gate_files, read_evidence
+from campaign.execution.measured import measured_summary
+from campaign.execution.run import real_run_settings
+from campaign.execution.supervisor import supervise
 from campaign.figures import tokens_b
 from campaign.files import atomic_write_parquet
 from campaign.gates import execute_problems
@@ -143,3 +147,131 @@ def _arrow(frame):
     import pyarrow as pa
 
     return pa.Table.from_pandas(frame, preserve_index=False)
+
+
+REAL_REPLICA = (
+    -1
+)  # the catalog's replica number of a real run: measured, never one of the simulator's replicas
+EXECUTION_DIR = "execution"
+
+
+@task(name="run-window", cache_policy=None)
+def run_window(
+    ws: store.Workspace, config: CampaignConfig, commitment: store.Commitment, run_id: str
+) -> ExecutionRecord:
+    """Run the committed window for real under the supervisor (execute.backend: local), record its events and
+    its measured summary as the window's record; a rerun after a finished run reuses it, after a killed one
+    resumes it."""
+    ex = config.execute
+    if ex.backend == "slurm":
+        raise ConfigError(
+            "execute.backend: slurm is not available in this version of campaign",
+            where="execute.backend",
+            fix="use execute.backend: local (a supervised run on this machine) or simulate",
+        )
+    log = get_run_logger()
+    if store.has_replica(ws, commitment.commitment_id, REAL_REPLICA):
+        log.info("window %s already run for real; reusing its record", commitment.commitment_id)
+        summary = store.replica_summary(ws, commitment.commitment_id, REAL_REPLICA)
+        store.record_execution(ws, run_id, commitment.commitment_id, REAL_REPLICA, reused=True)
+        return ExecutionRecord(
+            commitment.commitment_id,
+            REAL_REPLICA,
+            True,
+            summary["ettr"],
+            summary["tokens_trained"],
+            summary["completed"],
+            summary.get("completion_s"),
+        )
+    folder = ws.root / EXECUTION_DIR / commitment.commitment_id
+    settings = real_run_settings(config, ws.root, folder)
+    progress_id = cast(
+        UUID,
+        create_progress_artifact(
+            0.0,
+            key=artifact_key(config.name, "execute-progress"),
+            description=f"window {commitment.commitment_id}: real run, step 0 of {settings.steps}",
+        ),
+    )
+    shown = [0]
+
+    def report(step: int, steps: int) -> None:
+        if step * 50 // steps > shown[0]:  # every 2 %
+            shown[0] = step * 50 // steps
+            update_progress_artifact(
+                progress_id,
+                100.0 * step / steps,
+                description=f"window {commitment.commitment_id}: step {step}",
+            )
+
+    log.info(
+        "real run of window %s: %s, to step %d, %d fault(s) to inject",
+        commitment.commitment_id,
+        " ".join(settings.command),
+        settings.steps,
+        len(settings.injections),
+    )
+    journal = supervise(settings, folder, on_progress=report)
+    summary = measured_summary(
+        journal,
+        settings.steps,
+        settings.tokens_per_step,
+        ex.checkpoint_every,
+        config.seed,
+        config.cluster.cost.gpu_hour_usd,
+    )
+    summary["plan"] = make_plan(config).to_json()
+    events = journal.frame()
+    atomic_write_parquet(folder / "events.parquet", _arrow(events))
+    store.record_replica(
+        ws, run_id, commitment.commitment_id, REAL_REPLICA, config.seed, summary, events, _no_power()
+    )
+    store.record_execution(ws, run_id, commitment.commitment_id, REAL_REPLICA, reused=False)
+    _emit_failures(journal.kinds("failure"), config.name, commitment.commitment_id)
+    m = summary["measured"]
+    create_markdown_artifact(
+        key=artifact_key(config.name, "execute-summary"),
+        markdown=(
+            f"# Window {commitment.commitment_id}, run for real\n\n* ETTR **{summary['ettr']:.3f}**\n"
+            f"* step {m['final_step']} of {m['target_step']} ({m['end']})\n"
+            f"* failures {summary['interruptions']['unexpected']}: {m['failures_injected']} injected, "
+            f"{m['failures_organic']} organic; restarts {m['restarts']}\n"
+        ),
+    )
+    log.info(
+        "window run for real: step %d of %d (%s), ETTR %.3f, %d failures (%d injected), %d restarts",
+        m["final_step"],
+        m["target_step"],
+        m["end"],
+        summary["ettr"],
+        summary["interruptions"]["unexpected"],
+        m["failures_injected"],
+        m["restarts"],
+    )
+    return ExecutionRecord(
+        commitment.commitment_id,
+        REAL_REPLICA,
+        False,
+        summary["ettr"],
+        summary["tokens_trained"],
+        summary["completed"],
+        summary.get("completion_s"),
+    )
+
+
+def _no_power():
+    import pandas as pd
+
+    return pd.DataFrame({"t_s": pd.Series(dtype="float64"), "power_mw": pd.Series(dtype="float64")})
+
+
+def _emit_failures(failures: list[dict], campaign: str, commitment_id: str) -> None:
+    """Each failure of the real run as a Prefect event, so the UI's event feed shows them."""
+    from prefect.events import emit_event
+
+    for f in failures:
+        emit_event(
+            event=f"campaign.execute.failure.{f['category']}",
+            resource={"prefect.resource.id": f"campaign.window.{commitment_id}", "campaign": campaign},
+            payload={k: f[k] for k in ("t_s", "category", "scope", "node", "detail", "attempt")},
+        )

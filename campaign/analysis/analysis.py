@@ -108,14 +108,23 @@ def analyse_window(
                 "end": str(window["window_end"]),
                 "hours": summary["window_s"] / 3600.0,
             },
-            "simulated": True,
-            "simulation_note": simulation_note(replica, window["seed"]),
+            "simulated": "measured" not in summary,
+            "title": "Measured run report" if "measured" in summary else "Simulated window report",
+            "simulation_note": measured_note(summary)
+            if "measured" in summary
+            else simulation_note(replica, window["seed"]),
             "config_digest": window["config_digest"],
             "data_digest": window["data_digest"],
             "data": data_section(con, config, data_dir),
             "gates": gates_section(con),
         }
     )
+    if "measured" in summary:
+        result["measured"] = summary["measured"]
+        injected = summary["measured"].get("injected_by_category", {})
+        result["interruptions"]["injected"] = sum(injected.values())
+        result["interruptions"]["organic"] = result["interruptions"]["unexpected"] - sum(injected.values())
+        result["interruptions"]["injected_by_category"] = injected
     result["recommendations"] = recommendations(result)
     return result
 
@@ -126,6 +135,16 @@ def simulation_note(replica: int, seed: int) -> str:
         f"replica {replica} of the discrete-event simulator, seed {seed}, run over the committed window; its "
         "failures, checkpoints, tokens and power are modelled, and its dates are the booked window's, "
         "which may lie in the future"
+    )
+
+
+def measured_note(summary: ReplicaSummary) -> str:
+    """What a measured report shows: a real run, its times measured, its failures real (some injected)."""
+    m = summary["measured"]
+    return (
+        f"a real run of the trainer under campaign's supervisor, started {m['started_at']}: its steps, "
+        f"checkpoints, failures ({m['failures_injected']} injected on purpose, {m['failures_organic']} organic) "
+        "and restarts are measured, with the run's own wall time as its window; power is not metered"
     )
 
 
@@ -295,7 +314,8 @@ def checkpoint_section(
     """The interval used against Daly's optimum for the MTBF the window showed, and what the difference cost."""
     used = float(summary["checkpoint_interval_s"])
     ckpt = (summary.get("plan") or {}).get("checkpoint") or {}
-    write_s = ckpt.get("write_s")
+    # A measured run's own checkpoint write time, not the plan's (the plan is the full-scale job).
+    write_s = (summary.get("measured") or {}).get("checkpoint_write_s") or ckpt.get("write_s")
     gpus = int(summary["gpus"])
     n_fail = summary.get("interruptions", {}).get("unexpected") or 0
     out: dict[str, Any] = {

@@ -52,3 +52,5 @@ class ReplicaSummary(TypedDict):
     # Added by execute to the replica it records (analyse reads them): the plan's optimal interval and the plan.
     checkpoint_interval_optimal_s: NotRequired[float]
     plan: NotRequired[dict[str, Any]]
+    # A window run for real (campaign.execution.measured): the run's own figures; absent for a simulated replica.
+    measured: NotRequired[dict[str, Any]]

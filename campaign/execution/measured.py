@@ -1,0 +1,180 @@
+"""A real run's journal as the simulator's per-replica summary, so analyse reads it like a simulated window.
+
+Every second of the run goes to one goodput bucket, walking the timeline attempt by attempt: a step's training
+time (from the line before it to its own line) is `productive` if a later checkpoint of the same start (or the
+target step) kept it, else `lost_rework`; from a step's line to its checkpoint's line is `checkpoint`; from a
+failure to its detection, the back-off and a start's time before its first step are `restart`; after a failure
+the time since the last line is `lost_rework`. So the buckets sum to the run's wall time exactly. A real run has
+no spare GPUs and meters no power here: its window is its own wall time, one process slot (`gpus` 1).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+from collections import Counter
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from campaign import goodput
+from campaign.execution.journal import Journal
+
+if TYPE_CHECKING:  # the simulator package imports its compiled kernels: not needed to write a summary
+    from campaign.sim.summary import ReplicaSummary
+
+MEASURED_GPUS = 1  # a real run on this machine is one process slot; its GPU-hours are slot-hours
+
+
+def job_seconds(journal: Journal, target_step: int) -> tuple[dict[str, float], float]:
+    """Seconds per job bucket (goodput.JOB_TIME_KEYS) and the run's end (seconds since its start)."""
+    out = dict.fromkeys(goodput.JOB_TIME_KEYS, 0.0)
+    end_s = max(e["t_s"] for e in journal.events)
+    attempts = sorted({s["attempt"] for s in journal.steps} | {e["attempt"] for e in journal.events})
+    intervals = [
+        b["t_s"] - a["t_s"] for a, b in itertools.pairwise(journal.steps) if a["attempt"] == b["attempt"]
+    ]
+    median_step_s = statistics.median(intervals) if intervals else 0.0
+    cursor = 0.0
+
+    def put(bucket: str, until: float) -> None:
+        nonlocal cursor
+        until = min(max(until, cursor), end_s)
+        out[bucket] += until - cursor
+        cursor = until
+
+    for attempt in attempts:
+        steps = [s for s in journal.steps if s["attempt"] == attempt]
+        checkpoints = [e for e in journal.events if e["kind"] == "checkpoint_end" and e["attempt"] == attempt]
+        failures = [e for e in journal.events if e["kind"] == "failure" and e["attempt"] == attempt]
+        complete = any(e["kind"] == "job_complete" and e["attempt"] == attempt for e in journal.events)
+        kept = max([e["step"] for e in checkpoints] + ([target_step] if complete else []), default=0)
+        if steps:
+            put("restart", steps[0]["t_s"] - median_step_s)  # start-up, or restart after a failure
+        by_step = {e["step"]: e["t_s"] for e in checkpoints}
+        for row in steps:
+            put("productive" if row["step"] <= kept else "lost_rework", row["t_s"])
+            if row["step"] in by_step:
+                put("checkpoint", by_step[row["step"]])
+        if failures:
+            put("lost_rework", failures[0]["t_s"])  # the partial step the failure cut
+            detected = [e for e in journal.events if e["kind"] == "detected" and e["attempt"] == attempt]
+            put("restart", detected[0]["t_s"] if detected else failures[0]["t_s"])
+            later = [s for s in journal.steps if s["attempt"] > attempt]
+            put("restart", later[0]["t_s"] - median_step_s if later else failures[0]["t_s"])
+    put("lost_rework", end_s)  # a window that ended mid-run: the time since the last line is lost
+    return out, end_s
+
+
+def measured_summary(
+    journal: Journal,
+    target_step: int,
+    tokens_per_step: int,
+    checkpoint_every: int,
+    seed: int,
+    gpu_hour_usd: float,
+    injected_kinds: dict[str, str] | None = None,
+) -> ReplicaSummary:
+    """The ReplicaSummary of a real run (`replica` -1: measured, not simulated), with a `measured` section:
+    failures injected and organic apart, steps trained twice, the median step and checkpoint write times."""
+    job_s, window_s = job_seconds(journal, target_step)
+    complete = journal.kinds("job_complete")
+    completion_s = complete[0]["t_s"] if complete else None
+    gpus = MEASURED_GPUS
+    buckets = goodput.goodput_buckets_gpu_h(job_s, gpus, 0, window_s, completion_s)
+    failures = journal.kinds("failure")
+    by_category = Counter(e["category"] for e in failures)
+    injected = [e for e in failures if str(e["detail"]).startswith("injected")]
+    wall_s = goodput.job_wall_s(window_s, completion_s)
+    checkpoints = journal.kinds("checkpoint_end")
+    kept_steps = max([e["step"] for e in checkpoints] + ([target_step] if complete else []), default=0)
+    trained = Counter(s["step"] for s in journal.steps)
+    writes = _checkpoint_writes_s(journal)
+    times = sorted(e["t_s"] for e in checkpoints)
+    interval_s = statistics.median([b - a for a, b in itertools.pairwise(times)]) if len(times) > 1 else 0.0
+    total_gpu_h = goodput.total_gpu_h(gpus, 0, window_s)
+    lost_gpu_h = math.fsum(buckets[k] for k in ("lost_rework", "restart", "waiting"))
+    summary: dict[str, Any] = {
+        "replica": -1,
+        "seed": seed,
+        "window_s": window_s,
+        "gpus": gpus,
+        "spare_gpus": 0,
+        "ettr": goodput.ettr(job_s["productive"], wall_s),
+        "window_utilisation": goodput.window_utilisation(buckets["productive"], gpus, 0, window_s),
+        "job_wall_s": wall_s,
+        "goodput_breakdown_gpu_h": buckets,
+        "job_time_s": {**job_s, "released": window_s - wall_s},
+        "interruptions": {"unexpected": len(failures), "planned": 0, "by_category": dict(by_category)},
+        "observed_job_mtbf_h": wall_s / 3600.0 / len(failures) if failures else None,
+        "checkpoint_interval_s": interval_s,
+        "n_checkpoints": len(checkpoints),
+        "n_spares_exhausted": 0,
+        "rework_s_per_failure": job_s["lost_rework"] / len(failures) if failures else None,
+        "lost_at_window_end_s": 0.0 if complete else job_s["lost_rework"],
+        "tokens_trained": float(kept_steps * tokens_per_step),
+        "tokens_target": float(target_step * tokens_per_step),
+        "completed": bool(complete),
+        "completion_s": completion_s,
+        "target_reached_s": completion_s,
+        "power_mw": {"peak": 0.0, "mean": 0.0, "min": 0.0, "max_ramp_mw_per_s": 0.0},
+        "energy_mwh": 0.0,
+        "cost_usd": {
+            "compute": total_gpu_h * gpu_hour_usd,
+            "energy": 0.0,
+            "lost": lost_gpu_h * gpu_hour_usd,
+        },
+        "measured": {
+            "started_at": _iso(journal.events[0].get("started_at")),
+            "target_step": target_step,
+            "checkpoint_every_steps": checkpoint_every,
+            "final_step": kept_steps,
+            "failures_injected": len(injected),
+            "failures_organic": len(failures) - len(injected),
+            "injected_by_category": dict(Counter(e["category"] for e in injected)),
+            "restarts": len(journal.kinds("restart_start")),
+            "excluded_nodes": [e["detail"] for e in journal.kinds("node_excluded")],
+            # A step trained more than once lay after the checkpoint a restart resumed from: the rework.
+            "steps_trained_again": sum(n - 1 for n in trained.values()),
+            "steps_trained": sum(trained.values()),
+            "rework_steps_expected": rework_steps_expected(journal),
+            "median_step_s": _median_step_s(journal),
+            "checkpoint_write_s": statistics.median(writes) if writes else None,
+            "end": journal.kinds("window_end")[-1]["detail"] if journal.kinds("window_end") else "running",
+        },
+    }
+    return summary  # type: ignore[return-value]  # built as a dict: the TypedDict's keys, checked by the tests
+
+
+def rework_steps_expected(journal: Journal) -> int:
+    """Steps a restart had to train again: per failed start, its last step beyond the newest checkpoint so far.
+    `steps_trained_again` equal to this says no step was trained twice beyond that rework."""
+    total, kept = 0, 0
+    for attempt in sorted({s["attempt"] for s in journal.steps}):
+        mine = [s["step"] for s in journal.steps if s["attempt"] == attempt]
+        ckpts = [e["step"] for e in journal.kinds("checkpoint_end") if e["attempt"] == attempt]
+        kept = max([kept, *ckpts])
+        if any(e["attempt"] == attempt for e in journal.kinds("failure")):
+            total += max(max(mine) - kept, 0)
+    return total
+
+
+def _iso(epoch_s: float | None) -> str | None:
+    if epoch_s is None:
+        return None
+    return datetime.fromtimestamp(float(epoch_s), UTC).isoformat(timespec="milliseconds")
+
+
+def _median_step_s(journal: Journal) -> float | None:
+    gaps = [b["t_s"] - a["t_s"] for a, b in itertools.pairwise(journal.steps) if a["attempt"] == b["attempt"]]
+    return statistics.median(gaps) if gaps else None
+
+
+def _checkpoint_writes_s(journal: Journal) -> list[float]:
+    """Seconds from a step's line to its checkpoint's line, per checkpoint."""
+    at = {(s["attempt"], s["step"]): s["t_s"] for s in journal.steps}
+    return [
+        e["t_s"] - at[(e["attempt"], e["step"])]
+        for e in journal.kinds("checkpoint_end")
+        if (e["attempt"], e["step"]) in at
+    ]

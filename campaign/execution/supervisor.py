@@ -1,0 +1,322 @@
+"""Supervise a real training run through its window: heartbeat, failures classified, restarts, node exclusion.
+
+Each start of the trainer runs under the rehearsal's process supervisor (`campaign.rehearsal.processes.run_start`:
+its own process group, a Linux child subreaper, killed by the kernel if campaign dies), so no start outlives
+campaign. This module decides what happens between starts. The metrics file is the heartbeat: a start that
+writes no step for `hang_factor` median step times (at least `hang_min_s`; `startup_s` before its first step) is
+hung and killed. Every end of a start that is not the target step is a failure, classified (exit code, signal,
+hang, node lost, or a fault injected on purpose) and followed, after `backoff_s`, by a restart that resumes from
+the trainer's last complete checkpoint; a node with `exclude_after` failures (a lost node at once) is excluded.
+Every event goes to the journal as it happens (`campaign.execution.journal`), so a supervisor killed half-way
+loses none: started again, it records the gap as a failure and restarts the job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from campaign.execution.injection import Injection
+from campaign.execution.journal import Journal
+from campaign.rehearsal.contract import Metrics
+from campaign.rehearsal.processes import (
+    drop_partial_line,
+    kill_registered_groups,
+    read_status,
+    run_start,
+)
+
+REGISTRY = "trainers.json"
+ENV_NODE = "CAMPAIGN_EXECUTE_NODE"  # the node a start runs on (a slot name on this machine, a host on Slurm)
+
+# Failure categories of a real run (the `category` of its failure events).
+EXIT_CODE, SIGNAL, HANG, NODE_LOST, KILL, SUPERVISOR_LOST, BAD_METRICS = (
+    "exit_code",
+    "signal",
+    "hang",
+    "node_lost",
+    "kill",
+    "supervisor_lost",
+    "bad_metrics",
+)
+
+
+@dataclass(frozen=True)
+class RealRunSettings:
+    """One real run: the trainer, its contract environment, the target and the supervisor's limits."""
+
+    command: list[str]
+    env: dict[str, str]
+    steps: int
+    tokens_per_step: int
+    max_wall_s: float
+    hang_factor: float = 10.0
+    hang_min_s: float = 2.0
+    startup_s: float = 300.0
+    backoff_s: float = 1.0
+    max_restarts: int = 20
+    nodes: tuple[str, ...] = ("local-0",)
+    exclude_after: int = 2
+    injections: tuple[Injection, ...] = ()
+
+
+@dataclass
+class _Watch:
+    """The heartbeat of one start, called by run_start at every poll: records steps and checkpoints, fires the
+    injected faults, and says when to kill the start (a hang, an injected kill or node loss)."""
+
+    settings: RealRunSettings
+    journal: Journal
+    t0: float
+    attempt: int
+    node: int
+    status_path: Path
+    lost_marker: Path
+    intervals: list[float]
+    fired: set[int]
+    on_progress: Callable[[int, int], None] | None = None
+    seen_steps: int = 0
+    seen_checkpoints: int = 0
+    last_progress: float = field(default_factory=time.time)
+    max_step: int = 0
+    reason: str = ""  # why the start was killed: hang, kill, node_loss
+    injected: int | None = None  # which injection caused it
+    stopped_at: float | None = None  # an injected hang: when the group was stopped
+    killed_at: float | None = None
+
+    def hang_limit_s(self) -> float:
+        if not self.seen_steps:
+            return self.settings.startup_s
+        median = statistics.median(self.intervals) if self.intervals else 0.0
+        return max(self.settings.hang_min_s, self.settings.hang_factor * median)
+
+    def ingest(self, metrics: Metrics, now: float) -> None:
+        for step, _ in metrics.losses[self.seen_steps :]:
+            if self.seen_steps or self.attempt == 0:
+                if self.seen_steps:
+                    self.intervals.append(now - self.last_progress)
+            else:
+                self.journal.add(now - self.t0, "restart_end", node=self.node, attempt=self.attempt)
+            self.journal.add_step(now - self.t0, step, self.attempt)
+            self.seen_steps += 1
+            self.last_progress = now
+            self.max_step = max(self.max_step, step)
+        for step in metrics.checkpoints[self.seen_checkpoints :]:
+            self.journal.add(
+                now - self.t0,
+                "checkpoint_end",
+                node=self.node,
+                tokens_trained=step * self.settings.tokens_per_step,
+                detail=f"step={step}",
+                attempt=self.attempt,
+                step=step,
+            )
+            self.seen_checkpoints += 1
+        if self.on_progress is not None and metrics.losses:
+            self.on_progress(self.max_step, self.settings.steps)
+
+    def __call__(self, metrics: Metrics) -> bool:
+        now = time.time()
+        self.ingest(metrics, now)
+        for index, injection in enumerate(self.settings.injections):
+            if index in self.fired or self.max_step < injection.step or self.stopped_at is not None:
+                continue
+            self.fired.add(index)
+            self.injected = index
+            if injection.kind == "hang":
+                trainer = read_status(self.status_path).get("trainer_pid")
+                if isinstance(trainer, int):
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(trainer, signal.SIGSTOP)  # a real hang: the process is there, no step comes
+                self.stopped_at = now
+                continue
+            if injection.kind == "node_loss":
+                self.lost_marker.parent.mkdir(parents=True, exist_ok=True)
+                self.lost_marker.write_text(json.dumps({"lost_at_s": now - self.t0, "injected": True}))
+            self.reason, self.killed_at = injection.kind, now
+            return True
+        if now - self.last_progress > self.hang_limit_s():
+            self.reason, self.killed_at = HANG, now
+            return True
+        return False
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds")
+
+
+def _next_node(settings: RealRunSettings, excluded: set[int]) -> int | None:
+    return next((i for i in range(len(settings.nodes)) if i not in excluded), None)
+
+
+def _signal_name(returncode: int) -> str:
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+
+
+def supervise(
+    settings: RealRunSettings, folder: Path, on_progress: Callable[[int, int], None] | None = None
+) -> Journal:
+    """Run the trainer to `settings.steps` or `max_wall_s`, whichever comes first, restarting it after each
+    failure; returns the journal of every event. Started again on a folder whose run did not end, it resumes."""
+    journal = Journal.open(folder)
+    if journal.is_finished():
+        return journal
+    metrics_path, logs, registry = folder / "metrics.jsonl", folder / "logs", folder / REGISTRY
+    kill_registered_groups(
+        registry
+    )  # a start left by a supervisor that was killed (normally the kernel did it)
+    if not journal.events:
+        t0 = time.time()
+        journal.add(
+            0.0,
+            "job_start",
+            detail=f"started_at={_iso(t0)} target_step={settings.steps} nodes={','.join(settings.nodes)}",
+            started_at=t0,
+        )
+    else:
+        t0 = float(journal.events[0]["started_at"])
+        last = max([e["t_s"] for e in journal.events] + [s["t_s"] for s in journal.steps])
+        attempt = max(e["attempt"] for e in journal.events)
+        node = next((e["node"] for e in reversed(journal.events) if e["node"] >= 0), 0)
+        journal.add(
+            last,
+            "failure",
+            SUPERVISOR_LOST,
+            "job",
+            node,
+            detail="organic: the supervisor stopped; its start was stopped with it",
+            attempt=attempt,
+        )
+        journal.add(time.time() - t0, "detected", SUPERVISOR_LOST, "job", node, attempt=attempt)
+    deadline_wall = t0 + settings.max_wall_s
+    intervals: list[float] = []
+    while True:
+        failures = journal.kinds("failure")
+        attempt = len(failures)
+        excluded = {e["node"] for e in journal.kinds("node_excluded")}
+        fired = {e["injection"] for e in failures if e.get("injection") is not None}
+        node = _next_node(settings, excluded)
+        now = time.time()
+        if node is None or attempt > settings.max_restarts or now >= deadline_wall:
+            why = (
+                "no node left (every node excluded)"
+                if node is None
+                else f"{attempt} failures: more than execute.max_restarts"
+                if attempt > settings.max_restarts
+                else "the window ended"
+            )
+            journal.add(now - t0, "window_end", detail=why, attempt=attempt)
+            return journal
+        if attempt:
+            journal.add(
+                now - t0,
+                "restart_start",
+                node=node,
+                detail=f"backoff_s={settings.backoff_s:g}",
+                attempt=attempt,
+            )
+            time.sleep(min(settings.backoff_s, max(0.0, deadline_wall - now)))
+        drop_partial_line(metrics_path)
+        label = f"attempt-{attempt}"
+        lost_marker = folder / "nodes" / f"{settings.nodes[node]}.lost"
+        watch = _Watch(
+            settings,
+            journal,
+            t0,
+            attempt,
+            node,
+            logs / f"{label}.supervisor.json",
+            lost_marker,
+            intervals,
+            fired,
+            on_progress,
+        )
+        watch.last_progress = time.time()
+        start = run_start(
+            label,
+            settings.command,
+            {**settings.env, ENV_NODE: settings.nodes[node]},
+            metrics_path,
+            logs,
+            time.monotonic() + (deadline_wall - time.time()),
+            kill_when=watch,
+            registry=registry,
+        )
+        ended = time.time()
+        # Lines read only after a stop or a kill were written before it: they are stamped with its time.
+        watch.ingest(start.metrics, min(watch.stopped_at or ended, watch.killed_at or ended))
+        if start.launch_error:
+            journal.add(ended - t0, "window_end", detail=f"cannot start the trainer: {start.launch_error}")
+            return journal
+        last_step = start.metrics.last_step
+        if not watch.reason and start.returncode == 0 and last_step >= settings.steps:
+            tokens = last_step * settings.tokens_per_step
+            journal.add(ended - t0, "job_complete", node=node, tokens_trained=tokens, attempt=attempt)
+            journal.add(ended - t0, "window_end", detail="target step reached", attempt=attempt)
+            return journal
+        if start.timed_out:
+            journal.add(ended - t0, "window_end", detail="the window ended", attempt=attempt)
+            return journal
+        injected = watch.injected if watch.reason or watch.stopped_at is not None else None
+        kind = settings.injections[injected].kind if injected is not None else ""
+        failed_at, detected_at = ended, ended
+        if start.metrics.problems:
+            category, detail = BAD_METRICS, f"organic: {start.metrics.problems[0]}"
+        elif watch.reason == "node_loss" or lost_marker.exists():
+            category, detail = (
+                NODE_LOST,
+                "injected: node loss" if kind == "node_loss" else "organic: node lost",
+            )
+            failed_at = watch.killed_at or ended
+        elif watch.reason == HANG:
+            category = HANG
+            failed_at = watch.stopped_at or watch.last_progress
+            detected_at = watch.killed_at or ended
+            detail = (
+                f"{'injected' if kind == 'hang' else 'organic'}: no step for {detected_at - failed_at:.2f} s "
+                f"(limit {watch.hang_limit_s():.2f} s)"
+            )
+        elif watch.reason == "kill":
+            category, detail = KILL, "injected: SIGKILL of the trainer's process group"
+            failed_at = watch.killed_at or ended
+        elif start.returncode is not None and start.returncode < 0:
+            category, detail = SIGNAL, f"organic: killed by {_signal_name(start.returncode)}"
+        else:
+            category, detail = EXIT_CODE, f"organic: exit code {start.returncode} after step {last_step}"
+        failed_at = max(failed_at, watch.last_progress)  # never before the last step the start wrote
+        scope = "node" if category == NODE_LOST else "job"
+        journal.add(
+            failed_at - t0,
+            "failure",
+            category,
+            scope,
+            node,
+            tokens_trained=last_step * settings.tokens_per_step,
+            detail=detail,
+            attempt=attempt,
+            injection=injected if detail.startswith("injected") else None,
+            step=last_step,
+        )
+        journal.add(detected_at - t0, "detected", category, scope, node, attempt=attempt)
+        on_node = sum(1 for e in journal.kinds("failure") if e["node"] == node)
+        if category == NODE_LOST or on_node >= settings.exclude_after:
+            journal.add(
+                detected_at - t0,
+                "node_excluded",
+                category,
+                scope,
+                node,
+                detail=f"node={settings.nodes[node]} failures={on_node}",
+                attempt=attempt,
+            )
