@@ -60,9 +60,10 @@ def test_run_demo_end_to_end(tmp_path, demo_inputs, capsys):
         assert rejected.num_rows == source["n_rejected"]
         assert all(rejected.column("reason").to_pylist())
 
-    capsys.readouterr()
+    run_text = capsys.readouterr().out
     assert main(["analyse", "--workspace", str(ws), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
+    _every_figure_agrees(ws, run_text, result)
     for key in (
         "ettr",
         "goodput_breakdown_gpu_h",
@@ -101,6 +102,31 @@ def test_run_demo_end_to_end(tmp_path, demo_inputs, capsys):
     assert main(["run", str(DEMO), "--workspace", str(ws), *set_args(demo_inputs)]) == 0
     after = {t: _catalog(ws, f"SELECT count(*) FROM {t}")[0][0] for t in tables}
     assert after == {**before, "gates": before["gates"] + len(REQUIRED_GATES)}
+
+
+def _every_figure_agrees(ws: Path, run_text: str, analyse_json: dict) -> None:
+    """Each figure of this demo run that more than one output shows (the command's text, analyse --json,
+    report.md and report.html, analysis.json, the Prefect artifacts, the schedule gate's message) reads the same."""
+    from tests.helpers.figure_agreement import disagreements, outputs_of
+
+    kinds = ("campaign-report", "campaign-summary", "execute-summary", "goodput", "gates-detail", "gates")
+    artifacts = {}
+    for kind in kinds:
+        found = latest_artifact(f"{kind}-demo")
+        assert found is not None, kind
+        artifacts[kind] = {"data": found.data, "description": found.description}
+    [(details,)] = _catalog(ws, "SELECT details FROM gates WHERE gate = 'schedule'")
+    schedule = json.loads(details)
+    report = ws / "report"
+    outputs = outputs_of(
+        run_text,
+        (report / "report.md").read_text(),
+        (report / "report.html").read_text(),
+        artifacts,
+        schedule["summary"],
+    )
+    analysis = json.loads((report / "analysis.json").read_text())
+    assert disagreements(outputs, analysis, analyse_json, schedule) == []
 
 
 @pytest.fixture(scope="module")
