@@ -281,6 +281,57 @@ class PlannedMaintenanceConfig(Frozen):
     source: Source = SOURCE_FIELD
 
 
+class LemonNodesConfig(Frozen):
+    """Heterogeneous nodes: a few whose node-losing failures come `factor` times as often as the rest's
+    (Kokolis et al., arXiv 2410.21680, lemon nodes). The categories' rates are the healthy nodes' rates."""
+
+    count: int = Field(
+        0, ge=0, le=2_000_000, description="Lemon nodes among the job's nodes and its spares (0: none)."
+    )
+    fraction: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="Share of the job's nodes and spares that are lemons, instead of count (rounded to nodes).",
+    )
+    factor: float = Field(
+        20.0,
+        ge=1,
+        le=10_000,
+        description="How many times the healthy rate a lemon's gpu- and node-scope failures come at.",
+    )
+    source: Source = SOURCE_FIELD
+
+    @model_validator(mode="after")
+    def _count_or_fraction(self) -> LemonNodesConfig:
+        if self.fraction is not None and self.count:
+            raise ValueError(
+                f"@count: give lemons as count ({self.count}) or as fraction ({self.fraction:g}), not both; "
+                "drop one of them"
+            )
+        return self
+
+    def lemon_count(self, nodes: int) -> int:
+        """Lemons among `nodes` physical nodes (the job's and its spares)."""
+        return round(self.fraction * nodes) if self.fraction is not None else self.count
+
+
+class QuarantineConfig(Frozen):
+    """Retire a node at its k-th failure within a window of hours: it leaves the pool for good and a free spare
+    takes its slot (docs/failures.md). Off by default."""
+
+    after_failures: int = Field(
+        0,
+        ge=0,
+        le=1000,
+        description="Retire a node at this many gpu- or node-scope failures within window_h (0: never retire).",
+    )
+    window_h: float = Field(
+        168.0, gt=0, le=87_600, description="Hours over which a node's failures count toward quarantine."
+    )
+    source: Source = SOURCE_FIELD
+
+
 class ClusterConfig(Frozen):
     name: str = Field("cluster", description="Cluster name.")
     nodes: int = Field(gt=0, le=1_000_000, description="Nodes the job uses (GPUs = nodes x gpus_per_node).")
@@ -301,6 +352,14 @@ class ClusterConfig(Frozen):
         (), description="Unexpected failure categories, each a Poisson process at its rate and scope."
     )
     planned: PlannedMaintenanceConfig = PlannedMaintenanceConfig()
+    lemons: LemonNodesConfig = Field(
+        LemonNodesConfig(),
+        description="Lemon nodes: a few nodes whose hardware fails a multiple of the healthy rate.",
+    )
+    quarantine: QuarantineConfig = Field(
+        QuarantineConfig(),
+        description="Retire a node after k failures within a window of hours (a spare takes its place).",
+    )
     diurnal_amplitude: float = Field(
         0.0, ge=0, lt=0.5, description="Peak-to-mean fraction of diurnal throughput drift (0.01 = 1%)."
     )
@@ -328,7 +387,17 @@ class ClusterConfig(Frozen):
                 f"{self.nodes} + {self.spare_nodes} = {self.booked_nodes}, so this campaign can never be booked on it; "
                 "lower cluster.nodes or cluster.spare_nodes, or raise cluster.total_nodes to the cluster's real size"
             )
+        if self.lemons.count > self.booked_nodes:
+            raise ValueError(
+                f"@lemons.count: {self.lemons.count} lemon nodes is more than the job's nodes and spares "
+                f"({self.booked_nodes}); lower cluster.lemons.count or give cluster.lemons.fraction"
+            )
         return self
+
+    @property
+    def lemon_nodes(self) -> int:
+        """Lemon nodes among the job's nodes and its spares."""
+        return self.lemons.lemon_count(self.booked_nodes)
 
     @field_validator("failures")
     @classmethod

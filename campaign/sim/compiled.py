@@ -62,8 +62,10 @@ _BUCKET = np.array(
     P_RAMP,
     P_PLANNED_DUR,
     P_IDLE_NODE_MW,
-) = range(12)
-N_P = 12
+    P_Q_K,  # quarantine: retire a node at its k-th failure within P_Q_WINDOW seconds (0: never)
+    P_Q_WINDOW,
+) = range(14)
+N_P = 14
 # Float state (F).
 (
     F_NOW,
@@ -124,8 +126,9 @@ CYCLE_MIN_S = 2.0 + 1e-6
     S_FREE_EV_N,
     S_EV_USED,
     S_ARR_NEXT,
-) = range(28)
-N_S = 28
+    S_QUARANTINED,
+) = range(29)
+N_S = 29
 DAY_S = 86_400.0
 RAMP_HEADROOM = 1e-8  # campaign.sim.power.RAMP_HEADROOM (a test holds them equal)
 
@@ -530,8 +533,9 @@ def _occupied_slot(EMPTY, slot, n):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _swap(S, SLOTS, EMPTY, slot, node):
+def _swap(S, SLOTS, EMPTY, NODESLOT, slot, node):
     SLOTS[slot] = node
+    NODESLOT[node] = slot
     if EMPTY[slot] != 0:
         EMPTY[slot] = 0
         S[S_EMPTY_N] -= 1
@@ -566,7 +570,20 @@ def _advance(S, F, P, JM, nodes, H, EF, EI, FE):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _load_arrivals(S, EF, EI, arr_t, arr_kind, arr_a, arr_b):
+def _note_failure(S, P, HIST, HISTN, RETIRED, node, now):
+    """Quarantine (simulator._Replica._note_failure): HIST[node] rings the node's last k failure times."""
+    k = np.int64(P[P_Q_K])
+    if k <= 0:
+        return
+    HIST[node, HISTN[node] % k] = now
+    HISTN[node] += 1
+    if HISTN[node] >= k and now - HIST[node, HISTN[node] % k] <= P[P_Q_WINDOW]:
+        RETIRED[node] = 1
+        S[S_QUARANTINED] += 1
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _load_arrivals(S, EF, EI, arr_t, arr_kind, arr_a, arr_b, arr_c):
     """Every arrival into the event pool's first rows, in scheduling order (ORDER sorts them by time)."""
     for i in range(arr_t.size):
         S[S_SEQ] += 1
@@ -576,13 +593,36 @@ def _load_arrivals(S, EF, EI, arr_t, arr_kind, arr_a, arr_b):
         EI[i, 1] = arr_kind[i]
         EI[i, 2] = arr_a[i]
         EI[i, 3] = arr_b[i]
-        EI[i, 4] = 0
+        EI[i, 4] = arr_c[i]
     S[S_EV_USED] = arr_t.size
 
 
 @njit(cache=True, nogil=True, _nrt=False)
 def _run_events(
-    P, JM, nodes, CAT, F, S, SLOTS, EMPTY, FREE, AWAIT, PEND, BYCAT, PT, PM, H, EF, EI, FE, ORDER, summarise
+    P,
+    JM,
+    nodes,
+    CAT,
+    F,
+    S,
+    SLOTS,
+    EMPTY,
+    NODESLOT,
+    RETIRED,
+    HIST,
+    HISTN,
+    FREE,
+    AWAIT,
+    PEND,
+    BYCAT,
+    PT,
+    PM,
+    H,
+    EF,
+    EI,
+    FE,
+    ORDER,
+    summarise,
 ):
     """The event loop, from where it stopped to the window's end (True), or until the power steps need more room
     than PT and PM have (False: the state is whole between two events; grow them and call again)."""
@@ -606,9 +646,10 @@ def _run_events(
         ev_a, ev_b, ev_c, ev_x = EI[row, 2], EI[row, 3], EI[row, 4], EF[row, 1]
         state = S[S_STATE]
         if kind == E_FAILURE:
-            if state != DONE:
+            # A lemon's own failure (ev_c: its node) interrupts the job only while the node holds a slot.
+            if state != DONE and (ev_c < 0 or NODESLOT[ev_c] >= 0):
                 index = ev_a
-                slot = ev_b
+                slot = ev_b if ev_c < 0 else NODESLOT[ev_c]
                 S[S_UNEXPECTED] += 1
                 BYCAT[index] += 1
                 if state == RUNNING or state == CHECKPOINT:
@@ -624,6 +665,8 @@ def _run_events(
                         node = SLOTS[slot]
                         EMPTY[slot] = 1
                         S[S_EMPTY_N] += 1
+                        NODESLOT[node] = -1
+                        _note_failure(S, P, HIST, HISTN, RETIRED, node, F[F_NOW])
                 S[S_DETECTIONS] += 1
                 F[F_NEED_RESTART] = max(F[F_NEED_RESTART], CAT[index, 1])
                 _push(H, EF, EI, FE, S, F[F_NOW] + CAT[index, 0], E_DETECTED, index, slot, node, 0.0)
@@ -634,13 +677,14 @@ def _run_events(
             node = ev_c
             S[S_DETECTIONS] -= 1
             if slot >= 0:
-                _push(H, EF, EI, FE, S, F[F_NOW] + CAT[index, 2], E_REPAIR, node, 0, 0, 0.0)
+                if RETIRED[node] == 0:
+                    _push(H, EF, EI, FE, S, F[F_NOW] + CAT[index, 2], E_REPAIR, node, 0, 0, 0.0)
                 if S[S_FREE_N] > 0:
                     h = S[S_FREE_HEAD]
                     spare = FREE[h]
                     S[S_FREE_HEAD] = (h + 1) % free_cap
                     S[S_FREE_N] -= 1
-                    _swap(S, SLOTS, EMPTY, slot, spare)
+                    _swap(S, SLOTS, EMPTY, NODESLOT, slot, spare)
                 else:
                     AWAIT[(S[S_AWAIT_HEAD] + S[S_AWAIT_N]) % AWAIT.size] = slot
                     S[S_AWAIT_N] += 1
@@ -653,7 +697,7 @@ def _run_events(
                 slot = AWAIT[h]
                 S[S_AWAIT_HEAD] = (h + 1) % AWAIT.size
                 S[S_AWAIT_N] -= 1
-                _swap(S, SLOTS, EMPTY, slot, node)
+                _swap(S, SLOTS, EMPTY, NODESLOT, slot, node)
                 _advance(S, F, P, JM, nodes, H, EF, EI, FE)
             else:
                 FREE[(S[S_FREE_HEAD] + S[S_FREE_N]) % free_cap] = node
@@ -716,10 +760,10 @@ def _run_events(
 
 
 @njit(cache=True, nogil=True)
-def run_replica(P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, pend_cap, summarise):
+def run_replica(P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, arr_c, pend_cap, summarise):
     """One replica. P: float parameters; JM: facility MW per job node in each state; CAT: per failure category
     (detect_s, restart_s, repair_s, loses a node); arrivals in scheduling order (kind E_PLANNED or E_FAILURE,
-    a = category, b = slot). Returns (F, S, by_category, power times, power MW). With `summarise` (only for
+    a = category, b = slot, c = the physical node a lemon's own failure hits, else -1). Returns (F, S, by_category, power times, power MW). With `summarise` (only for
     the summary, never for the curve itself) blocks of skipped cycles write four power steps, not two per cycle,
     and F[F_CYCLES_MWS], F[F_CYCLES_RAMP] hold what the left-out steps add to the statistics (_write_cycles).
     This shell allocates; the work is in helpers without reference counting (see the module's docstring)."""
@@ -735,6 +779,13 @@ def run_replica(P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, p
     S[S_SEQ] = -1
     SLOTS = np.arange(nodes)
     EMPTY = np.zeros(nodes, np.int8)
+    # Node identities: the slot each node holds (-1: a spare, in repair or retired), and the quarantine's records.
+    NODESLOT = np.full(nodes + spare_nodes, -1, np.int64)
+    NODESLOT[:nodes] = SLOTS
+    RETIRED = np.zeros(nodes + spare_nodes, np.int8)
+    quarantine_k = np.int64(P[P_Q_K])
+    HIST = np.zeros((nodes + spare_nodes if quarantine_k > 0 else 1, quarantine_k if quarantine_k > 0 else 1))
+    HISTN = np.zeros(HIST.shape[0], np.int64)
     FREE = np.zeros(nodes + spare_nodes + 1, np.int64)
     FREE[:spare_nodes] = np.arange(nodes, nodes + spare_nodes)
     S[S_FREE_N] = spare_nodes
@@ -754,7 +805,7 @@ def run_replica(P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, p
     EI = np.empty((cap, 5), np.int64)
     H = np.empty(cap, np.int64)
     FE = np.empty(cap, np.int64)
-    _load_arrivals(S, EF, EI, arr_t, arr_kind, arr_a, arr_b)
+    _load_arrivals(S, EF, EI, arr_t, arr_kind, arr_a, arr_b, arr_c)
     ORDER = np.argsort(arr_t, kind="mergesort")  # stable: equal times keep their scheduling order
     _start_running(S, F, P, JM, nodes, H, EF, EI, FE)
     _record_power(S, F, PT, PM, _facility_mw(S, P, JM, nodes))
@@ -767,6 +818,10 @@ def run_replica(P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, p
         S,
         SLOTS,
         EMPTY,
+        NODESLOT,
+        RETIRED,
+        HIST,
+        HISTN,
         FREE,
         AWAIT,
         PEND,
@@ -998,12 +1053,12 @@ def pcg64_stream_states(entropy, n_children):
 
 
 @njit(cache=True, nogil=True)
-def replica_summary(P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, pend_cap, start_mw):
+def replica_summary(P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, arr_c, pend_cap, start_mw):
     """One replica's tallies and power statistics in one call: run_replica with its cycles summarised, the
     step curve coalesced (rate-limited from `start_mw` under a ramp limit) and its statistics. Returns
     (F, S, by_category, [peak MW, min MW, largest 1-s change MW, energy MWh])."""
     F, S, BYCAT, PT, PM = run_replica(
-        P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, pend_cap, 1
+        P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, arr_c, pend_cap, 1
     )
     t, mw = coalesce(PT, PM)
     if P[P_RAMP] > 0.0:
@@ -1037,7 +1092,7 @@ def warm() -> float:
     CAT = np.array([[60.0, 600.0, 7200.0, 1.0]])
     arrivals = np.array([100.0, 2000.0])
     kinds = np.array([E_PLANNED, E_FAILURE], np.int64)
-    arrival_args = (CAT, arrivals, kinds, np.zeros(2, np.int64), np.array([-1, 0]), 10)
+    arrival_args = (CAT, arrivals, kinds, np.zeros(2, np.int64), np.array([-1, 0]), np.array([-1, -1]), 10)
     _, _, _, t, mw = run_replica(P, JM, 2, 1, *arrival_args, 0)
     replica_summary(P, JM, 2, 1, *arrival_args, 0.0)
     t, mw = coalesce(t, mw)

@@ -9,6 +9,10 @@ from its posterior, Gamma(failures + 1/2, exposure) (Jeffreys prior), before its
 includes not knowing the rate (docs/failures.md). Planned maintenance is a Poisson process too (operators'
 timing is not published). Arrivals are drawn up front, independent of the job's state, so two runs with the
 same seed see the same failures whatever their spares or checkpoint policy (common random numbers).
+Lemon nodes (a few physical nodes, placed at random per replica from a stream of their own) fail at `factor`
+times the healthy rate: each node-losing category draws, after its slot arrivals, the lemons' excess arrivals
+aimed at a physical node, which interrupt the job only while that node holds one of its slots (thinning a
+Poisson process keeps it Poisson, so arrivals stay drawn up front).
 Source: Llama 3 Herd of Models (arXiv 2407.21783) §3.3.4 and Table 5; numpy SeedSequence.spawn; the Jeffreys
 posterior of a Poisson rate (Gelman et al., Bayesian Data Analysis, 3rd ed., §2.6).
 """
@@ -36,12 +40,18 @@ FIRST_CATEGORY_STREAM = 1
 
 @dataclass(frozen=True)
 class Arrivals:
-    """Arrival times (s) of one stochastic source; `slot` is the job node slot hit (-1 when none)."""
+    """Arrival times (s) of one stochastic source; `slot` is the job node slot hit (-1 when none); `node`, when
+    given, the physical node a lemon's excess failure hits (-1: the arrival hits `slot`)."""
 
     name: str
     scope: str
     t_s: np.ndarray
     slot: np.ndarray
+    node: np.ndarray | None = None
+
+    def nodes(self) -> np.ndarray:
+        """The physical node each arrival aims at (-1 for slot arrivals)."""
+        return np.full(self.t_s.size, -1, dtype=np.int64) if self.node is None else self.node
 
 
 def random_streams(seed: int, replica: int, n_categories: int) -> list[np.random.Generator]:
@@ -132,23 +142,62 @@ def poisson_arrivals_s(rng: np.random.Generator, rate_per_s: float, horizon_s: f
     return np.sort(rng.uniform(0.0, horizon_s, size=n))
 
 
+def lemon_node_ids(inputs: SimInputs, replica: int) -> np.ndarray:
+    """The physical nodes that are lemons in this replica (job nodes are 0..nodes-1, spares after them)."""
+    if inputs.lemon_nodes == 0:
+        return np.empty(0, dtype=np.int64)
+    n = len(inputs.failures)
+    rng = _stream_generator()
+    rng.bit_generator.state = stream_states(inputs.seed, replica, n + 1)[FIRST_CATEGORY_STREAM + n]
+    return _lemons(rng, inputs)
+
+
+def _lemons(rng: np.random.Generator, inputs: SimInputs) -> np.ndarray:
+    total = inputs.nodes + inputs.spare_nodes
+    return np.sort(rng.choice(total, size=inputs.lemon_nodes, replace=False)).astype(np.int64)
+
+
 def draw_arrivals(inputs: SimInputs, replica: int) -> tuple[Arrivals, list[Arrivals]]:
     """Planned maintenance and every failure category's arrivals over the window, for one replica."""
     # Each source draws from its own stream: random_streams' Generators, their states set on one Generator.
-    states = stream_states(inputs.seed, replica, len(inputs.failures))
+    # The lemons' placement, when there are lemons, has the stream after the categories'.
+    n = len(inputs.failures)
+    has_lemons = inputs.lemon_nodes > 0 and inputs.lemon_factor > 1.0
+    states = stream_states(inputs.seed, replica, n + (1 if has_lemons else 0))
     rng = _stream_generator()
+    lemons = np.empty(0, dtype=np.int64)
+    if has_lemons:
+        rng.bit_generator.state = states[FIRST_CATEGORY_STREAM + n]
+        lemons = _lemons(rng, inputs)
     rng.bit_generator.state = states[PLANNED_STREAM]
     planned_t = poisson_arrivals_s(rng, inputs.planned_per_day / DAY_S, inputs.window_s)
     planned = Arrivals("planned", "", planned_t, np.full(planned_t.size, -1, dtype=np.int64))
     categories = []
     for i, category in enumerate(inputs.failures):
         rng.bit_generator.state = states[FIRST_CATEGORY_STREAM + i]
-        t = poisson_arrivals_s(rng, replica_rate_per_s(category, inputs, rng), inputs.window_s)
-        if category.scope in NODE_LOSING_SCOPES:
-            slot = rng.integers(0, inputs.nodes, size=t.size, dtype=np.int64)
-        else:
-            slot = np.full(t.size, -1, dtype=np.int64)
-        categories.append(Arrivals(category.name, category.scope, t, slot))
+        rate_per_s = replica_rate_per_s(category, inputs, rng)
+        t = poisson_arrivals_s(rng, rate_per_s, inputs.window_s)
+        if category.scope not in NODE_LOSING_SCOPES:
+            categories.append(Arrivals(category.name, category.scope, t, np.full(t.size, -1, dtype=np.int64)))
+            continue
+        slot = rng.integers(0, inputs.nodes, size=t.size, dtype=np.int64)
+        if lemons.size == 0:
+            categories.append(Arrivals(category.name, category.scope, t, slot))
+            continue
+        # Each lemon fails at factor x the healthy node's rate: its slot share of `t`, plus this excess.
+        excess_per_s = rate_per_s / inputs.nodes * (inputs.lemon_factor - 1.0) * lemons.size
+        extra_t = poisson_arrivals_s(rng, excess_per_s, inputs.window_s)
+        extra_node = lemons[rng.integers(0, lemons.size, size=extra_t.size, dtype=np.int64)]
+        order = np.argsort(np.concatenate([t, extra_t]), kind="stable")
+        categories.append(
+            Arrivals(
+                category.name,
+                category.scope,
+                np.concatenate([t, extra_t])[order],
+                np.concatenate([slot, np.full(extra_t.size, -1, dtype=np.int64)])[order],
+                np.concatenate([np.full(t.size, -1, dtype=np.int64), extra_node])[order],
+            )
+        )
     return planned, categories
 
 

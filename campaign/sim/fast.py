@@ -87,6 +87,8 @@ def compiled_inputs(x: SimInputs) -> CompiledInputs:
     params[compiled.P_RAMP] = x.ramp_mw_per_s if x.ramp_mw_per_s is not None else -1.0
     params[compiled.P_PLANNED_DUR] = x.planned_duration_s
     params[compiled.P_IDLE_NODE_MW] = levels.facility_mw(0, 0.0, 1)
+    params[compiled.P_Q_K] = x.quarantine_failures
+    params[compiled.P_Q_WINDOW] = x.quarantine_window_s
     categories = np.array(
         [
             [c.detect_s, c.restart_s, c.repair_h * 3600.0, 1.0 if c.scope in NODE_LOSING_SCOPES else 0.0]
@@ -130,6 +132,7 @@ def kernel_arguments(x: SimInputs, replica: int, c: CompiledInputs) -> tuple:
         np.repeat(c.source_kinds, counts),
         np.repeat(c.source_index, counts),
         np.concatenate([a.slot for a in sources]),
+        np.concatenate([a.nodes() for a in sources]),
         c.pending_capacity,
     )
 
@@ -164,6 +167,7 @@ def _compiled_replica(x: SimInputs, replica: int, c: CompiledInputs, want_curve:
         by_category=dict(zip(c.category_names, by_cat.tolist(), strict=False)),
         n_checkpoints=int(s[compiled.S_CHECKPOINTS]),
         n_spares_exhausted=int(s[compiled.S_EXHAUSTED]),
+        n_quarantined=int(s[compiled.S_QUARANTINED]),
         rework_failures_s=float(f[compiled.F_REWORK_S]),
         n_rework_failures=int(s[compiled.S_REWORK_N]),
         lost_window_end_s=float(f[compiled.F_LOST_END_S]),

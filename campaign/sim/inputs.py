@@ -57,6 +57,13 @@ class SimInputs:
     stop_at_target: bool = True
     # True: a failure category carrying observed failures and exposure draws each replica's rate from its posterior.
     rate_uncertainty: bool = True
+    # Lemon nodes among the job's nodes and spares (placed at random per replica), whose gpu- and node-scope
+    # failures come at lemon_factor times the healthy rate the categories state.
+    lemon_nodes: int = 0
+    lemon_factor: float = 1.0
+    # Retire a node at its quarantine_failures-th node-losing failure within quarantine_window_s (0: never).
+    quarantine_failures: int = 0
+    quarantine_window_s: float = 0.0
 
     def __post_init__(self) -> None:
         positive = (
@@ -82,6 +89,9 @@ class SimInputs:
             "gpu_hour_usd",
             "energy_usd_per_mwh",
             "seed",
+            "lemon_nodes",
+            "quarantine_failures",
+            "quarantine_window_s",
         )
         for name in positive:
             value = getattr(self, name)
@@ -91,6 +101,20 @@ class SimInputs:
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
                 _bad(name, f"must be a non-negative finite number (got {value!r})", "pass zero or more")
+        if self.lemon_nodes > self.nodes + self.spare_nodes:
+            _bad(
+                "lemon_nodes",
+                f"({self.lemon_nodes}) is more than nodes + spare_nodes ({self.nodes + self.spare_nodes})",
+                "pass at most every node as a lemon",
+            )
+        if not (math.isfinite(self.lemon_factor) and self.lemon_factor >= 1.0):
+            _bad("lemon_factor", f"must be at least 1 (got {self.lemon_factor})", "pass 1 for healthy lemons")
+        if self.quarantine_failures > 0 and not self.quarantine_window_s > 0:
+            _bad(
+                "quarantine_window_s",
+                f"must be positive with quarantine on (got {self.quarantine_window_s})",
+                "pass the window, in seconds, the failures count over",
+            )
         if not 0.0 <= self.comm_fraction <= 1.0:
             _bad(
                 "comm_fraction",
@@ -202,6 +226,10 @@ def sim_inputs_from_config(
         seed=cfg.seed,
         diurnal_slowest_s=(DIURNAL_SLOWEST_HOUR * 3600.0 - start_of_day_s) % DAY_S,
         stop_at_target=cfg.sim.stop_at_target,
+        lemon_nodes=cluster.lemon_nodes,
+        lemon_factor=cluster.lemons.factor,
+        quarantine_failures=cluster.quarantine.after_failures,
+        quarantine_window_s=cluster.quarantine.window_h * 3600.0,
     )
 
 

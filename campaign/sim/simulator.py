@@ -6,10 +6,13 @@ checkpoint write and an optional background upload; a checkpoint is committed wh
 failure loses every uncommitted token (rework), is detected after `detect_s`, a lost node is swapped for a
 free spare (or the job waits for the earliest repair), and the job restarts in `restart_s`. Planned
 maintenance checkpoints first, so it loses nothing, and holds the job for its duration (which includes its
-restart). Throughput drifts with the time of day: 1 - A cos(2 pi (t - t_slowest) / 86400), integrated
+restart). Nodes have identities through spare swaps and repairs: a lemon node's own failures interrupt the job
+only while it holds a slot, and a quarantine policy retires a node at its k-th failure within a window (it is
+never repaired; a free spare takes its slot). Throughput drifts with the time of day: 1 - A cos(2 pi (t - t_slowest) / 86400), integrated
 exactly over each segment. The window end is a hard stop: work not yet committed then is lost.
 Source: Llama 3 Herd of Models (arXiv 2407.21783) §3.3.4; Young (1974) and Daly (2006) for checkpoint/restart
-accounting; Choukse et al. 2025 for power levels (see campaign/sim/power.py).
+accounting; Choukse et al. 2025 for power levels (see campaign/sim/power.py); Kokolis et al. 2024 (arXiv
+2410.21680) for lemon nodes and their quarantine.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ EVENT_KINDS = (
     "restart_end",
     "spare_swap",
     "spares_exhausted",
+    "quarantine",
     "waiting_start",
     "waiting_end",
     "repair_done",
@@ -204,6 +208,9 @@ class _Replica:
         self.categories = inputs.failures
         # Nodes: job slots hold node ids 0..nodes-1 at first; spares are nodes..nodes+spare_nodes-1.
         self.slots = list(range(inputs.nodes))
+        self.node_slot = {node: node for node in self.slots}  # nodes holding a slot that is not empty
+        self.history: dict[int, deque[float]] = {}  # each node's last quarantine_failures failure times
+        self.retired: set[int] = set()
         self.empty_slots: set[int] = set()
         self.free_spares: deque[int] = deque(range(inputs.nodes, inputs.nodes + inputs.spare_nodes))
         self.awaiting: deque[int] = deque()  # detected empty slots with no spare yet
@@ -236,6 +243,7 @@ class _Replica:
         self.by_category = {c.name: 0 for c in self.categories}
         self.n_checkpoints = 0
         self.n_spares_exhausted = 0
+        self.n_quarantined = 0
         self.rework_failures_s = 0.0
         self.n_rework_failures = 0
         self.lost_window_end_s = 0.0
@@ -268,7 +276,10 @@ class _Replica:
         planned, arrivals = draw_arrivals(x, self.replica)
         self.q.schedule_many(planned.t_s.tolist(), "planned")
         for i, arr in enumerate(arrivals):
-            self.q.schedule_many(arr.t_s.tolist(), "failure", [(i, slot) for slot in arr.slot.tolist()])
+            payloads = [
+                (i, slot, node) for slot, node in zip(arr.slot.tolist(), arr.nodes().tolist(), strict=True)
+            ]
+            self.q.schedule_many(arr.t_s.tolist(), "failure", payloads)
         self._row("job_start", detail=f"nodes={x.nodes} spares={x.spare_nodes}")
         self._start_running()
         self._record_power()
@@ -493,7 +504,11 @@ class _Replica:
     def _on_failure(self, event: Event) -> None:
         if self.state == DONE:
             return  # the job has released its nodes: failures no longer interrupt it
-        index, slot = event.payload
+        index, slot, target = event.payload
+        if target >= 0:  # a lemon's own failure: it interrupts the job only while the node holds a slot
+            slot = self.node_slot.get(target, -1)
+            if slot < 0:
+                return
         category = self.categories[index]
         self.n_unexpected += 1
         self.by_category[category.name] += 1
@@ -515,6 +530,8 @@ class _Replica:
             if slot >= 0:
                 node = self.slots[slot]
                 self.empty_slots.add(slot)
+                del self.node_slot[node]
+                self._note_failure(node)
         self.pending_detections += 1
         self.need_restart_s = max(self.need_restart_s, category.restart_s)
         self._row(
@@ -526,6 +543,17 @@ class _Replica:
         )
         self.q.schedule(self.q.now_s + category.detect_s, "detected", (index, slot, node))
         self._advance()
+
+    def _note_failure(self, node: int) -> None:
+        """Quarantine: retire the node at its k-th failure within the window (the k-th last is that recent)."""
+        k = self.x.quarantine_failures
+        if k <= 0:
+            return
+        times = self.history.setdefault(node, deque(maxlen=k))
+        times.append(self.q.now_s)
+        if len(times) == k and self.q.now_s - times[0] <= self.x.quarantine_window_s:
+            self.retired.add(node)
+            self.n_quarantined += 1
 
     def _occupied_slot(self, slot: int) -> int:
         """The slot a node failure hits: the drawn one, or the next occupied one if that slot is empty."""
@@ -542,7 +570,10 @@ class _Replica:
         self.pending_detections -= 1
         self._row("detected", category.name, category.scope, node)
         if slot >= 0:
-            self.q.schedule(self.q.now_s + category.repair_h * 3600.0, "repair_done", node)
+            if node in self.retired:
+                self._row("quarantine", category.name, category.scope, node, "retired: never repaired")
+            else:
+                self.q.schedule(self.q.now_s + category.repair_h * 3600.0, "repair_done", node)
             if self.free_spares:
                 self._swap(slot, self.free_spares.popleft())
             else:
@@ -559,6 +590,7 @@ class _Replica:
 
     def _swap(self, slot: int, node: int) -> None:
         self.slots[slot] = node
+        self.node_slot[node] = slot
         self.empty_slots.discard(slot)
         self._row("spare_swap", node=node, detail=f"slot={slot}")
 
@@ -699,6 +731,7 @@ class _Replica:
             by_category=dict(self.by_category),
             n_checkpoints=self.n_checkpoints,
             n_spares_exhausted=self.n_spares_exhausted,
+            n_quarantined=self.n_quarantined,
             rework_failures_s=self.rework_failures_s,
             n_rework_failures=self.n_rework_failures,
             lost_window_end_s=self.lost_window_end_s,
@@ -725,6 +758,7 @@ class Tallies:
     by_category: dict[str, int]
     n_checkpoints: int
     n_spares_exhausted: int
+    n_quarantined: int
     rework_failures_s: float
     n_rework_failures: int
     lost_window_end_s: float
@@ -770,6 +804,7 @@ def summary_dict(
         "checkpoint_interval_s": x.checkpoint_interval_s,
         "n_checkpoints": t.n_checkpoints,
         "n_spares_exhausted": t.n_spares_exhausted,
+        "n_quarantined": t.n_quarantined,
         "rework_s_per_failure": (t.rework_failures_s / t.n_rework_failures) if t.n_rework_failures else None,
         "lost_at_window_end_s": t.lost_window_end_s,
         "tokens_trained": t.committed_tokens,

@@ -38,6 +38,7 @@ class ReplicaSummary(TypedDict):
     checkpoint_interval_s: float
     n_checkpoints: int
     n_spares_exhausted: int
+    n_quarantined: int  # nodes retired by the quarantine policy
     rework_s_per_failure: float | None
     lost_at_window_end_s: float
     tokens_trained: float

@@ -89,9 +89,24 @@ small_failures = st.lists(
     unique_by=lambda c: c.name,
 ).map(tuple)
 
+# Lemon nodes (at most the 2 nodes every case has) and the quarantine policy; mostly off, as most runs are.
+lemon_cases = st.just({}) | st.builds(
+    lambda lemons, factor, k, window_h: {
+        "lemon_nodes": lemons,
+        "lemon_factor": factor,
+        "quarantine_failures": k,
+        "quarantine_window_s": window_h * 3600.0,
+    },
+    st.integers(0, 2),
+    st.floats(1.0, 60.0),
+    st.integers(0, 3),
+    st.floats(0.5, 72.0),
+)
+
 input_cases = st.builds(
-    lambda nodes, spares, days, step, write, bg, interval, comm, failures, planned, planned_min, amp, floor, ramp, seed: (
+    lambda nodes, spares, days, step, write, bg, interval, comm, failures, planned, planned_min, amp, floor, ramp, seed, lemons: (
         make_inputs(
+            **lemons,
             nodes=nodes,
             spare_nodes=spares,
             window_s=days * DAY,
@@ -124,6 +139,7 @@ input_cases = st.builds(
     st.none() | st.floats(0, 1),
     st.none() | st.floats(0.01, 5),
     st.integers(0, 2**32),
+    lemon_cases,
 )
 
 PROPERTY_SETTINGS = settings(
