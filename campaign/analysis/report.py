@@ -4,6 +4,7 @@ report.md summary whose figures are SVG data URIs (the Prefect UI shows them), b
 from __future__ import annotations
 
 import base64
+import json
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -148,10 +149,32 @@ def rehearsal_section(rehearsal: dict[str, Any] | None) -> dict[str, Any] | None
     return {"line": line, "image": data_uri(plot_loss_curve(rehearsal.get("curves") or {}, d))}
 
 
+def fitted_rates(config_json: str | None) -> list[dict[str, Any]]:
+    """The committed config's failure rates fitted from an incident log, each with its exact 95% interval
+    (docs/failures.md); empty when no category carries `observed` counts or no whole config was recorded."""
+    import pydantic
+
+    from campaign.config import CampaignConfig
+    from campaign.failures.profile import observed_rates
+
+    if not config_json:
+        return []
+    try:
+        cluster = CampaignConfig.model_validate(json.loads(config_json)).cluster
+    except (pydantic.ValidationError, ValueError):  # a partial record: no fitted rates to show
+        return []
+    return observed_rates(cluster.failures)
+
+
 def write_report(report_dir: Path, inputs: ReportInputs) -> tuple[Path, Path, str]:
     """Write report.html and report.md from `gather_report_inputs`; returns their paths and the Markdown (for the
-    artifact). Adds `power_zoom` (the zoom panels' figures) to `inputs.result`."""
+    artifact). Adds `power_zoom` (the zoom panels' figures) and `fitted_rates` to `inputs.result`."""
     figures = window_figures(inputs.result, inputs.events, inputs.power_band, inputs.one_second)
+    inputs.result["fitted_rates"] = fitted_rates(inputs.config_json)
+    if inputs.result["fitted_rates"]:
+        from campaign.failures.report import rates_figure
+
+        figures["fitted_rates"] = rates_figure({"categories": inputs.result["fitted_rates"]})
     section = rehearsal_section(inputs.rehearsal)
     html = render_html(inputs.result, figures, inputs.zoom_note, section)
     markdown = render_markdown(inputs.result, figures, section)

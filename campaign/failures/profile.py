@@ -18,7 +18,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from campaign.config import FailureCategoryConfig
 from campaign.errors import ConfigError
-from campaign.failures.fit import DEFAULT_SIZES, FailureFit, fit_failures
+from campaign.failures.fit import DEFAULT_SIZES, FailureFit, fit_failures, poisson_rate_interval
 from campaign.failures.log import category_key, read_incident_log
 from campaign.files import read_bounded
 
@@ -88,6 +88,41 @@ def profile_categories(
             }
         )
     return out
+
+
+# Hours of its own exposure unit in one unit of a config rate: a GPU-year, 1,000 node-days, a job-hour.
+UNIT_HOURS = {"per_gpu_year": 365.0 * 24.0, "per_1k_node_days": 24.0 * 1000.0, "per_job_hour": 1.0}
+
+
+def observed_rates(categories: Sequence[FailureCategoryConfig]) -> list[dict[str, Any]]:
+    """The categories that carry the failures and exposure they were fitted from (`observed`), each with its rate
+    and exact 95% interval in its config unit, in the shape of the fit's `categories` (for the report's table and
+    `report.rates_figure`). Empty when no category was fitted."""
+    rows = []
+    for c in categories:
+        if c.observed is None:
+            continue
+        unit = (
+            "per_gpu_year"
+            if c.per_gpu_year is not None
+            else "per_1k_node_days"
+            if c.per_1k_node_days is not None
+            else "per_job_hour"
+        )
+        scale = UNIT_HOURS[unit]
+        lo, hi = poisson_rate_interval(c.observed.failures, c.observed.exposure_h)
+        rows.append(
+            {
+                "name": c.name,
+                "scope": c.scope,
+                "count": c.observed.failures,
+                "exposure_h": c.observed.exposure_h,
+                "rate": c.unit_rate_per_h * scale,
+                "ci95": [lo * scale, hi * scale],
+                "unit": unit,
+            }
+        )
+    return rows
 
 
 def _unit_hours(unit: str) -> str:

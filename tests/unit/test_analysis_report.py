@@ -353,3 +353,42 @@ def test_the_report_says_it_is_a_simulated_window_with_its_seed_and_replica(repo
     assert first.startswith("# Simulated window report")
     assert f"replica {replica} of the discrete-event simulator, seed {seed}," in markdown.split("## ")[0]
     assert result["simulated"] is True
+
+
+def test_fitted_failure_rates_show_in_both_reports_with_their_intervals(report):
+    import copy
+    from types import SimpleNamespace
+
+    from campaign.analysis.report import fitted_rates, render_html, render_markdown
+    from campaign.config import FailureCategoryConfig, ObservedRateConfig
+
+    inputs = report[6]
+    assert inputs.result["fitted_rates"] == []  # the demo's rates are typed in: no section
+    config = json.loads(inputs.config_json)
+    fitted = FailureCategoryConfig(
+        name="faulty_gpu",
+        scope="gpu",
+        per_gpu_year=12 / 100_000 * 8760,
+        detect_s=60,
+        restart_s=480,
+        repair_h=48,
+        observed=ObservedRateConfig(failures=12, exposure_h=100_000),
+    )
+    config["cluster"]["failures"] = [fitted.model_dump(mode="json"), *config["cluster"]["failures"][1:]]
+    rows = fitted_rates(json.dumps(config))
+    assert [r["name"] for r in rows] == ["faulty_gpu"]
+    low, high = rows[0]["ci95"]
+    assert rows[0]["unit"] == "per_gpu_year" and rows[0]["rate"] == pytest.approx(1.0512)
+    assert low < rows[0]["rate"] < high
+    assert fitted_rates(None) == [] and fitted_rates('{"cluster": {}}') == []
+    result = copy.deepcopy(inputs.result) | {"fitted_rates": rows}
+    figures = {
+        k: SimpleNamespace(svg="<svg/>")
+        for k in ("timeline", "waterfall", "failures", "power", "power_zoom", "fitted_rates")
+    }
+    html = render_html(result, figures)  # type: ignore[arg-type]
+    markdown = render_markdown(result, figures)  # type: ignore[arg-type]
+    assert "Fitted failure rates" in html and f"{low:.4g} to {high:.4g}" in html
+    assert (
+        f"| faulty\\_gpu | gpu | 12 | 100,000 | 1.051 | {low:.4g} to {high:.4g} | per_gpu_year |" in markdown
+    )
