@@ -110,6 +110,7 @@ def measured_summary(
         "checkpoint_interval_s": interval_s,
         "n_checkpoints": len(checkpoints),
         "n_spares_exhausted": 0,
+        "n_quarantined": 0,
         "rework_s_per_failure": job_s["lost_rework"] / len(failures) if failures else None,
         "lost_at_window_end_s": 0.0 if complete else job_s["lost_rework"],
         "tokens_trained": float(kept_steps * tokens_per_step),
