@@ -800,6 +800,12 @@ def _failures_text(f: dict[str, Any], out: str | None, report: str | None) -> st
             f"(p {n['p_value']:.2g})"
             for n in f["lemon_nodes"]
         ]
+        if f["cluster_lemons"]:
+            cl = f["cluster_lemons"]
+            lines.append(
+                f"  as a config: cluster.lemons: {{count: {cl['count']}, factor: {cl['factor']:.3g}}}, with the fitted "
+                f"gpu- and node-scope rates divided by {cl['healthy_divisor']:.4g} (the healthy nodes' rates)"
+            )
     else:
         lines.append(f"no lemon nodes among {f['nodes']:,}")
     lines.append("")

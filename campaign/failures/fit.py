@@ -97,6 +97,8 @@ class FailureFit:
     segments: int
     incidents: int
     notes: list[str] = field(default_factory=list)
+    # The lemons found as the simulator's cluster.lemons, with the divisor to the healthy rates (cluster_lemons).
+    cluster_lemons: dict[str, float] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -227,6 +229,25 @@ def find_lemon_nodes(
         tested.append(LemonNode(node, int(k), float(expected), min(1.0, p * nodes)))
     tested.sort(key=lambda n: (n.p_value, -n.failures, n.node))
     return [n for n in tested if n.p_value < alpha], tested
+
+
+def cluster_lemons(lemons: Sequence[LemonNode], nodes: int) -> dict[str, float] | None:
+    """The lemons found as the simulator's `cluster.lemons`: `count`, `fraction` of the nodes and `factor` (their
+    failures over what the other nodes' mean gives them), and
+    `healthy_divisor`, 1 + fraction x (factor - 1): a fitted gpu- or node-scope rate is the average over every
+    node, lemons included, and divided by it gives the healthy nodes' rate the simulator takes with lemons
+    (docs/failures.md). None without lemons."""
+    expected = sum(n.expected for n in lemons)
+    if not lemons or expected <= 0 or nodes <= 0:
+        return None
+    factor = max(1.0, sum(n.failures for n in lemons) / expected)
+    fraction = len(lemons) / nodes
+    return {
+        "count": len(lemons),
+        "fraction": fraction,
+        "factor": factor,
+        "healthy_divisor": 1.0 + fraction * (factor - 1.0),
+    }
 
 
 def _posterior_draws(fits: Sequence[CategoryFit], draws: int) -> np.ndarray:
@@ -393,4 +414,5 @@ def fit_failures(
         segments=len(jobs),
         incidents=len(incidents),
         notes=notes,
+        cluster_lemons=cluster_lemons(lemons, int(nodes)),
     )

@@ -40,6 +40,11 @@ def test_planted_lemon_nodes_are_found_and_no_healthy_node_is_named(known):
     truth, _, _, fit = known
     assert sorted(n.node for n in fit.lemon_nodes) == sorted(truth.lemon_nodes)
     assert all(n.p_value < 0.05 and n.failures > 5 * n.expected for n in fit.lemon_nodes)
+    # As the simulator's cluster.lemons: the demo plants 3 of 512 at 20x.
+    lemons = fit.cluster_lemons
+    assert lemons is not None and lemons["count"] == 3 and lemons["fraction"] == 3 / 512
+    assert 10 < lemons["factor"] < 40
+    assert lemons["healthy_divisor"] == 1 + 3 / 512 * (lemons["factor"] - 1)
 
 
 def test_job_mttf_is_predicted_from_job_and_gpu_rates_and_matches_the_observed_sizes(known):
