@@ -188,7 +188,9 @@ def test_the_report_page_shows_every_category_the_three_figures_and_the_lemons(k
     page = tmp_path / "fit.html"
     args = ["failures", "fit", "--jobs", str(jobs), "--incidents", str(incidents), "--nodes", "512"]
     assert main([*args, "--report", str(page)]) == 0
-    assert f"report written to {page}" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"report written to {page}" in out
+    assert "as a config: cluster.lemons: {count: 3, factor: " in out  # to copy into a campaign's cluster
     text = page.read_text()
     assert text.count("<svg") == 3
     for name in [c.name for c in truth.categories] + list(truth.lemon_nodes):
