@@ -167,6 +167,13 @@ def fit_report_markdown(fit: dict[str, Any], title: str) -> str:
         f"- {n['node']}: {n['failures']} failures, the other nodes' mean {n['expected']:.2f} (p {n['p_value']:.2g})"
         for n in fit["lemon_nodes"]
     ]
+    if fit.get("cluster_lemons"):
+        cl = fit["cluster_lemons"]
+        lines += [
+            "",
+            f"As a config: `cluster.lemons: {{count: {cl['count']}, factor: {cl['factor']:.3g}}}`, with the fitted "
+            f"gpu- and node-scope rates divided by {cl['healthy_divisor']:.4g} (the healthy nodes' rates).",
+        ]
     lines.append("")
     for figure in (rates_figure(fit), mttf_figure(fit), lemons_figure(fit)):
         data = base64.b64encode(figure.svg.encode()).decode()

@@ -205,3 +205,4 @@ def test_the_artifact_markdown_carries_the_table_the_mttf_and_the_figures(known)
     assert text.count("data:image/svg+xml;base64,") == 3
     assert all(c.name in text for c in truth.categories) and "| 16,384 |" in text
     assert all(node in text for node in truth.lemon_nodes)
+    assert "As a config: `cluster.lemons: {count: 3, factor: " in text
