@@ -296,6 +296,11 @@ def gate_table(results: list[Any]) -> str:
     return "\n".join(lines)
 
 
+def _tokens(n: float) -> str:
+    """Billions for a window, the count itself for a small real run (which trains thousands)."""
+    return f"{n:,.0f}" if isinstance(n, (int, float)) and 0 <= n < 1e8 else tokens_b(n)
+
+
 def stage_summary(stage: str, r: Any) -> str:
     """What a lifecycle stage prints on stdout when it is done."""
     if stage == "prepare":
@@ -310,11 +315,11 @@ def stage_summary(stage: str, r: Any) -> str:
     if stage == "execute":
         return (
             f"executed {r.commitment_id}{' (already executed; reused)' if r.reused else ''}: ETTR {r.ettr:.3f}, "
-            f"{tokens_b(r.tokens_trained)} tokens, {'completed' if r.completed else 'not completed'}"
+            f"{_tokens(r.tokens_trained)} tokens, {'completed' if r.completed else 'not completed'}"
         )
     if stage == "run":
         return (
-            f"campaign done: ETTR {r['ettr']:.3f}, {tokens_b(r['tokens_trained'])} of {tokens_b(r['tokens_target'])} "
+            f"campaign done: ETTR {r['ettr']:.3f}, {_tokens(r['tokens_trained'])} of {_tokens(r['tokens_target'])} "
             f"tokens trained, {r['interruptions']['unexpected']} unexpected interruptions\n"
             f"report: {r.get('report_html') or r['report']}"
         )

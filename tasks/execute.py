@@ -17,6 +17,7 @@ from campaign.errors import ConfigError, Refused
 from campaign.evidence import gate_file_changes, gate_files, read_evidence
 from campaign.execution.measured import measured_summary
 from campaign.execution.run import real_run_settings
+from campaign.execution.slurm import slurm_problem
 from campaign.execution.supervisor import supervise
 from campaign.figures import tokens_b
 from campaign.files import atomic_write_parquet
@@ -159,15 +160,16 @@ EXECUTION_DIR = "execution"
 def run_window(
     ws: store.Workspace, config: CampaignConfig, commitment: store.Commitment, run_id: str
 ) -> ExecutionRecord:
-    """Run the committed window for real under the supervisor (execute.backend: local), record its events and
+    """Run the committed window for real under the supervisor (execute.backend: local or slurm), record its events and
     its measured summary as the window's record; a rerun after a finished run reuses it, after a killed one
     resumes it."""
     ex = config.execute
-    if ex.backend == "slurm":
+    problem = slurm_problem() if ex.backend == "slurm" else None
+    if problem:
         raise ConfigError(
-            "execute.backend: slurm is not available in this version of campaign",
+            f"execute.backend is slurm, but the Slurm commands cannot be used here: {problem}",
             where="execute.backend",
-            fix="use execute.backend: local (a supervised run on this machine) or simulate",
+            fix="run execute where sbatch, scontrol and scancel reach the cluster, or use execute.backend: local",
         )
     log = get_run_logger()
     if store.has_replica(ws, commitment.commitment_id, REAL_REPLICA):

@@ -1305,10 +1305,10 @@ class ExecuteConfig(Frozen):
         description="Trainer command of a real run (the rehearsal's trainer contract); absent: rehearsal.command.",
     )
     steps: int = Field(
-        600, ge=10, le=100_000_000, description="Target step of a real run: it ends there or at max_wall_s."
+        300, ge=10, le=100_000_000, description="Target step of a real run: it ends there or at max_wall_s."
     )
     checkpoint_every: int = Field(
-        50, ge=1, le=1_000_000, description="Steps between checkpoints of a real run."
+        30, ge=1, le=1_000_000, description="Steps between checkpoints of a real run."
     )
     max_wall_s: float = Field(
         1800,

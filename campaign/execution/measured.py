@@ -148,14 +148,17 @@ def measured_summary(
 
 
 def rework_steps_expected(journal: Journal) -> int:
-    """Steps a restart had to train again: per failed start, its last step beyond the newest checkpoint so far.
+    """Steps a restart had to train again: per failed start that was restarted, its last step beyond the newest
+    checkpoint so far.
     `steps_trained_again` equal to this says no step was trained twice beyond that rework."""
     total, kept = 0, 0
-    for attempt in sorted({s["attempt"] for s in journal.steps}):
+    attempts = sorted({s["attempt"] for s in journal.steps})
+    for attempt in attempts:
         mine = [s["step"] for s in journal.steps if s["attempt"] == attempt]
         ckpts = [e["step"] for e in journal.kinds("checkpoint_end") if e["attempt"] == attempt]
         kept = max([kept, *ckpts])
-        if any(e["attempt"] == attempt for e in journal.kinds("failure")):
+        restarted = attempt != attempts[-1]  # a failure the run ended with is not trained again
+        if restarted and any(e["attempt"] == attempt for e in journal.kinds("failure")):
             total += max(max(mine) - kept, 0)
     return total
 

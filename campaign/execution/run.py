@@ -97,4 +97,5 @@ def real_run_settings(
         nodes=ex.nodes,
         exclude_after=ex.exclude_after,
         injections=tuple(injections),
+        backend=ex.backend,
     )

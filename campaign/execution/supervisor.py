@@ -66,6 +66,7 @@ class RealRunSettings:
     nodes: tuple[str, ...] = ("local-0",)
     exclude_after: int = 2
     injections: tuple[Injection, ...] = ()
+    backend: str = "local"  # local: a process group here; slurm: the run's requeued batch job
 
 
 @dataclass
@@ -83,6 +84,7 @@ class _Watch:
     intervals: list[float]
     fired: set[int]
     on_progress: Callable[[int, int], None] | None = None
+    stop_job: Callable[[], None] | None = None  # an injected hang: stop every process of the start
     seen_steps: int = 0
     seen_checkpoints: int = 0
     last_progress: float = field(default_factory=time.time)
@@ -93,7 +95,9 @@ class _Watch:
     killed_at: float | None = None
 
     def hang_limit_s(self) -> float:
-        if not self.seen_steps:
+        if (
+            not self.seen_steps or self.max_step >= self.settings.steps
+        ):  # starting, or ending after the target
             return self.settings.startup_s
         median = statistics.median(self.intervals) if self.intervals else 0.0
         return max(self.settings.hang_min_s, self.settings.hang_factor * median)
@@ -132,10 +136,15 @@ class _Watch:
             self.fired.add(index)
             self.injected = index
             if injection.kind == "hang":
-                trainer = read_status(self.status_path).get("trainer_pid")
-                if isinstance(trainer, int):
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.killpg(trainer, signal.SIGSTOP)  # a real hang: the process is there, no step comes
+                if self.stop_job is not None:
+                    self.stop_job()
+                else:
+                    trainer = read_status(self.status_path).get("trainer_pid")
+                    if isinstance(trainer, int):
+                        with contextlib.suppress(ProcessLookupError, PermissionError):
+                            os.killpg(
+                                trainer, signal.SIGSTOP
+                            )  # a real hang: the process is there, no step comes
                 self.stopped_at = now
                 continue
             if injection.kind == "node_loss":
@@ -153,8 +162,12 @@ def _iso(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds")
 
 
-def _next_node(settings: RealRunSettings, excluded: set[int]) -> int | None:
-    return next((i for i in range(len(settings.nodes)) if i not in excluded), None)
+def _next_node(names: list[str], excluded: set[str]) -> int | None:
+    return next((i for i, name in enumerate(names) if name not in excluded), None)
+
+
+def _excluded(journal: Journal) -> set[str]:
+    return {str(e["detail"]).split()[0].removeprefix("node=") for e in journal.kinds("node_excluded")}
 
 
 def _signal_name(returncode: int) -> str:
@@ -201,12 +214,15 @@ def supervise(
         journal.add(time.time() - t0, "detected", SUPERVISOR_LOST, "job", node, attempt=attempt)
     deadline_wall = t0 + settings.max_wall_s
     intervals: list[float] = []
+    names = list(settings.nodes)  # node indices of the events; a Slurm host not listed is added when seen
+    for detail in _excluded(journal) - set(names):
+        names.append(detail)
     while True:
         failures = journal.kinds("failure")
         attempt = len(failures)
-        excluded = {e["node"] for e in journal.kinds("node_excluded")}
+        excluded = _excluded(journal)
         fired = {e["injection"] for e in failures if e.get("injection") is not None}
-        node = _next_node(settings, excluded)
+        node = _next_node(names, excluded)
         now = time.time()
         if node is None or attempt > settings.max_restarts or now >= deadline_wall:
             why = (
@@ -229,7 +245,7 @@ def supervise(
             time.sleep(min(settings.backoff_s, max(0.0, deadline_wall - now)))
         drop_partial_line(metrics_path)
         label = f"attempt-{attempt}"
-        lost_marker = folder / "nodes" / f"{settings.nodes[node]}.lost"
+        lost_marker = folder / "nodes" / f"{names[node]}.lost"
         watch = _Watch(
             settings,
             journal,
@@ -243,24 +259,58 @@ def supervise(
             on_progress,
         )
         watch.last_progress = time.time()
-        start = run_start(
-            label,
-            settings.command,
-            {**settings.env, ENV_NODE: settings.nodes[node]},
-            metrics_path,
-            logs,
-            time.monotonic() + (deadline_wall - time.time()),
-            kill_when=watch,
-            registry=registry,
-        )
+        deadline = time.monotonic() + (deadline_wall - time.time())
+        if settings.backend == "slurm":
+            from campaign.execution import slurm
+
+            job = slurm.current_job(folder)
+            watch.stop_job = lambda: slurm.signal_job(slurm.current_job(folder) or "", "STOP")
+
+            def submitted(
+                job_id: str, first: bool = job is None, at: int = node, attempt: int = attempt
+            ) -> None:
+                what = "submitted" if first else "requeued"
+                journal.add(
+                    time.time() - t0, f"job_{what}", node=at, detail=f"slurm_job={job_id}", attempt=attempt
+                )
+
+            start, _, host = slurm.run_slurm_start(
+                label,
+                folder,
+                settings.command,
+                settings.env,
+                metrics_path,
+                logs,
+                deadline,
+                watch,
+                sorted(excluded),
+                submitted,
+            )
+            if host and host not in names:
+                names.append(host)
+            if host:
+                node = watch.node = names.index(host)
+                lost_marker = folder / "nodes" / f"{host}.lost"
+        else:
+            start = run_start(
+                label,
+                settings.command,
+                {**settings.env, ENV_NODE: names[node]},
+                metrics_path,
+                logs,
+                deadline,
+                kill_when=watch,
+                registry=registry,
+            )
         ended = time.time()
         # Lines read only after a stop or a kill were written before it: they are stamped with its time.
         watch.ingest(start.metrics, min(watch.stopped_at or ended, watch.killed_at or ended))
         if start.launch_error:
             journal.add(ended - t0, "window_end", detail=f"cannot start the trainer: {start.launch_error}")
             return journal
-        last_step = start.metrics.last_step
-        if not watch.reason and start.returncode == 0 and last_step >= settings.steps:
+        last_step = max([start.metrics.last_step, *start.metrics.resumed])
+        # The target reached and a clean exit is the end, even if a fault was due after the trainer's last line.
+        if start.returncode == 0 and last_step >= settings.steps:
             tokens = last_step * settings.tokens_per_step
             journal.add(ended - t0, "job_complete", node=node, tokens_trained=tokens, attempt=attempt)
             journal.add(ended - t0, "window_end", detail="target step reached", attempt=attempt)
@@ -317,6 +367,6 @@ def supervise(
                 category,
                 scope,
                 node,
-                detail=f"node={settings.nodes[node]} failures={on_node}",
+                detail=f"node={names[node]} failures={on_node}",
                 attempt=attempt,
             )

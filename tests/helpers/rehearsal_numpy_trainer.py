@@ -7,7 +7,8 @@ crash (exits 3 at step 5), malformed (writes a broken metrics line: NUMPY_TRAINE
 read from FILE, or a default one),
 hang (stops making progress), child (starts a long-lived child process in its group; its pid goes to
 NUMPY_TRAINER_CHILD_PID), jitter (reports losses with a little noise, like a non-deterministic GPU trainer),
-naive_softmax (overflows to NaN at a large learning rate).
+naive_softmax (overflows to NaN at a large learning rate). NUMPY_TRAINER_STEP_S: the seconds a step sleeps
+(0.01 by default).
 And the hostile ones, which try to look like a trainer: no_data (never reads the data: a made-up falling curve,
 checkpoint events without files, "resumes" by reading its own metrics file), no_data_files (the same, with
 checkpoint files that change and are restored from), replay (restarts from scratch, replays the steps before its
@@ -160,7 +161,8 @@ def main():
             np.savez(tmp, w=w, v=v, step=step)
             os.replace(tmp, ckpt_dir / f"ckpt-{step:06d}.npz")
             log(metrics, {"event": "checkpoint", "step": step})
-        time.sleep(0.01)  # a real step takes time; the harness must be able to kill between steps
+        # a real step takes time; the harness must be able to kill between steps
+        time.sleep(float(env.get("NUMPY_TRAINER_STEP_S", "0.01")))
 
 
 if __name__ == "__main__":
