@@ -135,10 +135,50 @@ def analyse(
     extra: Annotated[
         list[str] | None, typer.Argument(help="More --compare targets.", show_default=False)
     ] = None,
+    metrics: Annotated[
+        str | None,
+        typer.Option(
+            "--metrics",
+            help="Analyse a run campaign did not launch from its metrics file (JSON lines with a `time` on each "
+            "step; docs/execution.md); the report goes to --out (default report).",
+        ),
+    ] = None,
+    incidents: Annotated[
+        str | None,
+        typer.Option(
+            "--incidents", help="With --metrics: the incident log's incidents file (time,category,node)."
+        ),
+    ] = None,
 ) -> None:
-    """Analyse the executed window and write report/report.html (or compare runs with --compare)."""
+    """Analyse the executed window and write report/report.html (or compare runs with --compare, or a run read
+    from its files with --metrics)."""
     from campaign.analysis.analysis import analysis_workspace
     from campaign.analysis.compare import check_targets, compare_out_dir
+
+    if incidents and not metrics:
+        raise ConfigError(
+            "--incidents needs --metrics",
+            where="campaign analyse",
+            fix="give the run's metrics file with --metrics",
+        )
+    if metrics:
+        from campaign.analysis.report import write_report
+        from campaign.execution.external import external_report_inputs
+        from campaign.files import atomic_write_json
+
+        inputs = external_report_inputs(Path(metrics), Path(incidents) if incidents else None)
+        report_dir = Path("report" if out == "compare" else out).resolve()
+        html, _, _ = write_report(report_dir, inputs)
+        result = {**inputs.result, "report_html": str(html)}
+        atomic_write_json(report_dir / "analysis.json", result)
+        if json_:
+            typer.echo(json.dumps(result, indent=2, default=str))
+        else:
+            typer.echo(
+                f"measured run: ETTR {result['ettr']:.3f}, {result['interruptions']['unexpected']} restarts, step "
+                f"{result['measured']['final_step']:,}; report: {html}"
+            )
+        return
 
     if compare or extra:
         if extra and not compare:

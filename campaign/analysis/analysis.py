@@ -141,6 +141,12 @@ def simulation_note(replica: int, seed: int) -> str:
 def measured_note(summary: ReplicaSummary) -> str:
     """What a measured report shows: a real run, its times measured, its failures real (some injected)."""
     m = summary["measured"]
+    if m.get("source"):
+        return (
+            f"a run campaign did not launch, read from its metrics file {m['source']['metrics']} (incidents: "
+            f"{m['source']['incidents'] or 'none given'}), started {m['started_at']}: its steps, checkpoints and "
+            "restarts are measured, each restart a failure; power is not metered"
+        )
     return (
         f"a real run of the trainer under campaign's supervisor, started {m['started_at']}: its steps, "
         f"checkpoints, failures ({m['failures_injected']} injected on purpose, {m['failures_organic']} organic) "
@@ -326,7 +332,7 @@ def checkpoint_section(
         "extra_gpu_h": None,
         "extra_cost_usd": None,
     }
-    if not write_s or observed_mtbf_h is None or n_fail == 0:
+    if not write_s or not used > 0 or observed_mtbf_h is None or n_fail == 0:
         return out
     mtbf_s = observed_mtbf_h * 3600.0
     restart_s = buckets["restart"] * 3600.0 / gpus / n_fail

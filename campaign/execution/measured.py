@@ -91,7 +91,12 @@ def measured_summary(
     trained = Counter(s["step"] for s in journal.steps)
     writes = _checkpoint_writes_s(journal)
     times = sorted(e["t_s"] for e in checkpoints)
-    interval_s = statistics.median([b - a for a, b in itertools.pairwise(times)]) if len(times) > 1 else 0.0
+    one_interval_s = checkpoint_every * (
+        _median_step_s(journal) or 0.0
+    )  # one checkpoint: steps x median step
+    interval_s = (
+        statistics.median([b - a for a, b in itertools.pairwise(times)]) if len(times) > 1 else one_interval_s
+    )
     total_gpu_h = goodput.total_gpu_h(gpus, 0, window_s)
     lost_gpu_h = math.fsum(buckets[k] for k in ("lost_rework", "restart", "waiting"))
     summary: dict[str, Any] = {
