@@ -18,8 +18,8 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	@$(PYTHON) scripts/pip_progress.py $(BIN)/python -m pip install --progress-bar off -e '.[dev]'
 	@echo "install [3/4]: compiling the simulator's kernels once (Numba cache, about a minute)"
 	@$(BIN)/python -c "from campaign.sim.compiled import warm; warm()"
-	@echo "install [4/4]: compiling prepare's word kernels once"
-	@$(BIN)/python -c "from campaign.data.filters.kernels import warm; warm()"
+	@echo "install [4/4]: compiling prepare's word, language and n-gram kernels once"
+	@$(BIN)/python -c "from campaign.data.filters import decontaminate, kernels, language; kernels.warm(); language.warm(); decontaminate.warm()"
 	@touch $(STAMP)
 	@echo "install: done"
 

@@ -141,6 +141,7 @@ def _publish(manifest: Manifest, ws: store.Workspace) -> PrepareRecord:
                 "top_reasons": ", ".join(
                     f"{r} {n}" for r, n in sorted(s["by_reason"].items(), key=lambda kv: -kv[1])[:4]
                 ),
+                "pii_replaced": ", ".join(f"{k} {n}" for k, n in s.get("pii_by_kind", {}).items()),
             }
             for s in manifest["sources"]
         ],

@@ -419,7 +419,24 @@ def data_section(
     ).df()
     tokens = rejected_tokens_by_reason(data_dir, (config or {}).get("data", {}).get("tokenizer"))
     rejections["n_tokens"] = [tokens.get(r) for r in rejections["reason"]] if tokens else None
-    return {"mixture": mixture.to_dict("records"), "rejections": rejections.to_dict("records")}
+    return {
+        "mixture": mixture.to_dict("records"),
+        "rejections": rejections.to_dict("records"),
+        "pii": pii_by_source(data_dir),
+    }
+
+
+def pii_by_source(data_dir: Path | None) -> list[dict[str, Any]]:
+    """PII replacements in the kept text per source and kind, from the prepare manifest ([] when none)."""
+    try:
+        manifest = json.loads((Path(data_dir) / "manifest.json").read_text()) if data_dir is not None else {}
+    except (OSError, ValueError):
+        return []
+    return [
+        {"source": s["name"], "kind": kind, "n_replaced": int(n)}
+        for s in manifest.get("sources", [])
+        for kind, n in (s.get("pii_by_kind") or {}).items()
+    ]
 
 
 def rejected_tokens_by_reason(data_dir: Path | None, tokenizer: str | None) -> dict[str, int]:

@@ -335,6 +335,17 @@ def _resolve_source_paths(data: dict, campaign_path: Path) -> None:
     tokenizer = section.get("tokenizer")
     if isinstance(tokenizer, str) and tokenizer.endswith(".json") and not Path(tokenizer).is_absolute():
         section["tokenizer"] = str((campaign_path.parent / tokenizer).resolve())
+    cleaning = section.get("cleaning")
+    url_filter = cleaning.get("url_filter") if isinstance(cleaning, dict) else None
+    if isinstance(url_filter, dict):
+        for key in ("domains_file", "substrings_file", "regexes_file"):
+            if isinstance(url_filter.get(key), str):
+                url_filter[key] = resolve(url_filter[key])
+    decontaminate = section.get("decontaminate")
+    benchmarks = decontaminate.get("benchmarks") if isinstance(decontaminate, dict) else None
+    for bench in benchmarks if isinstance(benchmarks, list) else ():
+        if isinstance(bench, dict) and isinstance(bench.get("path"), str):
+            bench["path"] = resolve(bench["path"])
     sources = section.get("sources")
     if not isinstance(sources, list):
         return

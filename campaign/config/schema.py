@@ -892,6 +892,9 @@ class SourceConfig(Frozen):
     format: Literal["jsonl", "parquet"] = Field(description="File format.")
     text_field: str = Field("text", description="Field that holds the document text.")
     id_field: str | None = Field(None, description="Field that holds a document id (else file:line).")
+    url_field: str | None = Field(
+        None, description="Field that holds the document's URL, read for cleaning.url_filter (else no URL)."
+    )
     weight: float = Field(ge=1e-6, le=1e6, description="Planned share of training tokens from this source.")
 
 
@@ -998,6 +1001,82 @@ class NearDedupConfig(Frozen):
     )
 
 
+class LanguagesConfig(Frozen):
+    """Language identification with py3langid's shipped model (offline): keep documents whose most likely language
+    is one of `keep` with a probability of at least `min_score`."""
+
+    enabled: bool = Field(False, description="Identify each document's language and apply the rule below.")
+    keep: tuple[str, ...] = Field(
+        ("en",), description="ISO 639-1 codes of the languages to keep (py3langid's 97 languages)."
+    )
+    min_score: float = Field(
+        0.65, ge=0, le=1, description="Remove a document whose language's probability is below this."
+    )
+    source: Source = Field(
+        "FineWeb (Penedo et al. 2024, sec. 3): keep English at score >= 0.65; model: langid.py (Lui and Baldwin "
+        "2012) as py3langid ships it",
+        description="Thresholds' origin.",
+    )
+
+
+class PiiConfig(Frozen):
+    """PII redaction in kept text, as datatrove's PIIFormatter: each match replaced by a placeholder."""
+
+    enabled: bool = Field(False, description="Replace emails, IP addresses and phone numbers in kept text.")
+    emails: bool = Field(True, description="Replace email addresses with `email_placeholder`.")
+    ip_addresses: bool = Field(True, description="Replace public IPv4 and IPv6 addresses.")
+    phone_numbers: bool = Field(
+        True, description="Replace phone numbers (7 to 15 digits, separators allowed)."
+    )
+    email_placeholder: str = Field("email@example.com", description="Replaces an email address.")
+    ip_placeholder: str = Field("0.0.0.0", description="Replaces an IP address (datatrove draws one of 6).")
+    phone_placeholder: str = Field("<PHONE_NUMBER>", description="Replaces a phone number.")
+    source: Source = Field(
+        "huggingface/datatrove 0.10.1 pipeline/formatters/pii.py (PIIFormatter)", description="Rules' origin."
+    )
+
+
+class UrlFilterConfig(Frozen):
+    """Remove documents whose URL (a source's `url_field`) matches a block list; each list is a file, one rule a
+    line, '#' starts a comment."""
+
+    domains_file: str | None = Field(
+        None, description="Blocked domains, one a line: a domain also blocks its subdomains."
+    )
+    substrings_file: str | None = Field(
+        None, description="Blocked URL substrings, one a line (case-insensitive)."
+    )
+    regexes_file: str | None = Field(None, description="Blocked URL regexes (Python syntax), one a line.")
+    source: Source = Field(
+        "FineWeb (Penedo et al. 2024, sec. 3): UT1 block list; datatrove URLFilter",
+        description="Rules' origin.",
+    )
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.domains_file or self.substrings_file or self.regexes_file)
+
+
+class BenchmarkFileConfig(Frozen):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="Benchmark name, used in reasons.")
+    path: str = Field(
+        description="JSONL or Parquet file of evaluation texts, relative to the config or absolute."
+    )
+    text_fields: tuple[str, ...] = Field(
+        ("text",), min_length=1, description="Fields whose texts are matched (e.g. question, passage)."
+    )
+
+
+class DecontaminateConfig(Frozen):
+    """Remove training documents that share a word n-gram with an evaluation text."""
+
+    benchmarks: tuple[BenchmarkFileConfig, ...] = Field((), description="Evaluation files; none: off.")
+    ngram: int = Field(13, ge=5, le=50, description="Words per n-gram (GPT-3: 13).")
+    source: Source = Field(
+        "GPT-3 (Brown et al. 2020, arXiv 2005.14165, App. C): 13-gram overlap", description="Rule's origin."
+    )
+
+
 class CleaningConfig(Frozen):
     max_record_bytes: int = Field(
         64 * 2**20,
@@ -1038,6 +1117,9 @@ class CleaningConfig(Frozen):
     gopher_repetition: GopherRepetitionConfig = GopherRepetitionConfig()
     c4: C4Config = C4Config()
     fineweb: FineWebConfig = FineWebConfig()
+    languages: LanguagesConfig = LanguagesConfig()
+    pii: PiiConfig = PiiConfig()
+    url_filter: UrlFilterConfig = UrlFilterConfig()
     exact_dedup: bool = Field(
         True, description="Drop exact duplicates (after normalisation), keeping the first."
     )
@@ -1057,6 +1139,7 @@ class DataConfig(Frozen):
         description="Demo only: prepare first writes the synthetic demo corpus here (relative to the config).",
     )
     cleaning: CleaningConfig = CleaningConfig()
+    decontaminate: DecontaminateConfig = DecontaminateConfig()
     tokenizer: str = Field(
         "gpt2-pretokens",
         description="Token counter: cl100k_base or o200k_base (bpe-openai, offline), a tokenizer.json path, "

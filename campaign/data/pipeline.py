@@ -37,7 +37,10 @@ import pyarrow.parquet as pq
 
 from campaign.config import DataConfig
 from campaign.data.dedup import EXACT_DUPLICATE
-from campaign.data.filters import filter_reasons
+from campaign.data.filters import TOO_LARGE, filter_reasons
+from campaign.data.filters.decontaminate import BENCHMARK_OVERLAP_PREFIX, load_benchmarks
+from campaign.data.filters.language import LANGUAGE_NOT_KEPT, known_languages
+from campaign.data.filters.url_filter import URL_REASONS, load_url_rules
 from campaign.data.global_dedup import DEDUP_FILE, NEAR_DUPLICATE, DedupStats, dedup_pass
 from campaign.data.inputs import InputPlan, InputProblem, Shard, plan_inputs, problems_error
 from campaign.data.manifest import (
@@ -67,17 +70,27 @@ from campaign.data.shards import (
 )
 from campaign.data.tokenizer import check_spec, is_estimate, load_tokenizer
 from campaign.data.tokens import TOKENIZER_BACKEND
-from campaign.errors import DataError
+from campaign.errors import ConfigError, DataError
 from campaign.files import sha256_file
 
 log = logging.getLogger(__name__)
 
 WORK_DIR = "_work"
 # Every reason a document can be rejected for, in the order the pipeline applies them.
-REASONS: tuple[str, ...] = READER_REASONS + filter_reasons() + (EXACT_DUPLICATE, NEAR_DUPLICATE)
+REASONS: tuple[str, ...] = (
+    *READER_REASONS,
+    TOO_LARGE,
+    *URL_REASONS,
+    LANGUAGE_NOT_KEPT,
+    *filter_reasons()[1:],
+    EXACT_DUPLICATE,
+    NEAR_DUPLICATE,
+)  # benchmark_overlap_<name> reasons come after the rule groups, before dedup (`_ordered`)
 
 REMOVAL_STEPS = {
     **dict.fromkeys(READER_REASONS, "read"),
+    **dict.fromkeys(URL_REASONS, "url_filter"),
+    LANGUAGE_NOT_KEPT: "language",
     EXACT_DUPLICATE: "exact_dedup",
     NEAR_DUPLICATE: "near_dedup",
 }
@@ -95,6 +108,8 @@ def step_of(reason: str) -> str:
         return "c4"
     if reason.startswith("fineweb_"):
         return "fineweb"
+    if reason.startswith(BENCHMARK_OVERLAP_PREFIX):
+        return "decontaminate"
     return "gopher_repetition"
 
 
@@ -111,10 +126,29 @@ def plan_run(data: DataConfig) -> InputPlan:
     source matched nothing, or no input is usable: then no shard is worth running. Otherwise the usable shards
     run and `check_problems` names these problems with those found while reading, in one error."""
     check_spec(data.tokenizer)
+    check_steps(data)
     plan = plan_inputs(data)
     if plan.problems and (plan.is_config_problem or not plan.shards):
         raise problems_error(plan.problems)
     return plan
+
+
+def check_steps(data: DataConfig) -> None:
+    """Read the block lists and evaluation files and check the language codes before any shard runs, so a bad
+    one is one error naming file:line (each worker reads them again, once)."""
+    cleaning = data.cleaning
+    if cleaning.languages.enabled:
+        unknown = sorted(set(cleaning.languages.keep) - known_languages())
+        if unknown:
+            raise ConfigError(
+                f"unknown language code(s) {', '.join(unknown)}",
+                where="data.cleaning.languages.keep",
+                fix=f"use ISO 639-1 codes py3langid knows: {', '.join(sorted(known_languages()))}",
+            )
+    if cleaning.url_filter.enabled:
+        load_url_rules(cleaning.url_filter)
+    if data.decontaminate.benchmarks:
+        load_benchmarks(data.decontaminate)
 
 
 def check_problems(summaries: Sequence[ShardSummary], planned: Sequence[InputProblem] = ()) -> None:
@@ -266,6 +300,8 @@ def finalise_source(source_name: str, summaries: Sequence[ShardSummary], data_di
                                 "reason": why,
                                 "detail": detail,
                                 "text": dropped.column("text"),
+                                "language": dropped.column("language"),
+                                "language_score": dropped.column("language_score"),
                             },
                             schema=REJECTED_SCHEMA,
                         )
@@ -300,9 +336,14 @@ def finalise_source(source_name: str, summaries: Sequence[ShardSummary], data_di
 
 def _ordered(counter: dict[str, int]) -> dict[str, int]:
     order = {reason: i for i, reason in enumerate(REASONS)}
-    return {
-        r: int(counter[r]) for r in sorted(counter, key=lambda r: (order.get(r, len(order)), r)) if counter[r]
-    }
+    overlap = order[EXACT_DUPLICATE] - 0.5  # decontamination runs after the rule groups, before dedup
+
+    def rank(reason: str) -> tuple[float, str]:
+        if reason.startswith(BENCHMARK_OVERLAP_PREFIX):
+            return overlap, reason
+        return order.get(reason, len(order)), reason
+
+    return {r: int(counter[r]) for r in sorted(counter, key=rank) if counter[r]}
 
 
 def write_run_manifest(
@@ -405,6 +446,7 @@ def write_run_manifest(
             "chars_kept": result.chars_kept,
             "chars_edited": sum(s.chars_edited for s in mine),
             "chars_by_reason": {r: int(chars_by_reason[r]) for r in ordered},
+            "pii_by_kind": dict(sum((Counter(s.pii_by_kind) for s in mine), Counter())),
             "bytes_kept": result.bytes_kept,
             "tokenizer": tokenizer_name,
             "shards": shards,

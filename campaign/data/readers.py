@@ -71,6 +71,7 @@ class RawDocument:
     text: str
     reason: str | None = None
     detail: str = ""
+    url: str | None = None  # from the source's url_field, when it has one
 
 
 @dataclass
@@ -291,7 +292,13 @@ def _jsonl_record(raw: bytes, line_no: int, name: str, source: SourceConfig) -> 
         return _jsonl_record_slow(raw, line_no, name, source)
     id_value = obj.get(source.id_field) if source.id_field else None
     return _record(
-        obj.get(source.text_field), id_value, line_no, name, source, present=source.text_field in obj
+        obj.get(source.text_field),
+        id_value,
+        line_no,
+        name,
+        source,
+        present=source.text_field in obj,
+        url=obj.get(source.url_field) if source.url_field else None,
     )
 
 
@@ -357,7 +364,8 @@ def _jsonl_record_slow(raw: bytes, line_no: int, name: str, source: SourceConfig
         )
     present = source.text_field in obj
     id_value = obj.get(source.id_field) if source.id_field else None
-    return _record(obj.get(source.text_field), id_value, line_no, name, source, present=present)
+    url = obj.get(source.url_field) if source.url_field else None
+    return _record(obj.get(source.text_field), id_value, line_no, name, source, present=present, url=url)
 
 
 # ---------------------------------------------------------------------------------------------- Parquet
@@ -388,6 +396,16 @@ def _read_parquet(path: Path, shard: Shard, source: SourceConfig, index: int) ->
             )
         if source.id_field != source.text_field:
             wanted.append(source.id_field)
+    if source.url_field:
+        if source.url_field not in columns:
+            raise DataError(
+                f"source '{source.name}': {path} has no URL column '{source.url_field}' "
+                f"(columns: {', '.join(columns)})",
+                where=f"data.sources[{index}].url_field",
+                fix=f"set data.sources[{index}].url_field to the URL column, or remove it",
+            )
+        if source.url_field not in wanted:
+            wanted.append(source.url_field)
     meta = parquet.metadata
     row = sum(meta.row_group(g).num_rows for g in range(shard.start))
     groups = list(range(shard.start, min(shard.stop, meta.num_row_groups)))
@@ -397,9 +415,10 @@ def _read_parquet(path: Path, shard: Shard, source: SourceConfig, index: int) ->
         for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=wanted, row_groups=groups):
             texts = batch.column(source.text_field).to_pylist()
             ids = batch.column(source.id_field).to_pylist() if source.id_field else [None] * len(texts)
-            for value, id_value in zip(texts, ids, strict=True):
+            urls = batch.column(source.url_field).to_pylist() if source.url_field else [None] * len(texts)
+            for value, id_value, url in zip(texts, ids, urls, strict=True):
                 row += 1
-                yield _record(value, id_value, row, shard.name, source, present=True)
+                yield _record(value, id_value, row, shard.name, source, present=True, url=url)
     except (pa.ArrowException, OSError) as exc:
         raise _corrupt(path, source, index, exc) from None
 
@@ -408,14 +427,23 @@ def _read_parquet(path: Path, shard: Shard, source: SourceConfig, index: int) ->
 
 
 def _record(
-    value: Any, id_value: Any, line_no: int, name: str, source: SourceConfig, *, present: bool
+    value: Any,
+    id_value: Any,
+    line_no: int,
+    name: str,
+    source: SourceConfig,
+    *,
+    present: bool,
+    url: Any = None,
 ) -> RawDocument:
     where = f"{name}:{line_no}"
     doc_id = _doc_id(id_value, f"{source.name}/{where}")
     field = source.text_field
     if isinstance(value, str) and value and not value.isspace():
         if value.isascii() or _encodable(value):
-            return RawDocument(doc_id, source.name, name, line_no, value)
+            return RawDocument(
+                doc_id, source.name, name, line_no, value, url=_safe(url) if isinstance(url, str) else None
+            )
         # JSON "\ud800" escapes decode to lone surrogates, which UTF-8 cannot hold
         return RawDocument(
             doc_id,
@@ -479,7 +507,9 @@ def _record(
             EMPTY_TEXT,
             f"{where}: field '{field}' is empty or whitespace ({len(value)} chars)",
         )
-    return RawDocument(doc_id, source.name, name, line_no, value)
+    return RawDocument(
+        doc_id, source.name, name, line_no, value, url=_safe(url) if isinstance(url, str) else None
+    )
 
 
 def _doc_id(value: Any, default: str) -> str:

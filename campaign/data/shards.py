@@ -36,7 +36,11 @@ import numpy as np
 import pyarrow as pa
 
 from campaign.config import DataConfig
-from campaign.data.filters import TOO_LARGE, filter_batch
+from campaign.data.filters import GOPHER_SHORT_DOC, TOO_LARGE, Rejection, TextStats, filter_batch
+from campaign.data.filters.decontaminate import BenchmarkIndex, find_overlaps, load_benchmarks
+from campaign.data.filters.language import check_language, identify_languages
+from campaign.data.filters.pii import PII_KINDS, redact_pii
+from campaign.data.filters.url_filter import UrlRules, check_url, load_url_rules
 from campaign.data.inputs import Shard
 from campaign.data.minhash import band_keys, signatures
 from campaign.data.normalise import normalise_texts
@@ -48,7 +52,7 @@ from campaign.files import atomic_write_json
 # A batch also ends at this many characters of text: its temporaries (Arrow copies, word and n-gram ids, the
 # tokenizer's and Parquet writer's buffers) take 5-10 bytes per character at their peak.
 BATCH_CHARS = 1_000_000
-PIPELINE_VERSION = 6  # bump when a change alters what a shard writes for the same input and config
+PIPELINE_VERSION = 7  # bump when a change alters what a shard writes for the same input and config
 # The parts are temporary (read once by the dedup pass and finalise, then deleted), so they are Arrow IPC files
 # without compression: writing and reading one back is a copy (a 45 MB part: 0.03 CPU-seconds, against 0.20-0.26 s
 # as LZ4 Parquet and more as zstd; measured). Their size on disk is about the text's. The final files stay zstd
@@ -69,6 +73,8 @@ CLEAN_SCHEMA = pa.schema(
         ("text_sha256", pa.string()),
         ("file", pa.string()),  # relative to the source glob's fixed prefix
         ("line", pa.int64()),  # 1-based line (JSONL) or row (Parquet)
+        ("language", pa.string()),  # most likely language (null when cleaning.languages is off)
+        ("language_score", pa.float32()),  # its probability
     ]
 )
 
@@ -81,8 +87,11 @@ REJECTED_SCHEMA = pa.schema(
         ("reason", pa.string()),
         ("detail", pa.string()),
         ("text", pa.string()),  # as read for reader and rule rejections ("" when there was none);
+        # normalised for duplicates (what was compared)
+        ("language", pa.string()),  # null when not identified (language ID off, rejected before it)
+        ("language_score", pa.float32()),
     ]
-)  # normalised for duplicates (what was compared)
+)
 
 
 def sig_schema(bands: int) -> pa.Schema:
@@ -120,6 +129,7 @@ class ShardSummary:
     tokens_kept: int = 0
     by_reason: dict[str, int] = field(default_factory=dict)
     chars_by_reason: dict[str, int] = field(default_factory=dict)
+    pii_by_kind: dict[str, int] = field(default_factory=dict)  # PII replacements in kept text
     file_bytes: int | None = None  # raw bytes of the whole file, when this shard hashed it
     file_sha256: str | None = None
     problem: dict[str, str] | None = None  # a whole-file failure: where, message, fix
@@ -139,9 +149,31 @@ def shard_fingerprint(shard: Shard, data: DataConfig) -> str:
         stat = None
     cfg = data.model_dump(mode="json", exclude={"demo_corpus_dir"})
     blob = json.dumps(
-        {"v": PIPELINE_VERSION, "data": cfg, "shard": shard.to_dict(), "stat": stat}, sort_keys=True
+        {
+            "v": PIPELINE_VERSION,
+            "data": cfg,
+            "shard": shard.to_dict(),
+            "stat": stat,
+            "rule_files": rule_file_stamps(data),
+        },
+        sort_keys=True,
     )
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def rule_file_stamps(data: DataConfig) -> list[tuple[str, list[int] | None]]:
+    """(path, [size, mtime]) of the block lists and evaluation files: a changed file redoes every shard."""
+    url = data.cleaning.url_filter
+    paths = [p for p in (url.domains_file, url.substrings_file, url.regexes_file) if p]
+    paths += [b.path for b in data.decontaminate.benchmarks]
+    stamps: list[tuple[str, list[int] | None]] = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+            stamps.append((path, [st.st_size, st.st_mtime_ns]))
+        except OSError:
+            stamps.append((path, None))
+    return stamps
 
 
 def shard_dir(work_dir: Path, shard: Shard) -> Path:
@@ -209,6 +241,8 @@ def _process(shard: Shard, data: DataConfig, out: Path, summary: ShardSummary) -
     digest = FileDigest()
     by_reason: Counter[str] = Counter()
     chars_by_reason: Counter[str] = Counter()
+    pii: Counter[str] = Counter()
+    steps = Steps.load(data)
     writers = {
         KEPT: PartWriter(out / KEPT, CLEAN_SCHEMA),
         REJECTED: PartWriter(out / REJECTED, REJECTED_SCHEMA),
@@ -224,16 +258,17 @@ def _process(shard: Shard, data: DataConfig, out: Path, summary: ShardSummary) -
             batch.append(doc)
             chars += len(doc.text)
             if len(batch) >= data.batch_docs or chars >= BATCH_CHARS:
-                _batch(batch, data, tokenizer, writers, summary, by_reason, chars_by_reason)
+                _batch(batch, data, steps, tokenizer, writers, summary, by_reason, chars_by_reason, pii)
                 batch, chars = [], 0
                 release_memory()
         if batch:
-            _batch(batch, data, tokenizer, writers, summary, by_reason, chars_by_reason)
+            _batch(batch, data, steps, tokenizer, writers, summary, by_reason, chars_by_reason, pii)
     finally:
         for writer in writers.values():
             writer.close()
     summary.by_reason = dict(sorted(by_reason.items()))
     summary.chars_by_reason = dict(sorted(chars_by_reason.items()))
+    summary.pii_by_kind = {kind: pii[kind] for kind in PII_KINDS if pii[kind]}
     if digest.sha256 is not None:
         summary.file_bytes, summary.file_sha256 = digest.bytes, digest.sha256
 
@@ -364,52 +399,116 @@ def utf8_bytes(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
+@dataclass(frozen=True)
+class Steps:
+    """The block lists and evaluation n-grams a shard's steps read, loaded once per worker process."""
+
+    url_rules: UrlRules | None
+    benchmarks: BenchmarkIndex | None
+
+    @classmethod
+    def load(cls, data: DataConfig) -> Steps:
+        cleaning = data.cleaning
+        return cls(
+            url_rules=load_url_rules(cleaning.url_filter) if cleaning.url_filter.enabled else None,
+            benchmarks=load_benchmarks(data.decontaminate) if data.decontaminate.benchmarks else None,
+        )
+
+
 def _batch(
     batch: list[RawDocument],
     data: DataConfig,
+    steps: Steps,
     tokenizer,
     writers: dict[str, PartWriter],
     summary: ShardSummary,
     by_reason: Counter[str],
     chars_by_reason: Counter[str],
+    pii: Counter[str],
 ) -> None:
+    """The steps in pipeline order: reader reasons, size cap, URL block lists, language, the quality rule groups,
+    benchmark decontamination; then PII redaction of the kept text. A document stops at its first rejection."""
     cleaning = data.cleaning
     kept: dict[str, list] = {name: [] for name in CLEAN_SCHEMA.names if name != "n_tokens"}
     rej: dict[str, list] = {name: [] for name in REJECTED_SCHEMA.names}
     # The size cap applies to the document as read (its UTF-8 bytes), before normalisation: an oversized record
     # (megabytes of one changelog) costs neither normalising nor the rules, and never sits in a batch's copies.
     cap = cleaning.max_doc_bytes
-    oversized = {
-        i: size
-        for i, doc in enumerate(batch)
-        if doc.reason is None and len(doc.text) * 4 > cap and (size := utf8_bytes(doc.text)) > cap
-    }
-    readable = [doc for i, doc in enumerate(batch) if doc.reason is None and i not in oversized]
-    results = iter(filter_batch(normalise_texts([doc.text for doc in readable]), cleaning))
+    early: dict[int, Rejection] = {}
+    for i, doc in enumerate(batch):
+        if doc.reason is None and len(doc.text) * 4 > cap and (size := utf8_bytes(doc.text)) > cap:
+            early[i] = Rejection(TOO_LARGE, f"{size:,} bytes as read > max_doc_bytes {cap:,}")
+        elif doc.reason is None and steps.url_rules is not None:
+            rejection = check_url(doc.url, steps.url_rules)
+            if rejection is not None:
+                early[i] = rejection
+    readable = [i for i, doc in enumerate(batch) if doc.reason is None and i not in early]
+    texts = normalise_texts([batch[i].text for i in readable])
+    outcome: dict[int, tuple[str, Rejection | None, TextStats | None, int]] = {}
+    language: dict[int, tuple[str, float]] = {}
+    if cleaning.languages.enabled:
+        langs, scores = identify_languages(texts)
+        alive = []
+        for k, i in enumerate(readable):
+            language[i] = (langs[k], float(scores[k]))
+            rejection = check_language(langs[k], float(scores[k]), cleaning.languages)
+            if rejection is not None:
+                outcome[i] = (texts[k], rejection, None, 0)
+            else:
+                alive.append(k)
+    else:
+        alive = list(range(len(readable)))
+    results = filter_batch([texts[k] for k in alive], cleaning)
+    passed = [(readable[k], r) for k, r in zip(alive, results, strict=True) if r.rejection is None]
+    for k, r in zip(alive, results, strict=True):
+        if r.rejection is not None:
+            outcome[readable[k]] = (r.text, r.rejection, r.stats, 0)
+    overlaps: list[Rejection | None] = (
+        find_overlaps([r.text for _, r in passed], steps.benchmarks)
+        if steps.benchmarks is not None
+        else [None] * len(passed)
+    )
+    for (i, r), overlap in zip(passed, overlaps, strict=True):
+        text, stats = r.text, r.stats
+        if overlap is None and cleaning.pii.enabled:
+            redacted, found = redact_pii(text, cleaning.pii)
+            if found:
+                pii.update(found)
+                text, stats = redacted, TextStats(redacted)
+                # a placeholder can stand for several words: the kept text must still meet Gopher's length bound
+                if cleaning.gopher_quality and stats.n_words < cleaning.min_words:
+                    overlap = Rejection(
+                        GOPHER_SHORT_DOC,
+                        f"{stats.n_words} words after PII redaction < min_words {cleaning.min_words}",
+                    )
+        outcome[i] = (text, overlap, stats, r.chars_edited)
     for i, doc in enumerate(batch):
         summary.n_input += 1
         summary.chars_in += len(doc.text)
         reason, detail = doc.reason, doc.detail
-        if i in oversized:
-            reason, detail = TOO_LARGE, f"{oversized[i]:,} bytes as read > max_doc_bytes {cap:,}"
+        lang, score = language.get(i, (None, None))
+        if i in early:
+            reason, detail = early[i]
         elif reason is None:
-            result = next(results)
-            if result.rejection is None:
-                text = result.text
-                summary.chars_edited += result.chars_edited
+            text, rejection, kept_stats, chars_edited = outcome[i]
+            if rejection is None:
+                assert kept_stats is not None  # a kept document went through the rule groups
+                summary.chars_edited += chars_edited
                 for name, value in (
                     ("doc_id", doc.doc_id),
                     ("source", doc.source),
                     ("text", text),
-                    ("n_words", result.stats.n_words),
-                    ("n_bytes", result.stats.n_bytes),
+                    ("n_words", kept_stats.n_words),
+                    ("n_bytes", kept_stats.n_bytes),
                     ("text_sha256", hashlib.sha256(text.encode("utf-8")).hexdigest()),
                     ("file", doc.file),
                     ("line", doc.line),
+                    ("language", lang),
+                    ("language_score", score),
                 ):
                     kept[name].append(value)
                 continue
-            reason, detail = result.rejection
+            reason, detail = rejection
         by_reason[reason] += 1
         chars_by_reason[reason] += len(doc.text)
         for name, value in (
@@ -420,6 +519,8 @@ def _batch(
             ("reason", reason),
             ("detail", detail),
             ("text", doc.text),
+            ("language", lang),
+            ("language_score", score),
         ):
             rej[name].append(value)
     if rej["doc_id"]:

@@ -5,6 +5,9 @@ one-filter-per-file layout; `base` holds what they all read (`Rejection`, the la
 `measures` the word and n-gram measures of a whole batch, `kernels` their compiled (Numba) passes, and `engine`
 the pipeline order and the batch runner (`filter_batch`, `apply_filters`). Reason codes are named like
 datatrove's `stats.json` counters (with a "c4_"/"fineweb_" prefix) so counts can be compared rule by rule.
+The steps around the rule groups have a module each too, run by the shard worker (`campaign.data.shards`):
+`url_filter` (block lists), `language` (language identification), `decontaminate` (benchmark n-grams) and `pii`
+(redaction of kept text); their order and settings: docs/prepare.md.
 
 Source: Rae et al. 2021 (Gopher), arXiv 2112.11446, App. A and Table A1; Raffel et al. 2020 (C4), JMLR 21
 §2.2; Penedo et al. 2024 (FineWeb), arXiv 2406.17557 §3; huggingface/datatrove 0.10.1 `pipeline/filters`.

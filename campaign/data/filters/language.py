@@ -1,0 +1,164 @@
+"""Language identification: each document's most likely language and its probability, with py3langid's shipped
+model (langid.py's naive Bayes over byte n-grams, 97 languages; offline, nothing downloaded).
+
+py3langid walks its byte n-gram automaton in a Python loop (about 2.5 MB/s measured); `identify_languages` walks
+the same automaton over a whole batch in one compiled pass (Numba) and scores with the same tables, so each text
+gets what `LanguageIdentifier(norm_probs=True).classify` returns (held equal by a unit test on real text): the
+NFC text, lowercased when it is all upper case, as UTF-8; probabilities softmaxed at temperature sqrt(bytes).
+A document is kept when one of `keep` has a probability of at least `min_score` (datatrove's LanguageFilter keeps
+one above `language_threshold` among the requested languages; with a threshold of 0.5 or more both rules keep the
+same documents). datatrove runs fastText's lid.176, which must be downloaded; see docs/prepare.md.
+
+Source: Lui and Baldwin 2012, "langid.py: An Off-the-shelf Language Identification Tool" (ACL demo); py3langid
+0.4; FineWeb (Penedo et al. 2024, arXiv 2406.17557, sec. 3) for the 0.65 threshold.
+"""
+
+from __future__ import annotations
+
+import functools
+import unicodedata
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from campaign.config import LanguagesConfig
+from campaign.data.filters.base import Rejection
+
+# Reason code
+LANGUAGE_NOT_KEPT = "language_not_kept"
+
+# Every float16 bit pattern as float32: the compiled scoring reads the shipped float16 table through it.
+_HALF_TO_SINGLE = np.arange(2**16, dtype=np.uint16).view(np.float16).astype(np.float32)
+
+
+@dataclass(frozen=True)
+class _Model:
+    nextmove: np.ndarray  # automaton transitions, indexed by rowbase[state] + byte
+    rowbase: np.ndarray
+    output: np.ndarray  # feature index emitted in a state, -1 for none
+    ptc_bits: np.ndarray  # (features, classes) log P(feature | class): float16 as shipped, viewed as uint16
+    pc: np.ndarray  # (classes,) log prior
+    classes: tuple[str, ...]
+    alias_pairs: tuple[tuple[int, int], ...]  # (first, duplicate) columns of the same label
+
+
+@functools.cache
+def identifier():  # -> py3langid.langid.LanguageIdentifier (untyped package)
+    """py3langid's identifier with its shipped model and normalised probabilities, loaded once per process."""
+    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+    return LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+
+
+@functools.cache
+def _model() -> _Model:
+    """The identifier's tables as NumPy arrays for the compiled walk."""
+    ident = identifier()
+    return _Model(
+        nextmove=np.frombuffer(ident.tk_nextmove, dtype=np.uint32).astype(np.int32),
+        rowbase=np.asarray(ident.tk_row, dtype=np.int64) << 8,
+        output=np.asarray(ident.tk_output, dtype=np.int32),
+        ptc_bits=np.ascontiguousarray(ident.nb_ptc, dtype=np.float16).view(np.uint16),
+        pc=np.asarray(ident.nb_pc, dtype=np.float32),
+        classes=tuple(ident.nb_classes),
+        alias_pairs=tuple(ident._alias_pairs),
+    )
+
+
+def known_languages() -> frozenset[str]:
+    return frozenset(_model().classes)
+
+
+@njit(cache=True, nogil=True)
+def _visit_kernel(data, offsets, nextmove, rowbase, output, n_features):  # pragma: no cover - compiled
+    """Per text, the automaton's emitted features with their counts: (text, feature, count) triples."""
+    counts = np.zeros(n_features, np.int32)
+    touched = np.empty(n_features, np.int32)
+    out_doc = np.empty(len(data), np.int32)
+    out_feat = np.empty(len(data), np.int32)
+    out_count = np.empty(len(data), np.int32)
+    n = 0
+    for d in range(len(offsets) - 1):
+        state = 0
+        n_touched = 0
+        for i in range(offsets[d], offsets[d + 1]):
+            state = nextmove[rowbase[state] + data[i]]
+            f = output[state]
+            if f >= 0:
+                if counts[f] == 0:
+                    touched[n_touched] = f
+                    n_touched += 1
+                counts[f] += 1
+        for k in range(n_touched):
+            f = touched[k]
+            out_doc[n] = d
+            out_feat[n] = f
+            out_count[n] = counts[f]
+            counts[f] = 0
+            n += 1
+    return out_doc[:n], out_feat[:n], out_count[:n]
+
+
+@njit(cache=True, nogil=True)
+def _score_kernel(docs, feats, counts, ptc_bits, half, n_docs):  # pragma: no cover - compiled
+    """Per text, the sum over its features of log1p(count) x log P(feature | class)."""
+    n_classes = ptc_bits.shape[1]
+    scores = np.zeros((n_docs, n_classes), np.float32)
+    for t in range(len(docs)):
+        d = docs[t]
+        f = feats[t]
+        w = np.float32(np.log1p(np.float32(counts[t])))
+        for k in range(n_classes):
+            scores[d, k] += w * half[ptc_bits[f, k]]
+    return scores
+
+
+def _encode(text: str) -> bytes:
+    if text.isupper():
+        text = text.lower()
+    return unicodedata.normalize("NFC", text).encode("utf-8", "surrogatepass")
+
+
+def identify_languages(texts: list[str]) -> tuple[list[str], np.ndarray]:
+    """(most likely language, its probability as float32) of each text."""
+    model = _model()
+    if not texts:
+        return [], np.zeros(0, np.float32)
+    encoded = [_encode(t) for t in texts]
+    sizes = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+    offsets = np.zeros(len(encoded) + 1, np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    data = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+    docs, feats, counts = _visit_kernel(
+        data, offsets, model.nextmove, model.rowbase, model.output, model.ptc_bits.shape[0]
+    )
+    scores = _score_kernel(docs, feats, counts, model.ptc_bits, _HALF_TO_SINGLE, len(texts))
+    has = np.zeros(len(texts), bool)
+    has[docs] = True
+    scores[has] += model.pc
+    # py3langid: no feature gives a uniform distribution (every score 0 before the softmax)
+    scores *= (1.0 / np.sqrt(np.maximum(sizes, 1))).astype(np.float32)[:, None]
+    scores -= scores.max(axis=1, keepdims=True)
+    np.exp(scores, out=scores)
+    scores /= scores.sum(axis=1, keepdims=True)
+    for i, j in model.alias_pairs:
+        scores[:, i] += scores[:, j]
+        scores[:, j] = 0.0
+    best = scores.argmax(axis=1)
+    classes = model.classes
+    return [classes[b] for b in best], scores[np.arange(len(texts)), best]
+
+
+def check_language(language: str, score: float, cfg: LanguagesConfig) -> Rejection | None:
+    """Keep a text whose most likely language is one of `cfg.keep` with probability at least `cfg.min_score`."""
+    if language in cfg.keep and score >= cfg.min_score:
+        return None
+    return Rejection(
+        LANGUAGE_NOT_KEPT, f"{language} {score:.3f} (keep {', '.join(cfg.keep)} >= {cfg.min_score:g})"
+    )
+
+
+def warm() -> None:
+    """Compile the walk once (`make install`), so a worker's first batch does not."""
+    identify_languages(["warm up the language identifier"])

@@ -1,0 +1,289 @@
+"""Prepare's language, PII, decontamination and URL steps: each rule on its own, then all of them in one prepare."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from campaign.analysis.analysis import pii_by_source
+from campaign.config import (
+    BenchmarkFileConfig,
+    CleaningConfig,
+    DataConfig,
+    DecontaminateConfig,
+    LanguagesConfig,
+    NearDedupConfig,
+    PiiConfig,
+    SourceConfig,
+    UrlFilterConfig,
+)
+from campaign.data import prepare_data
+from campaign.data.filters.decontaminate import find_overlaps, load_benchmarks
+from campaign.data.filters.language import LANGUAGE_NOT_KEPT, check_language, identifier, identify_languages
+from campaign.data.filters.pii import redact_pii
+from campaign.data.filters.url_filter import (
+    URL_BLOCKED_DOMAIN,
+    URL_BLOCKED_REGEX,
+    URL_BLOCKED_SUBSTRING,
+    check_url,
+    load_url_rules,
+)
+from campaign.data.pipeline import removal_table
+from campaign.errors import ConfigError, DataError
+
+LICENCES = Path("/usr/share/common-licenses")
+PII_ON = PiiConfig(enabled=True)
+
+
+def _licence_texts() -> list[str]:
+    return [
+        p.read_text(encoding="utf-8", errors="replace") for p in sorted(LICENCES.iterdir()) if p.is_file()
+    ]
+
+
+def _copyright_texts(limit: int = 60) -> list[str]:
+    paths = sorted(Path("/usr/share/doc").glob("*/copyright"))[:limit]
+    return [p.read_text(encoding="utf-8", errors="replace") for p in paths]
+
+
+# ------------------------------------------------------------------------------------------------ language
+
+
+def test_compiled_language_id_equals_py3langid_on_real_text() -> None:
+    ident = identifier()  # py3langid's own classifier, on the same shipped model
+    texts = _licence_texts() + [t[:300] for t in _copyright_texts()]
+    texts += [
+        "",
+        "  ",
+        "UPPER CASE ENGLISH TEXT ONLY",
+        "Der schnelle braune Fuchs springt über den faulen Hund.",
+    ]
+    langs, scores = identify_languages(texts)
+    for text, lang, score in zip(texts, langs, scores, strict=True):
+        want_lang, want_score = ident.classify(text)
+        assert lang == want_lang
+        assert score == pytest.approx(want_score, abs=1e-4)
+
+
+def test_language_rule_keeps_listed_languages_above_the_score() -> None:
+    cfg = LanguagesConfig(enabled=True, keep=("en", "de"), min_score=0.65)
+    langs, scores = identify_languages(
+        [_licence_texts()[0], "Der schnelle braune Fuchs springt über den Hund."]
+    )
+    assert langs == ["en", "de"]
+    assert check_language(langs[0], float(scores[0]), cfg) is None
+    assert check_language("fr", 0.99, cfg) == (LANGUAGE_NOT_KEPT, "fr 0.990 (keep en, de >= 0.65)")
+    assert check_language("en", 0.5, cfg).reason == LANGUAGE_NOT_KEPT  # type: ignore[union-attr]
+
+
+# ----------------------------------------------------------------------------------------------------- PII
+
+
+@pytest.mark.parametrize(
+    ("text", "want", "kinds"),
+    [
+        ("mail John.Doe@Example.com now", "mail email@example.com now", {"email": 1}),
+        ("dns 8.8.8.8 and 2001:4860:4860::8888.", "dns 0.0.0.0 and 0.0.0.0.", {"ip_address": 2}),
+        (
+            "call +44 20 7946 0958 or (415) 555-0132",
+            "call <PHONE_NUMBER> or <PHONE_NUMBER>",
+            {"phone_number": 2},
+        ),
+    ],
+)
+def test_pii_is_replaced_and_counted(text: str, want: str, kinds: dict[str, int]) -> None:
+    redacted, counts = redact_pii(text, PII_ON)
+    assert redacted == want
+    assert dict(counts) == kinds
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "private 10.0.0.1, loopback 127.0.0.1 and ::1, documentation 192.0.2.1",  # not global: kept (datatrove)
+        "at 12:30:45 on 2024-01-15, version 1.2.3, port 8080, ISBN 978-3-16-148410-0",
+        "an email-like a@b but no domain",
+    ],
+)
+def test_what_is_not_pii_stays(text: str) -> None:
+    assert redact_pii(text, PII_ON) == (text, {})
+
+
+def test_pii_kinds_can_be_switched_off() -> None:
+    cfg = PiiConfig(enabled=True, emails=False)
+    assert redact_pii("a@example.org 8.8.4.4", cfg)[0] == "a@example.org 0.0.0.0"
+
+
+# ----------------------------------------------------------------------------------------------------- URL
+
+
+def _url_rules(tmp_path: Path, domains: str = "", substrings: str = "", regexes: str = "") -> UrlFilterConfig:
+    files = {}
+    for key, body in (("domains_file", domains), ("substrings_file", substrings), ("regexes_file", regexes)):
+        if body:
+            path = tmp_path / f"{key}.txt"
+            path.write_text(body, encoding="utf-8")
+            files[key] = str(path)
+    return UrlFilterConfig(**files)
+
+
+def test_url_rules_name_the_matched_rule(tmp_path: Path) -> None:
+    cfg = _url_rules(tmp_path, "# ads\nads.example\n\nTracker.NET.\n", "/casino/\n", r"[?&]utm_")
+    rules = load_url_rules(cfg)
+    hit = check_url("https://cdn.ads.example/x", rules)
+    assert hit is not None and hit.reason == URL_BLOCKED_DOMAIN
+    assert f"{cfg.domains_file}:2" in hit.detail
+    assert check_url("http://tracker.net./a", rules).reason == URL_BLOCKED_DOMAIN  # type: ignore[union-attr]
+    assert check_url("https://badads.example/", rules) is None  # a suffix is not a subdomain
+    assert check_url("https://shop.org/Casino/win", rules).reason == URL_BLOCKED_SUBSTRING  # type: ignore[union-attr]
+    regex = check_url("https://news.org/a?id=1&utm_source=x", rules)
+    assert regex is not None and regex.reason == URL_BLOCKED_REGEX and f"{cfg.regexes_file}:1" in regex.detail
+    assert check_url("https://news.org/a", rules) is None
+    assert check_url(None, rules) is None
+
+
+def test_a_bad_url_rule_names_its_line(tmp_path: Path) -> None:
+    cfg = _url_rules(tmp_path, regexes="ok\\.org\n# comment\n(unclosed\n")
+    with pytest.raises(DataError) as err:
+        load_url_rules(cfg)
+    assert f"{cfg.regexes_file}:3" in (err.value.where or "")
+    assert "unclosed" in err.value.message and err.value.fix
+
+
+def test_a_missing_block_list_names_the_setting(tmp_path: Path) -> None:
+    with pytest.raises(DataError) as err:
+        load_url_rules(UrlFilterConfig(domains_file=str(tmp_path / "nope.txt")))
+    assert "url_filter.domains_file" in (err.value.where or "") + (err.value.fix or "")
+
+
+# ------------------------------------------------------------------------------------------ decontamination
+
+
+def _benchmark(tmp_path: Path, name: str, rows: list[object], fields: tuple[str, ...] = ("question",)):
+    path = tmp_path / f"{name}.jsonl"
+    path.write_text(
+        "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows), encoding="utf-8"
+    )
+    return BenchmarkFileConfig(name=name, path=str(path), text_fields=fields)
+
+
+def test_a_shared_13_gram_removes_the_document(tmp_path: Path) -> None:
+    words = _licence_texts()[0].split()
+    passage = " ".join(words[200:213])  # exactly 13 words
+    bench = _benchmark(
+        tmp_path, "qa", [{"question": "too short to match"}, {"question": passage.upper() + "!"}]
+    )
+    index = load_benchmarks(DecontaminateConfig(benchmarks=(bench,)))
+    assert index.n_texts == (2,) and index.n_short == (1,)
+    doc = " ".join(words[150:260])
+    near_miss = " ".join(words[150:212]) + " different " + " ".join(words[213:260])  # only 12-grams shared
+    hit, miss = find_overlaps([doc, near_miss], index)
+    assert miss is None
+    assert hit is not None and hit.reason == "benchmark_overlap_qa"
+    assert f"{bench.path}:2" in hit.detail
+    assert " ".join(w.lower() for w in words[200:213]).strip(".,;:()") in hit.detail.replace("'", "'")
+
+
+def test_evaluation_parquet_and_several_benchmarks(tmp_path: Path) -> None:
+    words = _licence_texts()[1].split()
+    a = _benchmark(tmp_path, "a", [{"question": " ".join(words[0:20])}])
+    path = tmp_path / "b.parquet"
+    pq.write_table(pa.table({"passage": ["nothing here", " ".join(words[500:520])]}), path)
+    b = BenchmarkFileConfig(name="b", path=str(path), text_fields=("passage",))
+    index = load_benchmarks(DecontaminateConfig(benchmarks=(a, b)))
+    found = find_overlaps([" ".join(words[490:540]), " ".join(words[0:30]), " ".join(words[100:150])], index)
+    assert [f.reason if f else None for f in found] == ["benchmark_overlap_b", "benchmark_overlap_a", None]
+    assert f"{path}:2" in found[0].detail  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("rows", "line", "words"),
+    [
+        ([{"question": "fine"}, "{not json"], 2, "not a JSON object"),
+        ([{"question": "fine"}, {"q": "other field"}], 2, "no field 'question'"),
+        ([{"question": 3}], 1, "not text"),
+        ([["a list"]], 1, "not an object"),
+    ],
+)
+def test_a_bad_evaluation_file_names_file_and_line(
+    tmp_path: Path, rows: list[object], line: int, words: str
+) -> None:
+    bench = _benchmark(tmp_path, "bad", rows)
+    with pytest.raises(DataError) as err:
+        load_benchmarks(DecontaminateConfig(benchmarks=(bench,)))
+    assert (err.value.where or "").startswith(f"{bench.path}:{line} ")
+    assert words in err.value.message and err.value.fix
+
+
+# ---------------------------------------------------------------------------------------- all of them at once
+
+
+def test_prepare_with_every_step_on(tmp_path: Path) -> None:
+    """URL block list, language, the rule groups, decontamination and PII in one prepare: every document kept or
+    rejected with its reason, language columns in both tables, PII counted in the manifest."""
+    texts = _licence_texts()
+    words = texts[3].split()
+    rows = [{"text": t, "url": f"https://www.site{i}.org/licence"} for i, t in enumerate(texts)]
+    rows[0]["url"] = "https://mirror.blocked.example/gpl"
+    rows[3]["text"] += "\nQuestions to licensing@fsf.example.org or +1 617 542 5942 (server 8.8.8.8)."
+    rows.append({"text": "Ceci est un texte en français. " * 30, "url": "https://fr.example.org"})
+    (tmp_path / "web").mkdir()
+    (tmp_path / "web" / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    (tmp_path / "domains.txt").write_text("blocked.example\n", encoding="utf-8")
+    target = next(i for i, t in enumerate(texts) if i not in (0, 3) and len(t.split()) > 400)
+    bench = _benchmark(tmp_path, "qa", [{"question": " ".join(texts[target].split()[300:330])}])
+    data = DataConfig(
+        sources=(
+            SourceConfig(
+                name="web", path=str(tmp_path / "web" / "*.jsonl"), format="jsonl", weight=1, url_field="url"
+            ),
+        ),
+        cleaning=CleaningConfig(
+            languages=LanguagesConfig(enabled=True),
+            pii=PII_ON,
+            url_filter=UrlFilterConfig(domains_file=str(tmp_path / "domains.txt")),
+            near_dedup=NearDedupConfig(enabled=False),
+        ),
+        decontaminate=DecontaminateConfig(benchmarks=(bench,)),
+    )
+    manifest = prepare_data(data, tmp_path / "data")
+    stats = manifest["sources"][0]
+    clean = pq.read_table(tmp_path / "data" / "clean" / "web.parquet")
+    rejected = pq.read_table(tmp_path / "data" / "rejected" / "web.parquet")
+    assert stats["n_input"] == len(rows) == clean.num_rows + rejected.num_rows
+    reasons = dict(zip(rejected["line"].to_pylist(), rejected["reason"].to_pylist(), strict=True))
+    assert reasons[1] == URL_BLOCKED_DOMAIN
+    assert reasons[len(rows)] == LANGUAGE_NOT_KEPT
+    assert stats["by_reason"]["benchmark_overlap_qa"] >= 1  # the target and any licence quoting it
+    assert reasons.get(target + 1) in ("benchmark_overlap_qa", "exact_duplicate")
+    steps = {row["reason"]: row["step"] for row in removal_table(manifest)}
+    assert steps["benchmark_overlap_qa"] == "decontaminate" and steps[LANGUAGE_NOT_KEPT] == "language"
+    assert set(clean["language"].to_pylist()) == {"en"} and min(clean["language_score"].to_pylist()) >= 0.65
+    french = rejected.filter(pa.compute.equal(rejected["reason"], LANGUAGE_NOT_KEPT))
+    assert french["language"].to_pylist() == ["fr"]
+    assert (
+        rejected.filter(pa.compute.equal(rejected["reason"], URL_BLOCKED_DOMAIN))["language"].null_count == 1
+    )
+    assert stats["pii_by_kind"] == {"email": 1, "ip_address": 1, "phone_number": 1}
+    assert {(x["kind"], x["n_replaced"]) for x in pii_by_source(tmp_path / "data")} == {
+        ("email", 1),
+        ("ip_address", 1),
+        ("phone_number", 1),
+    }
+    redacted = clean.filter(pa.compute.equal(clean["line"], 4))["text"].to_pylist()
+    assert redacted and "email@example.com" in redacted[0] and "8.8.8.8" not in redacted[0]
+    assert words[5] in redacted[0]
+
+
+def test_unknown_language_code_is_refused_before_any_work(tmp_path: Path) -> None:
+    data = DataConfig(
+        sources=(SourceConfig(name="web", path=str(tmp_path / "*.jsonl"), format="jsonl", weight=1),),
+        cleaning=CleaningConfig(languages=LanguagesConfig(enabled=True, keep=("en", "xx"))),
+    )
+    with pytest.raises(ConfigError) as err:
+        prepare_data(data, tmp_path / "data")
+    assert "xx" in err.value.message and err.value.where == "data.cleaning.languages.keep"
