@@ -84,6 +84,15 @@ NOT_GATE_READ_KEYS = {
     "data.demo_corpus_dir": "read by prepare only, to write the demo corpus",
     "execute.command": "a real run's trainer, started by execute; no gate reads it (absent, the real run uses "
     "rehearsal.command, which the rehearsal gate judged)",
+    **dict.fromkeys(
+        (
+            "data.cleaning.url_filter.domains_file",
+            "data.cleaning.url_filter.substrings_file",
+            "data.cleaning.url_filter.regexes_file",
+            "data.decontaminate.benchmarks.path",
+        ),
+        "read by prepare's cleaning steps: the manifest lists each with its sha256 (step_files), in the data digest",
+    ),
 }
 
 

@@ -149,7 +149,9 @@ def _label(p: psutil.Process) -> str:
     return cmd[:60]
 
 
-def campaign_cmd(corpus: Path, ws: Path, workers: int, tokenizer: str, runner: str) -> list[str]:
+def campaign_cmd(
+    corpus: Path, ws: Path, workers: int, tokenizer: str, runner: str, eval_file: Path | None = None
+) -> list[str]:
     source = json.dumps(
         [{"name": "web", "path": f"{corpus}/*.jsonl", "format": "jsonl", "id_field": "id", "weight": 1}]
     )
@@ -162,6 +164,13 @@ def campaign_cmd(corpus: Path, ws: Path, workers: int, tokenizer: str, runner: s
         f"runtime.task_runner={runner}",
         f"runtime.max_workers={workers}",
     ]
+    if eval_file is not None:  # --steps: language ID, PII redaction and decontamination on
+        bench = [{"name": "eval", "path": str(eval_file), "text_fields": ["question"]}]
+        sets += [
+            'data.cleaning.languages={"enabled": true, "keep": ["en"], "min_score": 0.65}',
+            'data.cleaning.pii={"enabled": true}',
+            f"data.decontaminate={json.dumps({'benchmarks': bench})}",
+        ]
     return [
         str(REPO / ".venv" / "bin" / "campaign"),
         "prepare",
@@ -172,7 +181,8 @@ def campaign_cmd(corpus: Path, ws: Path, workers: int, tokenizer: str, runner: s
     ]
 
 
-def datatrove_cmd(corpus: Path, out: Path, workers: int) -> list[str]:
+def datatrove_cmd(corpus: Path, out: Path, workers: int, eval_file: Path | None = None) -> list[str]:
+    steps = ["--language", "--pii", "--decont", str(eval_file)] if eval_file is not None else []
     return [
         DATATROVE_PY,
         str(REPO / "benchmarks/prepare/datatrove_pipeline.py"),
@@ -180,7 +190,72 @@ def datatrove_cmd(corpus: Path, out: Path, workers: int) -> list[str]:
         str(out),
         "--workers",
         str(workers),
+        *steps,
     ]
+
+
+def make_eval_file(corpus: Path, path: Path, n: int = 500, words: int = 40, seed: int = 7) -> Path:
+    """An evaluation set for the decontamination step: `n` passages of `words` words, each cut from a random
+    document of the corpus (so every passage's source and its copies should be removed)."""
+    import random
+
+    rng = random.Random(seed)
+    files = sorted(corpus.glob("*.jsonl"))
+    lines = [line for f in files[:1] for line in f.read_text(encoding="utf-8").splitlines()]
+    with open(path, "w", encoding="utf-8") as out:
+        for line in rng.sample(lines, min(n, len(lines))):
+            tokens = json.loads(line)["text"].split()
+            start = rng.randrange(max(len(tokens) - words, 1))
+            out.write(json.dumps({"question": " ".join(tokens[start : start + words])}) + "\n")
+    return path
+
+
+def _languages_ours(ws: Path) -> dict[str, tuple[str, float]]:
+    out = {}
+    for kind in ("clean", "rejected"):
+        table = pq.read_table(
+            ws / "data" / kind / "web.parquet", columns=["doc_id", "language", "language_score"]
+        )
+        for d, lang, score in zip(*(table[c].to_pylist() for c in table.column_names), strict=True):
+            if lang is not None:
+                out[d] = (lang, score)
+    return out
+
+
+def _languages_theirs(out: Path) -> dict[str, tuple[str, float]]:
+    found = {}
+    for f in [*out.glob("removed/*/*.jsonl*"), *out.glob("filtered/*.jsonl*")]:
+        with gzip.open(f, "rt") if f.suffix == ".gz" else open(f) as handle:
+            for line in handle:
+                record = json.loads(line)
+                meta = record.get("metadata", {})
+                if "language" in meta:
+                    found[record["id"]] = (meta["language"], meta["language_score"])
+    return found
+
+
+def language_agreement(ws: Path, out: Path) -> dict:
+    """py3langid (campaign) against fastText lid.176 (datatrove) on the documents both identified: the same top
+    language, and the same keep/drop decision of the English >= 0.65 rule."""
+    ours, theirs = _languages_ours(ws), _languages_theirs(out)
+    common = sorted(set(ours) & set(theirs))
+    same_lang = sum(ours[d][0] == theirs[d][0] for d in common)
+    keep_ours = {d for d in common if ours[d][0] == "en" and ours[d][1] >= 0.65}
+    keep_theirs = {d for d in common if theirs[d][0] == "en" and theirs[d][1] > 0.65}
+    pairs: dict[str, int] = defaultdict(int)
+    for d in common:
+        if ours[d][0] != theirs[d][0]:
+            pairs[f"{ours[d][0]}/{theirs[d][0]}"] += 1
+    return {
+        "documents_both_identified": len(common),
+        "same_top_language": same_lang / len(common) if common else None,
+        "same_keep_decision": (len(common) - len(keep_ours ^ keep_theirs)) / len(common) if common else None,
+        "kept_campaign": len(keep_ours),
+        "kept_datatrove": len(keep_theirs),
+        "dropped_by_campaign_only": len(keep_theirs - keep_ours),
+        "dropped_by_datatrove_only": len(keep_ours - keep_theirs),
+        "top_disagreements_campaign/datatrove": dict(sorted(pairs.items(), key=lambda kv: -kv[1])[:8]),
+    }
 
 
 STEP_OF_DT = {
@@ -189,6 +264,8 @@ STEP_OF_DT = {
     "c4": "c4",
     "fineweb": "fineweb",
     "exact_dedup": "exact_dedup",
+    "language": "language",
+    "decont": "decontaminate",
 }
 
 
@@ -214,7 +291,8 @@ def _theirs(out: Path) -> dict[str, str]:
 def agreement(ws: Path, out: Path, n_docs: int) -> list[dict]:
     ours, theirs = _ours(ws), _theirs(out)
     rows = []
-    for step in ("read", "gopher_quality", "gopher_repetition", "c4", "fineweb", "exact_dedup", "near_dedup"):
+    steps = ("read", "language", "gopher_quality", "gopher_repetition", "c4", "fineweb", "decontaminate")
+    for step in (*steps, "exact_dedup", "near_dedup"):
         a = {d for d, s in ours.items() if s == step}
         b = {d for d, s in theirs.items() if s == step}
         rows.append(
@@ -262,6 +340,12 @@ def main() -> None:
         "runs on both sides of it, not in one phase of the machine only",
     )
     ap.add_argument("--scratch", type=Path, default=Path("/tmp/bench-prepare"))
+    ap.add_argument(
+        "--steps",
+        action="store_true",
+        help="also language ID (en >= 0.65), PII redaction and 13-gram decontamination against passages cut "
+        "from the corpus, on both sides",
+    )
     args = ap.parse_args()
     if not args.skip_datatrove and not DATATROVE_PY:
         ap.error(
@@ -280,6 +364,9 @@ def main() -> None:
         "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
     }  # the machine is shared and busy
     results: dict[str, list[dict]] = defaultdict(list)
+    eval_file = None
+    if args.steps:
+        eval_file = make_eval_file(corpus, args.scratch.with_name(args.scratch.name + "-eval.jsonl"))
     for run in range(args.runs):
         shutil.rmtree(args.scratch, ignore_errors=True)
         args.scratch.mkdir(parents=True)
@@ -295,9 +382,9 @@ def main() -> None:
                     ws, ignore_errors=True
                 )  # every campaign run starts from nothing (no shard reused)
             cmd = (
-                campaign_cmd(corpus, ws, args.workers, args.tokenizer, args.runner)
+                campaign_cmd(corpus, ws, args.workers, args.tokenizer, args.runner, eval_file)
                 if side == "campaign"
-                else datatrove_cmd(corpus, out, args.workers)
+                else datatrove_cmd(corpus, out, args.workers, eval_file)
             )
             r = _measure(cmd, env)
             r["mb_per_cpu_s"] = mb / r["cpu_s"]
@@ -312,6 +399,7 @@ def main() -> None:
             print(f"  at the tree's peak (what, PSS MB): {r['at_peak']}", flush=True)
         if run == args.runs - 1 and not args.skip_datatrove:
             rows = agreement(ws, out, n_docs)
+            languages = language_agreement(ws, out) if args.steps else None
     summary = {
         side: {
             k: statistics.median(r[k] for r in rs)
@@ -340,6 +428,11 @@ def main() -> None:
         print("\nkeep/drop agreement (last run):")
         for row in rows:
             print("  " + json.dumps(row))
+        if languages is not None:
+            print("\nlanguage identification, campaign (py3langid) against datatrove (fastText lid.176):")
+            print("  " + json.dumps(languages))
+    if args.steps:
+        print(f"\nPII replaced by campaign: {manifest['sources'][0].get('pii_by_kind')}")
 
 
 if __name__ == "__main__":

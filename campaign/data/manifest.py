@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, TypedDict, cast
+from typing import Any, NotRequired, TypedDict, cast
 
 from campaign.errors import DataError
 from campaign.files import atomic_write_json
@@ -56,6 +56,8 @@ class Manifest(TypedDict):
     removals: list[dict[str, Any]]
     near_dedup: dict[str, Any]  # the near-dedup settings and what they found
     shards: int
+    # the URL block lists and evaluation files the steps read: config key, absolute path, sha256 (in the digest)
+    step_files: NotRequired[list[dict[str, Any]]]
 
 
 WRITTEN_LEDGER = ".written.json"

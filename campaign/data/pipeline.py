@@ -151,6 +151,24 @@ def check_steps(data: DataConfig) -> None:
         load_benchmarks(data.decontaminate)
 
 
+def step_files(data: DataConfig) -> list[tuple[str, str]]:
+    """(config key, path) of every block list and evaluation file the cleaning steps read."""
+    url = data.cleaning.url_filter
+    out = [
+        (f"data.cleaning.url_filter.{key}", path)
+        for key, path in (
+            ("domains_file", url.domains_file),
+            ("substrings_file", url.substrings_file),
+            ("regexes_file", url.regexes_file),
+        )
+        if path
+    ]
+    return out + [
+        (f"data.decontaminate.benchmarks[{i}].path", b.path)
+        for i, b in enumerate(data.decontaminate.benchmarks)
+    ]
+
+
 def check_problems(summaries: Sequence[ShardSummary], planned: Sequence[InputProblem] = ()) -> None:
     """Raise one DataError listing every unusable input: those found when planning (`planned`) and every file
     that failed part-way through its shard."""
@@ -527,6 +545,9 @@ def write_run_manifest(
             "library": "rensa RMinHash",
         },
         "shards": len(summaries),
+        "step_files": [
+            {"key": key, "path": path, "sha256": sha256_file(Path(path))} for key, path in step_files(data)
+        ],
     }
     # The data digest covers the manifest, every file it lists and the data: section (campaign/evidence.py).
     manifest["data_digest"] = digest = manifest_data_digest(

@@ -260,6 +260,10 @@ def test_prepare_with_every_step_on(tmp_path: Path) -> None:
     assert reasons[len(rows)] == LANGUAGE_NOT_KEPT
     assert stats["by_reason"]["benchmark_overlap_qa"] >= 1  # the target and any licence quoting it
     assert reasons.get(target + 1) in ("benchmark_overlap_qa", "exact_duplicate")
+    assert [f["key"] for f in manifest["step_files"]] == [
+        "data.cleaning.url_filter.domains_file",
+        "data.decontaminate.benchmarks[0].path",
+    ]
     steps = {row["reason"]: row["step"] for row in removal_table(manifest)}
     assert steps["benchmark_overlap_qa"] == "decontaminate" and steps[LANGUAGE_NOT_KEPT] == "language"
     assert set(clean["language"].to_pylist()) == {"en"} and min(clean["language_score"].to_pylist()) >= 0.65
