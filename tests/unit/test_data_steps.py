@@ -23,7 +23,13 @@ from campaign.config import (
 )
 from campaign.data import prepare_data
 from campaign.data.filters.decontaminate import find_overlaps, load_benchmarks
-from campaign.data.filters.language import LANGUAGE_NOT_KEPT, check_language, identifier, identify_languages
+from campaign.data.filters.language import (
+    LANGUAGE_NOT_KEPT,
+    check_language,
+    identifier,
+    identify_languages,
+    known_languages,
+)
 from campaign.data.filters.pii import redact_pii
 from campaign.data.filters.url_filter import (
     URL_BLOCKED_DOMAIN,
@@ -36,6 +42,7 @@ from campaign.data.pipeline import removal_table
 from campaign.errors import ConfigError, DataError
 
 LICENCES = Path("/usr/share/common-licenses")
+_IDENT = identifier()  # loaded once for the module's tests
 PII_ON = PiiConfig(enabled=True)
 
 
@@ -54,7 +61,7 @@ def _copyright_texts(limit: int = 60) -> list[str]:
 
 
 def test_compiled_language_id_equals_py3langid_on_real_text() -> None:
-    ident = identifier()  # py3langid's own classifier, on the same shipped model
+    ident = _IDENT  # py3langid's own classifier, on the same shipped model
     texts = _licence_texts() + [t[:300] for t in _copyright_texts()]
     texts += [
         "",
@@ -67,6 +74,10 @@ def test_compiled_language_id_equals_py3langid_on_real_text() -> None:
         want_lang, want_score = ident.classify(text)
         assert lang == want_lang
         assert score == pytest.approx(want_score, abs=1e-4)
+
+
+def test_the_language_list_is_the_models() -> None:
+    assert known_languages() == set(_IDENT.nb_classes)
 
 
 def test_language_rule_keeps_listed_languages_above_the_score() -> None:

@@ -1,5 +1,5 @@
 """Language identification: each document's most likely language and its probability, with py3langid's shipped
-model (langid.py's naive Bayes over byte n-grams, 97 languages; offline, nothing downloaded).
+model (langid.py's naive Bayes over byte n-grams, 140 labels; offline, nothing downloaded).
 
 py3langid walks its byte n-gram automaton in a Python loop (about 2.5 MB/s measured); `identify_languages` walks
 the same automaton over a whole batch in one compiled pass (Numba) and scores with the same tables, so each text
@@ -16,8 +16,14 @@ Source: Lui and Baldwin 2012, "langid.py: An Off-the-shelf Language Identificati
 from __future__ import annotations
 
 import functools
+import json
+import os
+import shutil
+import tempfile
 import unicodedata
 from dataclasses import dataclass
+from importlib.metadata import version
+from pathlib import Path
 
 import numpy as np
 from numba import njit
@@ -43,31 +49,216 @@ class _Model:
     alias_pairs: tuple[tuple[int, int], ...]  # (first, duplicate) columns of the same label
 
 
-@functools.cache
 def identifier():  # -> py3langid.langid.LanguageIdentifier (untyped package)
-    """py3langid's identifier with its shipped model and normalised probabilities, loaded once per process."""
+    """py3langid's own identifier with its shipped model and normalised probabilities (about 0.7 s to load)."""
     from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
     return LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
 
 
+_TABLES = ("nextmove", "rowbase", "output", "ptc_bits", "pc")
+
+
+def _tables_dir() -> Path:
+    return Path(__file__).resolve().parent / "__pycache__" / f"py3langid-{version('py3langid')}-tables"
+
+
+def _tables_of(ident) -> tuple[dict[str, np.ndarray], dict]:
+    """The identifier's tables as NumPy arrays (no copy of the transitions) and its labels."""
+    tables = {
+        "nextmove": np.frombuffer(ident.tk_nextmove, dtype=np.uint32),
+        "rowbase": np.asarray(ident.tk_row, dtype=np.int64) << 8,
+        "output": np.asarray(ident.tk_output, dtype=np.int32),
+        "ptc_bits": np.ascontiguousarray(ident.nb_ptc, dtype=np.float16).view(np.uint16),
+        "pc": np.asarray(ident.nb_pc, dtype=np.float32),
+    }
+    return tables, {"classes": list(ident.nb_classes), "alias_pairs": [list(p) for p in ident._alias_pairs]}
+
+
+def _write_tables(folder: Path) -> None:
+    """The model's tables as .npy files beside the compiled kernels, written once (atomically, by folder rename):
+    every worker then maps the same pages read-only, so they are in memory once, not decompressed per worker."""
+    arrays, meta = _tables_of(identifier())
+    tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
+    try:
+        for name, array in arrays.items():
+            np.save(tmp / f"{name}.npy", array)
+        (tmp / "labels.json").write_text(json.dumps(meta))
+        os.replace(tmp, folder)
+    except OSError:  # another process wrote it first (the folder exists), or the folder is read-only
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 @functools.cache
 def _model() -> _Model:
-    """The identifier's tables as NumPy arrays for the compiled walk."""
-    ident = identifier()
+    """The model's tables, memory-mapped from `_tables_dir` (written on first use, or by `make install`); read
+    into memory from the package when that folder cannot be written."""
+    folder = _tables_dir()
+    try:
+        folder.parent.mkdir(exist_ok=True)
+        if not (folder / "labels.json").is_file():
+            _write_tables(folder)
+        tables = {name: np.asarray(np.load(folder / f"{name}.npy", mmap_mode="r")) for name in _TABLES}
+        meta = json.loads((folder / "labels.json").read_text())
+    except OSError:
+        tables, meta = _tables_of(identifier())
     return _Model(
-        nextmove=np.frombuffer(ident.tk_nextmove, dtype=np.uint32).astype(np.int32),
-        rowbase=np.asarray(ident.tk_row, dtype=np.int64) << 8,
-        output=np.asarray(ident.tk_output, dtype=np.int32),
-        ptc_bits=np.ascontiguousarray(ident.nb_ptc, dtype=np.float16).view(np.uint16),
-        pc=np.asarray(ident.nb_pc, dtype=np.float32),
-        classes=tuple(ident.nb_classes),
-        alias_pairs=tuple(ident._alias_pairs),
+        **tables,
+        classes=tuple(meta["classes"]),
+        alias_pairs=tuple((int(i), int(j)) for i, j in meta["alias_pairs"]),
     )
 
 
+# The labels of py3langid 0.4's model (a unit test holds them to it): ISO 639 codes, and "zxx" for no linguistic
+# content. Checking a config against them does not load the model into the command's process.
+LANGUAGES = frozenset(
+    [
+        "ace",
+        "af",
+        "am",
+        "an",
+        "ar",
+        "ary",
+        "arz",
+        "as",
+        "az",
+        "ba",
+        "bcl",
+        "be",
+        "bg",
+        "bn",
+        "br",
+        "bs",
+        "ca",
+        "crh",
+        "cs",
+        "cy",
+        "da",
+        "de",
+        "dz",
+        "el",
+        "en",
+        "eo",
+        "es",
+        "et",
+        "eu",
+        "ext",
+        "fa",
+        "fi",
+        "fo",
+        "fr",
+        "fuv",
+        "fy",
+        "ga",
+        "gcf",
+        "gcr",
+        "gd",
+        "gl",
+        "gom",
+        "grc",
+        "gu",
+        "gug",
+        "guw",
+        "ha",
+        "hbo",
+        "he",
+        "hi",
+        "hr",
+        "ht",
+        "hu",
+        "hy",
+        "id",
+        "ig",
+        "is",
+        "it",
+        "ja",
+        "jv",
+        "ka",
+        "kab",
+        "kik",
+        "kk",
+        "km",
+        "kn",
+        "ko",
+        "ku",
+        "ky",
+        "la",
+        "lb",
+        "lg",
+        "lij",
+        "ln",
+        "lo",
+        "lt",
+        "ltg",
+        "lv",
+        "mg",
+        "mk",
+        "ml",
+        "mn",
+        "mr",
+        "ms",
+        "mt",
+        "my",
+        "ne",
+        "nl",
+        "nn",
+        "no",
+        "nso",
+        "oc",
+        "om",
+        "or",
+        "pa",
+        "pcm",
+        "pl",
+        "ps",
+        "pt",
+        "qu",
+        "ro",
+        "ru",
+        "rw",
+        "sa",
+        "sdh",
+        "se",
+        "si",
+        "sk",
+        "sl",
+        "sn",
+        "so",
+        "sq",
+        "sr",
+        "st",
+        "sv",
+        "sw",
+        "ta",
+        "te",
+        "tg",
+        "th",
+        "tk",
+        "tl",
+        "tr",
+        "tt",
+        "ug",
+        "uk",
+        "ur",
+        "uz",
+        "uzs",
+        "vec",
+        "vi",
+        "vo",
+        "wa",
+        "wuu",
+        "xh",
+        "yo",
+        "yue",
+        "zh",
+        "zu",
+        "zxx",
+    ]
+)
+
+
 def known_languages() -> frozenset[str]:
-    return frozenset(_model().classes)
+    return LANGUAGES
 
 
 @njit(cache=True, nogil=True)
