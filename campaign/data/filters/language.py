@@ -34,16 +34,13 @@ from campaign.data.filters.base import Rejection
 # Reason code
 LANGUAGE_NOT_KEPT = "language_not_kept"
 
-# Every float16 bit pattern as float32: the compiled scoring reads the shipped float16 table through it.
-_HALF_TO_SINGLE = np.arange(2**16, dtype=np.uint16).view(np.float16).astype(np.float32)
-
 
 @dataclass(frozen=True)
 class _Model:
     nextmove: np.ndarray  # automaton transitions, indexed by rowbase[state] + byte
     rowbase: np.ndarray
     output: np.ndarray  # feature index emitted in a state, -1 for none
-    ptc_bits: np.ndarray  # (features, classes) log P(feature | class): float16 as shipped, viewed as uint16
+    ptc: np.ndarray  # (features, classes) log P(feature | class): float16 as shipped, widened to float32
     pc: np.ndarray  # (classes,) log prior
     classes: tuple[str, ...]
     alias_pairs: tuple[tuple[int, int], ...]  # (first, duplicate) columns of the same label
@@ -56,11 +53,11 @@ def identifier():  # -> py3langid.langid.LanguageIdentifier (untyped package)
     return LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
 
 
-_TABLES = ("nextmove", "rowbase", "output", "ptc_bits", "pc")
+_TABLES = ("nextmove", "rowbase", "output", "ptc", "pc")
 
 
 def _tables_dir() -> Path:
-    return Path(__file__).resolve().parent / "__pycache__" / f"py3langid-{version('py3langid')}-tables"
+    return Path(__file__).resolve().parent / "__pycache__" / f"py3langid-{version('py3langid')}-tables-f32"
 
 
 def _tables_of(ident) -> tuple[dict[str, np.ndarray], dict]:
@@ -69,7 +66,9 @@ def _tables_of(ident) -> tuple[dict[str, np.ndarray], dict]:
         "nextmove": np.frombuffer(ident.tk_nextmove, dtype=np.uint32),
         "rowbase": np.asarray(ident.tk_row, dtype=np.int64) << 8,
         "output": np.asarray(ident.tk_output, dtype=np.int32),
-        "ptc_bits": np.ascontiguousarray(ident.nb_ptc, dtype=np.float16).view(np.uint16),
+        # float32 (57 MB, mapped once for all workers): the scoring loop is then a plain multiply-add, three
+        # times faster than reading float16 through a conversion table
+        "ptc": np.ascontiguousarray(ident.nb_ptc, dtype=np.float32),
         "pc": np.asarray(ident.nb_pc, dtype=np.float32),
     }
     return tables, {"classes": list(ident.nb_classes), "alias_pairs": [list(p) for p in ident._alias_pairs]}
@@ -292,16 +291,16 @@ def _visit_kernel(data, offsets, nextmove, rowbase, output, n_features):  # prag
 
 
 @njit(cache=True, nogil=True)
-def _score_kernel(docs, feats, counts, ptc_bits, half, n_docs):  # pragma: no cover - compiled
+def _score_kernel(docs, feats, counts, ptc, n_docs):  # pragma: no cover - compiled
     """Per text, the sum over its features of log1p(count) x log P(feature | class)."""
-    n_classes = ptc_bits.shape[1]
+    n_classes = ptc.shape[1]
     scores = np.zeros((n_docs, n_classes), np.float32)
     for t in range(len(docs)):
         d = docs[t]
         f = feats[t]
         w = np.float32(np.log1p(np.float32(counts[t])))
         for k in range(n_classes):
-            scores[d, k] += w * half[ptc_bits[f, k]]
+            scores[d, k] += w * ptc[f, k]
     return scores
 
 
@@ -322,9 +321,9 @@ def identify_languages(texts: list[str]) -> tuple[list[str], np.ndarray]:
     np.cumsum(sizes, out=offsets[1:])
     data = np.frombuffer(b"".join(encoded), dtype=np.uint8)
     docs, feats, counts = _visit_kernel(
-        data, offsets, model.nextmove, model.rowbase, model.output, model.ptc_bits.shape[0]
+        data, offsets, model.nextmove, model.rowbase, model.output, model.ptc.shape[0]
     )
-    scores = _score_kernel(docs, feats, counts, model.ptc_bits, _HALF_TO_SINGLE, len(texts))
+    scores = _score_kernel(docs, feats, counts, model.ptc, len(texts))
     has = np.zeros(len(texts), bool)
     has[docs] = True
     scores[has] += model.pc
