@@ -506,12 +506,11 @@ def local_api(home: Path | None, warm: Callable[[], object] | None = None) -> It
     local server kept for `home` (a workspace's `.prefect`; None or read-only: the shared temporary one),
     started if none runs, held by this command's lease until the block ends.
 
-    `warm()` runs while a new server starts (the command's own imports), so the two overlap."""
+    `warm()` runs while a new server starts (the command's own imports), so the two overlap; with a server
+    already running there is nothing to overlap, and the command imports only what its flow needs before it."""
     configured = configured_api()
     if configured:
         check_api(configured)
-        if warm:
-            warm()
         yield configured
         return
     home = usable_home(home)
@@ -538,7 +537,7 @@ def local_api(home: Path | None, warm: Callable[[], object] | None = None) -> It
                     {PREFECT_API_URL: url, PREFECT_HOME: str(home), PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}
                 )
             )
-            if warm:
+            if warm and proc is not None:  # a server is starting: overlap the imports with it
                 warm()
             pid, port = int(info["pid"]), int(info["port"])
             try:

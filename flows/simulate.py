@@ -21,8 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from campaign.config import RuntimeConfig, load_config
 from campaign.goodput import ETTR_DEFINITION, UTILISATION_DEFINITION
-from campaign.sim import SimInputs, check_replicas_fit, replica_batches, summarise_replicas
-from campaign.sim.replicas import available_memory_bytes
+from campaign.sim import SimInputs  # the package imports each name on first use: no kernels here
 from campaign.sim.summary import ReplicaSummary
 from campaign.sim.sweeps import (
     check_sweeps,
@@ -36,7 +35,6 @@ from campaign.store import workspace_for
 from campaign.window import window_replicas_inputs
 from flows.common import fails_cleanly
 from flows.runners import task_runner_for
-from tasks.analyse import simulate_report
 from tasks.simulate import publish_simulation, record_sweep, simulate_replica_batch
 
 
@@ -63,6 +61,15 @@ class SimulateParams(BaseModel):
 @flow(name="simulate")
 @fails_cleanly
 def simulate_flow(params: SimulateParams = SimulateParams()):
+    # The replicas' module (pandas, Numba, the compiled kernels) is imported once the flow runs, so a command
+    # reaches its first flow line without it.
+    from campaign.sim.replicas import (
+        available_memory_bytes,
+        check_replicas_fit,
+        replica_batches,
+        summarise_replicas,
+    )
+
     overrides = list(params.overrides) + ([f"seed={params.seed}"] if params.seed is not None else [])
     loaded = load_config(params.config, overrides)
     replicas = params.replicas or loaded.config.sim.replicas
@@ -88,6 +95,8 @@ def simulate_flow(params: SimulateParams = SimulateParams()):
     # quote(): Prefect would otherwise visit every value of the 1,000 replica summaries looking for futures, in
     # both tasks' parameter resolution and input tracking (about 2 s of a 1,000-replica run, cProfile)
     publish_simulation(loaded.config.name, quote(result))
+    from tasks.analyse import simulate_report  # the report's plots and templates: imported once the flow runs
+
     return result | simulate_report(quote(result), quote(summaries), loaded.config.name, params.workspace)
 
 
@@ -120,6 +129,13 @@ def _run_batches(
 
 def _sweep(params: SimulateParams, overrides: list[str], loaded, replicas: int):
     """Every grid point on the same replica seeds; one task per (point, worker batch); rows stored and published."""
+    from campaign.sim.replicas import (
+        available_memory_bytes,
+        check_replicas_fit,
+        replica_batches,
+        summarise_replicas,
+    )
+
     workers = loaded.config.runtime.max_workers
     check_sweeps(params.config, overrides, params.sweeps)
     axes = [parse_sweep(spec) for spec in params.sweeps]

@@ -11,7 +11,6 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from campaign import calendar as cal
 from campaign import store
-from campaign.calendar.gantt import gantt_png
 from campaign.calendar.horizon import horizon
 from campaign.calendar.summary import calendar_markdown
 from campaign.config import LoadedConfig
@@ -35,6 +34,9 @@ def report_calendar(path: Path, start: str | None, end: str | None, now: datetim
         state.cluster, state.total_nodes, state.pricing, state.bookings, t0, t1, state.price_history
     )
     report["calendar"] = str(path)
+    # matplotlib: imported once the flow runs, not before it starts
+    from campaign.calendar.gantt import gantt_png
+
     png = path.with_name(f"{path.stem}-gantt.png")
     chart = gantt_png(report)
     atomic_write_bytes(png, chart)

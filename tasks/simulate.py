@@ -9,8 +9,7 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from campaign import store
-from campaign.sim import SimInputs, simulate_batch
-from campaign.sim.replicas import summary_markdown, summary_table
+from campaign.sim.inputs import SimInputs
 from campaign.sim.summary import ReplicaSummary
 from campaign.sql.rows import scalar
 from tasks.artifacts import artifact_key, sweep_key
@@ -26,6 +25,8 @@ def simulate_replica_batch(
 ) -> list[ReplicaSummary]:
     # Only the summaries cross back to the flow: no event log or power series is built (fast path). The compiled
     # kernels release the GIL, so batches on threads of one process use every core.
+    from campaign.sim.replicas import simulate_batch  # the compiled kernels: imported by the first batch
+
     started = time.perf_counter()
     summaries = simulate_batch(inputs, replicas, band)
     get_run_logger().info(
@@ -103,6 +104,8 @@ def simulate_artifact_key(campaign: str) -> str:
 @task(name="publish-simulation", cache_policy=None)
 def publish_simulation(campaign: str, result: dict) -> str:
     """The run's result where the UI shows it: a summary markdown artifact and a table artifact."""
+    from campaign.sim.replicas import summary_markdown, summary_table
+
     key = simulate_artifact_key(campaign)
     summary = result["summary"]
     create_markdown_artifact(
