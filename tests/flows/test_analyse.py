@@ -185,3 +185,52 @@ def test_analyse_reads_a_read_only_workspace_and_writes_nothing_into_it(
     result = json.loads(capsys.readouterr().out)
     assert Path(result["report_html"]).is_relative_to(tmp_path) and Path(result["report_html"]).is_file()
     assert {p: p.stat().st_mtime_ns for p in ws.root.rglob("*") if p.is_file()} == before
+
+
+def test_a_window_run_for_real_is_recorded_and_analysed_as_a_measured_run(tmp_path, monkeypatch):
+    """The execute task's real backend on a committed workspace: a short run of the NumPy trainer with two
+    injected kills, recorded as the executed window, then analysed from the catalog and titled as measured."""
+    import sys
+
+    import numpy as np
+    from prefect.logging import disable_run_logger
+
+    from campaign import store
+    from campaign.analysis.report_inputs import gather_report_inputs
+    from campaign.config import load_config
+    from tasks.execute import REAL_REPLICA, run_window
+    from tests.helpers.paths import DEMO, NUMPY_TRAINER
+
+    monkeypatch.setenv(
+        "NUMPY_TRAINER_STEP_S", "0.05"
+    )  # slow enough that every fault lands before the last step
+    ws = executed_workspace(tmp_path / "w")
+    sample = ws.root / "rehearsal" / "sample"
+    sample.mkdir(parents=True)
+    rows = np.random.default_rng(0).integers(0, 16, size=(80, 65)).astype(np.uint32)
+    np.save(sample / "train.npy", rows)
+    np.save(sample / "heldout.npy", rows[:8])
+    (sample / "sample.json").write_text(json.dumps({"vocab": 16}))
+    config = load_config(
+        DEMO,
+        [
+            f"execute.command=[{sys.executable}, {NUMPY_TRAINER}]",
+            "execute.backend=local",
+            "execute.steps=40",
+            "execute.checkpoint_every=10",
+            "execute.inject.failures=2",
+            "execute.hang_min_s=5",
+            "execute.backoff_s=0.1",
+        ],
+    ).config
+    commitment = store.commitments(ws)[0]
+    with disable_run_logger():
+        record = run_window.fn(ws, config, commitment, "execute-real")
+    assert record.replica == REAL_REPLICA and record.completed
+    result = gather_report_inputs(ws).result
+    assert result["title"] == "Measured run report" and result["simulated"] is False
+    assert result["interruptions"]["unexpected"] == result["interruptions"]["injected"] == 2
+    assert goodput.buckets_sum_gpu_h(result["goodput_breakdown_gpu_h"]) == pytest.approx(
+        result["window_gpu_h"]
+    )
+    assert result["measured"]["steps_trained_again"] == result["measured"]["rework_steps_expected"]
