@@ -1,6 +1,7 @@
 """The Slurm backend against a real one-node cluster (Debian's slurmctld, slurmd and munge, started and stopped by
 the fixture): one batch job submitted with --requeue, killed for real (scancel --signal=KILL) and requeued under
-the same job id, then hung (SIGSTOP), detected and its node excluded."""
+the same job id, then hung (SIGSTOP), detected and its node excluded; and a job left by a supervisor killed with
+SIGKILL stops by itself."""
 
 import json
 import os
@@ -80,3 +81,56 @@ def test_a_slurm_job_is_requeued_after_a_real_kill_and_its_node_excluded_after_a
     assert '{"event": "resumed", "step": 10}' in metrics
     m = measured_summary(journal, STEPS, 128, 10, 3, 2.0)["measured"]
     assert m["steps_trained_again"] == m["rework_steps_expected"]
+
+
+def test_a_slurm_job_stops_when_campaigns_supervisor_is_killed(cluster, tmp_path):
+    """kill -9 of the supervisor: its heartbeat file stops, and the batch script kills the trainer."""
+    import pickle
+    import signal
+    import time
+
+    rows = np.random.default_rng(0).integers(0, VOCAB, size=(STEPS * 4, 33)).astype(np.uint32)
+    np.save(tmp_path / "train.npy", rows)
+    np.save(tmp_path / "heldout.npy", rows[:20])
+    folder = tmp_path / "run"
+    harness = HarnessSettings([], STEPS, 3, 10, 120, 0, 0, 128, batch_sequences=4)
+    env = contract_env(
+        tmp_path / "train.npy",
+        tmp_path / "heldout.npy",
+        VOCAB,
+        harness,
+        folder / "checkpoints",
+        folder / "metrics.jsonl",
+        tmp_path / "cache",
+    )
+    settings = RealRunSettings(
+        command=[sys.executable, str(NUMPY_TRAINER)],
+        env={**os.environ, **env, "NUMPY_TRAINER_STEP_S": "1", "CAMPAIGN_SUPERVISOR_TIMEOUT_S": "2"},
+        steps=STEPS,
+        tokens_per_step=128,
+        max_wall_s=120,
+        nodes=(cluster.host,),
+        backend="slurm",
+    )
+    (tmp_path / "s.pkl").write_bytes(pickle.dumps(settings))
+    script = (
+        "import pickle, sys, pathlib; from campaign.execution.supervisor import supervise; "
+        "supervise(pickle.load(open(sys.argv[1], 'rb')), pathlib.Path(sys.argv[2]))"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "s.pkl"), str(folder)])
+    for _ in range(600):  # until the job trains
+        if (folder / "steps.jsonl").exists():
+            break
+        time.sleep(0.05)
+    job = json.loads((folder / "slurm.json").read_text())["job_id"]
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    for _ in range(300):
+        shown = subprocess.run(
+            ["scontrol", "show", "job", "-o", job], capture_output=True, text=True, check=True
+        )
+        if "JobState=RUNNING" not in shown.stdout:
+            break
+        time.sleep(0.1)
+    assert "JobState=FAILED" in shown.stdout and "ExitCode=75:0" in shown.stdout
+    assert "heartbeat stopped" in next((folder / "logs").glob("slurm-*.err")).read_text()
