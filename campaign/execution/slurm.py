@@ -78,6 +78,13 @@ def current_job(folder: Path) -> str | None:
     return str(json.loads(record.read_text())["job_id"]) if record.exists() else None
 
 
+def is_running(folder: Path) -> bool:
+    """Whether the run's job is still queued or training (a supervisor started again then adopts it)."""
+    job = current_job(folder)
+    state = job_state(job) if job else None
+    return state is not None and state.state not in ENDED
+
+
 def _run(args: list[str], env: dict[str, str] | None = None) -> str:
     done = subprocess.run(args, capture_output=True, text=True, env=env, timeout=60, check=False)
     if done.returncode != 0:
@@ -109,13 +116,21 @@ def signal_job(job_id: str, name: str) -> None:
 
 
 def submit_or_requeue(
-    folder: Path, command: list[str], env: dict[str, str], log_dir: Path, exclude: list[str]
+    folder: Path,
+    command: list[str],
+    env: dict[str, str],
+    log_dir: Path,
+    exclude: list[str],
+    adopt: bool = False,
 ) -> str:
-    """The run's job id: submitted the first time, requeued (with its excluded nodes) every later time."""
+    """The run's job id: submitted the first time, requeued (with its excluded nodes) every later time, or, with
+    `adopt`, the job as it runs."""
     record = folder / "slurm.json"
     log_dir.mkdir(parents=True, exist_ok=True)
     if record.exists():
         job_id = str(json.loads(record.read_text())["job_id"])
+        if adopt:
+            return job_id
         state = job_state(job_id)
         if state is not None and state.state not in ENDED:
             signal_job(job_id, "KILL")  # a start left by a supervisor that was stopped
@@ -167,10 +182,15 @@ def run_slurm_start(
     kill_when: Callable[[Metrics], bool],
     exclude: list[str],
     on_submitted: Callable[[str], None] | None = None,
+    adopt: bool = False,
+    from_byte: int | None = None,
 ) -> tuple[Start, str, str]:
     """One start as the run's Slurm job: follow its metrics and state until it ends, `kill_when` says kill, or
     `deadline` (monotonic) passes. Returns the start, the job id and the node it ran on."""
-    start_byte = metrics_path.stat().st_size if metrics_path.exists() else 0
+    # From the end of the last whole line: an adopted trainer may be writing the next one.
+    start_byte = metrics_path.read_bytes().rfind(b"\n") + 1 if metrics_path.exists() else 0
+    if from_byte is not None:  # an adopted start: from the first line the stopped supervisor had not read
+        start_byte = min(from_byte, start_byte)
     result = Start(
         label=label, command=command, stderr_path=log_dir / "slurm.err", metrics_start_byte=start_byte
     )
@@ -180,11 +200,11 @@ def run_slurm_start(
     heartbeat.touch()
     env = {**env, "CAMPAIGN_SUPERVISOR_HEARTBEAT": str(heartbeat)}
     try:
-        job_id = submit_or_requeue(folder, command, env, log_dir, exclude)
+        job_id = submit_or_requeue(folder, command, env, log_dir, exclude, adopt)
     except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
         result.launch_error = str(exc)
         return result, "", ""
-    if on_submitted is not None:
+    if on_submitted is not None and not adopt:
         on_submitted(job_id)
     state, checked = job_state(job_id), time.monotonic()
     while state is not None and state.state in ENDED and time.monotonic() - checked < 30.0:

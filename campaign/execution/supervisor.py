@@ -93,6 +93,7 @@ class _Watch:
     injected: int | None = None  # which injection caused it
     stopped_at: float | None = None  # an injected hang: when the group was stopped
     killed_at: float | None = None
+    adopted: bool = False  # a start left running by a supervisor that was stopped, watched again
 
     def hang_limit_s(self) -> float:
         if (
@@ -104,7 +105,7 @@ class _Watch:
 
     def ingest(self, metrics: Metrics, now: float) -> None:
         for step, _ in metrics.losses[self.seen_steps :]:
-            if self.seen_steps or self.attempt == 0:
+            if self.seen_steps or self.attempt == 0 or self.adopted:
                 if self.seen_steps:
                     self.intervals.append(now - self.last_progress)
             else:
@@ -114,6 +115,12 @@ class _Watch:
             self.last_progress = now
             self.max_step = max(self.max_step, step)
         for step in metrics.checkpoints[self.seen_checkpoints :]:
+            self.seen_checkpoints += 1
+            if self.adopted and any(
+                e["attempt"] == self.attempt and e["step"] == step
+                for e in self.journal.kinds("checkpoint_end")
+            ):
+                continue  # recorded by the supervisor before this one
             self.journal.add(
                 now - self.t0,
                 "checkpoint_end",
@@ -123,7 +130,6 @@ class _Watch:
                 attempt=self.attempt,
                 step=step,
             )
-            self.seen_checkpoints += 1
         if self.on_progress is not None and metrics.losses:
             self.on_progress(self.max_step, self.settings.steps)
 
@@ -158,6 +164,31 @@ class _Watch:
         return False
 
 
+def _after_step(metrics_path: Path, journal: Journal) -> int:
+    """The byte after the metrics line of the last step the journal recorded: where a stopped supervisor stopped
+    reading (steps of one start only grow, so the last line of that step is this start's)."""
+    if not journal.steps:
+        return 0
+    step = journal.steps[-1]["step"]
+    data = metrics_path.read_bytes() if metrics_path.exists() else b""
+    at = 0
+    for offset, line in _lines(data):
+        if line.startswith(b"{") and b'"loss"' in line:
+            with contextlib.suppress(ValueError):
+                if json.loads(line).get("step") == step:
+                    at = offset
+    return at
+
+
+def _lines(data: bytes) -> list[tuple[int, bytes]]:
+    """(the byte after each whole line, the line)."""
+    out, start = [], 0
+    while (end := data.find(b"\n", start)) >= 0:
+        out.append((end + 1, data[start:end]))
+        start = end + 1
+    return out
+
+
 def _iso(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds")
 
@@ -189,7 +220,8 @@ def supervise(
     kill_registered_groups(
         registry
     )  # a start left by a supervisor that was killed (normally the kernel did it)
-    if not journal.events:
+    fresh = not journal.events
+    if fresh:
         t0 = time.time()
         journal.add(
             0.0,
@@ -197,11 +229,25 @@ def supervise(
             detail=f"started_at={_iso(t0)} target_step={settings.steps} nodes={','.join(settings.nodes)}",
             started_at=t0,
         )
-    else:
+    adopt = False
+    if not fresh:
         t0 = float(journal.events[0]["started_at"])
         last = max([e["t_s"] for e in journal.events] + [s["t_s"] for s in journal.steps])
         attempt = max(e["attempt"] for e in journal.events)
         node = next((e["node"] for e in reversed(journal.events) if e["node"] >= 0), 0)
+        if settings.backend == "slurm":
+            from campaign.execution import slurm
+
+            adopt = slurm.is_running(folder)  # its job still trains: supervise it again, nothing was lost
+    if adopt:
+        journal.add(
+            time.time() - t0,
+            "supervisor_resumed",
+            node=node,
+            detail=f"slurm_job={slurm.current_job(folder)} still running; supervised again",
+            attempt=attempt,
+        )
+    elif not fresh:
         journal.add(
             last,
             "failure",
@@ -234,7 +280,7 @@ def supervise(
             )
             journal.add(now - t0, "window_end", detail=why, attempt=attempt)
             return journal
-        if attempt:
+        if attempt and not adopt:
             journal.add(
                 now - t0,
                 "restart_start",
@@ -243,7 +289,8 @@ def supervise(
                 attempt=attempt,
             )
             time.sleep(min(settings.backoff_s, max(0.0, deadline_wall - now)))
-        drop_partial_line(metrics_path)
+        if not adopt:  # never cut a line a running trainer is writing
+            drop_partial_line(metrics_path)
         label = f"attempt-{attempt}"
         lost_marker = folder / "nodes" / f"{names[node]}.lost"
         watch = _Watch(
@@ -259,6 +306,7 @@ def supervise(
             on_progress,
         )
         watch.last_progress = time.time()
+        watch.adopted = adopt
         deadline = time.monotonic() + (deadline_wall - time.time())
         if settings.backend == "slurm":
             from campaign.execution import slurm
@@ -285,6 +333,8 @@ def supervise(
                 watch,
                 sorted(excluded),
                 submitted,
+                adopt,
+                _after_step(metrics_path, journal) if adopt else None,
             )
             if host and host not in names:
                 names.append(host)
@@ -303,6 +353,7 @@ def supervise(
                 registry=registry,
             )
         ended = time.time()
+        adopt = False  # only the first start after a resume can be adopted
         # Lines read only after a stop or a kill were written before it: they are stamped with its time.
         watch.ingest(start.metrics, min(watch.stopped_at or ended, watch.killed_at or ended))
         if start.launch_error:

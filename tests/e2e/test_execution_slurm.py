@@ -53,7 +53,7 @@ def test_a_slurm_job_is_requeued_after_a_real_kill_and_its_node_excluded_after_a
     )
     settings = RealRunSettings(
         command=[sys.executable, str(NUMPY_TRAINER)],
-        env={**os.environ, **env, "NUMPY_TRAINER_STEP_S": "0.05"},
+        env={**os.environ, **env, "NUMPY_TRAINER_STEP_S": "0.03"},
         steps=STEPS,
         tokens_per_step=128,
         max_wall_s=120,
@@ -134,3 +134,61 @@ def test_a_slurm_job_stops_when_campaigns_supervisor_is_killed(cluster, tmp_path
         time.sleep(0.1)
     assert "JobState=FAILED" in shown.stdout and "ExitCode=75:0" in shown.stdout
     assert "heartbeat stopped" in next((folder / "logs").glob("slurm-*.err")).read_text()
+
+
+def test_a_supervisor_started_again_adopts_the_job_that_still_trains(cluster, tmp_path):
+    """kill -9 of the supervisor, then a new one before the heartbeat goes stale: it supervises the same job to
+    its end, with no failure and no requeue, and loses no event."""
+    import pickle
+    import signal
+    import time
+
+    from campaign.execution.journal import Journal
+
+    rows = np.random.default_rng(0).integers(0, VOCAB, size=(STEPS * 4, 33)).astype(np.uint32)
+    np.save(tmp_path / "train.npy", rows)
+    np.save(tmp_path / "heldout.npy", rows[:20])
+    folder = tmp_path / "run"
+    harness = HarnessSettings([], STEPS, 3, 10, 120, 0, 0, 128, batch_sequences=4)
+    env = contract_env(
+        tmp_path / "train.npy",
+        tmp_path / "heldout.npy",
+        VOCAB,
+        harness,
+        folder / "checkpoints",
+        folder / "metrics.jsonl",
+        tmp_path / "cache",
+    )
+    settings = RealRunSettings(
+        command=[sys.executable, str(NUMPY_TRAINER)],
+        env={**os.environ, **env, "NUMPY_TRAINER_STEP_S": "0.03", "CAMPAIGN_SUPERVISOR_TIMEOUT_S": "30"},
+        steps=STEPS,
+        tokens_per_step=128,
+        max_wall_s=120,
+        nodes=(cluster.host,),
+        backend="slurm",
+    )
+    (tmp_path / "s.pkl").write_bytes(pickle.dumps(settings))
+    script = (
+        "import pickle, sys, pathlib; from campaign.execution.supervisor import supervise; "
+        "supervise(pickle.load(open(sys.argv[1], 'rb')), pathlib.Path(sys.argv[2]))"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "s.pkl"), str(folder)])
+    for _ in range(600):  # until the job has trained a few steps
+        steps = folder / "steps.jsonl"
+        if steps.exists() and len(steps.read_text().splitlines()) >= 5:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = Journal.open(folder).events
+    journal = supervise(settings, folder)
+    assert journal.events[: len(before)] == before
+    assert (
+        journal.kinds("supervisor_resumed") and not journal.kinds("failure") and journal.kinds("job_complete")
+    )
+    job = json.loads((folder / "slurm.json").read_text())["job_id"]
+    shown = subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True, text=True, check=True)
+    assert "JobState=COMPLETED" in shown.stdout and "Restarts=0" in shown.stdout
+    # every step of the one start was seen once, by one supervisor or the other
+    assert sorted(s["step"] for s in journal.steps) == list(range(1, STEPS + 1))
