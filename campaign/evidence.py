@@ -29,13 +29,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from campaign.config import CampaignConfig, DataConfig
+from campaign.data.indexed import TOKENIZED_DIR
 from campaign.data.inputs import source_files
 from campaign.data.manifest import CLEAN_DIR, MANIFEST_NAME, REJECTED_DIR, manifest_data_digest
 from campaign.errors import CampaignError, DataError
 from campaign.files import sha256_file
 
-# A listed file is a plain name inside clean/ or rejected/: no '..', no absolute path, no glob characters.
-_LISTED_PATH = re.compile(r"^(clean|rejected)/[A-Za-z0-9][A-Za-z0-9._-]*\.parquet$")
+# A listed file is a plain name inside clean/ or rejected/ (Parquet) or tokenized/ (the training shards and their
+# blend): no '..', no absolute path, no glob characters.
+_LISTED_PATH = re.compile(
+    r"^((clean|rejected)/[A-Za-z0-9][A-Za-z0-9._-]*\.parquet|tokenized/[A-Za-z0-9][A-Za-z0-9._-]*\.(bin|idx|txt|json))$"
+)
+_KINDS = (CLEAN_DIR, REJECTED_DIR, TOKENIZED_DIR)
 
 
 @dataclass(frozen=True)
@@ -43,7 +48,7 @@ class DataFile:
     """One file the manifest lists, as read now."""
 
     path: str  # relative to the data folder, e.g. clean/web.parquet
-    kind: str  # clean or rejected
+    kind: str  # clean, rejected or tokenized
     source: str
     sha256: str | None  # of the bytes read now; None if the file is missing
     table: pa.Table | None = None
@@ -201,6 +206,28 @@ def read_evidence(
     hashes: dict[str, str] = {}
     for entry in manifest["files"]:
         rel = entry["path"]
+        if entry["kind"] == TOKENIZED_DIR:  # not a table, and a .bin can be large: hashed as a stream
+            try:
+                sha = sha256_file(data_dir / rel)
+            except FileNotFoundError:
+                sha = "missing"
+                problems.append(
+                    f"data/{rel} is missing (listed in {MANIFEST_NAME}); run `campaign prepare` again"
+                )
+            except OSError as exc:
+                raise DataError(
+                    f"cannot read a prepared file ({exc})",
+                    where=str(data_dir / rel),
+                    fix="check its permissions, or run `campaign prepare` again",
+                ) from None
+            if sha not in ("missing", entry["sha256"]):
+                problems.append(
+                    f"data/{rel} changed since prepare (sha256 {entry['sha256'][:8]}… is now {sha[:8]}…); "
+                    "run `campaign prepare` again, or restore the file"
+                )
+            hashes[rel] = sha
+            files_read.append(DataFile(rel, entry["kind"], str(entry.get("source", "")), sha))
+            continue
         try:
             raw = (data_dir / rel).read_bytes()
         except FileNotFoundError:
@@ -329,12 +356,15 @@ def _parse_manifest(raw: bytes, path: Path) -> dict[str, Any]:
             isinstance(entry, dict)
             and isinstance(entry.get("path"), str)
             and isinstance(entry.get("sha256"), str)
-            and entry.get("kind") in (CLEAN_DIR, REJECTED_DIR)
+            and entry.get("kind") in _KINDS
         ):
-            raise _bad_manifest(path, f"files[{i}] needs a path, a sha256 and a kind (clean or rejected)")
+            raise _bad_manifest(
+                path, f"files[{i}] needs a path, a sha256 and a kind (clean, rejected or tokenized)"
+            )
         if not _LISTED_PATH.match(entry["path"]) or not entry["path"].startswith(entry["kind"] + "/"):
             raise _bad_manifest(
-                path, f"files[{i}].path {entry['path']!r} is not a file inside clean/ or rejected/"
+                path,
+                f"files[{i}].path {entry['path']!r} is not a file inside clean/, rejected/ or tokenized/",
             )
     paths = [entry["path"] for entry in obj["files"]]
     repeated = sorted({p for p in paths if paths.count(p) > 1})

@@ -1151,6 +1151,21 @@ class DataConfig(Frozen):
     batch_docs: int = Field(
         2048, ge=1, le=1_000_000, description="Documents per Arrow batch inside a shard (bounds memory)."
     )
+    training_shards: bool = Field(
+        False,
+        description="Also write each source's clean documents as tokenized training shards (Megatron's indexed "
+        "dataset, .bin + .idx, under data/tokenized/) and a blend file of the source weights; needs a real "
+        "tokenizer (not gpt2-pretokens).",
+    )
+
+    @model_validator(mode="after")
+    def _shards_need_ids(self) -> DataConfig:
+        if self.training_shards and self.tokenizer == "gpt2-pretokens":
+            raise ValueError(
+                "training_shards needs token ids and gpt2-pretokens only counts: set data.tokenizer to "
+                "cl100k_base, o200k_base, utf8-bytes or a tokenizer.json, or training_shards: false"
+            )
+        return self
 
     @field_validator("tokenizer")
     @classmethod

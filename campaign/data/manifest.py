@@ -36,6 +36,8 @@ class Manifest(TypedDict):
     reading). tokenizer: the tokenizer's name with its library version; tokens_estimated says whether the
     counts come from an estimate; rejected_tokens says how rejected documents' tokens were obtained.
     removals: per source and reason in pipeline order (step, reason, docs, chars, tokens, tokens_exact).
+    tokenized (with `data.training_shards`): the blend file and Megatron's `--data-path` list; each source then
+    has `tokenized` (prefix, dtype, n_documents, n_tokens) and `files` lists its .bin/.idx (kind "tokenized").
     Each source also lists its shards with n_input = n_kept + n_rejected. No timestamps, so equal inputs
     in the same place give an identical manifest.
     """
@@ -58,6 +60,9 @@ class Manifest(TypedDict):
     shards: int
     # the URL block lists and evaluation files the steps read: config key, absolute path, sha256 (in the digest)
     step_files: NotRequired[list[dict[str, Any]]]
+    tokenized: NotRequired[
+        dict[str, Any]
+    ]  # the training shards' blend (data.training_shards): files, weights
 
 
 WRITTEN_LEDGER = ".written.json"

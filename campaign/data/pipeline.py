@@ -42,6 +42,14 @@ from campaign.data.filters.decontaminate import BENCHMARK_OVERLAP_PREFIX, load_b
 from campaign.data.filters.language import LANGUAGE_NOT_KEPT, known_languages
 from campaign.data.filters.url_filter import URL_REASONS, load_url_rules
 from campaign.data.global_dedup import DEDUP_FILE, NEAR_DUPLICATE, DedupStats, dedup_pass
+from campaign.data.indexed import (
+    BLEND_JSON,
+    BLEND_TXT,
+    TOKENIZED_DIR,
+    IndexedDatasetWriter,
+    blend_entries,
+    write_blend,
+)
 from campaign.data.inputs import InputPlan, InputProblem, Shard, plan_inputs, problems_error
 from campaign.data.manifest import (
     CLEAN_DIR,
@@ -61,6 +69,7 @@ from campaign.data.shards import (
     KEPT,
     REJECTED,
     REJECTED_SCHEMA,
+    TOKENS,
     ShardSummary,
     bound_heap_growth,
     part_batches,
@@ -191,6 +200,9 @@ class SourceResult:
     chars_kept: int
     bytes_kept: int
     n_kept: int
+    tokenized: dict[str, Any] | None = (
+        None  # the training shard: prefix, dtype, n_documents, n_tokens (with EOD)
+    )
 
 
 ROW_GROUP_ROWS = 2048
@@ -258,6 +270,16 @@ def finalise_source(source_name: str, summaries: Sequence[ShardSummary], data_di
     clean_path = data_dir / CLEAN_DIR / f"{source_name}.parquet"
     rejected_path = data_dir / REJECTED_DIR / f"{source_name}.parquet"
     record_written(data_dir, [f"{CLEAN_DIR}/{clean_path.name}", f"{REJECTED_DIR}/{rejected_path.name}"])
+    token_dtypes = {s.token_dtype for s in mine if s.token_dtype}
+    shard_writer = None
+    if token_dtypes:  # the source's training shard, from the shards' token parts in the same order
+        if (
+            len(token_dtypes) > 1
+        ):  # shards tokenized by different vocabularies: a bug, the fingerprint holds data
+            raise AssertionError(f"source {source_name}: shards wrote ids as {sorted(token_dtypes)}")
+        prefix = data_dir / TOKENIZED_DIR / source_name
+        record_written(data_dir, [f"{TOKENIZED_DIR}/{source_name}{ext}" for ext in (".bin", ".idx")])
+        shard_writer = IndexedDatasetWriter(prefix, np.dtype(token_dtypes.pop()))
     clean_tmp = clean_path.with_name(f".{clean_path.name}.tmp")
     rejected_tmp = rejected_path.with_name(f".{rejected_path.name}.tmp")
     for p in (clean_tmp, rejected_tmp):
@@ -280,6 +302,7 @@ def finalise_source(source_name: str, summaries: Sequence[ShardSummary], data_di
             gone_rows = gone.column("row").to_numpy()
             counts: Counter[str] = Counter()
             offset = 0
+            token_batches = part_batches(folder / TOKENS) if shard_writer is not None else None
             for batch in part_batches(folder / KEPT):
                 table = pa.Table.from_batches([batch], CLEAN_SCHEMA)
                 lo, hi = np.searchsorted(gone_rows, [offset, offset + table.num_rows])
@@ -287,6 +310,16 @@ def finalise_source(source_name: str, summaries: Sequence[ShardSummary], data_di
                 drop[gone_rows[lo:hi] - offset] = True
                 offset += table.num_rows
                 keep_table = table.filter(pa.array(~drop)) if lo < hi else table
+                if token_batches is not None and shard_writer is not None:
+                    ids = next(token_batches).column(0)  # written batch by batch with the kept part
+                    if len(ids) != table.num_rows:
+                        raise AssertionError(f"shard {s.key}: token part out of step with the kept part")
+                    if lo < hi:
+                        ids = ids.filter(pa.array(~drop))
+                    shard_writer.add_documents(
+                        pc.list_flatten(ids).to_numpy(zero_copy_only=False),
+                        pc.list_value_length(ids).to_numpy(zero_copy_only=False),
+                    )
                 if keep_table.num_rows:
                     clean_w.write(keep_table)
                     n_kept += keep_table.num_rows
@@ -327,6 +360,26 @@ def finalise_source(source_name: str, summaries: Sequence[ShardSummary], data_di
                 release_memory()
             dedup_counts[s.key] = dict(counts)
     files = []
+    tokenized = None
+    if shard_writer is not None:
+        shard_writer.close()
+        tokenized = {
+            "prefix": f"{TOKENIZED_DIR}/{source_name}",
+            "dtype": shard_writer.dtype.name,
+            "n_documents": shard_writer.n_documents,
+            "n_tokens": shard_writer.n_tokens,
+        }
+        for path in (shard_writer.bin_path, shard_writer.idx_path):
+            files.append(
+                {
+                    "path": f"{TOKENIZED_DIR}/{path.name}",
+                    "kind": TOKENIZED_DIR,
+                    "source": source_name,
+                    "rows": shard_writer.n_documents,
+                    "bytes": path.stat().st_size,
+                    "sha256": sha256_file(path),
+                }
+            )
     for kind, tmp, final in ((CLEAN_DIR, clean_tmp, clean_path), (REJECTED_DIR, rejected_tmp, rejected_path)):
         tmp.replace(final)
         files.append(
@@ -349,6 +402,7 @@ def finalise_source(source_name: str, summaries: Sequence[ShardSummary], data_di
         chars_kept=chars_kept,
         bytes_kept=bytes_kept,
         n_kept=n_kept,
+        tokenized=tokenized,
     )
 
 
@@ -399,6 +453,7 @@ def write_run_manifest(
             if stale.is_file() and ours:
                 log.info("removing stale %s", stale)
                 stale.unlink()
+    _remove_stale_tokenized(data_dir, owned, results)
     sources, files, removals = [], [], []
     for source in data.sources:
         result = by_source[source.name]
@@ -471,6 +526,8 @@ def write_run_manifest(
         }
         entries = {f["kind"]: f for f in result.files}
         files += result.files
+        if result.tokenized is not None:
+            stats["tokenized"] = result.tokenized
         sources.append(
             {
                 "name": source.name,
@@ -519,6 +576,7 @@ def write_run_manifest(
         ),
         key=lambda e: (e["source"], e["path"]),
     )
+    tokenized = _write_blend(data, data_dir, results, tokenizer_name, files)
     production = data.production_digest()
     manifest: Manifest = {
         "version": MANIFEST_VERSION,
@@ -549,6 +607,8 @@ def write_run_manifest(
             {"key": key, "path": path, "sha256": sha256_file(Path(path))} for key, path in step_files(data)
         ],
     }
+    if tokenized is not None:
+        manifest["tokenized"] = tokenized
     # The data digest covers the manifest, every file it lists and the data: section (campaign/evidence.py).
     manifest["data_digest"] = digest = manifest_data_digest(
         dict(manifest), {f["path"]: f["sha256"] for f in files}, production
@@ -562,6 +622,75 @@ def write_run_manifest(
         digest[:12],
     )
     return manifest
+
+
+def _write_blend(
+    data: DataConfig,
+    data_dir: Path,
+    results: Sequence[SourceResult],
+    tokenizer_name: str,
+    files: list[dict[str, Any]],
+) -> dict[str, Any] | None:
+    """With training shards: the blend files (weights as configured), listed in `files`; their summary."""
+    shards = {r.name: r.tokenized for r in results if r.tokenized is not None}
+    if not shards:
+        return None
+    entries = blend_entries([(s.name, s.weight) for s in data.sources])
+    tokenizer = load_tokenizer(data.tokenizer)
+    details = {
+        "append_eod": True,
+        "eod_id": int(tokenizer.eot_id),
+        "n_vocab": int(tokenizer.n_vocab),
+        "tokenizer": tokenizer_name,
+        "sources": [{"name": s.name, "weight": s.weight, **shards[s.name]} for s in data.sources],
+    }
+    record_written(data_dir, [f"{TOKENIZED_DIR}/{BLEND_TXT}", f"{TOKENIZED_DIR}/{BLEND_JSON}"])
+    for path in write_blend(data_dir, entries, details):
+        files.append(
+            {
+                "path": f"{TOKENIZED_DIR}/{path.name}",
+                "kind": TOKENIZED_DIR,
+                "source": "",
+                "rows": len(entries),
+                "bytes": path.stat().st_size,
+                "sha256": sha256_file(path),
+            }
+        )
+    return {
+        "blend": f"{TOKENIZED_DIR}/{BLEND_TXT}",
+        "blend_json": f"{TOKENIZED_DIR}/{BLEND_JSON}",
+        "format": "megatron-core IndexedDataset",
+        "append_eod": True,
+        "eod_id": details["eod_id"],
+        "data_path": [x for weight, prefix in entries for x in (weight, prefix)],
+    }
+
+
+def _remove_stale_tokenized(data_dir: Path, owned: set[str], results: Sequence[SourceResult]) -> None:
+    """Remove what campaign wrote in tokenized/ earlier and this run does not list (a source no longer configured,
+    shards turned off, a killed write's temporary file); anything else there stays."""
+    folder = data_dir / TOKENIZED_DIR
+    if not folder.is_dir():
+        return
+    keep = {f["path"] for r in results for f in r.files if f["kind"] == TOKENIZED_DIR}
+    if any(r.tokenized is not None for r in results):
+        keep |= {f"{TOKENIZED_DIR}/{BLEND_TXT}", f"{TOKENIZED_DIR}/{BLEND_JSON}"}
+    for stale in sorted(folder.iterdir()):
+        rel = f"{TOKENIZED_DIR}/{stale.name}"
+        target = rel
+        if stale.name.startswith(".") and stale.name.endswith(".tmp"):  # ".<file>[.<random>].tmp"
+            base = stale.name[1:-4]
+            target = f"{TOKENIZED_DIR}/" + next(
+                (
+                    base[: base.index(ext) + len(ext)]
+                    for ext in (".bin", ".idx", ".txt", ".json")
+                    if ext in base
+                ),
+                base,
+            )
+        if stale.is_file() and target in owned and (rel != target or rel not in keep):
+            log.info("removing stale %s", stale)
+            stale.unlink()
 
 
 def start_run(data_dir: Path) -> None:

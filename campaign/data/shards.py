@@ -3,6 +3,8 @@
 A shard writes into its own folder of the run's work directory:
 - `kept.arrow`: documents that passed every rule (CLEAN_SCHEMA), one record batch per batch;
 - `rejected.arrow`: documents a reader or rule rejected (REJECTED_SCHEMA);
+- `tokens.arrow` (with `data.training_shards`): per kept row, its token ids closed by the end-of-document id,
+  for the training shards (campaign.data.indexed);
 - `sig.arrow`: per kept row, what the global dedup passes need (doc id, 128-bit text hash, one column per
   LSH band);
 - `done.json`, written last: the completion marker, holding the shard's counts and a fingerprint of
@@ -29,6 +31,7 @@ import sys
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +44,7 @@ from campaign.data.filters.decontaminate import BenchmarkIndex, find_overlaps, l
 from campaign.data.filters.language import check_language, identify_languages
 from campaign.data.filters.pii import PII_KINDS, redact_pii
 from campaign.data.filters.url_filter import UrlRules, check_url, load_url_rules
+from campaign.data.indexed import token_dtype
 from campaign.data.inputs import Shard
 from campaign.data.minhash import band_keys, signatures
 from campaign.data.normalise import normalise_texts
@@ -61,6 +65,8 @@ MARKER = "done.json"
 KEPT = "kept.arrow"
 REJECTED = "rejected.arrow"
 SIG = "sig.arrow"
+TOKENS = "tokens.arrow"
+TOKENS_SCHEMA = pa.schema([("ids", pa.list_(pa.uint32()))])  # a document's ids, end-of-document id last
 
 CLEAN_SCHEMA = pa.schema(
     [
@@ -134,6 +140,7 @@ class ShardSummary:
     file_sha256: str | None = None
     problem: dict[str, str] | None = None  # a whole-file failure: where, message, fix
     tokenizer: str = ""  # the tokenizer's name with its library version, as the worker loaded it
+    token_dtype: str = ""  # the training shards' id dtype, when this shard wrote token ids (`TOKENS`)
     reused: bool = False
 
     def to_dict(self) -> dict[str, Any]:
@@ -189,11 +196,16 @@ def finished_summary(shard: Shard, data: DataConfig, work_dir: Path) -> ShardSum
         return None
     if marker.get("fingerprint") != shard_fingerprint(shard, data):
         return None
-    if not all((folder / name).is_file() for name in (KEPT, REJECTED, SIG)):
+    if not all((folder / name).is_file() for name in part_names(data)):
         return None
     summary = ShardSummary(**marker["summary"])
     summary.reused = True
     return summary
+
+
+def part_names(data: DataConfig) -> tuple[str, ...]:
+    """The parts a shard writes under this config."""
+    return (KEPT, REJECTED, SIG, TOKENS) if data.training_shards else (KEPT, REJECTED, SIG)
 
 
 def run_shard(shard: Shard, data: DataConfig, work_dir: Path) -> ShardSummary:
@@ -248,6 +260,9 @@ def _process(shard: Shard, data: DataConfig, out: Path, summary: ShardSummary) -
         REJECTED: PartWriter(out / REJECTED, REJECTED_SCHEMA),
         SIG: PartWriter(out / SIG, sig_schema(near.bands)),
     }
+    if data.training_shards:
+        writers[TOKENS] = PartWriter(out / TOKENS, TOKENS_SCHEMA)
+        summary.token_dtype = token_dtype(tokenizer.n_vocab).name
     try:
         batch: list[RawDocument] = []
         chars = 0
@@ -528,7 +543,20 @@ def _batch(
     texts = kept["text"]
     if not texts:
         return
-    n_tokens = np.asarray(tokenizer.count_many(texts), dtype=np.int64)
+    if TOKENS in writers:  # ids for the training shards; their lengths are the counts
+        encoded = tokenizer.encode_many(texts)
+        n_tokens = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+        offsets = np.zeros(len(encoded) + 1, dtype=np.int32)
+        np.cumsum(n_tokens + 1, out=offsets[1:])
+        eot = (tokenizer.eot_id,)
+        flat = np.fromiter(
+            chain.from_iterable(chain(ids, eot) for ids in encoded), dtype=np.uint32, count=int(offsets[-1])
+        )
+        del encoded
+        ids = pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat))
+        writers[TOKENS].write_table(pa.table({"ids": ids}, schema=TOKENS_SCHEMA))
+    else:
+        n_tokens = np.asarray(tokenizer.count_many(texts), dtype=np.int64)
     writers[KEPT].write_table(pa.table({**kept, "n_tokens": n_tokens}, schema=CLEAN_SCHEMA))
     summary.n_kept += len(texts)
     summary.chars_kept += sum(map(len, texts))
