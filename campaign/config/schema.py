@@ -889,7 +889,10 @@ class SourceConfig(Frozen):
         pattern=r"^[a-z0-9][a-z0-9_-]*$", description="Source name (lowercase, digits, - and _)."
     )
     path: str = Field(description="Glob of input files, relative to the config file or absolute.")
-    format: Literal["jsonl", "parquet"] = Field(description="File format.")
+    format: Literal["jsonl", "parquet", "warc"] = Field(
+        description="File format: JSONL (optionally .gz), Parquet, or WARC web archives (.warc, .warc.gz; the main "
+        "text of each HTML response is extracted, its URL kept)."
+    )
     text_field: str = Field("text", description="Field that holds the document text.")
     id_field: str | None = Field(None, description="Field that holds a document id (else file:line).")
     url_field: str | None = Field(

@@ -52,7 +52,7 @@ class Shard:
     start: int  # JSONL: first byte; Parquet: first row group
     stop: int  # JSONL: byte after the range; Parquet: row group after the run
     file_bytes: int
-    kind: str  # "jsonl", "jsonl.gz" or "parquet"
+    kind: str  # "jsonl", "jsonl.gz", "parquet" or "warc"
 
     @property
     def key(self) -> str:
@@ -239,8 +239,8 @@ def problems_error(problems: list[InputProblem]) -> DataError:
 
 
 def _kind(source: SourceConfig, path: Path) -> str:
-    if source.format == "parquet":
-        return "parquet"
+    if source.format in ("parquet", "warc"):
+        return source.format
     return "jsonl.gz" if path.name.endswith(".gz") else "jsonl"
 
 
@@ -309,7 +309,7 @@ def plan_inputs(data: DataConfig) -> InputPlan:
                 except _Problem as problem:
                     problems.append(problem.problem)
                     continue
-            elif kind == "jsonl.gz" or size <= data.shard_bytes:
+            elif kind in ("jsonl.gz", "warc") or size <= data.shard_bytes:  # compressed: read whole
                 ranges = [(0, size)]
             else:
                 n = -(-size // data.shard_bytes)

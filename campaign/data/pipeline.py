@@ -353,6 +353,7 @@ def finalise_source(source_name: str, summaries: Sequence[ShardSummary], data_di
                                 "text": dropped.column("text"),
                                 "language": dropped.column("language"),
                                 "language_score": dropped.column("language_score"),
+                                "url": dropped.column("url"),
                             },
                             schema=REJECTED_SCHEMA,
                         )
@@ -404,6 +405,13 @@ def finalise_source(source_name: str, summaries: Sequence[ShardSummary], data_di
         n_kept=n_kept,
         tokenized=tokenized,
     )
+
+
+def _summed(counts: Iterable[dict[str, int]]) -> dict[str, int]:
+    total: Counter[str] = Counter()
+    for c in counts:
+        total.update(c)
+    return dict(sorted(total.items()))
 
 
 def _ordered(counter: dict[str, int]) -> dict[str, int]:
@@ -526,6 +534,9 @@ def write_run_manifest(
         }
         entries = {f["kind"]: f for f in result.files}
         files += result.files
+        skipped = _summed(s.records_skipped for s in mine)
+        if skipped:  # WARC records that are not pages (warcinfo, request, metadata, revisit), by type
+            stats["records_skipped"] = skipped
         if result.tokenized is not None:
             stats["tokenized"] = result.tokenized
         sources.append(

@@ -1,4 +1,4 @@
-"""Read documents from a shard: JSONL (optionally .gz) line by line, Parquet in record batches.
+"""Read documents from a shard: JSONL (optionally .gz) line by line, Parquet in record batches, WARC by record.
 
 A bad record is a `RawDocument` with a reason (kept and counted, never raised), whatever went wrong: bad
 UTF-8, JSON that does not parse (including nesting too deep for the parser, RecursionError), a line longer
@@ -12,19 +12,24 @@ record, and is skipped. `file` is the path relative to the glob's fixed prefix (
 physical line (the row for Parquet), counted from the start of the file even in a later byte-range shard.
 Blank lines in JSONL are not records and are skipped.
 
+A WARC file (`format: warc`, campaign.data.warc) is one shard; its response, resource and conversion records are
+the documents (their main text extracted from HTML, the URL kept), its other records (warcinfo, request, metadata,
+revisit) are counted by type, not read as documents.
+
 While reading, the raw bytes of a whole file are hashed (sha256) when this shard reads the whole file;
 for a file split into several shards the first shard hashes the file in one extra sequential read.
 """
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import io
 import json
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +47,8 @@ RECORD_TOO_LARGE = "record_too_large"
 MISSING_TEXT = "missing_text"
 WRONG_TYPE = "wrong_type"
 EMPTY_TEXT = "empty_text"
+WARC_NOT_TEXT = "warc_not_text"
+WARC_MALFORMED = "warc_malformed"
 READER_REASONS: tuple[str, ...] = (
     INVALID_UTF8,
     MALFORMED_JSON,
@@ -49,6 +56,8 @@ READER_REASONS: tuple[str, ...] = (
     MISSING_TEXT,
     WRONG_TYPE,
     EMPTY_TEXT,
+    WARC_NOT_TEXT,
+    WARC_MALFORMED,
 )
 
 PARQUET_BATCH_ROWS = 4096
@@ -80,6 +89,7 @@ class FileDigest:
 
     bytes: int = 0
     sha256: str | None = None
+    skipped: dict[str, int] = field(default_factory=dict)  # records that are not documents, by WARC type
 
 
 def read_source(
@@ -88,8 +98,8 @@ def read_source(
     """All records of a source in a fixed order: files sorted by path, records in file order (one shard each)."""
     for f_index, (path, name) in enumerate(source_files(source, index)):
         kind = (
-            "parquet"
-            if source.format == "parquet"
+            source.format
+            if source.format in ("parquet", "warc")
             else ("jsonl.gz" if path.name.endswith(".gz") else "jsonl")
         )
         try:
@@ -124,6 +134,13 @@ def read_shard(
     """The records of one shard, in file order."""
     digest = digest if digest is not None else FileDigest()
     path = Path(shard.path)
+    if shard.kind == "warc":
+        from campaign.data.warc import read_warc  # fastwarc and resiliparse only where WARC is read
+
+        _hash_whole_file(path, digest, source, index)
+        corrupt = functools.partial(_corrupt, path, source, index)
+        yield from read_warc(path, shard.name, source, max_record_bytes, digest.skipped, corrupt)
+        return
     if shard.kind == "parquet":
         if shard.part == 0:
             _hash_whole_file(path, digest, source, index)

@@ -78,9 +78,10 @@ CLEAN_SCHEMA = pa.schema(
         ("n_bytes", pa.int64()),  # UTF-8 bytes of text
         ("text_sha256", pa.string()),
         ("file", pa.string()),  # relative to the source glob's fixed prefix
-        ("line", pa.int64()),  # 1-based line (JSONL) or row (Parquet)
+        ("line", pa.int64()),  # 1-based line (JSONL), row (Parquet) or record (WARC)
         ("language", pa.string()),  # most likely language (null when cleaning.languages is off)
         ("language_score", pa.float32()),  # its probability
+        ("url", pa.string()),  # the page's URL (WARC, or the source's url_field), else null
     ]
 )
 
@@ -96,6 +97,7 @@ REJECTED_SCHEMA = pa.schema(
         # normalised for duplicates (what was compared)
         ("language", pa.string()),  # null when not identified (language ID off, rejected before it)
         ("language_score", pa.float32()),
+        ("url", pa.string()),
     ]
 )
 
@@ -140,6 +142,7 @@ class ShardSummary:
     file_sha256: str | None = None
     problem: dict[str, str] | None = None  # a whole-file failure: where, message, fix
     tokenizer: str = ""  # the tokenizer's name with its library version, as the worker loaded it
+    records_skipped: dict[str, int] = field(default_factory=dict)  # WARC records that are not pages, by type
     token_dtype: str = ""  # the training shards' id dtype, when this shard wrote token ids (`TOKENS`)
     reused: bool = False
 
@@ -284,6 +287,7 @@ def _process(shard: Shard, data: DataConfig, out: Path, summary: ShardSummary) -
     summary.by_reason = dict(sorted(by_reason.items()))
     summary.chars_by_reason = dict(sorted(chars_by_reason.items()))
     summary.pii_by_kind = {kind: pii[kind] for kind in PII_KINDS if pii[kind]}
+    summary.records_skipped = dict(sorted(digest.skipped.items()))
     if digest.sha256 is not None:
         summary.file_bytes, summary.file_sha256 = digest.bytes, digest.sha256
 
@@ -520,6 +524,7 @@ def _batch(
                     ("line", doc.line),
                     ("language", lang),
                     ("language_score", score),
+                    ("url", doc.url if isinstance(doc.url, str) else None),
                 ):
                     kept[name].append(value)
                 continue
@@ -536,6 +541,7 @@ def _batch(
             ("text", doc.text),
             ("language", lang),
             ("language_score", score),
+            ("url", doc.url if isinstance(doc.url, str) else None),
         ):
             rej[name].append(value)
     if rej["doc_id"]:

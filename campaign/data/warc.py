@@ -1,0 +1,116 @@
+"""Web archives as a source: the pages of WARC files as documents, their main text extracted, their URL kept.
+
+A WARC file's `response`, `resource` and `conversion` records are the documents, in file order; each is kept (its
+main text), or rejected with a reason: `warc_not_text` (a content type that is not HTML or plain text: images,
+PDFs, scripts), `warc_malformed` (a response whose HTTP header does not parse), `record_too_large` (a payload over
+`max_record_bytes`, not read), `empty_text` (no main text). The other records (`warcinfo`, `request`, `metadata`,
+`revisit`) are not pages: they are counted by type (`skipped`), never documents. A file that breaks part-way
+(a gzip stream cut short or corrupt, checked after the records: FastWARC stops there silently) raises the
+reader's corrupt-file DataError. The document id is the WARC-Record-ID, `line` the
+record's 1-based position in the file; the URL is the record's WARC-Target-URI.
+Source: parsing with FastWARC and main-content extraction with Resiliparse (Bevendorff et al. 2018 and 2021,
+ChatNoir's tools), as datatrove's `WarcReader` with its `Trafilatura`/`Resiliparse` extractors does.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from fastwarc.warc import ArchiveIterator, WarcRecordType
+from resiliparse.extract.html2text import extract_plain_text
+from resiliparse.parse.encoding import bytes_to_str, detect_encoding
+
+from campaign.config import SourceConfig
+from campaign.data.readers import (
+    EMPTY_TEXT,
+    RECORD_TOO_LARGE,
+    WARC_MALFORMED,
+    WARC_NOT_TEXT,
+    RawDocument,
+)
+from campaign.errors import DataError
+
+PAGE_TYPES = WarcRecordType.response | WarcRecordType.resource | WarcRecordType.conversion
+HTML_TYPES = ("text/html", "application/xhtml+xml")
+TEXT_TYPES = ("text/plain",)
+
+
+def read_warc(
+    path: Path,
+    name: str,
+    source: SourceConfig,
+    limit: int,
+    skipped: dict[str, int],
+    corrupt: Callable[[BaseException], DataError],
+) -> Iterator[RawDocument]:
+    """The page records of one WARC file (.warc, or compressed: gzip, zstd, lz4 are detected) as documents."""
+    try:
+        with open(path, "rb") as handle:
+            records = ArchiveIterator(
+                handle, record_types=WarcRecordType.any_type, parse_http=False, fsspec_args=False
+            )
+            for number, record in enumerate(records, start=1):
+                if not record.record_type & PAGE_TYPES:
+                    kind = str(record.record_type)
+                    skipped[kind] = skipped.get(kind, 0) + 1
+                    continue
+                yield _document(record, number, name, source, limit)
+        _check_gzip(path)
+    except DataError:
+        raise
+    except (OSError, ValueError, EOFError, zlib.error) as exc:
+        raise corrupt(exc) from None
+
+
+def _check_gzip(path: Path) -> None:
+    """Raise EOFError or BadGzipFile for a gzip file that is cut short or corrupt: FastWARC stops at the break
+    without saying so, which would drop the records after it unseen."""
+    with open(path, "rb") as handle:
+        if handle.read(2) != b"\x1f\x8b":
+            return
+    with gzip.open(path, "rb") as stream:
+        while stream.read(1 << 20):
+            pass
+
+
+def _document(record, number: int, name: str, source: SourceConfig, limit: int) -> RawDocument:
+    headers = record.headers
+    url = headers.get("WARC-Target-URI") or ""
+    doc_id = headers.get("WARC-Record-ID") or f"{source.name}/{name}:{number}"
+    where = f"{name}:{number}"
+
+    def rejected(reason: str, detail: str, text: str = "") -> RawDocument:
+        return RawDocument(doc_id, source.name, name, number, text, reason, f"{where}: {detail}", url)
+
+    if record.content_length > limit:
+        return rejected(
+            RECORD_TOO_LARGE, f"record of {record.content_length:,} bytes > max_record_bytes {limit:,}"
+        )
+    is_http = record.record_type == WarcRecordType.response or "application/http" in (
+        headers.get("Content-Type") or ""
+    )
+    if is_http:
+        try:
+            record.parse_http()
+        except (OSError, ValueError) as exc:
+            return rejected(WARC_MALFORMED, f"HTTP header does not parse ({exc})")
+        status = record.http_headers.status_code if record.http_headers is not None else None
+        if not record.is_http or not status:
+            line = (record.http_headers.status_line if record.http_headers is not None else "")[:80]
+            return rejected(WARC_MALFORMED, f"no HTTP status line (starts {line!r})")
+        content_type = (record.http_content_type or "").lower()
+        charset = record.http_charset
+    else:
+        content_type = (headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        charset = None
+    body = record.reader.read()
+    if content_type not in HTML_TYPES + TEXT_TYPES:
+        return rejected(WARC_NOT_TEXT, f"content type {content_type or 'missing'!r} ({len(body):,} bytes)")
+    html = bytes_to_str(body, str(charset) if charset else (detect_encoding(body) or "utf-8"))
+    text = extract_plain_text(html, main_content=True) if content_type in HTML_TYPES else html
+    if not text.strip():
+        return rejected(EMPTY_TEXT, f"no main text in {len(body):,} bytes of {content_type}", html[:10_000])
+    return RawDocument(doc_id, source.name, name, number, text, url=url)
