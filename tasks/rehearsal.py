@@ -22,7 +22,7 @@ from campaign.rehearsal.gate import run_rehearsal
 from campaign.rehearsal.harness import RehearsalResult
 from campaign.rehearsal.plot import plot_loss_curve
 from campaign.rehearsal.progress import ProgressFollower
-from campaign.rehearsal.sample import documents_from_tables
+from campaign.rehearsal.sample import clean_tables_with_shards, documents_from_tables
 from tasks.artifacts import artifact_key
 
 REHEARSAL_DIR = "rehearsal"
@@ -52,12 +52,14 @@ def reporting_progress(workdir: Path, steps: int, every_s: float = 2.0) -> Itera
 def rehearsal_gate(config: CampaignConfig, ws: store.Workspace, evidence: DataEvidence) -> GateResult:
     """Train on the clean tables the other gates judged (`evidence`), so the verdict is about the same bytes."""
     workdir = ws.root / REHEARSAL_DIR
-    docs = documents_from_tables(evidence.tables("clean"), config.rehearsal.sample_tokens)
     try:
         tokenizer = load_tokenizer(config.data.tokenizer)
     except CampaignError as err:
+        docs = documents_from_tables(evidence.tables("clean"), config.rehearsal.sample_tokens)
         result = RehearsalResult(passed=False).fail(f"data.tokenizer: {err.message}", err.fix or "")
     else:
+        tables, shards = clean_tables_with_shards(evidence, ws.data_dir)
+        docs = documents_from_tables(tables, config.rehearsal.sample_tokens, shards, tokenizer.eot_id)
         with reporting_progress(workdir, config.rehearsal.steps):
             result, _ = run_rehearsal(docs, tokenizer, config.rehearsal, config.model, config.seed, workdir)
     details = {

@@ -3,6 +3,7 @@ keep/drop agreement per rule. Run by hand (never in the test suite):
 
     .venv/bin/python benchmarks/prepare/make_corpus.py /tmp/corpus --mb 1024 --file-mb 64
     DATATROVE_PY=... .venv/bin/python benchmarks/prepare/bench_prepare.py /tmp/corpus --runs 3 --workers 2
+    .venv/bin/python benchmarks/prepare/bench_prepare.py /tmp/corpus --runs 3 --shards-ab  # shards on vs off
 
 DATATROVE_PY is the Python of a venv with datatrove 0.10.1 beside the project (benchmarks/README.md); without it,
 pass --skip-datatrove. Results: benchmarks/results/.
@@ -150,7 +151,13 @@ def _label(p: psutil.Process) -> str:
 
 
 def campaign_cmd(
-    corpus: Path, ws: Path, workers: int, tokenizer: str, runner: str, eval_file: Path | None = None
+    corpus: Path,
+    ws: Path,
+    workers: int,
+    tokenizer: str,
+    runner: str,
+    eval_file: Path | None = None,
+    shards: bool = False,  # the training shards (on in the demo config): off unless --shards-ab
 ) -> list[str]:
     source = json.dumps(
         [{"name": "web", "path": f"{corpus}/*.jsonl", "format": "jsonl", "id_field": "id", "weight": 1}]
@@ -163,6 +170,7 @@ def campaign_cmd(
         "data.cleaning.fineweb.enabled=true",
         f"runtime.task_runner={runner}",
         f"runtime.max_workers={workers}",
+        f"data.training_shards={'true' if shards else 'false'}",
     ]
     if eval_file is not None:  # --steps: language ID, PII redaction and decontamination on
         bench = [{"name": "eval", "path": str(eval_file), "text_fields": ["question"]}]
@@ -339,6 +347,12 @@ def main() -> None:
         help="each run is campaign, datatrove, campaign: datatrove's long run is set against campaign "
         "runs on both sides of it, not in one phase of the machine only",
     )
+    ap.add_argument(
+        "--shards-ab",
+        action="store_true",
+        help="campaign with the training shards on and off in alternating runs (no datatrove): what writing "
+        "Megatron shards costs",
+    )
     ap.add_argument("--scratch", type=Path, default=Path("/tmp/bench-prepare"))
     ap.add_argument(
         "--steps",
@@ -347,6 +361,8 @@ def main() -> None:
         "from the corpus, on both sides",
     )
     args = ap.parse_args()
+    if args.shards_ab:
+        args.skip_datatrove = True
     if not args.skip_datatrove and not DATATROVE_PY:
         ap.error(
             "set DATATROVE_PY to the Python of datatrove's venv (benchmarks/README.md), or pass --skip-datatrove"
@@ -374,16 +390,20 @@ def main() -> None:
         order = ["campaign", "datatrove"] if run % 2 == 0 else ["datatrove", "campaign"]
         if args.bracket:
             order = ["campaign", "datatrove", "campaign"]
+        if args.shards_ab:
+            order = ["campaign", "campaign_no_shards"][:: 1 if run % 2 == 0 else -1]
         for side in order:
             if side == "datatrove" and args.skip_datatrove:
                 continue
-            if side == "campaign":
+            if side.startswith("campaign"):
                 shutil.rmtree(
                     ws, ignore_errors=True
                 )  # every campaign run starts from nothing (no shard reused)
             cmd = (
-                campaign_cmd(corpus, ws, args.workers, args.tokenizer, args.runner, eval_file)
-                if side == "campaign"
+                campaign_cmd(
+                    corpus, ws, args.workers, args.tokenizer, args.runner, eval_file, side == "campaign"
+                )
+                if side.startswith("campaign")
                 else datatrove_cmd(corpus, out, args.workers, eval_file)
             )
             r = _measure(cmd, env)
@@ -397,7 +417,7 @@ def main() -> None:
             )
             print(f"  per process (peak RSS MB, peak PSS MB, what, CPU s): {r['per_process']}", flush=True)
             print(f"  at the tree's peak (what, PSS MB): {r['at_peak']}", flush=True)
-        if run == args.runs - 1 and not args.skip_datatrove:
+        if run == args.runs - 1 and not args.skip_datatrove and not args.shards_ab:
             rows = agreement(ws, out, n_docs)
             languages = language_agreement(ws, out) if args.steps else None
     summary = {
@@ -422,6 +442,12 @@ def main() -> None:
             indent=1,
         )
     )
+    if "campaign_no_shards" in summary:
+        on, off = summary["campaign"], summary["campaign_no_shards"]
+        print(
+            f"\ntraining shards on / off: CPU {on['cpu_s'] / off['cpu_s']:.2f}x, "
+            f"peak PSS {on['peak_pss_mb']:.0f} / {off['peak_pss_mb']:.0f} MB"
+        )
     if "datatrove" in summary:
         ratio = summary["campaign"]["mb_per_cpu_s"] / summary["datatrove"]["mb_per_cpu_s"]
         print(f"\nthroughput per core: campaign / datatrove = {ratio:.1f}x")

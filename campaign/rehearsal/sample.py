@@ -1,9 +1,10 @@
 """The rehearsal's data: a deterministic sample of the clean documents, tokenized, checked, packed and split.
 
 Documents are taken in the order of their text's sha256 until the sample holds `sample_tokens` (as prepare
-counted them), so the same clean data always gives the same sample, whatever the file order. They are encoded
-with the campaign's own tokenizer (`data.tokenizer`, the one prepare counts with), an end-of-document token
-closes each, and the token stream of each split is cut into rows of `seq_len + 1` tokens (inputs are a row's
+counted them), so the same clean data always gives the same sample, whatever the file order. Their ids are read
+from prepare's training shards when it wrote them (`data.training_shards`: so what is rehearsed is what a trainer
+reads), else encoded with the campaign's own tokenizer (`data.tokenizer`, the one prepare counts with); an
+end-of-document token closes each, and the token stream of each split is cut into rows of `seq_len + 1` tokens (inputs are a row's
 first `seq_len`, targets its last `seq_len`). Held-out documents are spread evenly over the hash order, so no
 document is in both splits. Checks on the way, each a problem with its evidence: the tokenizer round-trips
 every sampled document where it claims to be lossless, every id is below its vocabulary, no document encodes
@@ -17,14 +18,17 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from campaign.data.indexed import TOKENIZED_DIR, IndexedDataset, read_indexed
 from campaign.data.tokenizer import Tokenizer
 from campaign.errors import CampaignError
+from campaign.evidence import DataEvidence
 
 MAX_EVIDENCE = 5  # examples quoted per failed check
 
@@ -35,6 +39,9 @@ class Document:
     text: str
     text_sha256: str
     n_tokens: int  # as prepare counted it
+    tokens: tuple[int, ...] | None = (
+        None  # its ids from the training shard (end-of-document id dropped), if any
+    )
 
 
 @dataclass
@@ -79,9 +86,15 @@ def select_documents(docs: Sequence[Document], sample_tokens: int) -> list[Docum
     return chosen
 
 
-def documents_from_tables(tables: Sequence[pa.Table], sample_tokens: int) -> list[Document]:
+def documents_from_tables(
+    tables: Sequence[pa.Table],
+    sample_tokens: int,
+    shards: Sequence[IndexedDataset | None] | None = None,
+    eot_id: int | None = None,
+) -> list[Document]:
     """What `select_documents` chooses from clean Arrow tables (doc_id, text, text_sha256, n_tokens), reading
-    the text of the chosen documents only."""
+    the text of the chosen documents only. With `shards` (the training shard of each table, row i = document i,
+    each closed by `eot_id`), each chosen document carries its ids as the shard holds them."""
     keys: list[tuple[str, str, int, int, int]] = []  # (sha256, id, tokens, table, row)
     for t_index, table in enumerate(tables):
         ids = pc.cast(table.column("doc_id"), pa.string()).to_pylist()
@@ -100,9 +113,39 @@ def documents_from_tables(tables: Sequence[pa.Table], sample_tokens: int) -> lis
         total += max(key[2], 0)
     texts = {t_index: tables[t_index].column("text") for t_index in {k[3] for k in chosen}}
     return [
-        Document(doc_id=i, text=texts[t][row].as_py(), text_sha256=h, n_tokens=n)
+        Document(
+            doc_id=i,
+            text=texts[t][row].as_py(),
+            text_sha256=h,
+            n_tokens=n,
+            tokens=_shard_ids(shards, t, row, eot_id),
+        )
         for h, i, n, t, row in chosen
     ]
+
+
+def clean_tables_with_shards(
+    evidence: DataEvidence, data_dir: Path
+) -> tuple[list[pa.Table], list[IndexedDataset | None]]:
+    """The clean tables the data gates judged and, where prepare wrote one, each one's training shard."""
+    tokenized = evidence.manifest.get("tokenized") is not None
+    pairs = [(f.table, f.source) for f in evidence.files if f.kind == "clean" and f.table is not None]
+    shards = [
+        read_indexed(Path(data_dir) / TOKENIZED_DIR / source) if tokenized else None for _, source in pairs
+    ]
+    return [table for table, _ in pairs], shards
+
+
+def _shard_ids(
+    shards: Sequence[IndexedDataset | None] | None, table: int, row: int, eot_id: int | None
+) -> tuple[int, ...] | None:
+    """Document `row`'s ids in the training shard of `table` without its closing end-of-document id (None when
+    there is no shard). An id list that does not end with `eot_id` comes back whole: the sample checks catch it."""
+    shard = shards[table] if shards is not None and table < len(shards) else None
+    if shard is None or row >= len(shard):
+        return None
+    ids = shard.document(row).tolist()
+    return tuple(ids[:-1] if ids and ids[-1] == eot_id else ids)
 
 
 def is_heldout(n_documents: int, fraction: float) -> list[bool]:
@@ -155,8 +198,14 @@ def build_sample(
         out.fixes.append("run `campaign prepare` and check that it keeps documents")
         return out
     texts = [d.text for d in chosen]
+    from_shards = all(d.tokens is not None for d in chosen)
+    out.checks["ids_from"] = "training shards" if from_shards else "tokenizer"
     try:
-        encoded = tokenizer.encode_many(texts)
+        encoded = (
+            [list(d.tokens) for d in chosen if d.tokens is not None]
+            if from_shards
+            else tokenizer.encode_many(texts)
+        )
     except CampaignError as err:  # a counting-only tokenizer (gpt2-pretokens) cannot produce token ids
         out.problems.append(f"tokenizer {tokenizer.name} cannot encode: {err.message}")
         out.fixes.append(
@@ -218,6 +267,21 @@ def build_sample(
 
     mismatched = sum(1 for d, t in zip(chosen, encoded, strict=True) if d.n_tokens != len(t))
     out.checks["n_count_mismatch_with_prepare"] = mismatched
+    if from_shards:  # the shard holds what the tokenizer gives for the clean text
+        differ = [
+            d.doc_id
+            for d, t in zip(chosen, tokenizer.encode_many(texts), strict=True)
+            if list(t) != list(d.tokens or ())
+        ]
+        out.checks["n_shard_mismatch"] = len(differ)
+        if differ:
+            out.problems.append(
+                f"{len(differ)} sampled document(s) have other ids in the training shard than the tokenizer "
+                "gives for their clean text: " + ", ".join(differ[:MAX_EVIDENCE])
+            )
+            out.fixes.append(
+                "run `campaign prepare` again: it rewrites the training shards from the clean data"
+            )
 
     held = is_heldout(len(chosen), heldout_fraction)
     splits = {

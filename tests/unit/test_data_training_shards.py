@@ -16,6 +16,7 @@ from campaign.data.indexed import IndexedDatasetWriter, index_bytes, read_indexe
 from campaign.data.tokenizer import load_tokenizer
 from campaign.errors import DataError
 from campaign.evidence import read_evidence
+from campaign.rehearsal.sample import Sample, build_sample, clean_tables_with_shards, documents_from_tables
 from tests.helpers.megatron_index import FormatReader, megatron_indexed_module
 
 PROSE = (
@@ -166,3 +167,28 @@ def test_a_rerun_reuses_the_token_parts_and_turning_shards_off_removes_them(tmp_
 def test_shards_need_a_tokenizer_with_ids(tmp_path: Path) -> None:
     with pytest.raises(ValidationError, match="training_shards needs token ids"):
         _config(tmp_path, tokenizer="gpt2-pretokens")
+
+
+def test_the_rehearsal_sample_reads_its_ids_from_the_shards(tmp_path: Path) -> None:
+    data = _config(tmp_path, tokenizer="cl100k_base")
+    prepare_data(data, tmp_path / "data")
+    tok = load_tokenizer("cl100k_base")
+
+    def sample() -> Sample:
+        evidence = read_evidence(tmp_path / "data", data, load_tables=True)
+        assert evidence is not None
+        tables, shards = clean_tables_with_shards(evidence, tmp_path / "data")
+        docs = documents_from_tables(tables, 10_000, shards, tok.eot_id)
+        assert all(d.tokens is not None for d in docs)
+        return build_sample(docs, tok, sample_tokens=10_000, seq_len=16, heldout_fraction=0.25)
+
+    good = sample()
+    assert not good.problems and good.checks["ids_from"] == "training shards"
+    assert good.checks["n_shard_mismatch"] == 0
+    bin_path = tmp_path / "data" / "tokenized" / "books.bin"
+    ids = np.fromfile(bin_path, dtype="<i4")
+    ids[3] = ids[4]  # another id inside the first document
+    ids.tofile(bin_path)
+    bad = sample()
+    assert bad.checks["n_shard_mismatch"] == 1
+    assert any("other ids in the training shard than the tokenizer gives" in p for p in bad.problems)
