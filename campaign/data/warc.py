@@ -8,8 +8,8 @@ PDFs, scripts), `warc_malformed` (a response whose HTTP header does not parse), 
 (a gzip stream cut short or corrupt, checked after the records: FastWARC stops there silently) raises the
 reader's corrupt-file DataError. The document id is the WARC-Record-ID, `line` the
 record's 1-based position in the file; the URL is the record's WARC-Target-URI.
-Source: parsing with FastWARC and main-content extraction with Resiliparse (Bevendorff et al. 2018 and 2021,
-ChatNoir's tools), as datatrove's `WarcReader` with its `Trafilatura`/`Resiliparse` extractors does.
+Source: FastWARC and Resiliparse's `extract_plain_text(main_content=True)` (Bevendorff et al., ChatNoir's tools), the
+extraction datatrove's `Resiliparse` extractor runs after its warcio-based `WarcReader`.
 """
 
 from __future__ import annotations

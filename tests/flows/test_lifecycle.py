@@ -7,6 +7,7 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
+from campaign.data.indexed import read_indexed
 from campaign.gates import REQUIRED_GATES
 from campaign_cli.cli import main
 from tests.helpers.paths import DEMO, REPO, set_args
@@ -59,6 +60,15 @@ def test_run_demo_end_to_end(tmp_path, demo_inputs, capsys):
         rejected = pq.read_table(ws / "data" / "rejected" / f"{source['name']}.parquet")
         assert rejected.num_rows == source["n_rejected"]
         assert all(rejected.column("reason").to_pylist())
+    # `make run` writes the training shards (one indexed dataset per source, the clean documents each) and the
+    # blend of the configured weights; the rehearsal trained on the shards' ids.
+    blend = (ws / "data" / "tokenized" / "blend.txt").read_text().split()
+    assert blend[1::2] == [f"tokenized/{s['name']}" for s in manifest["sources"]]
+    assert [float(w) for w in blend[::2]] == [s["weight"] for s in manifest["sources"]]
+    for source in manifest["sources"]:
+        assert len(read_indexed(ws / "data" / source["tokenized"]["prefix"])) == source["n_kept"]
+    sample = json.loads((ws / "rehearsal" / "sample" / "sample.json").read_text())
+    assert sample["checks"]["ids_from"] == "training shards" and sample["checks"]["n_shard_mismatch"] == 0
 
     run_text = capsys.readouterr().out
     assert main(["analyse", "--workspace", str(ws), "--json"]) == 0
