@@ -37,7 +37,7 @@ import importlib.metadata
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import ClassVar, Protocol, runtime_checkable
 
 from campaign.data.tokens import TOKENIZER_BACKEND, count_tokens_many
 from campaign.errors import ConfigError
@@ -120,6 +120,8 @@ class OpenAIBpeTokenizer:
         self._count_piece = getattr(backend, "count", None) or (
             lambda s: len(self._encoding.encode_ordinary(s))
         )
+        # Encoding too (the training shards' ids) needs only the backend: its `encode` is `encode_ordinary`.
+        self._encode_piece = getattr(backend, "encode", None) or self._encoding.encode_ordinary
         self.name = f"{encoding_name} (bpe-openai {_version('bpe-openai')})"
 
     @functools.cached_property
@@ -134,13 +136,22 @@ class OpenAIBpeTokenizer:
             warnings.simplefilter("ignore", DeprecationWarning)
             return bpe_openai.get_encoding(self._encoding_name)
 
+    # (n_vocab, end-of-text id) of tiktoken's openai_public.py, so a worker that only encodes never builds the
+    # Python vocabulary for them; a test holds them to the package's Encoding.
+    KNOWN_SIZES: ClassVar[dict[str, tuple[int, int]]] = {
+        "cl100k_base": (100277, 100257),
+        "o200k_base": (200019, 199999),
+    }
+
     @property
     def n_vocab(self) -> int:
-        return int(self._encoding.n_vocab)
+        known = self.KNOWN_SIZES.get(self._encoding_name)
+        return known[0] if known else int(self._encoding.n_vocab)
 
     @property
     def eot_id(self) -> int:
-        return int(self._encoding.eot_token)
+        known = self.KNOWN_SIZES.get(self._encoding_name)
+        return known[1] if known else int(self._encoding.eot_token)
 
     @staticmethod
     def _clean(text: str) -> str:
@@ -152,8 +163,9 @@ class OpenAIBpeTokenizer:
 
     def encode(self, text: str) -> list[int]:
         ids: list[int] = []
+        encode_piece = self._encode_piece
         for piece in split_for_encoding(self._clean(text)):
-            ids.extend(self._encoding.encode_ordinary(piece))
+            ids.extend(encode_piece(piece))
         return ids
 
     def encode_many(self, texts: Sequence[str]) -> list[list[int]]:

@@ -131,3 +131,13 @@ def test_utf8_bytes():
     tok = load_tokenizer("utf8-bytes")
     assert tok.encode("é") == [0xC3, 0xA9] and tok.count_many(["é", "ab"]) == [2, 2]
     assert tok.decode(tok.encode("😀 x")) == "😀 x"
+
+
+@pytest.mark.parametrize("spec", ["cl100k_base", "o200k_base"])
+def test_backend_encoding_and_known_sizes_match_the_packages_encoding(spec):
+    """Workers encode with the compiled backend and take the sizes from a table: both equal bpe-openai's Encoding."""
+    tok = load_tokenizer(spec)
+    encoding = tok._encoding  # the package's full Encoding
+    assert (tok.n_vocab, tok.eot_id) == (encoding.n_vocab, encoding.eot_token)
+    for text in TRICKY:
+        assert tok.encode(text) == encoding.encode_ordinary(text)
