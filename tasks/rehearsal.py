@@ -59,6 +59,8 @@ def rehearsal_gate(config: CampaignConfig, ws: store.Workspace, evidence: DataEv
         result = RehearsalResult(passed=False).fail(f"data.tokenizer: {err.message}", err.fix or "")
     else:
         tables, shards = clean_tables_with_shards(evidence, ws.data_dir)
+        if evidence.manifest.get("tokenizer_spec") != config.data.tokenizer:  # ids of another vocabulary
+            shards = [None] * len(tables)
         docs = documents_from_tables(tables, config.rehearsal.sample_tokens, shards, tokenizer.eot_id)
         with reporting_progress(workdir, config.rehearsal.steps):
             result, _ = run_rehearsal(docs, tokenizer, config.rehearsal, config.model, config.seed, workdir)

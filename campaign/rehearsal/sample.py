@@ -201,11 +201,8 @@ def build_sample(
     from_shards = all(d.tokens is not None for d in chosen)
     out.checks["ids_from"] = "training shards" if from_shards else "tokenizer"
     try:
-        encoded = (
-            [list(d.tokens) for d in chosen if d.tokens is not None]
-            if from_shards
-            else tokenizer.encode_many(texts)
-        )
+        reference = tokenizer.encode_many(texts)  # what the tokenizer gives for the clean text
+        encoded = [list(d.tokens) for d in chosen if d.tokens is not None] if from_shards else reference
     except CampaignError as err:  # a counting-only tokenizer (gpt2-pretokens) cannot produce token ids
         out.problems.append(f"tokenizer {tokenizer.name} cannot encode: {err.message}")
         out.fixes.append(
@@ -268,11 +265,7 @@ def build_sample(
     mismatched = sum(1 for d, t in zip(chosen, encoded, strict=True) if d.n_tokens != len(t))
     out.checks["n_count_mismatch_with_prepare"] = mismatched
     if from_shards:  # the shard holds what the tokenizer gives for the clean text
-        differ = [
-            d.doc_id
-            for d, t in zip(chosen, tokenizer.encode_many(texts), strict=True)
-            if list(t) != list(d.tokens or ())
-        ]
+        differ = [d.doc_id for d, t in zip(chosen, reference, strict=True) if list(t) != list(d.tokens or ())]
         out.checks["n_shard_mismatch"] = len(differ)
         if differ:
             out.problems.append(
