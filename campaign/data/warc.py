@@ -2,7 +2,8 @@
 
 A WARC file's `response`, `resource` and `conversion` records are the documents, in file order; each is kept (its
 main text), or rejected with a reason: `warc_not_text` (a content type that is not HTML or plain text: images,
-PDFs, scripts), `warc_malformed` (a response whose HTTP header does not parse), `record_too_large` (a payload over
+PDFs, scripts), `warc_malformed` (a response whose HTTP header does not parse, or a record cut short in an
+uncompressed file), `record_too_large` (a payload over
 `max_record_bytes`, not read), `empty_text` (no main text). The other records (`warcinfo`, `request`, `metadata`,
 `revisit`) are not pages: they are counted by type (`skipped`), never documents. A file that breaks part-way
 (a gzip stream cut short or corrupt, checked after the records: FastWARC stops there silently) raises the
@@ -107,6 +108,10 @@ def _document(record, number: int, name: str, source: SourceConfig, limit: int) 
         content_type = (headers.get("Content-Type") or "").split(";")[0].strip().lower()
         charset = None
     body = record.reader.read()
+    if record.reader.tell() < record.content_length:  # an uncompressed file cut inside this record
+        return rejected(
+            WARC_MALFORMED, f"truncated: {record.reader.tell():,} of {record.content_length:,} bytes"
+        )
     if content_type not in HTML_TYPES + TEXT_TYPES:
         return rejected(WARC_NOT_TEXT, f"content type {content_type or 'missing'!r} ({len(body):,} bytes)")
     html = bytes_to_str(body, str(charset) if charset else (detect_encoding(body) or "utf-8"))

@@ -83,6 +83,15 @@ def test_main_text_is_extracted_from_html(tmp_path: Path) -> None:
     assert skipped == {}
 
 
+def test_a_record_cut_short_in_a_plain_archive_is_malformed(tmp_path: Path) -> None:
+    path = write_warc(tmp_path / "a.warc", crawl(PAGES[:2]), gzip=False)
+    path.write_bytes(path.read_bytes()[:-500])
+    source = _config(tmp_path).sources[0]
+    docs = list(read_warc(path, "a.warc", source, 2**30, {}, lambda exc: DataError(str(exc))))
+    assert [d.reason for d in docs] == [None, "warc_malformed"]
+    assert "truncated: " in docs[1].detail and docs[1].url.endswith(PAGES[1].name)
+
+
 def test_a_truncated_archive_is_named_with_the_fix(tmp_path: Path) -> None:
     path = write_warc(tmp_path / "warc" / "a.warc.gz", crawl(PAGES[:4]))
     path.write_bytes(path.read_bytes()[: path.stat().st_size * 2 // 3])
