@@ -38,7 +38,7 @@ import pyarrow.parquet as pq
 from campaign.config import DataConfig
 from campaign.data.dedup import EXACT_DUPLICATE
 from campaign.data.filters import TOO_LARGE, filter_reasons
-from campaign.data.filters.decontaminate import BENCHMARK_OVERLAP_PREFIX, load_benchmarks
+from campaign.data.filters.decontaminate import BENCHMARK_OVERLAP_PREFIX, check_benchmarks
 from campaign.data.filters.language import LANGUAGE_NOT_KEPT, known_languages
 from campaign.data.filters.url_filter import URL_REASONS, load_url_rules
 from campaign.data.global_dedup import DEDUP_FILE, NEAR_DUPLICATE, DedupStats, dedup_pass
@@ -144,7 +144,8 @@ def plan_run(data: DataConfig) -> InputPlan:
 
 def check_steps(data: DataConfig) -> None:
     """Read the block lists and evaluation files and check the language codes before any shard runs, so a bad
-    one is one error naming file:line (each worker reads them again, once)."""
+    one is one error naming file:line (each worker reads them again, once). Nothing here loads a model or a
+    compiled kernel: the command's process stays as small as it was."""
     cleaning = data.cleaning
     if cleaning.languages.enabled:
         unknown = sorted(set(cleaning.languages.keep) - known_languages())
@@ -157,7 +158,7 @@ def check_steps(data: DataConfig) -> None:
     if cleaning.url_filter.enabled:
         load_url_rules(cleaning.url_filter)
     if data.decontaminate.benchmarks:
-        load_benchmarks(data.decontaminate)
+        check_benchmarks(data.decontaminate)
 
 
 def step_files(data: DataConfig) -> list[tuple[str, str]]:

@@ -22,7 +22,7 @@ from campaign.config import (
     UrlFilterConfig,
 )
 from campaign.data import prepare_data
-from campaign.data.filters.decontaminate import find_overlaps, load_benchmarks
+from campaign.data.filters.decontaminate import check_benchmarks, find_overlaps, load_benchmarks
 from campaign.data.filters.language import (
     LANGUAGE_NOT_KEPT,
     check_language,
@@ -224,10 +224,11 @@ def test_a_bad_evaluation_file_names_file_and_line(
     tmp_path: Path, rows: list[object], line: int, words: str
 ) -> None:
     bench = _benchmark(tmp_path, "bad", rows)
-    with pytest.raises(DataError) as err:
-        load_benchmarks(DecontaminateConfig(benchmarks=(bench,)))
-    assert (err.value.where or "").startswith(f"{bench.path}:{line} ")
-    assert words in err.value.message and err.value.fix
+    for read in (load_benchmarks, check_benchmarks):
+        with pytest.raises(DataError) as err:
+            read(DecontaminateConfig(benchmarks=(bench,)))
+        assert (err.value.where or "").startswith(f"{bench.path}:{line} ")
+        assert words in err.value.message and err.value.fix
 
 
 # ---------------------------------------------------------------------------------------- all of them at once

@@ -117,6 +117,13 @@ def load_benchmarks(cfg: DecontaminateConfig) -> BenchmarkIndex:
     return _load(cfg, stamps)
 
 
+def check_benchmarks(cfg: DecontaminateConfig) -> None:
+    """Read every evaluation file, raising its first problem as a DataError naming file:line, without hashing
+    (the command's process checks them before the shards run and never loads the compiled pass)."""
+    for b_index, bench in enumerate(cfg.benchmarks):
+        _read_benchmark(bench, b_index)
+
+
 def _stamp(path: str) -> tuple[int, int] | None:
     try:
         st = os.stat(path)
