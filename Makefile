@@ -16,6 +16,9 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	@$(BIN)/python -m pip install --quiet --upgrade pip
 	@echo "install [2/4]: the project and its dependencies (minutes on a fresh machine)"
 	@$(PYTHON) scripts/pip_progress.py $(BIN)/python -m pip install --progress-bar off -e '.[dev]'
+	@# megatron-core's own reader checks the training shards in the tests; its metadata asks for torch, which the
+	@# reader does not need, so it comes without its dependencies (tests/helpers/megatron_index.py).
+	@$(BIN)/python -m pip install --quiet --no-deps 'megatron-core>=0.16,<0.17'
 	@echo "install [3/4]: compiling the simulator's kernels once (Numba cache, about a minute)"
 	@$(BIN)/python -c "from campaign.sim.compiled import warm; warm()"
 	@echo "install [4/4]: compiling prepare's word, language and n-gram kernels once"
