@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -55,6 +56,7 @@ KILL_STREAM = (
     0x4B494C4C  # "KILL": the seed's stream for the kill step, apart from every other use of the seed
 )
 ORDER_STREAM = 0x4F524452  # "ORDR": the seed's stream for the order rows are trained in
+KILL_ATTEMPTS = 3  # starts of the faulted run before a trainer too fast to kill between checkpoints fails
 CONTROL_STEPS = 3  # steps of the control run: enough for a curve that starts from a data-free loss to move
 BLANK_TOKEN = 0  # what the restarted process finds in the rows of the steps before its checkpoint
 MAX_TRAIN_FILE_BYTES = 4 * 2**30  # steps x batch rows, laid out in training order
@@ -403,25 +405,48 @@ def rehearse(
     fault_dir = workdir / "faulted"
     fault_metrics = fault_dir / "metrics.jsonl"
     fault_train = fault_dir / "train.npy"
-    _write_rows(fault_train, rows, order)
     fault_env = {
         **base_env,
         **contract_env(
             fault_train, heldout, vocab, settings, fault_dir / "checkpoints", fault_metrics, cache
         ),
     }
-    first = run_start(
-        "faulted-1",
-        command,
-        fault_env,
-        fault_metrics,
-        fault_dir / "logs",
-        deadline,
-        kill_when=lambda m: bool(m.checkpoints) and m.last_step >= kill_step,
-        registry=workdir / REGISTRY,
-    )
+    # The kill is asynchronous: a fast trainer on a busy machine may write its last checkpoint before the signal
+    # lands, which would leave no step after the restore to compare. Such a start proves nothing either way, so it
+    # is thrown away and tried again in a fresh folder; a trainer that is always too fast fails, saying so.
+    for attempt in range(1, KILL_ATTEMPTS + 1):
+        shutil.rmtree(fault_dir / "checkpoints", ignore_errors=True)
+        fault_metrics.unlink(missing_ok=True)
+        _write_rows(fault_train, rows, order)
+        first = run_start(
+            f"faulted-1-attempt-{attempt}" if attempt > 1 else "faulted-1",
+            command,
+            fault_env,
+            fault_metrics,
+            fault_dir / "logs",
+            deadline,
+            kill_when=lambda m: bool(m.checkpoints) and m.last_step >= kill_step,
+            registry=workdir / REGISTRY,
+        )
+        ran_past = (
+            not first.metrics.problems
+            and not first.timed_out
+            and first.metrics.last_step >= kill_step
+            and max(first.metrics.checkpoints, default=0) >= settings.steps
+        )
+        if not ran_past:
+            break
+    result.timings["faulted_1_starts"] = attempt  # timing, not a verdict: how often the kill landed too late
     result.timings["faulted_1_wall_s"] = first.wall_s
     result.timings["faulted_1_cpu_s"] = first.cpu_s
+    if ran_past:
+        return result.fail(
+            f"faulted run: in {KILL_ATTEMPTS} starts the trainer wrote its last checkpoint (step "
+            f"{settings.steps}) before the kill chosen at step {kill_step} landed, so no step was left to "
+            "compare after a restore",
+            "raise rehearsal.steps so that the trainer runs long enough to be killed between two checkpoints",
+            first,
+        )
     if not first.killed_by_harness:
         if _check_start(result, first, settings, "faulted run before the kill"):
             result.fail(

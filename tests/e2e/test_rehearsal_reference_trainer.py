@@ -54,15 +54,16 @@ def test_the_reference_trainer_learns_and_resumes_bit_identically(data, tmp_path
     d = result.details
     assert d["restore_check"].startswith("bit-identical over")
     # The kill lands at or after the chosen step; on a loaded machine the trainer may write one more checkpoint
-    # first, and resuming from that newest checkpoint is right.
-    assert d["kill_after_checkpoint"] <= d["resumed_step"] < d["killed_at_step"]
+    # first, and resuming from that newest checkpoint is right. A start that ran past its last checkpoint before
+    # the kill landed is tried again, so there are always steps after the restore to compare.
+    assert d["kill_after_checkpoint"] <= d["resumed_step"] <= d["killed_at_step"] and d["resumed_step"] < 40
     assert d["restore_compared_steps"] == 40 - d["resumed_step"]
     # the kill was real: the faulted run's metrics show the steps after the checkpoint twice
     lines = [
         json.loads(x) for x in (tmp_path / "work" / "faulted" / "metrics.jsonl").read_text().splitlines()
     ]
     redone = [x["step"] for x in lines if "loss" in x and x["step"] == d["resumed_step"] + 1]
-    assert len(redone) == 2
+    assert len(redone) == (2 if d["killed_at_step"] > d["resumed_step"] else 1)
     assert {"event": "resumed", "step": d["resumed_step"]} in lines
     # a checkpoint holds parameters, optimizer state, step and data position
     checkpoint = max((tmp_path / "work" / "reference" / "checkpoints").glob("step_*"))

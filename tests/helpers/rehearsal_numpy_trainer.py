@@ -8,7 +8,9 @@ read from FILE, or a default one),
 hang (stops making progress), child (starts a long-lived child process in its group; its pid goes to
 NUMPY_TRAINER_CHILD_PID), jitter (reports losses with a little noise, like a non-deterministic GPU trainer),
 naive_softmax (overflows to NaN at a large learning rate). NUMPY_TRAINER_STEP_S: the seconds a step sleeps
-(0.01 by default).
+(0.01 by default). NUMPY_TRAINER_BUFFERED_STARTS (a comma-separated list of start numbers, counted in
+CAMPAIGN_REHEARSAL_CACHE_DIR): in those starts the metrics lines stay in a buffer until the trainer exits, so
+whoever reads the file sees every step at once, as with a trainer too fast to be stopped between checkpoints.
 And the hostile ones, which try to look like a trainer: no_data (never reads the data: a made-up falling curve,
 checkpoint events without files, "resumes" by reading its own metrics file), no_data_files (the same, with
 checkpoint files that change and are restored from), replay (restarts from scratch, replays the steps before its
@@ -25,8 +27,13 @@ from pathlib import Path
 
 import numpy as np
 
+BUFFER: list[str] | None = None  # lines held until exit in a buffered start
+
 
 def log(path, record):
+    if BUFFER is not None:
+        BUFFER.append(json.dumps(record) + "\n")
+        return
     with open(path, "a") as handle:
         handle.write(json.dumps(record) + "\n")
 
@@ -95,8 +102,20 @@ def main_no_data(env, mode):
         time.sleep(0.01)
 
 
+def count_start(env) -> int:
+    counter = Path(env["CAMPAIGN_REHEARSAL_CACHE_DIR"]) / "numpy-trainer-starts"
+    counter.parent.mkdir(parents=True, exist_ok=True)
+    n = int(counter.read_text()) + 1 if counter.exists() else 1
+    counter.write_text(str(n))
+    return n
+
+
 def main():
+    global BUFFER
     env = os.environ
+    buffered = {int(x) for x in env.get("NUMPY_TRAINER_BUFFERED_STARTS", "").split(",") if x}
+    if buffered and count_start(env) in buffered:
+        BUFFER = []
     mode = env.get("NUMPY_TRAINER_MODE", "good")
     if mode in ("no_data", "no_data_files"):
         main_no_data(env, mode)
@@ -166,4 +185,9 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    finally:
+        if BUFFER:
+            with open(os.environ["CAMPAIGN_REHEARSAL_METRICS"], "a") as handle:
+                handle.write("".join(BUFFER))

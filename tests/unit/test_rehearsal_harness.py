@@ -81,6 +81,25 @@ def test_a_third_party_trainer_that_resumes_correctly_passes(data, tmp_path):
     assert d["blanked_rows"] == d["resumed_step"] * 4
 
 
+def test_a_start_the_kill_could_not_stop_before_the_last_checkpoint_is_tried_again(data, tmp_path):
+    # The first faulted start (the trainer's third) shows every step at once, as a trainer too fast for the kill
+    # on a busy machine does: no step would be left to compare after a restore, so it proves nothing either way.
+    result = run(data, tmp_path, NUMPY_TRAINER_BUFFERED_STARTS="3")
+    assert result.passed, result.problems
+    d = result.details
+    assert result.timings["faulted_1_starts"] == 2
+    assert d["resumed_step"] < d["killed_at_step"] and d["restore_compared_steps"] == 40 - d["resumed_step"]
+    assert (tmp_path / "work" / "faulted" / "logs" / "faulted-1-attempt-2.stderr.log").exists()
+
+
+def test_a_trainer_the_kill_never_stops_before_its_last_checkpoint_fails_saying_so(data, tmp_path):
+    result = run(data, tmp_path, NUMPY_TRAINER_BUFFERED_STARTS="3,4,5")
+    assert not result.passed
+    assert "in 3 starts the trainer wrote its last checkpoint (step 40) before the kill" in result.problems[0]
+    assert "raise rehearsal.steps" in result.fixes[0]
+    assert "bit-identical" not in result.summary()
+
+
 def test_a_trainer_that_never_reads_the_data_and_writes_no_checkpoint_files_fails(data, tmp_path):
     """A made-up falling curve, checkpoint events without files, a "resume" read from its own metrics."""
     result = run(data, tmp_path, mode="no_data")
