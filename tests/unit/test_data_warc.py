@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 from fastwarc.warc import WarcRecordType
 
-from campaign.config import CleaningConfig, DataConfig, NearDedupConfig, SourceConfig
+from campaign.config import (
+    BenchmarkFileConfig,
+    CleaningConfig,
+    DataConfig,
+    DecontaminateConfig,
+    LanguagesConfig,
+    NearDedupConfig,
+    PiiConfig,
+    SourceConfig,
+    UrlFilterConfig,
+)
 from campaign.data import prepare_data
 from campaign.data.warc import read_warc
 from campaign.errors import DataError
@@ -98,3 +109,63 @@ def test_a_truncated_archive_is_named_with_the_fix(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="truncated or corrupt file") as err:
         prepare_data(_config(tmp_path), tmp_path / "data")
     assert "a.warc.gz" in str(err.value) and "re-copy it or remove it" in str(err.value)
+
+
+def test_every_record_is_accounted_for_with_every_step_on(tmp_path: Path) -> None:
+    """URL block list, language, the rule groups, decontamination and PII over a WARC source: every page record is
+    kept or rejected with its reason, the steps' reasons name what matched, and the counts add up."""
+    pages = crawl(PAGES[:5]) + _odd_records()
+    pages.append(http_response("https://blocked.example/page", PAGES[5].read_bytes()))
+    french = (
+        "<html><body><p>"
+        + "Ceci est un texte en français sur la cuisine et le vin. " * 30
+        + "</p></body></html>"
+    )
+    pages.append(http_response("https://fr.example.org/", french.encode()))
+    contact = PAGES[6].read_bytes().replace(b"</body>", b"<p>Write to docs@site.example.net now.</p></body>")
+    pages.append(http_response("https://c.example.org/contact", contact))
+    write_warc(tmp_path / "warc" / "a.warc.gz", pages)
+    (tmp_path / "domains.txt").write_text("# blocked\nblocked.example\n", encoding="utf-8")
+    prepare_data(_config(tmp_path), tmp_path / "plain")
+    kept_before = pq.read_table(tmp_path / "plain" / "clean" / "crawl.parquet").to_pylist()
+    target = max(kept_before, key=lambda r: len(r["text"].split()))
+    (tmp_path / "qa.jsonl").write_text(
+        json.dumps({"question": " ".join(target["text"].split()[20:40])}) + "\n", encoding="utf-8"
+    )
+    base = _config(tmp_path)
+    data = base.model_copy(
+        update={
+            "cleaning": CleaningConfig(
+                near_dedup=NearDedupConfig(enabled=False),
+                languages=LanguagesConfig(enabled=True),
+                pii=PiiConfig(enabled=True),
+                url_filter=UrlFilterConfig(domains_file=str(tmp_path / "domains.txt")),
+            ),
+            "decontaminate": DecontaminateConfig(
+                benchmarks=(
+                    BenchmarkFileConfig(
+                        name="qa", path=str(tmp_path / "qa.jsonl"), text_fields=("question",)
+                    ),
+                )
+            ),
+        }
+    )
+    manifest = prepare_data(data, tmp_path / "data")
+    (src,) = manifest["sources"]
+    clean = pq.read_table(tmp_path / "data" / "clean" / "crawl.parquet").to_pylist()
+    rejected = pq.read_table(tmp_path / "data" / "rejected" / "crawl.parquet").to_pylist()
+    responses = 5 + 4 + 3  # the crawl's pages, the odd records that are pages, the three added here
+    assert src["n_input"] == responses == len(clean) + len(rejected) == src["n_kept"] + src["n_rejected"]
+    assert sum(src["by_reason"].values()) == src["n_rejected"]
+    by_url = {r["url"]: r for r in rejected}
+    assert by_url["https://blocked.example/page"]["reason"] == "url_blocked_domain"
+    assert "blocked.example" in by_url["https://blocked.example/page"]["detail"]
+    assert "domains.txt:2" in by_url["https://blocked.example/page"]["detail"]
+    assert by_url["https://fr.example.org/"]["reason"] == "language_not_kept"
+    assert by_url["https://fr.example.org/"]["language"] == "fr"
+    overlap = [r for r in rejected if r["reason"] == "benchmark_overlap_qa"]
+    assert [r["url"] for r in overlap] == [target["url"]] and "qa.jsonl:1" in overlap[0]["detail"]
+    assert all(r["language"] is not None for r in clean + overlap)
+    assert src["pii_by_kind"]["email"] >= 1  # the address added here, and any the pages carry
+    contact_text = next(r["text"] for r in clean if r["url"] == "https://c.example.org/contact")
+    assert "email@example.com" in contact_text and "docs@site.example.net" not in contact_text
