@@ -3,11 +3,15 @@ requeued (`scontrol requeue`) for every restart, so the run keeps one job id and
 
 One requeued job rather than one job per restart: the scheduler then sees one job with its restarts (as a person
 reading `scontrol show job` expects), and a node failure that Slurm requeues by itself is the same job coming back.
-State is read with `scontrol show job -o` (`sacct` needs a Slurm accounting database, which a cluster need not
-run); a start is killed with `scancel --full --signal=KILL`, an injected hang is `--signal=STOP`; an excluded
-node goes into the job's `ExcNodeList` before it is requeued. Slurm delays a requeued job's start (two minutes
-in 22.05); the supervisor's own back-off has already passed, so the job is made eligible at once.
-Source: Slurm 22.05 `sbatch(1)`, `scontrol(1)`, `scancel(1)`.
+The live state is read with `scontrol show job -o`; how each start ended (its state, node and exit code as
+Slurm recorded them) with `sacct`, from the accounting database where the cluster runs one, else from the job
+completion log (`sacct --completion`, `JobCompType=jobcomp/filetxt`), else from the node's state. A start is
+killed with `scancel --full --signal=KILL`, an injected hang is `--signal=STOP`, an injected node loss sets the
+node DOWN (`scontrol update NodeName=... State=DOWN`) so that Slurm itself fails the job (NODE_FAIL) and
+requeues it; the node is RESUMEd once the failure is recorded. An excluded node goes into the job's
+`ExcNodeList` before it runs again. Slurm delays a requeued job's start (two minutes in 22.05); the
+supervisor's own back-off has already passed, so the job is made eligible at once.
+Source: Slurm 22.05 `sbatch(1)`, `scontrol(1)`, `scancel(1)`, `sacct(1)`, `slurm.conf(5)`.
 """
 
 from __future__ import annotations
@@ -55,6 +59,9 @@ done
 wait "$trainer"
 """
 HEARTBEAT = "supervisor.alive"
+NODE_FAIL = "NODE_FAIL"
+# A node in any of these states has failed its jobs (scontrol shows them joined with "+", e.g. IDLE+DRAIN).
+NODE_LOST_STATES = {"DOWN", "DRAIN", "FAIL", "FAILING", "NOT_RESPONDING"}
 
 
 @dataclass
@@ -66,16 +73,44 @@ class JobState:
     restarts: int
 
 
+@dataclass(frozen=True)
+class JobEnd:
+    """One end of a start of the job, as Slurm's accounting or job completion log recorded it."""
+
+    state: str
+    node: str
+    exit_code: int
+    signal: int
+
+
 def slurm_problem() -> str | None:
     """Why the Slurm commands cannot be used here, or None."""
     missing = [c for c in ("sbatch", "scontrol", "scancel") if shutil.which(c) is None]
     return f"{', '.join(missing)} not on PATH" if missing else None
 
 
+def _record(folder: Path) -> dict[str, object]:
+    path = folder / "slurm.json"
+    loaded = json.loads(path.read_text()) if path.exists() else {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def _save_record(folder: Path, record: dict[str, object]) -> None:
+    path = folder / "slurm.json"
+    partial = path.with_suffix(".json.partial")
+    partial.write_text(json.dumps(record) + "\n")
+    partial.replace(path)
+
+
+def _downed(record: dict[str, object]) -> list[str]:
+    nodes = record.get("downed_nodes")
+    return [str(n) for n in nodes] if isinstance(nodes, list) else []
+
+
 def current_job(folder: Path) -> str | None:
     """The run's Slurm job id, once submitted."""
-    record = folder / "slurm.json"
-    return str(json.loads(record.read_text())["job_id"]) if record.exists() else None
+    job = _record(folder).get("job_id")
+    return str(job) if job is not None else None
 
 
 def is_running(folder: Path) -> bool:
@@ -109,6 +144,112 @@ def job_state(job_id: str) -> JobState | None:
     )
 
 
+def parse_sacct(text: str) -> list[JobEnd]:
+    """The ends in `sacct --parsable2 --noheader --format=State,NodeList,ExitCode` output, oldest first. A
+    completion log also lists a requeue of an ended job as a PENDING line: only ended states count."""
+    ends = []
+    for line in text.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) < 3:
+            continue
+        state = parts[0].split()[0] if parts[0].strip() else ""  # "CANCELLED by 0" -> CANCELLED
+        if state not in ENDED and state != "REQUEUED":
+            continue
+        code, _, sig = parts[2].partition(":")
+        node = "" if parts[1].startswith("None") else parts[1]
+        ends.append(JobEnd(state, node, int(code or 0), int(sig or 0)))
+    return ends
+
+
+def job_ends(job_id: str) -> list[JobEnd]:
+    """Every end of the job's starts that Slurm recorded: from `sacct` (the accounting database) or, on a
+    cluster without one, `sacct --completion` (the job completion log); empty where neither is kept."""
+    query = ["-j", job_id, "--duplicates", "--allocations", "--parsable2", "--noheader"]
+    query.append("--format=State,NodeList,ExitCode")
+    for args in (["sacct", *query], ["sacct", "--completion", *query]):
+        try:
+            return parse_sacct(_run(args))
+        except (RuntimeError, OSError, subprocess.TimeoutExpired):
+            continue  # "Slurm accounting storage is disabled": try the completion log
+    return []
+
+
+def node_state(node: str) -> str:
+    """The node's state as `scontrol show node` gives it (e.g. IDLE, DOWN+NOT_RESPONDING), or "" if unknown."""
+    try:
+        text = _run(["scontrol", "show", "node", "-o", node])
+    except (RuntimeError, OSError, subprocess.TimeoutExpired):
+        return ""
+    fields = dict(part.split("=", 1) for part in text.split() if "=" in part)
+    return fields.get("State", "")
+
+
+def is_node_lost(state: str) -> bool:
+    """Whether a node in `state` (scontrol's, with "+" flags, or sinfo's with a "*") has failed its jobs."""
+    return bool(set(state.rstrip("*~#!%$@^-").upper().split("+")) & NODE_LOST_STATES)
+
+
+def end_state(now: JobState | None, requeued_by_slurm: bool, ends: list[JobEnd], node: str) -> str:
+    """How a start ended by Slurm's own account: NODE_FAIL when its node failed it (recorded as such, or requeued
+    by Slurm off a node that is now down), else the recorded state, "REQUEUED" or the state now."""
+    if (now is not None and now.state == NODE_FAIL) or any(e.state == NODE_FAIL for e in ends):
+        return NODE_FAIL
+    if requeued_by_slurm:
+        return NODE_FAIL if node and is_node_lost(node_state(node)) else "REQUEUED"
+    if ends:
+        return ends[-1].state
+    return now.state if now is not None else ""
+
+
+def lose_node(folder: Path, node: str, reason: str) -> str | None:
+    """Set `node` DOWN, so Slurm fails its jobs (NODE_FAIL) and requeues those that may be requeued; the node
+    is remembered in the run's record until `return_nodes`. None, or why it could not be done (an operator's
+    right: a plain user may not)."""
+    if not node:
+        return "the job's node is not known"
+    try:
+        _run(["scontrol", "update", f"NodeName={node}", "State=DOWN", f"Reason={reason}"])
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    record = _record(folder)
+    record["downed_nodes"] = sorted({*_downed(record), node})
+    _save_record(folder, record)
+    return None
+
+
+def lose_job_node(folder: Path) -> str | None:
+    """An injected node loss: the node the run's job is running on set DOWN (see `lose_node`)."""
+    job = current_job(folder)
+    state = job_state(job) if job else None
+    node = state.node if state is not None and state.state == "RUNNING" else ""
+    return lose_node(folder, node, "campaign: injected node loss")
+
+
+def return_nodes(folder: Path) -> list[str]:
+    """RESUME every node this run set DOWN (an injected node loss is over once its failure is recorded); the
+    nodes returned to service."""
+    record = _record(folder)
+    downed = _downed(record)
+    for node in downed:
+        with contextlib.suppress(RuntimeError, OSError, subprocess.TimeoutExpired):
+            _run(["scontrol", "update", f"NodeName={node}", "State=RESUME"])
+    if downed:
+        record["downed_nodes"] = []
+        _save_record(folder, record)
+    return downed
+
+
+def finish(folder: Path) -> None:
+    """The run is over: its nodes back in service, and a job Slurm requeued that no start will follow
+    (every node excluded, or the window ended) cancelled rather than left in the queue."""
+    return_nodes(folder)
+    job = current_job(folder)
+    state = job_state(job) if job else None
+    if job and state is not None and state.state == "PENDING":
+        with contextlib.suppress(RuntimeError, OSError, subprocess.TimeoutExpired):
+            _run(["scancel", job])
+
+
 def signal_job(job_id: str, name: str) -> None:
     """Signal the batch script and the trainer below it."""
     with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
@@ -125,19 +266,21 @@ def submit_or_requeue(
 ) -> str:
     """The run's job id: submitted the first time, requeued (with its excluded nodes) every later time, or, with
     `adopt`, the job as it runs."""
-    record = folder / "slurm.json"
     log_dir.mkdir(parents=True, exist_ok=True)
-    if record.exists():
-        job_id = str(json.loads(record.read_text())["job_id"])
+    known = current_job(folder)
+    if known is not None:
+        job_id = known
         if adopt:
             return job_id
         state = job_state(job_id)
-        if state is not None and state.state not in ENDED:
+        pending = state is not None and state.state == "PENDING"  # Slurm requeued it itself (a node failed)
+        if state is not None and state.state not in ENDED and not pending:
             signal_job(job_id, "KILL")  # a start left by a supervisor that was stopped
             _wait_ended(job_id, 30.0)
         if exclude:
             _run(["scontrol", "update", f"JobId={job_id}", f"ExcNodeList={','.join(exclude)}"])
-        _run(["scontrol", "requeue", job_id])
+        if not pending:
+            _run(["scontrol", "requeue", job_id])
         _run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"])
         return job_id
     script = folder / "job.sh"
@@ -158,7 +301,7 @@ def submit_or_requeue(
         *command,
     ]
     job_id = _run(args, env=env).strip().split(";")[0]
-    record.write_text(json.dumps({"job_id": job_id}) + "\n")
+    _save_record(folder, {**_record(folder), "job_id": job_id})
     return job_id
 
 
@@ -184,9 +327,10 @@ def run_slurm_start(
     on_submitted: Callable[[str], None] | None = None,
     adopt: bool = False,
     from_byte: int | None = None,
-) -> tuple[Start, str, str]:
-    """One start as the run's Slurm job: follow its metrics and state until it ends, `kill_when` says kill, or
-    `deadline` (monotonic) passes. Returns the start, the job id and the node it ran on."""
+) -> tuple[Start, str, str, str]:
+    """One start as the run's Slurm job: follow its metrics and state until it ends, Slurm requeues it (its node
+    failed), `kill_when` says kill, or `deadline` (monotonic) passes. Returns the start, the job id, the node it
+    ran on and how it ended by Slurm's account (`end_state`: NODE_FAIL, COMPLETED, FAILED, ...)."""
     # From the end of the last whole line: an adopted trainer may be writing the next one.
     start_byte = metrics_path.read_bytes().rfind(b"\n") + 1 if metrics_path.exists() else 0
     if from_byte is not None:  # an adopted start: from the first line the stopped supervisor had not read
@@ -203,7 +347,7 @@ def run_slurm_start(
         job_id = submit_or_requeue(folder, command, env, log_dir, exclude, adopt)
     except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
         result.launch_error = str(exc)
-        return result, "", ""
+        return result, "", "", ""
     if on_submitted is not None and not adopt:
         on_submitted(job_id)
     state, checked = job_state(job_id), time.monotonic()
@@ -212,6 +356,9 @@ def run_slurm_start(
             POLL_S
         )  # a requeue takes effect a moment later: never read the previous start's end as this one's
         state = job_state(job_id)
+    restarts = state.restarts if state is not None else 0  # more later: Slurm requeued the job itself
+    ends_before = len(job_ends(job_id))
+    ran_on, requeued_by_slurm = "", False
     while True:
         heartbeat.touch()
         tail.poll()
@@ -222,19 +369,27 @@ def run_slurm_start(
             break
         if time.monotonic() - checked > STATE_POLL_S:
             state, checked = job_state(job_id), time.monotonic()
+            if state is not None and state.state == "RUNNING" and state.node:
+                ran_on = state.node
             if state is None or state.state in ENDED:
+                break
+            if state.restarts > restarts:
+                requeued_by_slurm = True
                 break
         if time.monotonic() > deadline:
             result.timed_out = True
             break
         time.sleep(POLL_S)
-    if state is None or state.state not in ENDED:
+    if not requeued_by_slurm and (state is None or state.state not in ENDED):
         signal_job(job_id, "KILL")
         state = _wait_ended(job_id, 60.0) or state
     tail.poll()
     result.metrics = tail.metrics
     result.wall_s = time.monotonic() - began
-    if state is not None:
+    ends = job_ends(job_id)[ends_before:]
+    node = ran_on or (ends[-1].node if ends else "") or (state.node if state is not None else "")
+    ended = end_state(state, requeued_by_slurm, ends, node)
+    if state is not None and not requeued_by_slurm:
         code = state.exit_code
         result.returncode = -state.signal if state.signal else -(code - 128) if 128 < code < 160 else code
-    return result, job_id, state.node if state is not None else ""
+    return result, job_id, node, ended

@@ -35,6 +35,7 @@ from campaign.rehearsal.processes import (
 )
 
 REGISTRY = "trainers.json"
+NODE_LOSS_WAIT_S = 30.0  # a node set DOWN whose start the scheduler has not ended by then is killed
 ENV_NODE = "CAMPAIGN_EXECUTE_NODE"  # the node a start runs on (a slot name on this machine, a host on Slurm)
 
 # Failure categories of a real run (the `category` of its failure events).
@@ -85,6 +86,10 @@ class _Watch:
     fired: set[int]
     on_progress: Callable[[int, int], None] | None = None
     stop_job: Callable[[], None] | None = None  # an injected hang: stop every process of the start
+    lose_node: Callable[[], str | None] | None = (
+        None  # an injected node loss by the scheduler; None or why not
+    )
+    lose_error: str = ""  # why the scheduler could not take the node down (the start is then killed on it)
     seen_steps: int = 0
     seen_checkpoints: int = 0
     last_progress: float = field(default_factory=time.time)
@@ -136,6 +141,10 @@ class _Watch:
     def __call__(self, metrics: Metrics) -> bool:
         now = time.time()
         self.ingest(metrics, now)
+        if (
+            self.reason == "node_loss"
+        ):  # the node is down: the scheduler ends the start, or the supervisor does
+            return now - (self.killed_at or now) > NODE_LOSS_WAIT_S
         for index, injection in enumerate(self.settings.injections):
             if index in self.fired or self.max_step < injection.step or self.stopped_at is not None:
                 continue
@@ -153,6 +162,11 @@ class _Watch:
                             )  # a real hang: the process is there, no step comes
                 self.stopped_at = now
                 continue
+            if injection.kind == "node_loss" and self.lose_node is not None:
+                self.lose_error = self.lose_node() or ""
+                if not self.lose_error:  # Slurm fails the start itself (NODE_FAIL) and requeues the job
+                    self.reason, self.killed_at = injection.kind, now
+                    return False
             if injection.kind == "node_loss":
                 self.lost_marker.parent.mkdir(parents=True, exist_ok=True)
                 self.lost_marker.write_text(json.dumps({"lost_at_s": now - self.t0, "injected": True}))
@@ -213,6 +227,18 @@ def supervise(
 ) -> Journal:
     """Run the trainer to `settings.steps` or `max_wall_s`, whichever comes first, restarting it after each
     failure; returns the journal of every event. Started again on a folder whose run did not end, it resumes."""
+    try:
+        return _supervise(settings, folder, on_progress)
+    finally:
+        if settings.backend == "slurm":
+            from campaign.execution import slurm
+
+            slurm.finish(folder)  # nodes an injection took down back in service, no job left queued
+
+
+def _supervise(
+    settings: RealRunSettings, folder: Path, on_progress: Callable[[int, int], None] | None = None
+) -> Journal:
     journal = Journal.open(folder)
     if journal.is_finished():
         return journal
@@ -313,6 +339,7 @@ def supervise(
 
             job = slurm.current_job(folder)
             watch.stop_job = lambda: slurm.signal_job(slurm.current_job(folder) or "", "STOP")
+            watch.lose_node = lambda: slurm.lose_job_node(folder)
 
             def submitted(
                 job_id: str, first: bool = job is None, at: int = node, attempt: int = attempt
@@ -322,7 +349,7 @@ def supervise(
                     time.time() - t0, f"job_{what}", node=at, detail=f"slurm_job={job_id}", attempt=attempt
                 )
 
-            start, _, host = slurm.run_slurm_start(
+            start, _, host, slurm_end = slurm.run_slurm_start(
                 label,
                 folder,
                 settings.command,
@@ -342,6 +369,7 @@ def supervise(
                 node = watch.node = names.index(host)
                 lost_marker = folder / "nodes" / f"{host}.lost"
         else:
+            slurm_end = ""
             start = run_start(
                 label,
                 settings.command,
@@ -374,11 +402,13 @@ def supervise(
         failed_at, detected_at = ended, ended
         if start.metrics.problems:
             category, detail = BAD_METRICS, f"organic: {start.metrics.problems[0]}"
-        elif watch.reason == "node_loss" or lost_marker.exists():
-            category, detail = (
-                NODE_LOST,
-                "injected: node loss" if kind == "node_loss" else "organic: node lost",
-            )
+        elif watch.reason == "node_loss" or lost_marker.exists() or slurm_end == "NODE_FAIL":
+            category = NODE_LOST
+            detail = "injected: node loss" if kind == "node_loss" else "organic: node lost"
+            if slurm_end == "NODE_FAIL":
+                detail += f" (node {names[node]} DOWN: Slurm ended the start NODE_FAIL and requeued the job)"
+            elif watch.lose_error:
+                detail += f" (not set DOWN: {watch.lose_error[:200]}; the start was killed on it)"
             failed_at = watch.killed_at or ended
         elif watch.reason == HANG:
             category = HANG
@@ -391,6 +421,8 @@ def supervise(
         elif watch.reason == "kill":
             category, detail = KILL, "injected: SIGKILL of the trainer's process group"
             failed_at = watch.killed_at or ended
+        elif start.returncode is None and slurm_end:
+            category, detail = SIGNAL, f"organic: Slurm ended the start {slurm_end}"
         elif start.returncode is not None and start.returncode < 0:
             category, detail = SIGNAL, f"organic: killed by {_signal_name(start.returncode)}"
         else:
@@ -421,3 +453,7 @@ def supervise(
                 detail=f"node={names[node]} failures={on_node}",
                 attempt=attempt,
             )
+        if category == NODE_LOST and settings.backend == "slurm":
+            from campaign.execution import slurm
+
+            slurm.return_nodes(folder)  # the loss is recorded: the node RESUMEs, excluded from this run's job

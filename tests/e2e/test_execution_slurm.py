@@ -1,12 +1,15 @@
-"""The Slurm backend against a real one-node cluster (Debian's slurmctld, slurmd and munge, started and stopped by
-the fixture): one batch job submitted with --requeue, killed for real (scancel --signal=KILL) and requeued under
-the same job id, then hung (SIGSTOP), detected and its node excluded; and a job left by a supervisor killed with
-SIGKILL stops by itself."""
+"""The Slurm backend against a real cluster on this host (Debian's slurmctld, munge and two slurmd, nodes n0 and n1,
+started and stopped by the fixture): one batch job submitted with --requeue, killed for real (scancel
+--signal=KILL) and requeued under the same job id, hung (SIGSTOP) and detected, then its node set DOWN so that Slurm
+itself fails it (NODE_FAIL) and requeues it; the node is excluded, the job finishes on the other node and the lost
+node is back in service. A job left by a supervisor killed with SIGKILL stops by itself; one left by a supervisor
+started again in time is adopted."""
 
 import json
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -19,6 +22,32 @@ from tests.helpers.paths import NUMPY_TRAINER
 from tests.helpers.slurm_cluster import start_cluster
 
 VOCAB, STEPS = 16, 60
+FINAL = (
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "PREEMPTED",
+    "BOOT_FAIL",
+)
+
+
+def _show(job: str) -> str:
+    return subprocess.run(
+        ["scontrol", "show", "job", "-o", job], capture_output=True, text=True, check=True
+    ).stdout
+
+
+def _final_state(job: str, limit_s: float = 30.0) -> str:
+    """`scontrol show job` once the job is in a final state (COMPLETING is not one), or as it is after `limit_s`."""
+    until = time.monotonic() + limit_s
+    shown = _show(job)
+    while not any(f"JobState={state} " in shown for state in FINAL) and time.monotonic() < until:
+        time.sleep(0.1)
+        shown = _show(job)
+    return shown
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +65,9 @@ def cluster(tmp_path_factory):
         os.environ["SLURM_CONF"] = old
 
 
-def test_a_slurm_job_is_requeued_after_a_real_kill_and_its_node_excluded_after_a_hang(cluster, tmp_path):
+def test_a_slurm_job_is_requeued_after_a_kill_a_hang_and_a_node_slurm_failed_then_ends_on_another_node(
+    cluster, tmp_path
+):
     rows = np.random.default_rng(0).integers(0, VOCAB, size=(STEPS * 4, 33)).astype(np.uint32)
     np.save(tmp_path / "train.npy", rows)
     np.save(tmp_path / "heldout.npy", rows[:20])
@@ -59,26 +90,52 @@ def test_a_slurm_job_is_requeued_after_a_real_kill_and_its_node_excluded_after_a
         max_wall_s=120,
         hang_min_s=0.5,
         backoff_s=0.1,
-        nodes=(cluster.host,),
-        exclude_after=2,
-        injections=(Injection(15, "kill"), Injection(33, "hang")),
+        nodes=tuple(cluster.nodes),
+        exclude_after=3,  # the kill and the hang exclude no node; the node loss excludes its node at once
+        injections=(Injection(15, "kill"), Injection(27, "hang"), Injection(44, "node_loss")),
         backend="slurm",
     )
     journal = supervise(settings, folder)
     job = json.loads((folder / "slurm.json").read_text())["job_id"]
     kinds = [e["kind"] for e in journal.events if e["kind"] != "checkpoint_end"]
-    assert kinds[:2] == ["job_start", "job_submitted"] and "job_requeued" in kinds
+    assert kinds[:2] == ["job_start", "job_submitted"] and kinds.count("job_requeued") == 3
     failures = journal.kinds("failure")
-    assert [f["category"] for f in failures] == ["kill", "hang"]
+    assert [f["category"] for f in failures] == ["kill", "hang", "node_lost"]
     assert all(f["detail"].startswith("injected") for f in failures)
-    # the same job came back after the kill: Slurm counts its restart; the hang's node is excluded (2 failures)
-    shown = subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True, text=True, check=True)
-    assert "Restarts=1" in shown.stdout
-    assert journal.kinds("node_excluded")[0]["detail"].startswith(f"node={cluster.host}")
-    assert journal.kinds("window_end")[0]["detail"].startswith("no node left")
-    # the restart resumed at the checkpoint before the kill, and nothing was trained twice beyond that rework
+    # the node loss was Slurm's own: the node set DOWN, Slurm ended the start NODE_FAIL and requeued the job
+    assert "NODE_FAIL" in failures[2]["detail"]
+    lost = journal.kinds("node_excluded")[0]["detail"].split()[0].removeprefix("node=")
+    other = next(n for n in cluster.nodes if n != lost)
+    assert [e["detail"].split()[0] for e in journal.kinds("node_excluded")] == [f"node={lost}"]
+    ended = subprocess.run(
+        [
+            "sacct",
+            "--completion",
+            "-j",
+            job,
+            "--duplicates",
+            "--parsable2",
+            "--noheader",
+            "-o",
+            "State,NodeList",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert f"NODE_FAIL|{lost}" in ended and ended[-1] == f"COMPLETED|{other}"
+    # one job throughout: requeued after the kill and the hang by campaign, after the node failure by Slurm, and
+    # finished on the other node with the lost one excluded; the lost node is back in service
+    shown = _final_state(job)
+    assert "JobState=COMPLETED" in shown and "Restarts=3" in shown
+    assert f"ExcNodeList={lost} " in shown and f" NodeList={other} " in shown
+    node = subprocess.run(["sinfo", "-h", "-n", lost, "-o", "%T"], capture_output=True, text=True, check=True)
+    assert node.stdout.strip() == "idle"
+    assert journal.kinds("job_complete") and journal.kinds("window_end")[0]["detail"] == "target step reached"
+    # each restart resumed at the checkpoint before its fault, and nothing was trained twice beyond that rework
     metrics = (folder / "metrics.jsonl").read_text()
-    assert '{"event": "resumed", "step": 10}' in metrics
+    for step in (10, 20, 40):
+        assert f'{{"event": "resumed", "step": {step}}}' in metrics
     m = measured_summary(journal, STEPS, 128, 10, 3, 2.0)["measured"]
     assert m["steps_trained_again"] == m["rework_steps_expected"]
 
@@ -87,7 +144,6 @@ def test_a_slurm_job_stops_when_campaigns_supervisor_is_killed(cluster, tmp_path
     """kill -9 of the supervisor: its heartbeat file stops, and the batch script kills the trainer."""
     import pickle
     import signal
-    import time
 
     rows = np.random.default_rng(0).integers(0, VOCAB, size=(STEPS * 4, 33)).astype(np.uint32)
     np.save(tmp_path / "train.npy", rows)
@@ -109,7 +165,7 @@ def test_a_slurm_job_stops_when_campaigns_supervisor_is_killed(cluster, tmp_path
         steps=STEPS,
         tokens_per_step=128,
         max_wall_s=120,
-        nodes=(cluster.host,),
+        nodes=tuple(cluster.nodes),
         backend="slurm",
     )
     (tmp_path / "s.pkl").write_bytes(pickle.dumps(settings))
@@ -125,14 +181,8 @@ def test_a_slurm_job_stops_when_campaigns_supervisor_is_killed(cluster, tmp_path
     job = json.loads((folder / "slurm.json").read_text())["job_id"]
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    for _ in range(300):
-        shown = subprocess.run(
-            ["scontrol", "show", "job", "-o", job], capture_output=True, text=True, check=True
-        )
-        if "JobState=RUNNING" not in shown.stdout:
-            break
-        time.sleep(0.1)
-    assert "JobState=FAILED" in shown.stdout and "ExitCode=75:0" in shown.stdout
+    shown = _final_state(job)  # the script sees the stale heartbeat within about 3 s, then the job ends
+    assert "JobState=FAILED" in shown and "ExitCode=75:0" in shown
     assert "heartbeat stopped" in next((folder / "logs").glob("slurm-*.err")).read_text()
 
 
@@ -141,7 +191,6 @@ def test_a_supervisor_started_again_adopts_the_job_that_still_trains(cluster, tm
     its end, with no failure and no requeue, and loses no event."""
     import pickle
     import signal
-    import time
 
     from campaign.execution.journal import Journal
 
@@ -165,7 +214,7 @@ def test_a_supervisor_started_again_adopts_the_job_that_still_trains(cluster, tm
         steps=STEPS,
         tokens_per_step=128,
         max_wall_s=120,
-        nodes=(cluster.host,),
+        nodes=tuple(cluster.nodes),
         backend="slurm",
     )
     (tmp_path / "s.pkl").write_bytes(pickle.dumps(settings))
@@ -188,7 +237,7 @@ def test_a_supervisor_started_again_adopts_the_job_that_still_trains(cluster, tm
         journal.kinds("supervisor_resumed") and not journal.kinds("failure") and journal.kinds("job_complete")
     )
     job = json.loads((folder / "slurm.json").read_text())["job_id"]
-    shown = subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True, text=True, check=True)
-    assert "JobState=COMPLETED" in shown.stdout and "Restarts=0" in shown.stdout
+    shown = _final_state(job)
+    assert "JobState=COMPLETED" in shown and "Restarts=0" in shown
     # every step of the one start was seen once, by one supervisor or the other
     assert sorted(s["step"] for s in journal.steps) == list(range(1, STEPS + 1))

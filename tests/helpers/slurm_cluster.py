@@ -1,5 +1,9 @@
-"""A one-node Slurm cluster on this machine for a test: munged, slurmctld and slurmd from Debian's packages, each
-with its files in a temporary folder and ports of its own, stopped (exactly the processes it started) at the end.
+"""A Slurm cluster on this machine for a test: munged, slurmctld and one slurmd per node from Debian's packages,
+each with its files in a temporary folder and ports of its own, stopped (exactly the processes it started) at the
+end. Its nodes are node names on this one host (`slurmd -N NAME`, each with its own port: Debian's 22.05 slurmd
+runs several side by side), so a job can be requeued onto another node after one is excluded or set DOWN.
+Job completions go to a text log (`JobCompType=jobcomp/filetxt`), which `sacct --completion` reads with no
+accounting database; a node set DOWN stays down until it is RESUMEd (`ReturnToService=1`).
 
 `start_cluster` returns None with the reason where it cannot run (the packages are missing, or not root: slurmd
 runs jobs as their user and needs root to do so).
@@ -23,6 +27,7 @@ class Cluster:
     folder: Path
     conf: Path
     host: str
+    nodes: list[str]
     processes: list[subprocess.Popen] = field(default_factory=list)
 
     def env(self) -> dict[str, str]:
@@ -54,8 +59,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_cluster(folder: Path) -> tuple[Cluster | None, str]:
-    """A running one-node cluster in `folder`, or (None, why not)."""
+def start_cluster(folder: Path, nodes: int = 2) -> tuple[Cluster | None, str]:
+    """A running cluster of `nodes` nodes on this host in `folder`, or (None, why not)."""
     reason = why_not()
     if reason:
         return None, reason
@@ -67,41 +72,50 @@ def start_cluster(folder: Path) -> tuple[Cluster | None, str]:
     key.chmod(0o600)
     sock = folder / "munge.sock"
     conf = folder / "slurm.conf"
+    names = [f"n{i}" for i in range(nodes)]
+    ports = [_free_port() for _ in names]
+    node_lines = [
+        f"NodeName={name} NodeHostname={host} NodeAddr=127.0.0.1 Port={port} CPUs={os.cpu_count() or 1} "
+        "State=UNKNOWN"
+        for name, port in zip(names, ports, strict=True)
+    ]
     conf.write_text(
         "\n".join(
             [
                 "ClusterName=campaign-test",
                 f"SlurmctldHost={host}",
                 f"SlurmctldPort={_free_port()}",
-                f"SlurmdPort={_free_port()}",
+                f"SlurmdPort={ports[0]}",
                 "AuthType=auth/munge",
                 f"AuthInfo=socket={sock}",
                 "CredType=cred/munge",
                 f"StateSaveLocation={folder / 'state'}",
-                f"SlurmdSpoolDir={folder / 'spool'}",
+                f"SlurmdSpoolDir={folder / 'spool'}/%n",
                 f"SlurmctldPidFile={folder / 'slurmctld.pid'}",
-                f"SlurmdPidFile={folder / 'slurmd.pid'}",
+                f"SlurmdPidFile={folder / 'slurmd.%n.pid'}",
                 f"SlurmctldLogFile={folder / 'slurmctld.log'}",
-                f"SlurmdLogFile={folder / 'slurmd.log'}",
+                f"SlurmdLogFile={folder / 'slurmd.%n.log'}",
                 "SlurmUser=root",
                 "SlurmdUser=root",
                 "ProctrackType=proctrack/linuxproc",
                 "TaskPlugin=task/none",
                 "JobAcctGatherType=jobacct_gather/none",
                 "AccountingStorageType=accounting_storage/none",
+                "JobCompType=jobcomp/filetxt",
+                f"JobCompLoc={folder / 'jobcomp.txt'}",
                 "SelectType=select/cons_tres",
                 "SelectTypeParameters=CR_Core",
-                "ReturnToService=2",
+                "ReturnToService=1",
                 "JobRequeue=1",
                 "MpiDefault=none",
                 "MinJobAge=3600",
-                f"NodeName={host} CPUs={os.cpu_count() or 1} State=UNKNOWN",
-                f"PartitionName=test Nodes={host} Default=YES MaxTime=INFINITE State=UP",
+                *node_lines,
+                f"PartitionName=test Nodes={','.join(names)} Default=YES MaxTime=INFINITE State=UP",
                 "",
             ]
         )
     )
-    cluster = Cluster(folder, conf, host)
+    cluster = Cluster(folder, conf, host, names)
     env = {**os.environ, "SLURM_CONF": str(conf)}
     logs = open(folder / "daemons.log", "ab")  # noqa: SIM115 - kept open while the daemons run
     commands = [
@@ -116,7 +130,7 @@ def start_cluster(folder: Path) -> tuple[Cluster | None, str]:
             "-f",
         ],
         ["slurmctld", "-D", "-i", "-f", str(conf)],
-        ["slurmd", "-D", "-f", str(conf)],
+        *[["slurmd", "-D", "-N", name, "-f", str(conf)] for name in names],
     ]
     for command in commands:
         cluster.processes.append(subprocess.Popen(command, env=env, stdout=logs, stderr=logs))
@@ -127,9 +141,10 @@ def start_cluster(folder: Path) -> tuple[Cluster | None, str]:
                 time.sleep(0.05)
     for _ in range(200):
         done = subprocess.run(
-            ["sinfo", "-h", "-o", "%T"], env=env, capture_output=True, text=True, check=False
+            ["sinfo", "-N", "-h", "-o", "%T"], env=env, capture_output=True, text=True, check=False
         )
-        if done.returncode == 0 and done.stdout.strip() in ("idle", "mixed", "allocated"):
+        states = done.stdout.split()
+        if done.returncode == 0 and len(states) == nodes and set(states) <= {"idle", "mixed", "allocated"}:
             return cluster, ""
         time.sleep(0.1)
     cluster.stop()

@@ -1,0 +1,80 @@
+"""How the Slurm backend reads a start's end from Slurm's own records, without a cluster: sacct's lines (accounting
+database or job completion log), node states, and the end a start is given."""
+
+import pytest
+
+from campaign.execution import slurm
+from campaign.execution.slurm import JobEnd, JobState, end_state, is_node_lost, parse_sacct
+
+# `sacct --completion --duplicates --parsable2 --noheader --format=State,NodeList,ExitCode` on Slurm 22.05 for a job
+# failed by its node, killed, requeued by scontrol (the completion log writes that as a PENDING line) and cancelled.
+COMPLETION_LOG = """NODE_FAIL|n0|0:0
+CANCELLED by 0|n1|0:0
+PENDING|n1|0:15
+FAILED|None assigned|75:0
+"""
+
+
+def test_sacct_lines_give_each_ended_start_oldest_first_and_skip_a_requeue_line():
+    assert parse_sacct(COMPLETION_LOG) == [
+        JobEnd("NODE_FAIL", "n0", 0, 0),
+        JobEnd("CANCELLED", "n1", 0, 0),
+        JobEnd("FAILED", "", 75, 0),
+    ]
+    assert parse_sacct("") == [] and parse_sacct("garbage\n") == []
+
+
+@pytest.mark.parametrize(
+    ("state", "lost"),
+    [
+        ("DOWN", True),
+        ("IDLE+DRAIN", True),
+        ("DOWN+NOT_RESPONDING", True),
+        ("down*", True),
+        ("IDLE+NOT_RESPONDING", True),
+        ("IDLE", False),
+        ("MIXED", False),
+        ("ALLOCATED+COMPLETING", False),
+        ("", False),
+    ],
+)
+def test_a_node_is_lost_when_slurm_says_it_is_down_drained_failed_or_not_responding(state, lost):
+    assert is_node_lost(state) is lost
+
+
+def test_a_start_ended_by_its_node_is_node_fail_from_any_of_slurms_records(monkeypatch):
+    pending = JobState("PENDING", 0, 0, "", 1)
+    monkeypatch.setattr(slurm, "node_state", lambda node: {"n0": "DOWN", "n1": "IDLE"}[node])
+    # recorded as such (accounting or completion log), or seen ending NODE_FAIL (a job that may not be requeued)
+    assert end_state(pending, True, [JobEnd("NODE_FAIL", "n0", 0, 0)], "n0") == "NODE_FAIL"
+    assert end_state(JobState("NODE_FAIL", 0, 0, "n0", 0), False, [], "n0") == "NODE_FAIL"
+    # no record kept (no accounting, no completion log): requeued by Slurm off a node that is down now
+    assert end_state(pending, True, [], "n0") == "NODE_FAIL"
+    # requeued by Slurm with its node up (preempted, or requeued by an operator): not a node loss
+    assert end_state(pending, True, [], "n1") == "REQUEUED"
+    # otherwise the state Slurm recorded, or the state now
+    assert (
+        end_state(JobState("FAILED", 75, 0, "n1", 0), False, [JobEnd("FAILED", "n1", 75, 0)], "n1")
+        == "FAILED"
+    )
+    assert end_state(JobState("COMPLETED", 0, 0, "n1", 0), False, [], "n1") == "COMPLETED"
+    assert end_state(None, False, [], "") == ""
+
+
+def test_a_node_the_run_set_down_is_remembered_until_it_is_resumed(monkeypatch, tmp_path):
+    calls: list[list[str]] = []
+    monkeypatch.setattr(slurm, "_run", lambda args, env=None: calls.append(args) or "")
+    (tmp_path / "slurm.json").write_text('{"job_id": "7"}\n')
+    assert slurm.lose_node(tmp_path, "", "why") == "the job's node is not known"
+    assert slurm.lose_node(tmp_path, "n0", "campaign: injected node loss") is None
+    assert calls[-1] == [
+        "scontrol",
+        "update",
+        "NodeName=n0",
+        "State=DOWN",
+        "Reason=campaign: injected node loss",
+    ]
+    assert slurm.current_job(tmp_path) == "7"  # the job's record kept beside the node
+    assert slurm.return_nodes(tmp_path) == ["n0"]
+    assert calls[-1] == ["scontrol", "update", "NodeName=n0", "State=RESUME"]
+    assert slurm.return_nodes(tmp_path) == []  # returned once
