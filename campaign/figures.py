@@ -1,5 +1,5 @@
 """How a figure is written for a person, the same in the report, the artifacts and the terminal: thousands
-separators, percentages, token counts in billions; n/a for a missing or non-finite value."""
+separators, percentages, token counts in billions (or the unit that shows a small count); n/a for a missing or non-finite value."""
 
 from __future__ import annotations
 
@@ -19,6 +19,20 @@ def tokens_b(value: Any) -> str:
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "n/a"
     return f"{num(value / 1e9, 1)} B"
+
+
+_TOKEN_UNITS = ((1e9, "B"), (1e6, "M"), (1e3, "K"))
+
+
+def tokens(value: Any) -> str:
+    """A token count in the largest unit that keeps it at least one ("550.0 B", "81.9 K", "512 tokens"), so a
+    small run's figure is shown rather than "0.0 B"; or n/a."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "n/a"
+    for scale, unit in _TOKEN_UNITS:
+        if abs(value) >= scale:
+            return f"{num(value / scale, 1)} {unit}"
+    return f"{num(value)} tokens"
 
 
 def pct(value: Any, digits: int = 1) -> str:

@@ -17,7 +17,7 @@ import pandas as pd
 from campaign.analysis.power_detail import zoom, zoom_moments
 from campaign.analysis.report_inputs import ReportInputs
 from campaign.analysis.statistics import checkpoint_overhead
-from campaign.figures import md_cell, num, pct, tokens_b
+from campaign.figures import md_cell, num, pct, tokens, tokens_b
 from campaign.files import atomic_write_text
 
 if TYPE_CHECKING:
@@ -34,10 +34,15 @@ BUCKETS = (
 )
 
 
+def _is_html(name: str | None) -> bool:
+    return name is not None and ".html" in name
+
+
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("campaign.analysis", "templates"),
-        autoescape=jinja2.select_autoescape(["html", "j2"]),
+        # HTML is escaped; Markdown is not (an apostrophe stays one: Markdown cells escape with `md`)
+        autoescape=_is_html,
         undefined=jinja2.StrictUndefined,
         trim_blocks=False,
         lstrip_blocks=False,
@@ -47,6 +52,7 @@ def environment() -> jinja2.Environment:
     env.filters["pct"] = pct
     env.filters["md"] = lambda text: markupsafe.Markup(md_cell(text))  # already escaped for Markdown and HTML
     env.filters["tokens_b"] = tokens_b
+    env.filters["tokens"] = tokens
     return env
 
 

@@ -326,6 +326,27 @@ def test_a_markdown_special_in_a_category_name_keeps_report_md_tables_whole(repo
     )
 
 
+def test_report_md_is_not_html_escaped_and_report_html_is(report):
+    """An apostrophe stays one in Markdown (not `&#39;`); the HTML report still escapes it and any tag."""
+    import copy
+    from types import SimpleNamespace
+
+    from campaign.analysis.report import render_html, render_markdown
+
+    result = copy.deepcopy(report[6].result)
+    result["simulation_note"] = "the campaign's own run <b>x</b>"
+    result["tokens_trained"], result["tokens_target"] = 81_920.0, 163_840.0
+    result.setdefault("power_zoom", [])
+    kinds = ("timeline", "waterfall", "failures", "power", "power_zoom")
+    figures = {k: SimpleNamespace(svg="<svg/>") for k in kinds}
+    markdown = render_markdown(result, figures)  # type: ignore[arg-type]
+    html = render_html(result, figures)  # type: ignore[arg-type]
+    assert "the campaign's own run" in markdown and "&#39;" not in markdown
+    assert "the campaign&#39;s own run &lt;b&gt;x&lt;/b&gt;" in html
+    assert "81.9 K of 163.8 K" in markdown and "0.0 B" not in markdown
+    assert "81.9 K</div><b>Tokens trained" in html and "0.0 B" not in html
+
+
 def test_a_runaway_sql_query_is_stopped_at_its_time_limit(tmp_path):
     from campaign.store import Workspace
 

@@ -2,7 +2,7 @@
 
 import math
 
-from campaign.figures import num, pct, tokens_b
+from campaign.figures import num, pct, tokens, tokens_b
 from campaign_cli.terminal import stage_summary
 
 
@@ -12,6 +12,13 @@ def test_token_counts_read_in_billions_with_n_a_for_missing():
     assert tokens_b(162_659) == "0.0 B"
     assert tokens_b(None) == "n/a" and tokens_b(math.nan) == "n/a"
     assert num(12345.678, 1) == "12,345.7" and pct(0.9613) == "96.1%"
+
+
+def test_a_small_token_count_is_shown_in_a_unit_that_shows_it():
+    """A small real run's 81,920 tokens read "81.9 K", not "0.0 B"."""
+    assert tokens(550e9) == "550.0 B" and tokens(2.5e6) == "2.5 M" and tokens(81_920) == "81.9 K"
+    assert tokens(512) == "512 tokens" and tokens(0.0) == "0 tokens"
+    assert tokens(None) == "n/a" and tokens(math.nan) == "n/a"
 
 
 def test_the_run_line_says_billions_of_tokens_and_points_at_the_html_report():
