@@ -316,6 +316,7 @@ def stage_summary(stage: str, r: Any) -> str:
         return (
             f"executed {r.commitment_id}{' (already executed; reused)' if r.reused else ''}: ETTR {r.ettr:.3f}, "
             f"{_tokens(r.tokens_trained)} tokens, {'completed' if r.completed else 'not completed'}"
+            + (f"; the window was {r.end}" if str(getattr(r, "end", "")).startswith("cancelled") else "")
         )
     if stage == "run":
         return (

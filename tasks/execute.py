@@ -3,8 +3,11 @@ supervisor (campaign.execution), and record it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import cast
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, cast
 from uuid import UUID
 
 from prefect import get_run_logger, task
@@ -15,10 +18,12 @@ from campaign.approval import read_pending
 from campaign.config import CampaignConfig, LoadedConfig
 from campaign.errors import ConfigError, Refused
 from campaign.evidence import gate_file_changes, gate_files, read_evidence
+from campaign.execution.journal import Journal, RunEvent
 from campaign.execution.measured import measured_summary
 from campaign.execution.run import real_run_settings
 from campaign.execution.slurm import slurm_problem
-from campaign.execution.supervisor import supervise
+from campaign.execution.stopping import StopRequest, is_cancelled, stop_on_signals
+from campaign.execution.supervisor import RealRunSettings, supervise
 from campaign.figures import tokens_b
 from campaign.files import atomic_write_parquet
 from campaign.gates import execute_problems
@@ -37,6 +42,7 @@ class ExecutionRecord:
     tokens_trained: float
     completed: bool
     completion_s: float | None = None  # seconds from the window start to the job's end (None: not finished)
+    end: str = ""  # a real run: why it ended ("target step reached", "cancelled: ...")
 
 
 @task(name="check-commitment", cache_policy=None)
@@ -173,8 +179,16 @@ def run_window(
         )
     log = get_run_logger()
     if store.has_replica(ws, commitment.commitment_id, REAL_REPLICA):
-        log.info("window %s already run for real; reusing its record", commitment.commitment_id)
         summary = store.replica_summary(ws, commitment.commitment_id, REAL_REPLICA)
+        end = str(summary.get("measured", {}).get("end", ""))
+        if is_cancelled(end):
+            log.warning(
+                "window %s was cancelled (%s); its record is kept and the window is not run again",
+                commitment.commitment_id,
+                end,
+            )
+        else:
+            log.info("window %s already run for real; reusing its record", commitment.commitment_id)
         store.record_execution(ws, run_id, commitment.commitment_id, REAL_REPLICA, reused=True)
         return ExecutionRecord(
             commitment.commitment_id,
@@ -184,9 +198,11 @@ def run_window(
             summary["tokens_trained"],
             summary["completed"],
             summary.get("completion_s"),
+            end,
         )
     folder = ws.root / EXECUTION_DIR / commitment.commitment_id
     settings = real_run_settings(config, ws.root, folder)
+    flow_run_id = _flow_run_id()
     progress_id = cast(
         UUID,
         create_progress_artifact(
@@ -206,6 +222,18 @@ def run_window(
                 description=f"window {commitment.commitment_id}: step {step}",
             )
 
+    def said(event: RunEvent) -> None:  # a failure, restart or end shows in the progress too
+        if event.kind != "job_start":
+            what = f"{event.kind.replace('_', ' ')} {event.category}".strip()
+            update_progress_artifact(
+                progress_id,
+                100.0 * shown[0] / 50,
+                description=f"window {commitment.commitment_id}: {what} at {event.t_s:.1f} s (attempt {event.attempt})",
+            )
+
+    on_event = prefect_event_emitter(config.name, commitment.commitment_id, flow_run_id, said)
+    stop = StopRequest(poll=_cancel_poll(flow_run_id))
+
     log.info(
         "real run of window %s: %s, to step %d, %d fault(s) to inject",
         commitment.commitment_id,
@@ -213,7 +241,22 @@ def run_window(
         settings.steps,
         len(settings.injections),
     )
-    journal = supervise(settings, folder, on_progress=report)
+    with stop_on_signals(stop):  # SIGTERM stops the job and records its end; then Prefect hears the signal
+        journal = supervise(settings, folder, on_progress=report, on_event=on_event, stop=stop)
+        return _record_real_run(ws, config, commitment, run_id, folder, settings, journal)
+
+
+def _record_real_run(
+    ws: store.Workspace,
+    config: CampaignConfig,
+    commitment: store.Commitment,
+    run_id: str,
+    folder: Path,
+    settings: RealRunSettings,
+    journal: Journal,
+) -> ExecutionRecord:
+    """The finished (or cancelled) run's events and measured summary as the window's record."""
+    ex, log = config.execute, get_run_logger()
     summary = measured_summary(
         journal,
         settings.steps,
@@ -229,7 +272,6 @@ def run_window(
         ws, run_id, commitment.commitment_id, REAL_REPLICA, config.seed, summary, events, _no_power()
     )
     store.record_execution(ws, run_id, commitment.commitment_id, REAL_REPLICA, reused=False)
-    _emit_failures(journal.kinds("failure"), config.name, commitment.commitment_id)
     m = summary["measured"]
     create_markdown_artifact(
         key=artifact_key(config.name, "execute-summary"),
@@ -240,6 +282,8 @@ def run_window(
             f"{m['failures_organic']} organic; restarts {m['restarts']}\n"
         ),
     )
+    if is_cancelled(m["end"]):
+        log.warning("window %s cancelled: %s", commitment.commitment_id, m["end"])
     log.info(
         "window run for real: step %d of %d (%s), ETTR %.3f, %d failures (%d injected), %d restarts",
         m["final_step"],
@@ -258,6 +302,7 @@ def run_window(
         summary["tokens_trained"],
         summary["completed"],
         summary.get("completion_s"),
+        m["end"],
     )
 
 
@@ -267,13 +312,90 @@ def _no_power():
     return pd.DataFrame({"t_s": pd.Series(dtype="float64"), "power_mw": pd.Series(dtype="float64")})
 
 
-def _emit_failures(failures: list[dict], campaign: str, commitment_id: str) -> None:
-    """Each failure of the real run as a Prefect event, so the UI's event feed shows them."""
+# The events of a real run the Prefect UI shows as they happen (a checkpoint is in the progress, not the feed).
+LIVE_KINDS = frozenset(
+    {
+        "job_start",
+        "failure",
+        "detected",
+        "restart_start",
+        "restart_end",
+        "node_excluded",
+        "supervisor_resumed",
+        "job_requeued",
+        "job_complete",
+        "window_end",
+    }
+)
+
+
+def prefect_event_emitter(
+    campaign: str,
+    commitment_id: str,
+    flow_run_id: str | None,
+    also: Callable[[RunEvent], None] | None = None,
+) -> Callable[[RunEvent], None]:
+    """The supervisor's `on_event`: each failure, restart, exclusion and end as a Prefect event when it happens,
+    on a resource naming the campaign and the flow run (and related to the flow run, so its page lists them).
+    A Prefect that cannot take an event never stops the run: the journal on disk is the record."""
     from prefect.events import emit_event
 
-    for f in failures:
-        emit_event(
-            event=f"campaign.execute.failure.{f['category']}",
-            resource={"prefect.resource.id": f"campaign.window.{commitment_id}", "campaign": campaign},
-            payload={k: f[k] for k in ("t_s", "category", "scope", "node", "detail", "attempt")},
-        )
+    resource = {
+        "prefect.resource.id": f"campaign.{campaign}.execute.{flow_run_id or 'local'}",
+        "prefect.resource.name": f"{campaign} window {commitment_id}",
+        "campaign": campaign,
+        "commitment-id": commitment_id,
+    }
+    related = (
+        [{"prefect.resource.id": f"prefect.flow-run.{flow_run_id}", "prefect.resource.role": "flow-run"}]
+        if flow_run_id
+        else []
+    )
+    warned = [False]
+
+    def on_event(event: RunEvent) -> None:
+        if event.kind not in LIVE_KINDS:
+            return
+        name = f"campaign.execute.{event.kind}" + (f".{event.category}" if event.category else "")
+        payload: dict[str, Any] = {
+            k: getattr(event, k) for k in ("t_s", "category", "scope", "node", "detail", "attempt")
+        }
+        occurred = datetime.fromtimestamp(event.occurred_at, UTC) if event.occurred_at is not None else None
+        try:
+            emit_event(event=name, resource=resource, related=related, payload=payload, occurred=occurred)
+        except Exception as exc:  # the run goes on; the event is in events.jsonl
+            if not warned[0]:
+                warned[0] = True
+                get_run_logger().warning("cannot emit Prefect events (%s); the journal keeps them", exc)
+        if also is not None:
+            also(event)
+
+    return on_event
+
+
+def _flow_run_id() -> str | None:
+    from prefect.context import FlowRunContext
+
+    context = FlowRunContext.get()
+    return str(context.flow_run.id) if context is not None and context.flow_run is not None else None
+
+
+def _cancel_poll(flow_run_id: str | None) -> Callable[[], str | None] | None:
+    """Asked every few seconds during a real run: whether its flow run was cancelled in Prefect (a cancellation
+    that sends no signal, as for a flow run `campaign execute` runs in its own process)."""
+    if flow_run_id is None:
+        return None
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.objects import StateType
+
+    def poll() -> str | None:
+        try:
+            with get_client(sync_client=True) as client:
+                state = client.read_flow_run(UUID(flow_run_id)).state
+        except Exception:  # the API unreachable: the run goes on; SIGTERM still stops it
+            return None
+        if state is not None and state.type in (StateType.CANCELLING, StateType.CANCELLED):
+            return f"the flow run {flow_run_id} was cancelled"
+        return None
+
+    return poll

@@ -2,13 +2,15 @@
 
 Each line carries the simulator's event columns (`campaign.sim.simulator.EVENT_COLUMNS`) with `t_s` in real
 seconds since the run's start, plus the attempt it belongs to. A supervisor killed half-way leaves every event it
-wrote; the next one reads them back and continues numbering.
+wrote; the next one reads them back and continues numbering. A `listener` hears each event as it is written
+(the execute task turns them into Prefect events while the run goes).
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,22 @@ import pandas as pd
 EVENT_COLUMNS = ("event_id", "t_s", "kind", "category", "scope", "node", "tokens_trained", "detail")
 
 
+@dataclass(frozen=True)
+class RunEvent:
+    """One event of a real run as it happens: the simulator's columns, its start and when it happened."""
+
+    event_id: int
+    t_s: float  # seconds since the run's start
+    kind: str
+    category: str
+    scope: str
+    node: int
+    tokens_trained: float
+    detail: str
+    attempt: int
+    occurred_at: float | None  # Unix seconds (None before the run's start is known)
+
+
 @dataclass
 class Journal:
     """Events and step arrival times of one real run, kept in `events.jsonl` and `steps.jsonl` of a folder."""
@@ -26,6 +44,7 @@ class Journal:
     folder: Path
     events: list[dict[str, Any]] = field(default_factory=list)
     steps: list[dict[str, Any]] = field(default_factory=list)  # {"t_s", "step", "attempt"}
+    listener: Callable[[RunEvent], None] | None = None  # told of each event once it is on disk
 
     @property
     def events_path(self) -> Path:
@@ -70,7 +89,20 @@ class Journal:
         }
         self.events.append(row)
         _append(self.events_path, row, sync=True)
+        if self.listener is not None:
+            started = self.events[0].get("started_at")
+            self.listener(
+                RunEvent(
+                    **{k: row[k] for k in (*EVENT_COLUMNS, "attempt")},
+                    occurred_at=float(started) + row["t_s"] if started is not None else None,
+                )
+            )
         return row
+
+    def end_detail(self) -> str | None:
+        """Why the run ended (the last window_end's detail), or None while it goes on."""
+        ends = self.kinds("window_end")
+        return str(ends[-1]["detail"]) if ends else None
 
     def add_step(self, t_s: float, step: int, attempt: int) -> None:
         row = {"t_s": round(float(t_s), 6), "step": int(step), "attempt": attempt}

@@ -8,7 +8,8 @@ hung and killed. Every end of a start that is not the target step is a failure, 
 hang, node lost, or a fault injected on purpose) and followed, after `backoff_s`, by a restart that resumes from
 the trainer's last complete checkpoint; a node with `exclude_after` failures (a lost node at once) is excluded.
 Every event goes to the journal as it happens (`campaign.execution.journal`), so a supervisor killed half-way
-loses none: started again, it records the gap as a failure and restarts the job.
+loses none: started again, it records the gap as a failure and restarts the job. `on_event` hears every event as
+it is written; a `StopRequest` (`campaign.execution.stopping`) stops the run at the next poll, its end `cancelled`.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from campaign.execution.injection import Injection
-from campaign.execution.journal import Journal
+from campaign.execution.journal import Journal, RunEvent
+from campaign.execution.stopping import CANCELLED, StopRequest, cancelled_detail
 from campaign.rehearsal.contract import Metrics
 from campaign.rehearsal.processes import (
     drop_partial_line,
@@ -90,6 +92,7 @@ class _Watch:
         None  # an injected node loss by the scheduler; None or why not
     )
     lose_error: str = ""  # why the scheduler could not take the node down (the start is then killed on it)
+    stop: StopRequest | None = None  # a request to end the run (a cancelled flow run, SIGTERM)
     seen_steps: int = 0
     seen_checkpoints: int = 0
     last_progress: float = field(default_factory=time.time)
@@ -141,6 +144,9 @@ class _Watch:
     def __call__(self, metrics: Metrics) -> bool:
         now = time.time()
         self.ingest(metrics, now)
+        if self.stop is not None and self.stop.requested():
+            self.reason, self.killed_at = CANCELLED, now
+            return True
         if (
             self.reason == "node_loss"
         ):  # the node is down: the scheduler ends the start, or the supervisor does
@@ -203,6 +209,13 @@ def _lines(data: bytes) -> list[tuple[int, bytes]]:
     return out
 
 
+def _sleep(seconds: float, stop: StopRequest | None) -> None:
+    """Sleep, waking early when a stop is requested."""
+    until = time.monotonic() + seconds
+    while (left := until - time.monotonic()) > 0 and not (stop is not None and stop.requested()):
+        time.sleep(min(left, 0.1))
+
+
 def _iso(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds")
 
@@ -223,12 +236,17 @@ def _signal_name(returncode: int) -> str:
 
 
 def supervise(
-    settings: RealRunSettings, folder: Path, on_progress: Callable[[int, int], None] | None = None
+    settings: RealRunSettings,
+    folder: Path,
+    on_progress: Callable[[int, int], None] | None = None,
+    on_event: Callable[[RunEvent], None] | None = None,
+    stop: StopRequest | None = None,
 ) -> Journal:
     """Run the trainer to `settings.steps` or `max_wall_s`, whichever comes first, restarting it after each
-    failure; returns the journal of every event. Started again on a folder whose run did not end, it resumes."""
+    failure; returns the journal of every event. Started again on a folder whose run did not end, it resumes.
+    `on_event` is told of each event as it is written; `stop` ends the run early, its end `cancelled`."""
     try:
-        return _supervise(settings, folder, on_progress)
+        return _supervise(settings, folder, on_progress, on_event, stop)
     finally:
         if settings.backend == "slurm":
             from campaign.execution import slurm
@@ -237,11 +255,16 @@ def supervise(
 
 
 def _supervise(
-    settings: RealRunSettings, folder: Path, on_progress: Callable[[int, int], None] | None = None
+    settings: RealRunSettings,
+    folder: Path,
+    on_progress: Callable[[int, int], None] | None,
+    on_event: Callable[[RunEvent], None] | None,
+    stop: StopRequest | None,
 ) -> Journal:
     journal = Journal.open(folder)
     if journal.is_finished():
         return journal
+    journal.listener = on_event
     metrics_path, logs, registry = folder / "metrics.jsonl", folder / "logs", folder / REGISTRY
     kill_registered_groups(
         registry
@@ -296,9 +319,12 @@ def _supervise(
         fired = {e["injection"] for e in failures if e.get("injection") is not None}
         node = _next_node(names, excluded)
         now = time.time()
-        if node is None or attempt > settings.max_restarts or now >= deadline_wall:
+        cancel = stop.requested() if stop is not None else None
+        if cancel or node is None or attempt > settings.max_restarts or now >= deadline_wall:
             why = (
-                "no node left (every node excluded)"
+                cancelled_detail(cancel)
+                if cancel
+                else "no node left (every node excluded)"
                 if node is None
                 else f"{attempt} failures: more than execute.max_restarts"
                 if attempt > settings.max_restarts
@@ -314,7 +340,9 @@ def _supervise(
                 detail=f"backoff_s={settings.backoff_s:g}",
                 attempt=attempt,
             )
-            time.sleep(min(settings.backoff_s, max(0.0, deadline_wall - now)))
+            _sleep(min(settings.backoff_s, max(0.0, deadline_wall - now)), stop)
+            if stop is not None and stop.requested():
+                continue  # the top of the loop ends the run, cancelled
         if not adopt:  # never cut a line a running trainer is writing
             drop_partial_line(metrics_path)
         label = f"attempt-{attempt}"
@@ -333,6 +361,7 @@ def _supervise(
         )
         watch.last_progress = time.time()
         watch.adopted = adopt
+        watch.stop = stop
         deadline = time.monotonic() + (deadline_wall - time.time())
         if settings.backend == "slurm":
             from campaign.execution import slurm
@@ -396,6 +425,16 @@ def _supervise(
             return journal
         if start.timed_out:
             journal.add(ended - t0, "window_end", detail="the window ended", attempt=attempt)
+            return journal
+        if watch.reason == CANCELLED and stop is not None:  # asked to stop: the end, not a failure
+            detail = cancelled_detail(stop.requested() or "stop requested")
+            journal.add(
+                ended - t0,
+                "window_end",
+                node=node,
+                detail=f"{detail}; stopped after step {last_step}",
+                attempt=attempt,
+            )
             return journal
         injected = watch.injected if watch.reason or watch.stopped_at is not None else None
         kind = settings.injections[injected].kind if injected is not None else ""

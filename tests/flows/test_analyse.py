@@ -224,9 +224,24 @@ def test_a_window_run_for_real_is_recorded_and_analysed_as_a_measured_run(tmp_pa
         ],
     ).config
     commitment = store.commitments(ws)[0]
+    emitted = []  # each failure, restart and end as a Prefect event, emitted while the run goes
+    monkeypatch.setattr("prefect.events.emit_event", lambda **kw: emitted.append(kw))
     with disable_run_logger():
         record = run_window.fn(ws, config, commitment, "execute-real")
     assert record.replica == REAL_REPLICA and record.completed
+    names = [e["event"] for e in emitted]
+    assert names[0] == "campaign.execute.job_start" and names[-1] == "campaign.execute.window_end"
+    assert (
+        names.count("campaign.execute.failure.kill")
+        + names.count("campaign.execute.failure.hang")
+        + names.count("campaign.execute.failure.node_lost")
+        == 2
+        and names.count("campaign.execute.restart_start") == 2
+    )
+    assert all(
+        e["resource"]["prefect.resource.id"].startswith(f"campaign.{config.name}.execute.") for e in emitted
+    )
+    assert all(e["occurred"] is not None for e in emitted)
     result = gather_report_inputs(ws).result
     assert result["title"] == "Measured run report" and result["simulated"] is False
     assert result["interruptions"]["unexpected"] == result["interruptions"]["injected"] == 2

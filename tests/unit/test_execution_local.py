@@ -138,3 +138,73 @@ def test_a_killed_supervisor_leaves_no_trainer_and_the_next_one_resumes_without_
     lost = journal.kinds("failure")[0]
     assert lost["category"] == "supervisor_lost" and journal.kinds("job_complete")
     assert Journal.open(folder).is_finished()
+
+
+def test_each_event_is_heard_as_it_is_written_and_a_stop_request_ends_the_run_cancelled(data, tmp_path):
+    """The supervisor's `on_event` hears every event once it is on disk, in order, while the run goes; a stop
+    requested (here once the first node is excluded) ends the run before the next start, its end `cancelled`."""
+    from campaign.execution.stopping import StopRequest
+
+    folder = tmp_path / "run"
+    heard, on_disk = [], []
+
+    def on_event(event):
+        heard.append(event)
+        on_disk.append(len((folder / "events.jsonl").read_text().splitlines()))
+
+    stop = StopRequest(
+        poll=lambda: "asked by the test" if any(e.kind == "node_excluded" for e in heard) else None,
+        poll_every_s=0.0,
+    )
+    journal = supervise(settings(data, folder, mode="crash"), folder, on_event=on_event, stop=stop)
+    kinds = [e.kind for e in heard]
+    assert kinds == [e["kind"] for e in journal.events]
+    assert kinds[:5] == ["job_start", "failure", "detected", "restart_start", "restart_end"]
+    assert kinds[-1] == "window_end" and "node_excluded" in kinds and kinds.count("restart_end") == 1
+    assert all(n == e.event_id + 1 for n, e in zip(on_disk, heard, strict=True))  # written, then heard
+    started = journal.events[0]["started_at"]
+    assert all(e.occurred_at == pytest.approx(started + e.t_s) for e in heard)
+    assert heard[1].category == "exit_code" and heard[1].detail.startswith("organic: exit code 3")
+    assert journal.end_detail() == "cancelled: asked by the test"
+    assert supervise(settings(data, folder), folder).events == journal.events  # ended: not run again
+
+
+def test_sigterm_to_a_running_execute_stops_the_trainer_and_records_a_cancelled_end(data, tmp_path):
+    """SIGTERM (what a cancelled flow run's process gets) asks the supervisor to stop: it kills the trainer's
+    group, records `window_end` with reason cancelled, then hands the signal back to its previous handler."""
+    import json
+    import pickle
+
+    folder = tmp_path / "run"
+    script = (
+        "import pickle, sys, pathlib\n"
+        "from campaign.execution.stopping import StopRequest, stop_on_signals\n"
+        "from campaign.execution.supervisor import supervise\n"
+        "stop = StopRequest()\n"
+        "with stop_on_signals(stop):\n"
+        "    supervise(pickle.load(open(sys.argv[1], 'rb')), pathlib.Path(sys.argv[2]), stop=stop)\n"
+        "print('not reached: the signal was handed back')\n"
+    )
+    (tmp_path / "s.pkl").write_bytes(pickle.dumps(settings(data, folder, mode="hang", hang_min_s=60)))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, str(tmp_path / "s.pkl"), str(folder)], stdout=subprocess.PIPE
+    )
+    status = folder / "logs" / "attempt-0.supervisor.json"
+    trainer = None
+    for _ in range(600):  # the trainer hangs at step 3 (for 600 s): wait for its steps
+        if status.exists() and (folder / "steps.jsonl").exists():
+            trainer = json.loads(status.read_text()).get("trainer_pid")
+            if trainer and len((folder / "steps.jsonl").read_text().splitlines()) >= 3:
+                break
+        time.sleep(0.05)
+    assert trainer and group_members(trainer)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGTERM and b"not reached" not in out
+    assert not group_members(trainer)
+    journal = Journal.open(folder)
+    end = journal.kinds("window_end")
+    assert len(end) == 1 and end[0]["detail"].startswith("cancelled: SIGTERM received")
+    assert "stopped after step 3" in end[0]["detail"] and not journal.kinds("failure")
+    summary = measured_summary(journal, STEPS, 128, 10, 3, 2.0)
+    assert summary["measured"]["end"] == end[0]["detail"] and not summary["completed"]

@@ -48,3 +48,15 @@ def test_a_private_servers_view_at_links_are_left_off_the_terminal():
     assert not _no_dead_links(record("View at http://127.0.0.1:41234/runs/flow-run/0b1c"))
     assert _no_dead_links(record("Beginning flow run 'commit-demo' for flow 'commit'"))
     assert _no_dead_links(record("report: workspace/demo/report/report.html"))
+
+
+def test_execute_says_when_the_window_was_cancelled():
+    """A later `campaign execute` of a cancelled real run reuses its record and says so."""
+    from types import SimpleNamespace
+
+    record = SimpleNamespace(
+        commitment_id="c-1", reused=True, ettr=0.5, tokens_trained=2560.0, completed=False, end=""
+    )
+    assert "cancelled" not in stage_summary("execute", record)
+    record.end = "cancelled: SIGTERM received"
+    assert stage_summary("execute", record).endswith("; the window was cancelled: SIGTERM received")
