@@ -40,6 +40,19 @@ def _show(job: str) -> str:
     ).stdout
 
 
+def _node_state(node: str, limit_s: float = 10.0) -> str:
+    """sinfo's state of `node` once it is idle, or as it is after `limit_s`: a RESUMEd node shows "idle*" (not
+    responding) until slurmctld's next ping of it."""
+    until = time.monotonic() + limit_s
+    while True:
+        shown = subprocess.run(
+            ["sinfo", "-h", "-n", node, "-o", "%T"], capture_output=True, text=True, check=True
+        )
+        if shown.stdout.strip() == "idle" or time.monotonic() > until:
+            return shown.stdout.strip()
+        time.sleep(0.2)
+
+
 def _final_state(job: str, limit_s: float = 30.0) -> str:
     """`scontrol show job` once the job is in a final state (COMPLETING is not one), or as it is after `limit_s`."""
     until = time.monotonic() + limit_s
@@ -107,6 +120,9 @@ def test_a_slurm_job_is_requeued_after_a_kill_a_hang_and_a_node_slurm_failed_the
     lost = journal.kinds("node_excluded")[0]["detail"].split()[0].removeprefix("node=")
     other = next(n for n in cluster.nodes if n != lost)
     assert [e["detail"].split()[0] for e in journal.kinds("node_excluded")] == [f"node={lost}"]
+    # one job throughout: requeued after the kill and the hang by campaign, after the node failure by Slurm, and
+    # finished on the other node with the lost one excluded; the lost node is back in service
+    shown = _final_state(job)
     ended = subprocess.run(
         [
             "sacct",
@@ -124,13 +140,9 @@ def test_a_slurm_job_is_requeued_after_a_kill_a_hang_and_a_node_slurm_failed_the
         check=True,
     ).stdout.split()
     assert f"NODE_FAIL|{lost}" in ended and ended[-1] == f"COMPLETED|{other}"
-    # one job throughout: requeued after the kill and the hang by campaign, after the node failure by Slurm, and
-    # finished on the other node with the lost one excluded; the lost node is back in service
-    shown = _final_state(job)
     assert "JobState=COMPLETED" in shown and "Restarts=3" in shown
     assert f"ExcNodeList={lost} " in shown and f" NodeList={other} " in shown
-    node = subprocess.run(["sinfo", "-h", "-n", lost, "-o", "%T"], capture_output=True, text=True, check=True)
-    assert node.stdout.strip() == "idle"
+    assert _node_state(lost) == "idle"
     assert journal.kinds("job_complete") and journal.kinds("window_end")[0]["detail"] == "target step reached"
     # each restart resumed at the checkpoint before its fault, and nothing was trained twice beyond that rework
     metrics = (folder / "metrics.jsonl").read_text()
@@ -210,7 +222,7 @@ def test_a_supervisor_started_again_adopts_the_job_that_still_trains(cluster, tm
     )
     settings = RealRunSettings(
         command=[sys.executable, str(NUMPY_TRAINER)],
-        env={**os.environ, **env, "NUMPY_TRAINER_STEP_S": "0.03", "CAMPAIGN_SUPERVISOR_TIMEOUT_S": "30"},
+        env={**os.environ, **env, "NUMPY_TRAINER_STEP_S": "0.05", "CAMPAIGN_SUPERVISOR_TIMEOUT_S": "30"},
         steps=STEPS,
         tokens_per_step=128,
         max_wall_s=120,
@@ -223,7 +235,9 @@ def test_a_supervisor_started_again_adopts_the_job_that_still_trains(cluster, tm
         "supervise(pickle.load(open(sys.argv[1], 'rb')), pathlib.Path(sys.argv[2]))"
     )
     proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "s.pkl"), str(folder)])
-    for _ in range(600):  # until the job has trained a few steps
+    # until the job has trained a few steps: at 0.05 s a step it has some 2.7 s left to train when the new supervisor
+    # starts, so that one adopts a job that still runs, even on a busy machine
+    for _ in range(600):
         steps = folder / "steps.jsonl"
         if steps.exists() and len(steps.read_text().splitlines()) >= 5:
             break

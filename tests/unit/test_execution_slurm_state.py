@@ -78,3 +78,17 @@ def test_a_node_the_run_set_down_is_remembered_until_it_is_resumed(monkeypatch, 
     assert slurm.return_nodes(tmp_path) == ["n0"]
     assert calls[-1] == ["scontrol", "update", "NodeName=n0", "State=RESUME"]
     assert slurm.return_nodes(tmp_path) == []  # returned once
+
+
+def test_a_finished_run_cancels_a_job_slurm_requeued_and_leaves_an_ended_one(monkeypatch, tmp_path):
+    """Every node excluded after Slurm requeued the job itself: the job is PENDING and no start will follow."""
+    calls: list[list[str]] = []
+    monkeypatch.setattr(slurm, "_run", lambda args, env=None: calls.append(args) or "")
+    (tmp_path / "slurm.json").write_text('{"job_id": "7", "downed_nodes": ["n0"]}\n')
+    monkeypatch.setattr(slurm, "job_state", lambda job: JobState("PENDING", 0, 0, "", 2))
+    slurm.finish(tmp_path)
+    assert calls == [["scontrol", "update", "NodeName=n0", "State=RESUME"], ["scancel", "7"]]
+    calls.clear()
+    monkeypatch.setattr(slurm, "job_state", lambda job: JobState("COMPLETED", 0, 0, "n1", 2))
+    slurm.finish(tmp_path)
+    assert calls == []
