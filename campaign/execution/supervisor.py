@@ -147,9 +147,8 @@ class _Watch:
         if self.stop is not None and self.stop.requested():
             self.reason, self.killed_at = CANCELLED, now
             return True
-        if (
-            self.reason == "node_loss"
-        ):  # the node is down: the scheduler ends the start, or the supervisor does
+        # a node set down by the scheduler: it ends the start, or the supervisor does after NODE_LOSS_WAIT_S
+        if self.reason == "node_loss":
             return now - (self.killed_at or now) > NODE_LOSS_WAIT_S
         for index, injection in enumerate(self.settings.injections):
             if index in self.fired or self.max_step < injection.step or self.stopped_at is not None:
