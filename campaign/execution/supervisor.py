@@ -88,9 +88,8 @@ class _Watch:
     fired: set[int]
     on_progress: Callable[[int, int], None] | None = None
     stop_job: Callable[[], None] | None = None  # an injected hang: stop every process of the start
-    lose_node: Callable[[], str | None] | None = (
-        None  # an injected node loss by the scheduler; None or why not
-    )
+    # an injected node loss by the scheduler (Slurm sets the node DOWN): None, or why it could not
+    lose_node: Callable[[], str | None] | None = None
     lose_error: str = ""  # why the scheduler could not take the node down (the start is then killed on it)
     stop: StopRequest | None = None  # a request to end the run (a cancelled flow run, SIGTERM)
     seen_steps: int = 0

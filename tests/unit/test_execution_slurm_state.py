@@ -1,10 +1,15 @@
 """How the Slurm backend reads a start's end from Slurm's own records, without a cluster: sacct's lines (accounting
 database or job completion log), node states, and the end a start is given."""
 
+import time
+
 import pytest
 
 from campaign.execution import slurm
+from campaign.execution.injection import Injection
 from campaign.execution.slurm import JobEnd, JobState, end_state, is_node_lost, parse_sacct
+from campaign.execution.supervisor import NODE_LOSS_WAIT_S
+from campaign.rehearsal.contract import Metrics
 
 # `sacct --completion --duplicates --parsable2 --noheader --format=State,NodeList,ExitCode` on Slurm 22.05 for a job
 # failed by its node, killed, requeued by scontrol (the completion log writes that as a PENDING line) and cancelled.
@@ -92,3 +97,31 @@ def test_a_finished_run_cancels_a_job_slurm_requeued_and_leaves_an_ended_one(mon
     monkeypatch.setattr(slurm, "job_state", lambda job: JobState("COMPLETED", 0, 0, "n1", 2))
     slurm.finish(tmp_path)
     assert calls == []
+
+
+def _watch(tmp_path, lose_node):
+    from campaign.execution.journal import Journal
+    from campaign.execution.supervisor import RealRunSettings, _Watch
+
+    settings = RealRunSettings(
+        [], {}, 60, 128, 60.0, injections=(Injection(15, "node_loss"),), backend="slurm"
+    )
+    marker = tmp_path / "nodes" / "n0.lost"
+    watch = _Watch(settings, Journal.open(tmp_path), 0.0, 0, 0, tmp_path / "s.json", marker, [], set())
+    watch.lose_node = lose_node
+    return watch, marker
+
+
+def test_an_injected_node_loss_waits_for_slurm_to_end_the_start_once_the_node_is_down(tmp_path):
+    watch, marker = _watch(tmp_path, lambda: None)
+    at_15 = Metrics(losses=[(step, 1.0) for step in range(1, 16)])
+    assert watch(at_15) is False and watch.reason == "node_loss" and not marker.exists()
+    assert watch(at_15) is False  # no hang kill while Slurm fails and requeues the job
+    watch.killed_at = time.time() - NODE_LOSS_WAIT_S - 1
+    assert watch(at_15) is True  # Slurm never ended it: the supervisor kills it
+
+
+def test_an_injected_node_loss_kills_the_start_when_the_node_may_not_be_set_down(tmp_path):
+    watch, marker = _watch(tmp_path, lambda: "Access/permission denied")
+    assert watch(Metrics(losses=[(step, 1.0) for step in range(1, 16)])) is True
+    assert watch.reason == "node_loss" and marker.exists() and watch.lose_error == "Access/permission denied"
