@@ -264,6 +264,7 @@ def _record_real_run(
         ex.checkpoint_every,
         config.seed,
         config.cluster.cost.gpu_hour_usd,
+        max_wall_s=settings.max_wall_s,
     )
     summary["plan"] = make_plan(config).to_json()
     events = journal.frame()

@@ -125,6 +125,9 @@ def analyse_window(
         result["interruptions"]["injected"] = sum(injected.values())
         result["interruptions"]["organic"] = result["interruptions"]["unexpected"] - sum(injected.values())
         result["interruptions"]["injected_by_category"] = injected
+        from campaign.analysis.band import replica_band  # the simulator loads only for a measured run
+
+        result["band"] = replica_band(summary, events, config)
     result["recommendations"] = recommendations(result)
     return result
 

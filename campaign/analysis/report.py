@@ -14,6 +14,7 @@ import markupsafe
 import numpy as np
 import pandas as pd
 
+from campaign.analysis.band import figure_text
 from campaign.analysis.power_detail import zoom, zoom_moments
 from campaign.analysis.report_inputs import ReportInputs
 from campaign.analysis.statistics import checkpoint_overhead
@@ -53,6 +54,7 @@ def environment() -> jinja2.Environment:
     env.filters["md"] = lambda text: markupsafe.Markup(md_cell(text))  # already escaped for Markdown and HTML
     env.filters["tokens_b"] = tokens_b
     env.filters["tokens"] = tokens
+    env.filters["band_value"] = lambda value, figure: figure_text(figure, value)
     return env
 
 

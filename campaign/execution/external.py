@@ -202,6 +202,7 @@ def external_report_inputs(metrics: Path, incidents: Path | None, gpu_hour_usd: 
     import numpy as np
 
     from campaign.analysis.analysis import measured_note, recommendations, window_figures
+    from campaign.analysis.band import replica_band
     from campaign.analysis.report_inputs import ReportInputs
     from campaign.execution.measured import measured_summary
 
@@ -243,6 +244,7 @@ def external_report_inputs(metrics: Path, incidents: Path | None, gpu_hour_usd: 
         organic=result["interruptions"]["unexpected"] - sum(injected.values()),
         injected_by_category=injected,
     )
+    result["band"] = replica_band(dict(summary), events, None)
     result["recommendations"] = recommendations(result)
     band = pd.DataFrame({"day": [], "min_mw": [], "mean_mw": [], "max_mw": []})
     return ReportInputs(

@@ -74,6 +74,7 @@ def measured_summary(
     seed: int,
     gpu_hour_usd: float,
     injected_kinds: dict[str, str] | None = None,
+    max_wall_s: float | None = None,
 ) -> ReplicaSummary:
     """The ReplicaSummary of a real run (`replica` -1: measured, not simulated), with a `measured` section:
     failures injected and organic apart, steps trained twice, the median step and checkpoint write times."""
@@ -145,6 +146,11 @@ def measured_summary(
             "steps_trained": sum(trained.values()),
             "rework_steps_expected": rework_steps_expected(journal),
             "median_step_s": _median_step_s(journal),
+            # the first start's time before its first step (start-up, compile), in the `restart` bucket
+            "startup_s": max(0.0, journal.steps[0]["t_s"] - (_median_step_s(journal) or 0.0))
+            if journal.steps
+            else None,
+            "max_wall_s": max_wall_s,  # the window the run had (None: its own wall time)
             "checkpoint_write_s": statistics.median(writes) if writes else None,
             "end": journal.kinds("window_end")[-1]["detail"] if journal.kinds("window_end") else "running",
         },

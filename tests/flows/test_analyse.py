@@ -249,3 +249,7 @@ def test_a_window_run_for_real_is_recorded_and_analysed_as_a_measured_run(tmp_pa
         result["window_gpu_h"]
     )
     assert result["measured"]["steps_trained_again"] == result["measured"]["rework_steps_expected"]
+    band = result["band"]  # beside the replicas of the run as executed: its slots, its pace, its faults' rate
+    hits = next(f for f in band["figures"] if f["figure"] == "interruptions")
+    assert hits["real"] == 2 and hits["plan"] == pytest.approx(2.0, abs=0.01)
+    assert band["replicas"] > 0 and "injected" in band["model"]["failures_per_hour"]

@@ -1,0 +1,326 @@
+"""Plan against actual for a real run: the run beside the plan's expectation and the p10-p90 band of simulated
+replicas of the same run, as it was executed (docs/execution.md#plan-against-actual).
+
+The replicas are the simulator's (campaign/sim/), run at the real run's scale: one job slot (the run's other
+slots standing by as spares), its measured median step time, its checkpoint interval and measured write time,
+the window it had, and the failure rates it was exposed to: the config's organic categories at one slot plus
+the injected faults as one more category (their count over the run's planned training time), each failure
+costing the run's measured detection and restart. The simulator starts a job at once; the run's measured first
+start-up is added to every replica. The plan's expectation is Daly's closed form (campaign/plan/checkpointing.py)
+on the same inputs.
+Source: Daly, FGCS 22(3):303-312, 2006 (expected wall time); the simulator's own sources (campaign/sim/).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from campaign.config import FailureCategoryConfig
+from campaign.plan.checkpointing import daly_expected_wall_s
+
+BAND_REPLICAS = 200  # enough for a stable p10 and p90 (each from about 20 replicas), fast enough for analyse
+LOST_KEYS = ("lost_rework", "restart", "waiting")
+INJECTED = "injected"  # the category of the injected faults in the replicas
+FIGURES = (
+    ("ettr", "ETTR while the job ran"),
+    ("tokens_trained", "tokens trained"),
+    ("interruptions", "unexpected interruptions"),
+    ("lost_gpu_h", "lost GPU-hours"),
+)
+
+
+@dataclass(frozen=True)
+class RunAsExecuted:
+    """What the replicas simulate: the real run's scale, pace, checkpoints, window and failure rates."""
+
+    slots: int  # the nodes (slots) the run could use: one trains, the rest stand by
+    step_time_s: float
+    tokens_per_step: int
+    target_tokens: float
+    checkpoint_interval_s: float  # training seconds between checkpoints
+    checkpoint_write_s: float
+    window_s: float  # the window the run had (its wall-time limit; for a run read from files, its wall time)
+    startup_s: float  # the first start's time before its first step (not simulated: added to every replica)
+    detect_s: float
+    restart_s: float
+    failures: tuple[FailureCategoryConfig, ...]
+    gpu_hour_usd: float
+    seed: int
+    organic_source: str  # where the organic rates came from
+
+
+def run_as_executed(
+    summary: dict[str, Any], events: pd.DataFrame, config: dict[str, Any] | None
+) -> RunAsExecuted | str:
+    """The run as executed, from its measured summary, events and config; or why it cannot be simulated."""
+    m = summary["measured"]
+    step_s = m.get("median_step_s")
+    target_step = int(m.get("target_step") or 0)
+    if not step_s or step_s <= 0 or target_step <= 0:
+        return "the run has fewer than two steps in one start: no step time to simulate it with"
+    tokens_per_step = max(1, round(float(summary["tokens_target"]) / target_step))
+    every = int(m.get("checkpoint_every_steps") or 0)
+    write_s = float(m.get("checkpoint_write_s") or 0.0)
+    interval_s = every * step_s if every else max(float(summary["checkpoint_interval_s"]) - write_s, step_s)
+    failures = events[events["kind"] == "failure"].sort_values("t_s")
+    detected = events[events["kind"] == "detected"].sort_values("t_s")
+    n = len(failures)
+    startup_s = float(m.get("startup_s") or 0.0)
+    detect_s = (
+        statistics.fmean(max(0.0, d - f) for f, d in zip(failures["t_s"], detected["t_s"], strict=False))
+        if n and len(detected)
+        else 0.0
+    )
+    recovery_s = (float(summary["job_time_s"]["restart"]) - startup_s) / n if n else 0.0
+    restart_s = max(0.0, recovery_s - detect_s)
+    window_s = float(m.get("max_wall_s") or summary["window_s"])
+    organic, source = _organic(config, failures, float(summary["window_s"]))
+    if n:  # this run's own detection and restart, not the full-scale cluster's
+        organic = [c.model_copy(update={"detect_s": detect_s, "restart_s": restart_s}) for c in organic]
+    injected = int(m.get("failures_injected") or 0)
+    if injected:
+        organic_per_s = sum(c.job_rate_per_hour(1, 1) for c in organic) / 3600.0
+        rate_per_s = injected_rate_per_s(
+            injected, target_step * step_s, interval_s, write_s, detect_s + restart_s, organic_per_s
+        )
+        # model_construct: a few-minute rehearsal's rate per job-hour lies above the config's bound for a window
+        organic.append(
+            FailureCategoryConfig.model_construct(
+                name=INJECTED,
+                scope="job",
+                per_gpu_year=None,
+                per_1k_node_days=None,
+                per_job_hour=rate_per_s * 3600.0,
+                detect_s=detect_s,
+                restart_s=restart_s,
+                repair_h=0.0,
+                observed=None,
+                source="the faults injected into the run, over its expected wall time",
+            )
+        )
+    nodes = str(events[events["kind"] == "job_start"]["detail"].iloc[0]) if len(events) else ""
+    slots = next((len(w[6:].split(",")) for w in nodes.split() if w.startswith("nodes=")), 1)
+    gpus = max(1, int(summary["gpus"]))
+    total_gpu_h = gpus * float(summary["window_s"]) / 3600.0
+    return RunAsExecuted(
+        slots=max(1, slots),
+        step_time_s=float(step_s),
+        tokens_per_step=tokens_per_step,
+        target_tokens=float(summary["tokens_target"]),
+        checkpoint_interval_s=float(interval_s),
+        checkpoint_write_s=write_s,
+        window_s=max(window_s, startup_s + interval_s + write_s + step_s),
+        startup_s=startup_s,
+        detect_s=detect_s,
+        restart_s=restart_s,
+        failures=tuple(organic),
+        gpu_hour_usd=float(summary["cost_usd"]["compute"]) / total_gpu_h if total_gpu_h else 0.0,
+        seed=int(summary.get("seed") or 0),
+        organic_source=source,
+    )
+
+
+def injected_rate_per_s(
+    n: int, productive_s: float, interval_s: float, write_s: float, recovery_s: float, other_per_s: float
+) -> float:
+    """The rate at which `n` faults are expected over the run's expected wall time (Daly's, which grows with the
+    rate: the faults also fall in the time they cost): the root of rate x wall(rate) = n, by bisection."""
+
+    def expected(rate: float) -> float:
+        total = rate + other_per_s
+        wall = (
+            daly_expected_wall_s(productive_s, interval_s, write_s, recovery_s, 1.0 / total) if total else 0.0
+        )
+        return rate * wall - n
+
+    lo, hi = 0.0, n / productive_s  # wall >= productive: at hi, at least n are expected
+    for _ in range(80):
+        mid = (lo + hi) / 2.0
+        lo, hi = (mid, hi) if expected(mid) < 0 else (lo, mid)
+    return (lo + hi) / 2.0
+
+
+def _organic(
+    config: dict[str, Any] | None, failures: pd.DataFrame, wall_s: float
+) -> tuple[list[FailureCategoryConfig], str]:
+    """The organic categories: the config's (scaled to one slot by the simulator), or, for a run with no config,
+    the rates of its own organic failures over its wall time (the band then shows chance alone)."""
+    if config is not None:
+        cats = [
+            FailureCategoryConfig.model_validate(c) for c in config.get("cluster", {}).get("failures", [])
+        ]
+        return cats, "the committed config's failure categories, at one slot"
+    own = failures[~failures["detail"].astype(str).str.startswith("injected")]
+    hours = max(wall_s, 1e-9) / 3600.0
+    cats = [
+        FailureCategoryConfig.model_construct(
+            name=str(name),
+            scope="job",
+            per_gpu_year=None,
+            per_1k_node_days=None,
+            per_job_hour=count / hours,
+            detect_s=0.0,
+            restart_s=0.0,
+            repair_h=0.0,
+            observed=None,
+            source="the run's own failures",
+        )
+        for name, count in own.groupby("category").size().items()
+    ]
+    return cats, "the run's own failures over its wall time (no config: the band shows chance alone)"
+
+
+def band_inputs(run: RunAsExecuted) -> Any:
+    """The simulator's inputs for the run as executed (a campaign.sim.SimInputs)."""
+    from campaign.sim.inputs import SimInputs
+
+    return SimInputs(
+        nodes=1,
+        gpus_per_node=1,
+        spare_nodes=run.slots - 1,
+        window_s=run.window_s - run.startup_s,
+        step_time_s=run.step_time_s,
+        tokens_per_step=run.tokens_per_step,
+        target_tokens=run.target_tokens,
+        checkpoint_write_s=run.checkpoint_write_s,
+        checkpoint_background_s=0.0,
+        checkpoint_interval_s=run.checkpoint_interval_s,
+        comm_fraction=0.0,
+        failures=run.failures,
+        planned_per_day=0.0,
+        planned_duration_s=0.0,
+        diurnal_amplitude=0.0,
+        gpu_tdp_w=1.0,
+        gpu_idle_w=0.0,
+        node_overhead_w=0.0,
+        pue=1.0,
+        floor_fraction=None,
+        ramp_mw_per_s=None,
+        gpu_hour_usd=run.gpu_hour_usd,
+        energy_usd_per_mwh=0.0,
+        power_sample_s=60.0,
+        seed=run.seed,
+    )
+
+
+def replica_figures(summaries: list[Any], run: RunAsExecuted) -> dict[str, np.ndarray]:
+    """Each headline figure per replica, with the run's first start-up added (the simulator starts at once)."""
+    startup_h = run.startup_s / 3600.0
+    productive = np.array([s["job_time_s"]["productive"] for s in summaries], dtype=float)
+    wall = np.array([s["job_wall_s"] for s in summaries], dtype=float) + run.startup_s
+    return {
+        "ettr": np.divide(productive, wall, out=np.zeros_like(wall), where=wall > 0),
+        "tokens_trained": np.array([s["tokens_trained"] for s in summaries], dtype=float),
+        "interruptions": np.array([s["interruptions"]["unexpected"] for s in summaries], dtype=float),
+        "lost_gpu_h": np.array(
+            [math.fsum(s["goodput_breakdown_gpu_h"][k] for k in LOST_KEYS) + startup_h for s in summaries]
+        ),
+    }
+
+
+def plan_expectation(run: RunAsExecuted) -> dict[str, float]:
+    """The plan's closed form on the run as executed: Daly's expected wall time for its training, its checkpoints
+    and its failure rate (each failure costing detect + restart), plus the start-up; cut at the window."""
+    productive_s = run.target_tokens / run.tokens_per_step * run.step_time_s
+    tau, delta = run.checkpoint_interval_s, run.checkpoint_write_s
+    rate_per_s = sum(c.job_rate_per_hour(1, 1) for c in run.failures) / 3600.0
+    if rate_per_s > 0:
+        weights = [c.job_rate_per_hour(1, 1) for c in run.failures]
+        recovery_s = sum(w * (c.detect_s + c.restart_s) for w, c in zip(weights, run.failures, strict=True))
+        recovery_s /= sum(weights)
+        wall_s = daly_expected_wall_s(productive_s, tau, delta, recovery_s, 1.0 / rate_per_s)
+    else:
+        wall_s = productive_s * (tau + delta) / tau
+    share = min(1.0, (run.window_s - run.startup_s) / wall_s) if wall_s > 0 else 1.0
+    trained_s, wall_s = productive_s * share, min(wall_s, run.window_s - run.startup_s)
+    writes_s = trained_s / tau * delta
+    return {
+        "ettr": trained_s / (wall_s + run.startup_s),
+        "tokens_trained": run.target_tokens * share,
+        "interruptions": rate_per_s * wall_s,
+        "lost_gpu_h": max(0.0, wall_s + run.startup_s - trained_s - writes_s) / 3600.0,
+    }
+
+
+def figure_text(figure: str, value: float | None) -> str:
+    """A band figure as the report writes it."""
+    from campaign.figures import num, tokens
+
+    if value is None:
+        return "n/a"
+    if figure == "tokens_trained":
+        return tokens(value)
+    if figure == "interruptions":
+        return num(value, 0 if float(value).is_integer() else 1)
+    if figure == "lost_gpu_h":
+        return f"{value:.3g}"
+    return num(value, 3)
+
+
+def replica_band(
+    summary: dict[str, Any],
+    events: pd.DataFrame,
+    config: dict[str, Any] | None,
+    replicas: int = BAND_REPLICAS,
+) -> dict[str, Any]:
+    """The `band` section of a measured run's analysis: per headline figure the real value, the plan's
+    expectation, the replicas' p10, p50 and p90, and whether the real run fell inside p10-p90."""
+    run = run_as_executed(summary, events, config)
+    if isinstance(run, str):
+        return {"replicas": 0, "figures": [], "not_simulated": run}
+    from campaign.errors import CampaignError
+    from campaign.sim.fast import compiled_inputs, simulate_summary
+
+    try:
+        inputs = band_inputs(run)
+    except CampaignError as err:  # a run the simulator cannot take (e.g. a window shorter than a checkpoint)
+        return {"replicas": 0, "figures": [], "not_simulated": str(err)}
+    prepared = compiled_inputs(inputs)
+    per_replica = replica_figures([simulate_summary(inputs, r, prepared) for r in range(replicas)], run)
+    real = {
+        "ettr": float(summary["ettr"]),
+        "tokens_trained": float(summary["tokens_trained"]),
+        "interruptions": float(summary["interruptions"]["unexpected"]),
+        "lost_gpu_h": math.fsum(float(summary["goodput_breakdown_gpu_h"][k]) for k in LOST_KEYS),
+    }
+    plan = plan_expectation(run)
+    rows = []
+    for key, label in FIGURES:
+        p10, p50, p90 = (float(v) for v in np.percentile(per_replica[key], [10, 50, 90]))
+        rows.append(
+            {
+                "figure": key,
+                "label": label,
+                "real": real[key],
+                "plan": plan[key],
+                "p10": p10,
+                "p50": p50,
+                "p90": p90,
+                "is_inside": bool(p10 - 1e-9 <= real[key] <= p90 + 1e-9),
+            }
+        )
+    return {
+        "replicas": replicas,
+        "seed": run.seed,
+        "figures": rows,
+        "n_inside": sum(r["is_inside"] for r in rows),
+        "model": {
+            "slots": run.slots,
+            "step_time_s": run.step_time_s,
+            "tokens_per_step": run.tokens_per_step,
+            "checkpoint_interval_s": run.checkpoint_interval_s,
+            "checkpoint_write_s": run.checkpoint_write_s,
+            "window_s": run.window_s,
+            "startup_s": run.startup_s,
+            "detect_s": run.detect_s,
+            "restart_s": run.restart_s,
+            "organic_rates": run.organic_source,
+            "failures_per_hour": {c.name: c.job_rate_per_hour(1, 1) for c in run.failures},
+        },
+    }

@@ -1,0 +1,118 @@
+"""Plan against actual: a real run beside the plan's expectation and the band of replicas of it as executed."""
+
+import json
+
+import pytest
+
+from campaign.analysis.band import BAND_REPLICAS, injected_rate_per_s, replica_band, run_as_executed
+from campaign.execution.external import external_report_inputs, journal_from_metrics
+from campaign.execution.measured import measured_summary
+from campaign.plan.checkpointing import daly_expected_wall_s
+
+T0 = 1_800_000_000.0
+STEPS, EVERY = 40, 5
+
+
+def _run(failed_after=(), injected=False, step_s=1.0, gap_s=2.0):
+    """A run of STEPS steps, `step_s` apart, a checkpoint every EVERY steps (0.2 s each); after each step of
+    `failed_after` it fails and resumes from its last checkpoint `gap_s` later. Its summary and events."""
+    rows, t, step, done = [], T0, 0, set()
+    while step < STEPS:
+        step += 1
+        t += step_s
+        rows.append({"t": t, "kind": "step", "step": step, "tokens": 100})
+        if step % EVERY == 0:
+            t += 0.2
+            rows.append({"t": t, "kind": "checkpoint", "step": step})
+        if step in failed_after and step not in done:
+            done.add(step)
+            t += gap_s
+            step = step // EVERY * EVERY
+            rows.append({"t": t, "kind": "resumed", "step": step})
+    journal, final, tokens = journal_from_metrics(rows, None)
+    if injected:
+        for e in journal.kinds("failure"):
+            e.update(category="kill", detail="injected: SIGKILL of the trainer's process group")
+    summary = measured_summary(journal, final, tokens, EVERY, 7, 2.0, max_wall_s=200.0)
+    return summary, journal.frame()
+
+
+def _config(per_job_hour):
+    failures = [
+        {
+            "name": "software_bug",
+            "scope": "job",
+            "per_job_hour": per_job_hour,
+            "detect_s": 1,
+            "restart_s": 1,
+            "repair_h": 0,
+        }
+    ]
+    return {"cluster": {"failures": failures}}
+
+
+def _row(band, figure):
+    return next(f for f in band["figures"] if f["figure"] == figure)
+
+
+def test_a_run_without_failures_lies_on_the_plan_and_every_replica_agrees():
+    summary, events = _run()
+    band = replica_band(summary, events, {"cluster": {"failures": []}})
+    assert band["replicas"] == BAND_REPLICAS and len(band["figures"]) == 4
+    for f in band["figures"]:
+        assert f["p10"] == pytest.approx(f["p90"]) and f["p10"] <= f["p50"] <= f["p90"]
+    assert _row(band, "interruptions")["real"] == _row(band, "interruptions")["p50"] == 0
+    assert _row(band, "tokens_trained")["p50"] == _row(band, "tokens_trained")["plan"] == STEPS * 100
+    ettr = _row(band, "ettr")
+    assert ettr["plan"] == pytest.approx(ettr["p50"], rel=0.01) and ettr["real"] == pytest.approx(
+        ettr["p50"], rel=0.01
+    )
+
+
+def test_the_replicas_simulate_the_run_at_its_own_scale_and_pace():
+    summary, events = _run(failed_after=(12, 27), injected=True)
+    run = run_as_executed(summary, events, _config(0.01))
+    assert not isinstance(run, str)
+    assert run.step_time_s == pytest.approx(1.0) and run.checkpoint_interval_s == pytest.approx(EVERY)
+    assert run.checkpoint_write_s == pytest.approx(0.2) and run.window_s == 200.0 and run.slots == 1
+    assert run.detect_s + run.restart_s == pytest.approx(2.0)  # the gap from its last line to its resume
+    assert [c.name for c in run.failures] == ["software_bug", "injected"]
+    assert all(
+        c.detect_s == run.detect_s for c in run.failures
+    )  # the run's own restart path, not the cluster's
+    band = replica_band(summary, events, _config(0.01))
+    assert band == replica_band(summary, events, _config(0.01))  # seeded
+    hits = _row(band, "interruptions")
+    assert hits["real"] == 2 and hits["plan"] == pytest.approx(2.0, abs=0.01) and hits["is_inside"]
+    assert hits["p10"] < hits["p90"]  # failures come by chance in the replicas
+
+
+def test_the_injected_faults_rate_expects_their_count_over_the_expected_wall_time():
+    rate = injected_rate_per_s(3, 40.0, 5.0, 0.2, 3.0, 0.0)
+    assert rate * daly_expected_wall_s(40.0, 5.0, 0.2, 3.0, 1.0 / rate) == pytest.approx(3.0, rel=1e-9)
+    assert rate < 3 / 40.0  # the faults also fall in the time they cost
+
+
+def test_a_run_with_far_more_failures_than_its_rates_falls_outside_the_band():
+    summary, events = _run(failed_after=(7, 13, 22, 33))
+    band = replica_band(summary, events, _config(0.01))
+    hits, ettr = _row(band, "interruptions"), _row(band, "ettr")
+    assert hits["real"] == 4 and hits["p90"] == 0 and not hits["is_inside"]
+    assert ettr["real"] < ettr["p10"] and not ettr["is_inside"] and band["n_inside"] < 4
+
+
+def test_analyse_metrics_shows_the_band_in_the_json_and_both_reports(tmp_path):
+    from campaign.analysis.report import write_report
+
+    lines = [{"step": k, "loss": 3.0 - k / 100, "tokens": 256, "time": T0 + k} for k in range(1, 21)]
+    lines.insert(10, {"event": "checkpoint", "step": 10, "time": T0 + 10.2})
+    lines.append({"event": "resumed", "step": 10, "time": T0 + 24})
+    lines += [{"step": k, "loss": 3.0 - k / 100, "tokens": 256, "time": T0 + 14 + k} for k in range(11, 31)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    inputs = external_report_inputs(tmp_path / "metrics.jsonl", None)
+    band = inputs.result["band"]
+    assert [f["figure"] for f in band["figures"]] == ["ettr", "tokens_trained", "interruptions", "lost_gpu_h"]
+    assert band["model"]["organic_rates"].startswith("the run's own failures")
+    html, _, markdown = write_report(tmp_path / "report", inputs)
+    assert "### Plan against actual" in markdown and "| unexpected interruptions | 1 |" in markdown
+    assert "<h2>Plan against actual</h2>" in html.read_text()
