@@ -284,7 +284,7 @@ def _record_real_run(
         ),
     )
     if is_cancelled(m["end"]):
-        log.warning("window %s cancelled: %s", commitment.commitment_id, m["end"])
+        log.warning("window %s: %s", commitment.commitment_id, m["end"])
     log.info(
         "window run for real: step %d of %d (%s), ETTR %.3f, %d failures (%d injected), %d restarts",
         m["final_step"],

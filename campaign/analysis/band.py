@@ -310,6 +310,8 @@ def replica_band(
         "seed": run.seed,
         "figures": rows,
         "n_inside": sum(r["is_inside"] for r in rows),
+        # a run stopped before its end (cancelled) is set beside replicas that run to theirs: read it so
+        "cancelled": str(summary["measured"].get("end") or "").startswith("cancelled"),
         "model": {
             "slots": run.slots,
             "step_time_s": run.step_time_s,

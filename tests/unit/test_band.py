@@ -82,6 +82,9 @@ def test_the_replicas_simulate_the_run_at_its_own_scale_and_pace():
     )  # the run's own restart path, not the cluster's
     band = replica_band(summary, events, _config(0.01))
     assert band == replica_band(summary, events, _config(0.01))  # seeded
+    assert band["cancelled"] is False
+    summary["measured"]["end"] = "cancelled: SIGTERM received; stopped after step 30"
+    assert replica_band(summary, events, _config(0.01))["cancelled"] is True  # the report says so
     hits = _row(band, "interruptions")
     assert hits["real"] == 2 and hits["plan"] == pytest.approx(2.0, abs=0.01) and hits["is_inside"]
     assert hits["p10"] < hits["p90"]  # failures come by chance in the replicas
