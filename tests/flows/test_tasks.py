@@ -103,3 +103,27 @@ def test_fit_failure_profile_writes_the_profile_and_publishes_the_fit(tmp_path):
                 str(bad_jobs), str(bad_incidents), "demo-h100", str(tmp_path / "never.yaml")
             )
     assert not (tmp_path / "never.yaml").exists()
+
+
+def test_a_flow_run_cancelled_in_prefect_is_a_stop_request_for_its_real_run():
+    """What a cancel from the UI does to a real run `campaign execute` supervises in its own process (no signal
+    arrives there): the supervisor's stop request polls the flow run's state through the API and answers once it
+    is cancelling."""
+    from prefect import flow
+    from prefect.client.orchestration import get_client
+    from prefect.states import Cancelling, Running
+
+    from campaign.execution.stopping import StopRequest
+    from tasks.execute import _cancel_poll
+
+    @flow(name="a-window-being-executed")
+    def window() -> None:
+        return None
+
+    with get_client(sync_client=True) as client:
+        run = client.create_flow_run(window, state=Running())
+        stop = StopRequest(poll=_cancel_poll(str(run.id)), poll_every_s=0.0)
+        assert stop.requested() is None  # running: the job goes on
+        client.set_flow_run_state(run.id, Cancelling(), force=True)
+        assert stop.requested() == f"the flow run {run.id} was cancelled"
+    assert _cancel_poll(None) is None  # outside a flow run there is nothing to poll
