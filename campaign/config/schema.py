@@ -1015,6 +1015,13 @@ class LanguagesConfig(Frozen):
     min_score: float = Field(
         0.65, ge=0, le=1, description="Remove a document whose language's probability is below this."
     )
+    prefix_chars: int = Field(
+        2000,
+        ge=0,
+        le=10**9,
+        description="Identify the language from the document's first this many characters, cut back to a "
+        "whitespace (0: the whole text); docs/prepare.md#language says what the cut costs in agreement.",
+    )
     source: Source = Field(
         "FineWeb (Penedo et al. 2024, sec. 3): keep English at score >= 0.65; model: langid.py (Lui and Baldwin "
         "2012) as py3langid ships it",

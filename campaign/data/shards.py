@@ -41,7 +41,7 @@ import pyarrow as pa
 from campaign.config import DataConfig
 from campaign.data.filters import GOPHER_SHORT_DOC, TOO_LARGE, Rejection, TextStats, filter_batch
 from campaign.data.filters.decontaminate import BenchmarkIndex, find_overlaps, load_benchmarks
-from campaign.data.filters.language import check_language, identify_languages
+from campaign.data.filters.language import check_language, identify_prefixes
 from campaign.data.filters.pii import PII_KINDS, redact_pii
 from campaign.data.filters.url_filter import UrlRules, check_url, load_url_rules
 from campaign.data.indexed import token_dtype
@@ -466,7 +466,7 @@ def _batch(
     outcome: dict[int, tuple[str, Rejection | None, TextStats | None, int]] = {}
     language: dict[int, tuple[str, float]] = {}
     if cleaning.languages.enabled:
-        langs, scores = identify_languages(texts)
+        langs, scores = identify_prefixes(texts, cleaning.languages.prefix_chars)
         alive = []
         for k, i in enumerate(readable):
             language[i] = (langs[k], float(scores[k]))

@@ -28,7 +28,9 @@ from campaign.data.filters.language import (
     check_language,
     identifier,
     identify_languages,
+    identify_prefixes,
     known_languages,
+    language_prefix,
 )
 from campaign.data.filters.pii import redact_pii, redact_pii_plain
 from campaign.data.filters.url_filter import (
@@ -74,6 +76,24 @@ def test_compiled_language_id_equals_py3langid_on_real_text() -> None:
         want_lang, want_score = ident.classify(text)
         assert lang == want_lang
         assert score == pytest.approx(want_score, abs=1e-4)
+
+
+def test_language_prefix_cuts_at_a_whitespace() -> None:
+    assert language_prefix("one two three four", 0) == "one two three four"
+    assert language_prefix("one two three four", 100) == "one two three four"
+    assert language_prefix("one two three four", 9) == "one two"  # not "one two t"
+    assert language_prefix("one two three four", 7) == "one two"  # the cut falls on a word's end
+    assert language_prefix("one\ntwo three", 6) == "one"
+    assert language_prefix("abcdefghij klm", 8) == "abcdefgh"  # no whitespace in the first half: a plain cut
+
+
+def test_language_of_a_prefix_is_that_of_the_prefix_alone() -> None:
+    texts = [*_licence_texts()[:8], "Der schnelle braune Fuchs springt über den faulen Hund. " * 80]
+    langs, scores = identify_prefixes(texts, 500)
+    want_langs, want_scores = identify_languages([language_prefix(t, 500) for t in texts])
+    assert langs == want_langs and scores.tolist() == want_scores.tolist()
+    assert langs[-1] == "de" and "en" in langs
+    assert identify_prefixes(texts, 0)[0] == identify_languages(texts)[0]
 
 
 def test_the_language_list_is_the_models() -> None:

@@ -307,6 +307,8 @@ def _score_kernel(docs, feats, counts, ptc, n_docs):  # pragma: no cover - compi
 def _encode(text: str) -> bytes:
     if text.isupper():
         text = text.lower()
+    if text.isascii():  # already NFC
+        return text.encode("ascii")
     return unicodedata.normalize("NFC", text).encode("utf-8", "surrogatepass")
 
 
@@ -338,6 +340,25 @@ def identify_languages(texts: list[str]) -> tuple[list[str], np.ndarray]:
     best = scores.argmax(axis=1)
     classes = model.classes
     return [classes[b] for b in best], scores[np.arange(len(texts)), best]
+
+
+def language_prefix(text: str, chars: int) -> str:
+    """The text's first `chars` characters, cut back to its last whitespace there (no word is cut in two) when
+    that keeps at least half of them; the whole text when `chars` is 0 or the text is no longer."""
+    if chars <= 0 or len(text) <= chars:
+        return text
+    head = text[:chars]
+    if text[chars].isspace() or head[-1].isspace():
+        return head
+    cut = max(head.rfind(" "), head.rfind("\n"), head.rfind("\t"))
+    return head[:cut] if cut >= chars // 2 else head
+
+
+def identify_prefixes(texts: list[str], chars: int) -> tuple[list[str], np.ndarray]:
+    """`identify_languages` of each text's `language_prefix`: a document's language is told by its opening as
+    well as by its whole (their agreement on web text: docs/prepare.md#language), and the walk and the scoring
+    cost grows with the bytes read."""
+    return identify_languages([language_prefix(t, chars) for t in texts])
 
 
 def check_language(language: str, score: float, cfg: LanguagesConfig) -> Rejection | None:
