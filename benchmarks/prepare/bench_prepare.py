@@ -401,7 +401,13 @@ def main() -> None:
                 )  # every campaign run starts from nothing (no shard reused)
             cmd = (
                 campaign_cmd(
-                    corpus, ws, args.workers, args.tokenizer, args.runner, eval_file, side == "campaign"
+                    corpus,
+                    ws,
+                    args.workers,
+                    args.tokenizer,
+                    args.runner,
+                    eval_file,
+                    args.shards_ab and side == "campaign",
                 )
                 if side.startswith("campaign")
                 else datatrove_cmd(corpus, out, args.workers, eval_file)

@@ -9,22 +9,47 @@ import argparse
 import cProfile
 import pstats
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from campaign.config import C4Config, CleaningConfig, DataConfig, FineWebConfig, SourceConfig
+from campaign.config import (
+    C4Config,
+    CleaningConfig,
+    DataConfig,
+    DecontaminateConfig,
+    FineWebConfig,
+    LanguagesConfig,
+    PiiConfig,
+    SourceConfig,
+)
 from campaign.data.pipeline import prepare_data
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_prepare import make_eval_file
 
-def bench_config(corpus: Path, tokenizer: str) -> DataConfig:
-    """The benchmark's data config: every rule group on (as bench_prepare.py runs the CLI)."""
+
+def bench_config(corpus: Path, tokenizer: str, eval_file: Path | None = None) -> DataConfig:
+    """The benchmark's data config: every rule group on (as bench_prepare.py runs the CLI); with `eval_file`,
+    also language ID, PII redaction and decontamination (bench_prepare.py's --steps)."""
+    steps: dict = {}
+    cleaning: dict = {}
+    if eval_file is not None:
+        cleaning = {
+            "languages": LanguagesConfig(enabled=True, keep=("en",), min_score=0.65),
+            "pii": PiiConfig(enabled=True),
+        }
+        steps["decontaminate"] = DecontaminateConfig.model_validate(
+            {"benchmarks": [{"name": "eval", "path": str(eval_file), "text_fields": ["question"]}]}
+        )
     return DataConfig(
         sources=(
             SourceConfig(name="web", path=f"{corpus}/*.jsonl", format="jsonl", id_field="id", weight=1),
         ),
-        cleaning=CleaningConfig(c4=C4Config(enabled=True), fineweb=FineWebConfig(enabled=True)),
+        cleaning=CleaningConfig(c4=C4Config(enabled=True), fineweb=FineWebConfig(enabled=True), **cleaning),
         tokenizer=tokenizer,
+        **steps,
     )
 
 
@@ -34,10 +59,15 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--tokenizer", default="cl100k_base")
     ap.add_argument("--no-profile", action="store_true")
+    ap.add_argument("--sort", default="cumulative", help="pstats order: cumulative or tottime")
+    ap.add_argument(
+        "--steps", action="store_true", help="language ID, PII and decontamination on, as --steps"
+    )
     args = ap.parse_args()
-    data = bench_config(args.corpus.resolve(), args.tokenizer)
-    mb = sum(p.stat().st_size for p in args.corpus.glob("*.jsonl")) / 1e6
     out = Path(tempfile.mkdtemp())
+    eval_file = make_eval_file(args.corpus, out / "eval.jsonl") if args.steps else None
+    data = bench_config(args.corpus.resolve(), args.tokenizer, eval_file)
+    mb = sum(p.stat().st_size for p in args.corpus.glob("*.jsonl")) / 1e6
     try:
         prof = None if args.no_profile else cProfile.Profile()
         started, cpu0 = time.perf_counter(), time.process_time()
@@ -52,7 +82,7 @@ def main() -> None:
             f"kept {manifest['totals']['n_kept']} of {manifest['totals']['n_input']}"
         )
         if prof:
-            pstats.Stats(prof).sort_stats("cumulative").print_stats(args.top)
+            pstats.Stats(prof).sort_stats(args.sort).print_stats(args.top)
     finally:
         shutil.rmtree(out, ignore_errors=True)
 
