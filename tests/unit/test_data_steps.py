@@ -22,7 +22,7 @@ from campaign.config import (
     UrlFilterConfig,
 )
 from campaign.data import prepare_data
-from campaign.data.filters.decontaminate import check_benchmarks, find_overlaps, load_benchmarks
+from campaign.data.filters.decontaminate import check_benchmarks, find_overlaps, load_benchmarks, ngrams
 from campaign.data.filters.language import (
     LANGUAGE_NOT_KEPT,
     check_language,
@@ -217,6 +217,28 @@ def test_a_shared_13_gram_removes_the_document(tmp_path: Path) -> None:
     assert hit is not None and hit.reason == "benchmark_overlap_qa"
     assert f"{bench.path}:2" in hit.detail
     assert " ".join(w.lower() for w in words[200:213]).strip(".,;:()") in hit.detail.replace("'", "'")
+
+
+def test_overlaps_are_those_of_a_plain_lookup(tmp_path: Path) -> None:
+    """The bucket table that rules n-grams out before the binary search finds what a set lookup finds: each
+    text's first n-gram shared with an evaluation text, and nothing for the others."""
+    texts = _licence_texts() + [t[:2000] for t in _copyright_texts()]
+    passages = [" ".join(t.split()[k : k + 30]) for t in texts[::3] for k in (40, 400)]
+    index = load_benchmarks(
+        DecontaminateConfig(benchmarks=(_benchmark(tmp_path, "qa", [{"question": p} for p in passages]),))
+    )
+    known = set(index.hashes.tolist())
+    doc, _, _, hashes, _ = ngrams(texts, index.n)
+    first: dict[int, int] = {}
+    for d, h in zip(doc.tolist(), hashes.tolist(), strict=True):
+        if h in known:
+            first.setdefault(d, h)
+    got = find_overlaps(texts, index)
+    assert [r is not None for r in got] == [d in first for d in range(len(texts))]
+    assert sum(r is not None for r in got) > len(texts) // 3
+    where = dict(zip(index.hashes.tolist(), index.where, strict=True))
+    for d, h in first.items():
+        assert f"({where[h]})" in got[d].detail  # type: ignore[union-attr]
 
 
 def test_evaluation_parquet_and_several_benchmarks(tmp_path: Path) -> None:

@@ -5,7 +5,9 @@ Words are maximal runs of letters and digits of the lowercased text (ASCII punct
 them; every non-ASCII character counts as a letter), as GPT-3's overlap analysis lowercased and dropped
 punctuation. Each word is hashed (64-bit FNV-1a of its UTF-8 bytes) and each n-gram is the 64-bit FNV-1a of its
 words' hashes, in one compiled pass over a batch (Numba); the evaluation n-grams are a sorted array looked up
-with a binary search, so memory is 8 bytes per evaluation n-gram plus 8 per batch word, whatever the corpus size.
+with a binary search, after a table of hash buckets has ruled out nearly every batch n-gram with one gather, so
+memory is 8 bytes per evaluation n-gram (and the table, 4 MB at most) plus 8 per batch word, whatever the corpus
+size.
 The reason names the benchmark (`benchmark_overlap_<name>`, so the removal table counts each benchmark), and the
 detail the evaluation record (file:line) and the matched span. An evaluation text shorter than n words has no
 n-gram and cannot match (counted in the index as `n_short`). A bad evaluation file is a DataError naming file:line.
@@ -98,6 +100,10 @@ def ngrams(texts: list[str], n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray
     return doc, start, end, hashes, joined
 
 
+def _bucket_bits(n_hashes: int) -> int:
+    return min(max(int(n_hashes).bit_length() + 3, 10), 22)
+
+
 @dataclass(frozen=True)
 class BenchmarkIndex:
     """The n-grams of every evaluation text, sorted, with the benchmark and record each first came from."""
@@ -109,6 +115,15 @@ class BenchmarkIndex:
     where: tuple[str, ...]  # "file:line" per hash
     n_texts: tuple[int, ...]  # evaluation texts read, per benchmark
     n_short: tuple[int, ...]  # of which shorter than n words
+
+    @functools.cached_property
+    def buckets(self) -> np.ndarray:
+        """Which of 2**k buckets (a hash's top k bits) hold an evaluation n-gram: a gather on it rules out nearly
+        every n-gram of a batch before the binary search (k gives at least 8 buckets per n-gram, 4 MB at most)."""
+        bits = _bucket_bits(len(self.hashes))
+        out = np.zeros(1 << bits, np.bool_)
+        out[self.hashes >> np.uint64(64 - bits)] = True
+        return out
 
 
 def load_benchmarks(cfg: DecontaminateConfig) -> BenchmarkIndex:
@@ -276,16 +291,19 @@ def find_overlaps(texts: list[str], index: BenchmarkIndex) -> list[Rejection | N
     if not len(index.hashes) or not texts:
         return out
     doc, start, end, hashes, joined = ngrams(texts, index.n)
-    pos = np.searchsorted(index.hashes, hashes)
+    bits = _bucket_bits(len(index.hashes))
+    maybe = np.flatnonzero(index.buckets[hashes >> np.uint64(64 - bits)])  # in n-gram order
+    pos = np.searchsorted(index.hashes, hashes[maybe])
     pos[pos == len(index.hashes)] = 0
-    hits = np.flatnonzero(index.hashes[pos] == hashes)
+    found = index.hashes[pos] == hashes[maybe]
+    hits, pos = maybe[found], pos[found]
     seen = set()
-    for h in hits:  # in text order, so the first hit of each text is its first matched n-gram
+    # in text order, so the first hit of each text is its first matched n-gram
+    for h, p in zip(hits.tolist(), pos.tolist(), strict=True):
         d = int(doc[h])
         if d in seen:
             continue
         seen.add(d)
-        p = int(pos[h])
         span = " ".join(joined[start[h] : end[h]].decode("utf-8", "replace").split())
         name = index.names[int(index.bench[p])]
         out[d] = Rejection(
