@@ -378,6 +378,9 @@ def main() -> None:
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "PREFECT_LOGGING_LEVEL": "WARNING",
         "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
+        # each run's API server (one per workspace, and every run has a new one) stops with its command instead of
+        # idling on beside the next runs: its whole life is in the measured tree
+        "CAMPAIGN_SERVER_IDLE_S": "0",
     }  # the machine is shared and busy
     results: dict[str, list[dict]] = defaultdict(list)
     eval_file = None
