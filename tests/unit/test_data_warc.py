@@ -124,6 +124,7 @@ def test_every_record_is_accounted_for_with_every_step_on(tmp_path: Path) -> Non
     pages.append(http_response("https://fr.example.org/", french.encode()))
     contact = PAGES[6].read_bytes().replace(b"</body>", b"<p>Write to docs@site.example.net now.</p></body>")
     pages.append(http_response("https://c.example.org/contact", contact))
+    pages.append(http_response("https://mirror.example.org/contact", contact))  # the same page again
     write_warc(tmp_path / "warc" / "a.warc.gz", pages)
     (tmp_path / "domains.txt").write_text("# blocked\nblocked.example\n", encoding="utf-8")
     prepare_data(_config(tmp_path), tmp_path / "plain")
@@ -154,7 +155,7 @@ def test_every_record_is_accounted_for_with_every_step_on(tmp_path: Path) -> Non
     (src,) = manifest["sources"]
     clean = pq.read_table(tmp_path / "data" / "clean" / "crawl.parquet").to_pylist()
     rejected = pq.read_table(tmp_path / "data" / "rejected" / "crawl.parquet").to_pylist()
-    responses = 5 + 4 + 3  # the crawl's pages, the odd records that are pages, the three added here
+    responses = 5 + 4 + 4  # the crawl's pages, the odd records that are pages, the four added here
     assert src["n_input"] == responses == len(clean) + len(rejected) == src["n_kept"] + src["n_rejected"]
     assert sum(src["by_reason"].values()) == src["n_rejected"]
     by_url = {r["url"]: r for r in rejected}
@@ -165,7 +166,9 @@ def test_every_record_is_accounted_for_with_every_step_on(tmp_path: Path) -> Non
     assert by_url["https://fr.example.org/"]["language"] == "fr"
     overlap = [r for r in rejected if r["reason"] == "benchmark_overlap_qa"]
     assert [r["url"] for r in overlap] == [target["url"]] and "qa.jsonl:1" in overlap[0]["detail"]
-    assert all(r["language"] is not None for r in clean + overlap)
+    duplicate = [r for r in rejected if r["reason"] == "exact_duplicate"]
+    assert [r["url"] for r in duplicate] == ["https://mirror.example.org/contact"]
+    assert all(r["language"] == "en" and r["language_score"] >= 0.65 for r in clean + overlap + duplicate)
     assert src["pii_by_kind"]["email"] >= 1  # the address added here, and any the pages carry
     contact_text = next(r["text"] for r in clean if r["url"] == "https://c.example.org/contact")
     assert "email@example.com" in contact_text and "docs@site.example.net" not in contact_text
