@@ -158,6 +158,7 @@ def campaign_cmd(
     runner: str,
     eval_file: Path | None = None,
     shards: bool = False,  # the training shards (on in the demo config): off unless --shards-ab
+    extra_sets: tuple[str, ...] = (),  # --set overrides given to this script, applied last
 ) -> list[str]:
     source = json.dumps(
         [{"name": "web", "path": f"{corpus}/*.jsonl", "format": "jsonl", "id_field": "id", "weight": 1}]
@@ -179,6 +180,7 @@ def campaign_cmd(
             'data.cleaning.pii={"enabled": true}',
             f"data.decontaminate={json.dumps({'benchmarks': bench})}",
         ]
+    sets += extra_sets
     return [
         str(REPO / ".venv" / "bin" / "campaign"),
         "prepare",
@@ -360,6 +362,15 @@ def main() -> None:
         help="also language ID (en >= 0.65), PII redaction and 13-gram decontamination against passages cut "
         "from the corpus, on both sides",
     )
+    ap.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a config override for campaign's runs, after the benchmark's own (e.g. "
+        "data.cleaning.languages.prefix_chars=0)",
+    )
     args = ap.parse_args()
     if args.shards_ab:
         args.skip_datatrove = True
@@ -411,6 +422,7 @@ def main() -> None:
                     args.runner,
                     eval_file,
                     args.shards_ab and side == "campaign",
+                    tuple(args.sets),
                 )
                 if side.startswith("campaign")
                 else datatrove_cmd(corpus, out, args.workers, eval_file)
