@@ -5,6 +5,7 @@ py3langid walks its byte n-gram automaton in a Python loop (about 2.5 MB/s measu
 the same automaton over a whole batch in one compiled pass (Numba) and scores with the same tables, so each text
 gets what `LanguageIdentifier(norm_probs=True).classify` returns (held equal by a unit test on real text): the
 NFC text, lowercased when it is all upper case, as UTF-8; probabilities softmaxed at temperature sqrt(bytes).
+Prepare identifies each document from its first `cleaning.languages.prefix_chars` characters (`identify_prefixes`).
 A document is kept when one of `keep` has a probability of at least `min_score` (datatrove's LanguageFilter keeps
 one above `language_threshold` among the requested languages; with a threshold of 0.5 or more both rules keep the
 same documents). datatrove runs fastText's lid.176, which must be downloaded; see docs/prepare.md.
