@@ -8,9 +8,13 @@ from typing import Any
 
 
 def num(value: Any, digits: int = 0) -> str:
-    """A number with thousands separators, or n/a."""
+    """A number with thousands separators (two significant digits where it would round to zero), or n/a."""
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "n/a"
+    if value and abs(value) < 0.5 * 10.0**-digits:
+        # a figure that is not zero is never shown as one (a small real run's hours or dollars): two significant
+        # digits instead
+        return f"{value:.2g}"
     return f"{value:,.{digits}f}"
 
 

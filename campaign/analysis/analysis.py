@@ -24,6 +24,7 @@ from campaign import goodput
 from campaign.analysis.statistics import checkpoint_overhead, optimal_interval_s, poisson_interval
 from campaign.approval import read_pending
 from campaign.errors import CampaignError, ConfigError, DataError, WorkspaceBusy
+from campaign.figures import num
 from campaign.sql.rows import one_row, rows, scalar
 from campaign.store import SCHEMA_VERSION, Workspace, existing_workspace
 
@@ -121,6 +122,18 @@ def analyse_window(
     )
     if "measured" in summary:
         result["measured"] = summary["measured"]
+        # the run's own start and length; the booked window beside it (a real run need not run inside it)
+        started = summary["measured"].get("started_at")
+        result["window"] = (
+            result["window"]
+            if not started
+            else {
+                "start": started,
+                "end": _plus_seconds(started, summary["window_s"]),
+                "hours": summary["window_s"] / 3600.0,
+                "booked": {"start": str(window["window_start"]), "end": str(window["window_end"])},
+            }
+        )
         injected = summary["measured"].get("injected_by_category", {})
         result["interruptions"]["injected"] = sum(injected.values())
         result["interruptions"]["organic"] = result["interruptions"]["unexpected"] - sum(injected.values())
@@ -130,6 +143,13 @@ def analyse_window(
         result["band"] = replica_band(summary, events, config)
     result["recommendations"] = recommendations(result)
     return result
+
+
+def _plus_seconds(iso: str, seconds: float) -> str:
+    """An ISO 8601 time `seconds` later, in the same form (a real run's end from its start and length)."""
+    import datetime as dt
+
+    return (dt.datetime.fromisoformat(iso) + dt.timedelta(seconds=seconds)).isoformat(timespec="milliseconds")
 
 
 def simulation_note(replica: int, seed: int) -> str:
@@ -486,9 +506,9 @@ def recommendations(r: dict[str, Any]) -> list[dict[str, str]]:
             out.append(
                 {
                     "topic": "checkpoint interval",
-                    "advice": f"set plan.checkpoint.interval_s to about {best:,.0f} s (used {used:,.0f} s)",
-                    "figure": f"at the observed MTBF of {r['observed_job_mtbf_h']:.2f} h the used interval cost "
-                    f"{ck['extra_gpu_h']:,.1f} GPU-h (${ck['extra_cost_usd']:,.0f}) more than Daly's "
+                    "advice": f"set plan.checkpoint.interval_s to about {num(best, 0)} s (used {num(used, 0)} s)",
+                    "figure": f"at the observed MTBF of {num(r['observed_job_mtbf_h'], 2)} h the used interval cost "
+                    f"{num(ck['extra_gpu_h'], 1)} GPU-h (${num(ck['extra_cost_usd'], 0)}) more than Daly's "
                     "optimum",
                 }
             )
@@ -497,9 +517,9 @@ def recommendations(r: dict[str, Any]) -> list[dict[str, str]]:
                 {
                     "topic": "checkpoint interval",
                     "advice": "keep the interval: it is close enough to the optimum",
-                    "figure": f"used {used:,.0f} s, optimum {best:,.0f} s for the observed MTBF of "
-                    f"{r['observed_job_mtbf_h']:.2f} h; the difference cost {ck['extra_gpu_h']:,.1f} "
-                    f"GPU-h (${ck['extra_cost_usd']:,.0f}), under 0.1% of the window",
+                    "figure": f"used {num(used, 0)} s, optimum {num(best, 0)} s for the observed MTBF of "
+                    f"{num(r['observed_job_mtbf_h'], 2)} h; the difference cost {num(ck['extra_gpu_h'], 1)} "
+                    f"GPU-h (${num(ck['extra_cost_usd'], 0)}), under 0.1% of the window",
                 }
             )
     sp = r["spares"]
@@ -510,8 +530,8 @@ def recommendations(r: dict[str, Any]) -> list[dict[str, str]]:
                 "topic": "spares",
                 "advice": f"the spare pool ran out {sp['n_waits']} time(s); {sp['more_spare_nodes_needed']} more "
                 f"spare node(s) {verdict}",
-                "figure": f"{sp['waiting_for_spare_gpu_h']:,.0f} GPU-h waiting (${sp['saving_usd']:,.0f}) "
-                f"against ${sp['cost_of_more_usd'] or 0:,.0f} for the extra spares over the window",
+                "figure": f"{num(sp['waiting_for_spare_gpu_h'], 0)} GPU-h waiting (${num(sp['saving_usd'], 0)}) "
+                f"against ${num(sp['cost_of_more_usd'] or 0, 0)} for the extra spares over the window",
             }
         )
     else:
@@ -519,8 +539,8 @@ def recommendations(r: dict[str, Any]) -> list[dict[str, str]]:
             {
                 "topic": "spares",
                 "advice": "spares never ran out",
-                "figure": f"{r['spare_gpus']:,} spare GPUs idle for {r['goodput_breakdown_gpu_h']['idle_spares']:,.0f}"
-                f" GPU-h (${r['cost_usd']['idle_spares']:,.0f}) as insurance",
+                "figure": f"{r['spare_gpus']:,} spare GPUs idle for {num(r['goodput_breakdown_gpu_h']['idle_spares'], 0)}"
+                f" GPU-h (${num(r['cost_usd']['idle_spares'], 0)}) as insurance",
             }
         )
     p = r["power_mw"]
@@ -529,28 +549,30 @@ def recommendations(r: dict[str, Any]) -> list[dict[str, str]]:
         extra_usd = effect["extra_energy_mwh"] * r["energy_usd_per_mwh"]
         ramp, done = effect["max_ramp_mw_per_s"], effect["completion_days"]
         if done["with"] is not None and done["without"] is not None:
-            slower = f"finished {(done['with'] - done['without']) * 24:,.2f} h later"
+            slower = f"finished {num((done['with'] - done['without']) * 24, 2)} h later"
         else:
             slower = (
-                f"trained {(effect['tokens_trained']['without'] - effect['tokens_trained']['with']) / 1e9:,.1f} B"
+                f"trained {num((effect['tokens_trained']['without'] - effect['tokens_trained']['with']) / 1e9, 1)} B"
                 " fewer tokens"
             )
         out.append(
             {
                 "topic": "power smoothing",
-                "advice": f"smoothing cost {effect['extra_energy_mwh']:,.2f} MWh (${extra_usd:,.0f}) of energy "
+                "advice": f"smoothing cost {num(effect['extra_energy_mwh'], 2)} MWh (${num(extra_usd, 0)}) of energy "
                 f"and {slower}",
-                "figure": f"it cut the steepest 1-s ramp from {ramp['without']:.3f} to {ramp['with']:.3f} MW/s "
+                "figure": f"it cut the steepest 1-s ramp from {num(ramp['without'], 3)} to {num(ramp['with'], 3)} MW/s "
                 "(the same window, same failures, simulated without it)",
             }
         )
-    elif p.get("max_ramp_mw_per_s") is not None:
+    elif p.get("max_ramp_mw_per_s") is not None and r.get(
+        "simulated", True
+    ):  # a measured run's power is not metered
         out.append(
             {
                 "topic": "power smoothing",
                 "advice": "no smoothing: the facility saw the full swing at every stop and start",
-                "figure": f"job-start swing {p.get('job_start_swing') or 0:.2f} MW, largest 1-s ramp "
-                f"{p['max_ramp_mw_per_s']:.2f} MW/s",
+                "figure": f"job-start swing {num(p.get('job_start_swing') or 0, 2)} MW, largest 1-s ramp "
+                f"{num(p['max_ramp_mw_per_s'], 2)} MW/s",
             }
         )
     if r["completed"] and r["completion_days"] is not None:
@@ -558,11 +580,11 @@ def recommendations(r: dict[str, Any]) -> list[dict[str, str]]:
         out.append(
             {
                 "topic": "window length",
-                "advice": f"the window was {spare_days:.2f} days longer than needed"
+                "advice": f"the window was {num(spare_days, 2)} days longer than needed"
                 if spare_days > 0.1 * r["window_days"]
                 else "the window length fitted the job",
-                "figure": f"finished on day {r['completion_days']:.2f} of {r['window_days']:.2f}; "
-                f"{r['released_early_h']:.1f} h released early (${r['cost_usd']['released_early']:,.2f})",
+                "figure": f"finished on day {num(r['completion_days'], 2)} of {num(r['window_days'], 2)}; "
+                f"{num(r['released_early_h'], 1)} h released early (${num(r['cost_usd']['released_early'], 2)})",
             }
         )
     elif r["tokens_trained"] > r["tokens_target"]:
@@ -573,7 +595,7 @@ def recommendations(r: dict[str, Any]) -> list[dict[str, str]]:
                 "advice": "the job trained past its target to the window's end (the "
                 "window is a snapshot of a longer run)",
                 "figure": (
-                    f"target reached on day {r['target_days']:.2f} of {r['window_days']:.2f}; "
+                    f"target reached on day {num(r['target_days'], 2)} of {num(r['window_days'], 2)}; "
                     if r.get("target_days") is not None
                     else ""
                 )
@@ -587,7 +609,7 @@ def recommendations(r: dict[str, Any]) -> list[dict[str, str]]:
         out.append(
             {
                 "topic": "window length",
-                "advice": f"the window was too short: about {more_days:.1f} more days at the achieved rate",
+                "advice": f"the window was too short: about {num(more_days, 1)} more days at the achieved rate",
                 "figure": f"{r['tokens_trained']:.4g} of {r['tokens_target']:.4g} tokens trained",
             }
         )

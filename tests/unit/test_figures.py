@@ -9,9 +9,17 @@ from campaign_cli.terminal import stage_summary
 def test_token_counts_read_in_billions_with_n_a_for_missing():
     assert tokens_b(550e9) == "550.0 B"
     assert tokens_b(10_000e9) == "10,000.0 B"
-    assert tokens_b(162_659) == "0.0 B"
+    assert tokens_b(162_659) == "0.00016 B"  # not zero, so never shown as zero
     assert tokens_b(None) == "n/a" and tokens_b(math.nan) == "n/a"
     assert num(12345.678, 1) == "12,345.7" and pct(0.9613) == "96.1%"
+
+
+def test_a_figure_that_is_not_zero_is_never_shown_as_zero():
+    """A small real run's lost dollars, hours and MTBF: two significant digits where the usual digits round to 0."""
+    assert num(0.0111, 0) == "0.011" and num(0.00424, 2) == "0.0042" and num(-0.004, 1) == "-0.004"
+    assert num(0.0, 2) == "0.00" and num(0, 0) == "0"  # zero is zero
+    assert num(0.6, 0) == "1" and num(0.05, 1) == "0.1"  # what rounds away from zero keeps the usual form
+    assert num(1234.5, 0) == "1,234"
 
 
 def test_a_small_token_count_is_shown_in_a_unit_that_shows_it():
