@@ -253,3 +253,19 @@ def test_a_window_run_for_real_is_recorded_and_analysed_as_a_measured_run(tmp_pa
     hits = next(f for f in band["figures"] if f["figure"] == "interruptions")
     assert hits["real"] == 2 and hits["plan"] == pytest.approx(2.0, abs=0.01)
     assert band["replicas"] > 0 and "injected" in band["model"]["failures_per_hour"]
+    # the run's own start and length, beside the window it was booked for; no power figures it never measured
+    window = result["window"]
+    assert (
+        window["start"] == result["measured"]["started_at"] and window["booked"]["start"] != window["start"]
+    )
+    assert window["hours"] == pytest.approx(result["job_wall_h"])
+    assert not any(r["topic"] == "power smoothing" for r in result["recommendations"])
+    from campaign.analysis.report import write_report
+
+    html_path, _, markdown = write_report(tmp_path / "report", gather_report_inputs(ws))
+    assert f"Run from {window['start']}" in markdown and "for the window booked" in markdown
+    assert "Not metered: a measured run" in markdown and "Peak 0.00 MW" not in markdown
+    assert (
+        "Not metered: a measured run" in html_path.read_text()
+        and "for the window booked" in html_path.read_text()
+    )
