@@ -9,7 +9,10 @@ from campaign.rehearsal import contract
 from campaign.rehearsal.harness import HarnessSettings, rehearse
 
 VOCAB = 16
-TINY = {"layers": 1, "hidden": 32, "heads": 2, "kv_heads": 1, "ffn_hidden": 64}
+# Small, but not so small that a step takes under a few milliseconds: the harness polls the metrics every 20 ms,
+# and a trainer that runs from the chosen kill step past its last checkpoint before the kill lands leaves
+# nothing to compare after a restore (the harness tries such a start again, three times at most).
+TINY = {"layers": 2, "hidden": 128, "heads": 4, "kv_heads": 2, "ffn_hidden": 512}
 
 
 @pytest.fixture(scope="module")
