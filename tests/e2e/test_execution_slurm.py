@@ -146,8 +146,13 @@ def test_a_slurm_job_is_requeued_after_a_kill_a_hang_and_a_node_slurm_failed_the
     assert journal.kinds("job_complete") and journal.kinds("window_end")[0]["detail"] == "target step reached"
     # each restart resumed at the checkpoint before its fault, and nothing was trained twice beyond that rework
     metrics = (folder / "metrics.jsonl").read_text()
-    for step in (10, 20, 40):
-        assert f'{{"event": "resumed", "step": {step}}}' in metrics
+    # A fault lands at or a little after its injected step (15, 27, 44) on a busy machine, so each restart resumed at
+    # the last checkpoint the failed start wrote: at or after the one before the injected step, never past the
+    # step the start failed at.
+    resumed = [json.loads(line)["step"] for line in metrics.splitlines() if '"event": "resumed"' in line]
+    assert len(resumed) == 3 and all(r % 10 == 0 for r in resumed)
+    for r, f, before in zip(resumed, failures, (10, 20, 40), strict=True):
+        assert before <= r <= f["step"]
     m = measured_summary(journal, STEPS, 128, 10, 3, 2.0)["measured"]
     assert m["steps_trained_again"] == m["rework_steps_expected"]
 
