@@ -185,6 +185,9 @@ def test_ctrl_c_during_campaign_sql_is_an_interrupt_not_a_bug(tmp_path) -> None:
         [sys.executable, "-m", "campaign_cli.cli", "sql", query, "-w", str(tmp_path)],
         stderr=subprocess.PIPE,
         text=True,
+        # as a terminal starts it: a test run launched in the background (`make test &`, some CI runners) ignores
+        # SIGINT, and a child inherits that, so Ctrl-C would rightly never reach it
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     # the query runs once the command has the catalog open; Ctrl-C then
     deadline = time.monotonic() + 60
