@@ -16,22 +16,13 @@ import pytest
 
 from campaign.execution.injection import Injection
 from campaign.execution.measured import measured_summary
+from campaign.execution.slurm import ENDED
 from campaign.execution.supervisor import RealRunSettings, supervise
 from campaign.rehearsal.harness import HarnessSettings, contract_env
 from tests.helpers.paths import NUMPY_TRAINER
 from tests.helpers.slurm_cluster import start_cluster
 
 VOCAB, STEPS = 16, 60
-FINAL = (
-    "COMPLETED",
-    "FAILED",
-    "CANCELLED",
-    "TIMEOUT",
-    "NODE_FAIL",
-    "OUT_OF_MEMORY",
-    "PREEMPTED",
-    "BOOT_FAIL",
-)
 
 
 def _show(job: str) -> str:
@@ -57,7 +48,7 @@ def _final_state(job: str, limit_s: float = 30.0) -> str:
     """`scontrol show job` once the job is in a final state (COMPLETING is not one), or as it is after `limit_s`."""
     until = time.monotonic() + limit_s
     shown = _show(job)
-    while not any(f"JobState={state} " in shown for state in FINAL) and time.monotonic() < until:
+    while not any(f"JobState={state} " in shown for state in ENDED) and time.monotonic() < until:
         time.sleep(0.1)
         shown = _show(job)
     return shown
