@@ -36,8 +36,8 @@ FORBIDDEN = {
     "data_checks": ("campaign_cli", "flows", "tasks"),
     "tasks": ("campaign_cli", "flows"),
     "flows": ("campaign_cli",),
-    "deployments": ("campaign_cli.cli",),
-    "benchmarks": ("campaign_cli.cli",),
+    "deployments": ("campaign_cli.cli", "campaign_cli.commands"),
+    "benchmarks": ("campaign_cli.cli", "campaign_cli.commands"),
 }
 
 

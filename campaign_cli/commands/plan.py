@@ -1,0 +1,149 @@
+"""`campaign plan` (show, measure) and how `campaign plan CONFIG` reaches `plan show`."""
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from campaign_cli.commands.app import ConfigArg, JsonOpt, SetOpt, app
+
+plan_app = typer.Typer(
+    no_args_is_help=True,
+    help="Performance, memory and checkpoint plan of CONFIG (`campaign plan CONFIG [--json] [--search]`), or "
+    "`campaign plan measure METRICS.jsonl ...` to turn a short run into a plan.measured entry.",
+)
+app.add_typer(plan_app, name="plan")
+
+
+@plan_app.command(name="measure")
+def plan_measure(
+    metrics: Annotated[str, typer.Argument(help="A trainer's metrics file (JSON lines, docs/rehearsal.md).")],
+    nodes: Annotated[int, typer.Option("--nodes", help="Nodes the run used.", min=1)],
+    layout: Annotated[
+        str, typer.Option("--layout", help="The run's layout, e.g. tp=8,pp=4,dp=16 (cp, vpp: 1).")
+    ],
+    global_batch_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--global-batch-tokens", help="Tokens per step (default: the records' 'tokens').", min=1
+        ),
+    ] = None,
+    skip_steps: Annotated[
+        int | None,
+        typer.Option("--skip-steps", help="Warm-up steps to drop (default: the first 10 %).", min=0),
+    ] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Median step time of a short run, warm-up dropped, as the plan.measured entry to paste into the config
+    (with the spread it saw); names a step-time series that drifts or has two modes."""
+    from campaign.errors import DataError
+    from campaign.plan.measure import measure, parse_layout, read_step_times
+
+    lay = parse_layout(layout)
+    times = read_step_times(Path(metrics), skip_steps)
+    tokens = global_batch_tokens or times.tokens_per_step
+    if tokens is None:
+        raise DataError(
+            "the records give no single 'tokens' per step",
+            where=metrics,
+            fix="pass --global-batch-tokens with the run's tokens per optimizer step",
+        )
+    result = measure(times)
+    source = f"{Path(metrics).name}: median of {result.n_steps} steps"
+    if json_:
+        entry = {
+            "nodes": nodes,
+            "layout": lay,
+            "global_batch_tokens": tokens,
+            "step_time_s": result.median_s,
+            "source": source,
+        }
+        out = {
+            "measured": entry,
+            "p10_s": result.p10_s,
+            "p90_s": result.p90_s,
+            "spread": result.spread,
+            "n_steps": result.n_steps,
+            "skipped": result.skipped,
+            "problems": list(result.problems),
+        }
+        typer.echo(json.dumps(out, indent=2))
+    else:
+        typer.echo("plan:")
+        typer.echo(result.entry_yaml(nodes, lay, tokens, source))
+        for problem in result.problems:
+            typer.echo(f"# not stationary: {problem}", err=True)
+
+
+@plan_app.command(name="show", hidden=True)
+def plan(
+    config: ConfigArg,
+    json_: JsonOpt = False,
+    search: Annotated[
+        bool, typer.Option("--search", help="Rank every legal layout for this cluster and model.")
+    ] = False,
+    set_: SetOpt = None,
+) -> None:
+    """Performance, memory and checkpoint plan (exit 1 if the layout cannot run: a layout rule or memory; a
+    schedule miss is reported in the output and by validate's schedule gate, exit 0)."""
+    from campaign.config import load_config
+    from campaign.plan import make_plan, search_layouts
+
+    loaded = load_config(config, list(set_ or []))
+    best = make_plan(loaded.config)
+    out = best.to_json()
+    out["config_digest"] = loaded.digest
+    if search:
+        out["search"] = [p.to_json() for p in search_layouts(loaded.config)]
+    if json_:
+        typer.echo(json.dumps(out, indent=2, default=str))
+    else:
+        typer.echo(_plan_text(out))
+    if not best.runs:
+        raise typer.Exit(1)
+
+
+def _plan_text(p: dict[str, Any]) -> str:
+    lay = p["layout"]
+    mtbf = f"{p['job_mtbf_h']:.2f} h" if p["job_mtbf_h"] is not None else "n/a (no failures modelled)"
+    band = p.get("step_time_range_s") or [p["step_time_s"], p["step_time_s"]]
+    lines = [
+        f"GPUs {p['gpus']:,}  layout tp={lay['tp']} pp={lay['pp']} dp={lay['dp']} cp={lay['cp']}",
+        (
+            f"memory {p['memory_gib_per_gpu']:.1f} GiB/GPU   step {p['step_time_s']:.2f} s "
+            f"(band {band[0]:.2f}-{band[1]:.2f} s)   MFU {p['mfu']:.1%}   {p['tokens_per_s']:,.0f} tokens/s"
+        ),
+        f"basis: {p.get('basis', '')}",
+        "memory by kind: "
+        + ", ".join(f"{k} {v:.2f}" for k, v in p.get("memory_breakdown_gib", {}).items())
+        + " GiB",
+        (
+            f"checkpoint {p['checkpoint']['size_gb']:,.0f} GB, write {p['checkpoint']['write_s']:.0f} s, every "
+            f"{p['checkpoint']['interval_s']:.0f} s   job MTBF {mtbf}"
+        ),
+        (
+            f"expected ETTR {p['expected_ettr']:.3f}, {p['expected_days']:.1f} days   runs: {p['runs']}   "
+            f"fits the window: {not any(v.startswith('schedule') for v in p['violations'])}"
+        ),
+    ]
+    lines += [f"  violation: {v}" for v in p["violations"]]
+    for alt in p.get("search", []):
+        a = alt["layout"]
+        lines.append(
+            f"  search: tp={a['tp']} pp={a['pp']} dp={a['dp']} cp={a['cp']} vpp={a.get('vpp', 1)} "
+            f"mb={alt.get('micro_batch', '')}: {alt['tokens_per_s']:,.0f} tok/s, "
+            f"{alt['memory_gib_per_gpu']:.1f} GiB, fits={alt['fits']}"
+        )
+    return "\n".join(lines)
+
+
+PLAN_SUBCOMMANDS = ("measure", "show", "--help")
+
+
+def plan_arguments(argv: list[str]) -> list[str]:
+    """`campaign plan CONFIG ...` is `campaign plan show CONFIG ...` (the plan's subcommands are `measure` and the
+    hidden `show`), so the documented form keeps working beside `campaign plan measure`."""
+    if len(argv) >= 2 and argv[0] == "plan" and argv[1] not in PLAN_SUBCOMMANDS:
+        return ["plan", "show", *argv[1:]]
+    return argv
