@@ -17,11 +17,11 @@ import numpy as np
 import pandas as pd
 
 from campaign.errors import ConfigError
-from campaign.goodput import ETTR_DEFINITION, UTILISATION_DEFINITION
+from campaign.goodput import ETTR_DEFINITION, LOST_DEFINITION, UTILISATION_DEFINITION
 from campaign.sim.fast import compiled_inputs, simulate_summary
 from campaign.sim.inputs import DAY_S, SimInputs
 from campaign.sim.simulator import BREAKDOWN_KEYS, SimResult, simulate
-from campaign.sim.summary import ReplicaSummary
+from campaign.sim.summary import COMPLETION_DAYS_LABEL, TARGET_DAYS_LABEL, ReplicaSummary
 from campaign.window_verdict import window_sufficiency
 
 PERCENTILES = (10, 50, 90)
@@ -218,8 +218,8 @@ TABLE_ROWS = (
     ("unexpected interruptions", "interruptions_unexpected", ""),
     ("planned interruptions", "interruptions_planned", ""),
     ("tokens trained", "tokens_trained", ""),
-    ("completion (days)", "completion_days", "d"),
-    ("target reached (day)", "target_days", "d"),
+    (COMPLETION_DAYS_LABEL, "completion_days", "d"),
+    (TARGET_DAYS_LABEL, "target_days", "d"),
     ("observed job MTBF (h)", "observed_job_mtbf_h", "h"),
 )
 
@@ -269,7 +269,7 @@ def summary_markdown(campaign: str, replicas: int, seed: int, summary: dict) -> 
         ),
         (
             f"Cost per replica (mean): compute ${cost['compute']:,.0f}, energy ${cost['energy']:,.0f}, "
-            f"lost ${cost['lost']:,.0f}."
+            f"lost to failures ${cost['lost']:,.0f} ({LOST_DEFINITION})."
         ),
         "",
         "Definitions:",
