@@ -269,7 +269,8 @@ def summary_markdown(campaign: str, replicas: int, seed: int, summary: dict) -> 
         ),
         (
             f"Cost per replica (mean): compute ${cost['compute']:,.0f}, energy ${cost['energy']:,.0f}, "
-            f"lost to failures ${cost['lost']:,.0f} ({LOST_DEFINITION})."
+            f"lost to failures ${cost['lost']:,.0f} ({LOST_DEFINITION}); released after an early finish "
+            f"{summary['goodput_breakdown_gpu_h']['idle_released']:,.1f} GPU-hours (capacity back to the cluster)."
         ),
         "",
         "Definitions:",

@@ -114,6 +114,10 @@ def simulate(
         f"  cost per replica (mean)    compute ${cost['compute']:,.0f}, energy ${cost['energy']:,.0f}, lost to "
         f"failures ${cost['lost']:,.0f} ({LOST_DEFINITION})"
     )
+    typer.echo(
+        f"  released (mean)            {s['goodput_breakdown_gpu_h']['idle_released']:,.1f} GPU-hours after an "
+        "early finish: capacity back to the cluster, not a loss"
+    )
     typer.echo(f"  window rule: {length['rule']}")
     typer.echo(
         f"  ettr = {s['definitions']['ettr']}\n  window_utilisation = {s['definitions']['window_utilisation']}"
