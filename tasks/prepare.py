@@ -150,7 +150,8 @@ def _publish(manifest: Manifest, ws: store.Workspace) -> PrepareRecord:
         key=artifact_key(workspace_campaign(ws.root), "prepare-removals"),
         description=f"removed per source and reason in pipeline order ({manifest['tokenizer']}; "
         "tokens estimated where tokens_exact is false)",
-        table=manifest["removals"] or [{"source": "", "step": "", "reason": "nothing removed", "docs": 0}],
+        table=[dict(r) for r in manifest["removals"]]
+        or [{"source": "", "step": "", "reason": "nothing removed", "docs": 0}],
     )
     get_run_logger().info(
         "prepared %s documents in, %s kept, %s rejected, %s tokens (%s); data digest %s",
