@@ -166,7 +166,7 @@ def _publish(manifest: Manifest, ws: store.Workspace) -> PrepareRecord:
 
 
 @task(name="record-dataset", cache_policy=None)
-def record_dataset(ws: store.Workspace, run_id: str, manifest: dict) -> int:
+def record_dataset(ws: store.Workspace, run_id: str, manifest: Manifest) -> int:
     from campaign import store
 
     return store.record_dataset(ws, run_id, manifest)
