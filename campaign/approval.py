@@ -110,7 +110,7 @@ class ApprovalRequest:
                 f"${self.gpu_hour_usd:g}/GPU-h) |"
             ),
             f"| Config digest | `{self.config_digest}` |",
-            f"| Data digest | `{self.data_digest}` |",
+            f"| Gate evidence digest (prepared data and the files the gates read) | `{self.data_digest}` |",
             "",
             f"### Gates ({gates_passed}/{len(self.gates)} passed)",
             "",

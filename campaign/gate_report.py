@@ -150,7 +150,7 @@ def gates_markdown(
     failed = [r.gate for r in rows if not r.passed]
     head = (
         f"# Gates of `{campaign}`: {'all passed' if not failed else 'FAILED: ' + ', '.join(failed)}\n\n"
-        f"config `{config_digest[:12]}`, data `{data_digest[:12]}`\n"
+        f"config `{config_digest[:12]}`, gate evidence `{data_digest[:12]}`\n"
     )
     table = ["| gate | passed | figure | threshold |", "| --- | --- | --- | --- |"]
     table += [

@@ -205,14 +205,14 @@ def commit_problems(
     if not recorded and not ever_validated:
         return [
             "never validated: no gate has been run in this workspace yet; run `campaign validate` "
-            f"(every gate must pass for config {config_digest[:12]} and data {data_digest[:12]})"
+            f"(every gate must pass for config {config_digest[:12]} and gate evidence {data_digest[:12]})"
         ]
     problems = []
     for gate in REQUIRED_GATES:
         record = recorded.get(gate)
         if record is None:
             problems.append(
-                f"gate '{gate}' has not been run for config {config_digest[:12]} and data "
+                f"gate '{gate}' has not been run for config {config_digest[:12]} and gate evidence "
                 f"{data_digest[:12]} (the config or the data changed since the last validate): run "
                 "`campaign validate`"
             )
@@ -255,7 +255,8 @@ def execute_problems(
         )
     if changed_files or latest.data_digest != data_digest:
         problems.append(
-            f"data digest changed since commit: committed {latest.data_digest[:12]}, now "
+            f"gate evidence digest changed since commit (the prepared data or a file the gates read): committed "
+            f"{latest.data_digest[:12]}, now "
             f"{data_digest[:12]}; rerun prepare, validate and commit, or restore the data"
         )
         problems.extend(changed_files)

@@ -306,7 +306,7 @@ def stage_summary(stage: str, r: Any) -> str:
     if stage == "prepare":
         return (
             f"prepared: {r.n_input:,} documents in, {r.n_kept:,} kept, {r.n_rejected:,} rejected, "
-            f"{r.n_tokens:,} tokens; data digest {r.data_digest[:12]}"
+            f"{r.n_tokens:,} tokens; prepared-data digest {r.data_digest[:12]}"
         )
     if stage == "validate":
         return gate_table(r)

@@ -50,7 +50,7 @@ def approval_form(request: ApprovalRequest) -> type[Approval]:
                 False,
                 description=(
                     f"{request.headline()}. Gates: {sum(g.passed for g in request.gates)}/{len(request.gates)} passed; "
-                    f"config {request.config_digest[:12]}, data {request.data_digest[:12]}."
+                    f"config {request.config_digest[:12]}, gate evidence {request.data_digest[:12]}."
                 ),
             ),
         ),

@@ -175,7 +175,7 @@ def book_window(
     # A commitment booked again after a cancel keeps its id; its window is the booking's.
     commitment = replace(commitment, window_start=booking.start, window_end=booking.end)
     get_run_logger().info(
-        "window %s .. %s booked as %s (config %s, data %s)",
+        "window %s .. %s booked as %s (config %s, gate evidence %s)",
         commitment.window_start,
         commitment.window_end,
         commitment.commitment_id,

@@ -130,7 +130,7 @@ def _publish(manifest: Manifest, ws: store.Workspace) -> PrepareRecord:
     )
     create_table_artifact(
         key=artifact_key(workspace_campaign(ws.root), "prepare-sources"),
-        description=f"data digest {record.data_digest[:12]}",
+        description=f"prepared-data digest {record.data_digest[:12]}",
         table=[
             {
                 "source": s["name"],
@@ -154,7 +154,7 @@ def _publish(manifest: Manifest, ws: store.Workspace) -> PrepareRecord:
         or [{"source": "", "step": "", "reason": "nothing removed", "docs": 0}],
     )
     get_run_logger().info(
-        "prepared %s documents in, %s kept, %s rejected, %s tokens (%s); data digest %s",
+        "prepared %s documents in, %s kept, %s rejected, %s tokens (%s); prepared-data digest %s",
         record.n_input,
         record.n_kept,
         record.n_rejected,

@@ -45,9 +45,12 @@ def load_evidence(config: CampaignConfig, ws: store.Workspace) -> DataEvidence:
             fix="run `campaign prepare CONFIG` first",
         )
     get_run_logger().info(
-        "prepared data: %d files, data digest %s%s",
+        "prepared data: %d files, gate evidence digest %s (the prepared-data digest %s with %d file(s) the gates "
+        "read)%s",
         len(evidence.files),
         evidence.digest[:12],
+        str(evidence.manifest.get("data_digest", ""))[:12],
+        len(evidence.gate_files),
         f", {len(evidence.problems)} problem(s)" if evidence.problems else "",
     )
     return evidence
@@ -179,7 +182,7 @@ def record_gates(
         table=[
             {"gate": r.gate, "passed": r.passed, "figure": r.figure, "threshold": r.threshold} for r in rows
         ],
-        description=f"config {config_digest[:12]} data {data_digest[:12]}",
+        description=f"config {config_digest[:12]} gate evidence {data_digest[:12]}",
     )
     links = (
         {

@@ -632,7 +632,7 @@ def write_run_manifest(
     )
     write_manifest(data_dir, manifest)
     log.info(
-        "wrote %d clean documents (%d tokens) to %s, data digest %s",
+        "wrote %d clean documents (%d tokens) to %s, prepared-data digest %s",
         totals["n_kept"],
         totals["tokens_kept"],
         data_dir,

@@ -170,7 +170,7 @@ def _shows_the_request(seen: dict) -> None:
         assert "GPUs" in text and "Reserved cost" in text and "p90" in text
         for gate in ("data_quality", "layout", "memory", "schedule", "rehearsal"):
             assert f"| {gate} | passed |" in text
-        assert "Config digest" in text and "Data digest" in text
+        assert "Config digest" in text and "Gate evidence digest" in text
     assert "Book demo" in json.dumps(seen["schema"])  # the approve toggle's own help names the window too
     assert {"approved", "approver", "comment"} <= set(seen["schema"]["properties"])
 

@@ -160,7 +160,7 @@ def test_changed_parquet_makes_execute_name_the_data_digest_and_file(
         capsys.readouterr()
         assert main(["execute", str(DEMO), "--workspace", str(committed), *set_args(demo_inputs)]) == 3
         err = capsys.readouterr().err
-        assert "data digest changed since commit" in err and "web.parquet" in err
+        assert "gate evidence digest changed since commit" in err and "web.parquet" in err
     finally:
         clean.write_bytes(original)
     # The untouched workspace executes.

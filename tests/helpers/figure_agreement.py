@@ -279,7 +279,7 @@ def _identity_problems(outputs: dict[str, str], analysis: dict[str, Any]) -> lis
     for output in ("report.md", "report.html", "gates-detail artifact", "gates artifact"):
         text = outputs[output].lower()
         configs = set(re.findall(r"config `?([0-9a-f]{12})", text))
-        datas = set(re.findall(r"data `?([0-9a-f]{12})", text))
+        datas = set(re.findall(r"gate evidence `?([0-9a-f]{12})", text))
         if configs != {config} or datas != {data}:
             problems.append(
                 f"digests: {output} names config {configs} data {datas}, analysis.json {config} {data}"

@@ -51,7 +51,7 @@ def test_execute_names_the_digest_that_changed():
     booked = [Commitment("c-1", T, T, "c", "data-old", "x", "r", T)]
     problems = execute_problems(booked, "c", "data-new", ["data/clean/web.parquet changed"], _passed())
     assert (
-        problems[0].startswith("data digest changed since commit")
+        problems[0].startswith("gate evidence digest changed since commit")
         and "data/clean/web.parquet changed" in problems
     )
 
