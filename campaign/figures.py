@@ -55,3 +55,24 @@ def md_cell(text: Any) -> str:
     out = str(text).replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
     out = "".join("\\" + ch if ch in _MARKDOWN_SPECIALS else ch for ch in out)
     return out.replace("&", "&amp;").replace("\\<", "&lt;").replace("\\>", "&gt;")
+
+
+def when_in_window(days: Any, window_days: Any) -> str:
+    """When something happened in a window, at the window's own scale: "on day 1.42 of 2.00" for a window of a day
+    or more, "after 3.50 h of 10.00 h" for one of hours, "after 5.4 min of 5.5 min" for a short real run."""
+    if days is None or window_days is None:
+        return "n/a"
+    if window_days >= 1.0:
+        return f"on day {num(days, 2)} of {num(window_days, 2)}"
+    if window_days * 24.0 >= 1.0:
+        return f"after {num(days * 24.0, 2)} h of {num(window_days * 24.0, 2)} h"
+    return f"after {num(days * 1440.0, 1)} min of {num(window_days * 1440.0, 1)} min"
+
+
+def token_unit(value: Any) -> tuple[float, str]:
+    """The scale and unit a token axis of this size reads in (1e9 "B", 1e6 "M", 1e3 "K", or 1 "tokens"), so a small
+    run's axis is not "0.00000 B"."""
+    for scale, unit in _TOKEN_UNITS:
+        if value is not None and abs(value) >= scale:
+            return scale, unit
+    return 1.0, "tokens"

@@ -23,7 +23,7 @@ from campaign import goodput
 from campaign.analysis.statistics import checkpoint_overhead, optimal_interval_s, poisson_interval
 from campaign.approval import read_pending
 from campaign.errors import CampaignError, ConfigError, DataError, WorkspaceBusy
-from campaign.figures import num
+from campaign.figures import num, when_in_window
 from campaign.sql.rows import one_row, rows, scalar
 from campaign.store import SCHEMA_VERSION, Workspace, existing_workspace
 
@@ -139,8 +139,24 @@ def analyse_window(
         result["interruptions"]["injected_by_category"] = injected
         from campaign.analysis.band import replica_band  # the simulator loads only for a measured run
 
-        result["band"] = replica_band(summary, events, config)
+        with_band(result, replica_band(summary, events, config))
+    else:
+        result["plan_expected_ettr"] = result["planned"]["expected_ettr"]
+        result["plan_expected_ettr_basis"] = "the committed plan"
     result["recommendations"] = recommendations(result)
+    return result
+
+
+def with_band(result: dict[str, Any], band: dict[str, Any]) -> dict[str, Any]:
+    """A measured run's result with its plan-against-actual band, and the one plan figure for the run as executed
+    (the band's closed form at its scale, pace, checkpoints and failures): the same in the headline and in the
+    table; the committed plan's stays under `planned`."""
+    as_executed = next((f["plan"] for f in band["figures"] if f["figure"] == "ettr"), None)
+    result["band"] = band
+    result["plan_expected_ettr"] = as_executed
+    result["plan_expected_ettr_basis"] = (
+        "the plan's closed form for the run as executed" if as_executed is not None else None
+    )
     return result
 
 
@@ -245,6 +261,7 @@ def window_figures(
             "expected_days": plan.get("expected_days"),
             "job_mtbf_h": plan.get("job_mtbf_h"),
             "tokens_per_s": plan.get("tokens_per_s"),
+            "gpus": plan.get("gpus"),
         },
         # Every bucket, as the simulator's summary has them: the contract's six (idle = idle_spares + idle_released)
         # and the split of idle; goodput.buckets_sum_gpu_h sums them (idle not twice) to the window's GPU-hours.
@@ -497,7 +514,21 @@ def recommendations(r: dict[str, Any]) -> list[dict[str, str]]:
     """Advice computed from the figures, each with the figure that supports it."""
     out = []
     ck = r["checkpoint"]
-    if ck.get("optimal_for_observed_mtbf_s"):
+    plan_gpus = (r.get("planned") or {}).get("gpus")
+    if ck.get("optimal_for_observed_mtbf_s") and r.get("measured") and plan_gpus and plan_gpus != r["gpus"]:
+        # A run of another size says nothing about the committed plan's interval: its MTBF scales with the GPUs.
+        out.append(
+            {
+                "topic": "checkpoint interval",
+                "advice": f"no change to the committed {plan_gpus:,}-GPU plan from this {r['gpus']:,}-GPU run: its "
+                f"optimum ({num(ck['optimal_for_observed_mtbf_s'], 0)} s) holds for runs of its own size; a "
+                "recommendation for the plan takes a run at the plan's scale, or the failure rates fitted from an "
+                "incident log (`campaign failures fit`) with plan.checkpoint.interval_s: auto",
+                "figure": f"observed MTBF {num(r['observed_job_mtbf_h'], 2)} h on {r['gpus']:,} GPUs; used "
+                f"{num(ck['used_s'], 0)} s",
+            }
+        )
+    elif ck.get("optimal_for_observed_mtbf_s"):
         best, used = ck["optimal_for_observed_mtbf_s"], ck["used_s"]
         # Worth changing when the difference cost more than 0.1% of the window's GPU-hours.
         if (ck["extra_gpu_h"] or 0.0) > 1e-3 * r["window_gpu_h"]:
@@ -581,7 +612,7 @@ def recommendations(r: dict[str, Any]) -> list[dict[str, str]]:
                 "advice": f"the window was {num(spare_days, 2)} days longer than needed"
                 if spare_days > 0.1 * r["window_days"]
                 else "the window length fitted the job",
-                "figure": f"finished on day {num(r['completion_days'], 2)} of {num(r['window_days'], 2)}; "
+                "figure": f"finished {when_in_window(r['completion_days'], r['window_days'])}; "
                 f"{num(r['released_early_h'], 1)} h released early (${num(r['cost_usd']['released_early'], 2)})",
             }
         )
@@ -593,7 +624,7 @@ def recommendations(r: dict[str, Any]) -> list[dict[str, str]]:
                 "advice": "the job trained past its target to the window's end (the "
                 "window is a snapshot of a longer run)",
                 "figure": (
-                    f"target reached on day {num(r['target_days'], 2)} of {num(r['window_days'], 2)}; "
+                    f"target reached {when_in_window(r['target_days'], r['window_days'])}; "
                     if r.get("target_days") is not None
                     else ""
                 )

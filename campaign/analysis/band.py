@@ -26,6 +26,9 @@ from campaign.config import FailureCategoryConfig
 from campaign.plan.checkpointing import daly_expected_wall_s
 
 BAND_REPLICAS = 200  # enough for a stable p10 and p90 (each from about 20 replicas), fast enough for analyse
+# The fewest replicas with the run's own failure count for a band conditioned on it (a p10 and p90 from fewer than
+# 20 replicas would be two of a handful).
+MIN_CONDITIONED = 20
 LOST_KEYS = goodput.LOST_KEYS
 INJECTED = "injected"  # the category of the injected faults in the replicas
 FIGURES = (
@@ -291,9 +294,14 @@ def replica_band(
         "lost_gpu_h": math.fsum(float(summary["goodput_breakdown_gpu_h"][k]) for k in LOST_KEYS),
     }
     plan = plan_expectation(run)
+    same, conditioned = conditioned_on_failures(per_replica["interruptions"], real["interruptions"])
     rows = []
     for key, label in FIGURES:
-        p10, p50, p90 = (float(v) for v in np.percentile(per_replica[key], [10, 50, 90]))
+        # The failure count's own band is over every replica; the other figures' over those that had the run's count.
+        values = per_replica[key] if key == "interruptions" or same is None else per_replica[key][same]
+        p10, p50, p90 = (float(v) for v in np.percentile(values, [10, 50, 90]))
+        # A band without width (every replica the same) cannot place a figure inside or outside: it says so.
+        flat = math.isclose(p10, p90, rel_tol=1e-9, abs_tol=1e-12)
         rows.append(
             {
                 "figure": key,
@@ -303,14 +311,17 @@ def replica_band(
                 "p10": p10,
                 "p50": p50,
                 "p90": p90,
-                "is_inside": bool(p10 - 1e-9 <= real[key] <= p90 + 1e-9),
+                "is_inside": None if flat else bool(p10 - 1e-9 <= real[key] <= p90 + 1e-9),
+                "no_spread": flat,
             }
         )
     return {
         "replicas": replicas,
         "seed": run.seed,
         "figures": rows,
-        "n_inside": sum(r["is_inside"] for r in rows),
+        "n_inside": sum(r["is_inside"] is True for r in rows),
+        "n_judged": sum(r["is_inside"] is not None for r in rows),
+        "conditioned_on": conditioned,
         # a run stopped before its end (cancelled) is set beside replicas that run to theirs: read it so
         "cancelled": str(summary["measured"].get("end") or "").startswith("cancelled"),
         "model": {
@@ -327,3 +338,16 @@ def replica_band(
             "failures_per_hour": {c.name: c.job_rate_per_hour(1, 1) for c in run.failures},
         },
     }
+
+
+def conditioned_on_failures(interruptions: np.ndarray, real: float) -> tuple[np.ndarray | None, str]:
+    """The replicas that had the run's own count of unexpected interruptions (a band conditioned on what the run
+    had), or None with the reason the band cannot be conditioned (too few replicas had that count)."""
+    same = interruptions == real
+    k, n = int(same.sum()), len(interruptions)
+    if k >= MIN_CONDITIONED:
+        return same, f"the {k} of {n} replicas that had the run's {real:.0f} unexpected interruption(s)"
+    return None, (
+        f"every replica: only {k} of {n} had the run's {real:.0f} unexpected interruption(s) (fewer than "
+        f"{MIN_CONDITIONED}), so the band cannot be conditioned on them and shows the modelled rates' chance"
+    )

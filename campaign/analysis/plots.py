@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
+from campaign.figures import num, token_unit
 from campaign.svg import Figure, plt
 from campaign.svg import svg_figure as _figure
 
@@ -85,8 +86,17 @@ def timeline(events: pd.DataFrame, result: dict[str, Any]) -> Figure:
     keep = np.append(np.diff(tokens, prepend=np.nan) != 0, True)[: len(tokens)]
     keep[-1:] = True
     x, y = decimate_steps(day[keep], tokens[keep], end_day)
+    scale, unit = token_unit(
+        result["tokens_target"]
+    )  # the run's own size: B for a campaign, K for a rehearsal
     ax.step(
-        x, y / 1e9, where="post", lw=1.2, color="#1f4e79", label="tokens kept (B)", rasterized=len(x) > DENSE
+        x,
+        y / scale,
+        where="post",
+        lw=1.2,
+        color="#1f4e79",
+        label=f"tokens kept ({unit})",
+        rasterized=len(x) > DENSE,
     )
     plan = result["planned"]
     if plan.get("tokens_per_s") and plan.get("expected_ettr"):
@@ -94,8 +104,8 @@ def timeline(events: pd.DataFrame, result: dict[str, Any]) -> Figure:
         planned = np.minimum(
             plan["tokens_per_s"] * plan["expected_ettr"] * t * 86400.0, result["tokens_target"]
         )
-        ax.plot(t, planned / 1e9, ls="--", color="grey", lw=1, label="plan (expected ETTR)")
-    ax.axhline(result["tokens_target"] / 1e9, color="black", lw=0.6, ls=":", label="target")
+        ax.plot(t, planned / scale, ls="--", color="grey", lw=1, label="plan (expected ETTR)")
+    ax.axhline(result["tokens_target"] / scale, color="black", lw=0.6, ls=":", label="target")
     categories = [row["category"] for row in result["failures"]] or sorted(
         _events(events, "failure")["category"].unique()
     )
@@ -142,7 +152,7 @@ def timeline(events: pd.DataFrame, result: dict[str, Any]) -> Figure:
     if result.get("completion_days"):
         ax.axvline(result["completion_days"], color="#2a9d4b", lw=1.2)
         ax.axvspan(result["completion_days"], end_day, color="#d9d9d9", alpha=0.5, label="released early")
-    ax.set_ylabel("tokens trained (B)")
+    ax.set_ylabel(f"tokens trained ({unit})")
     ax.set_title("Window timeline")
     ax.legend(loc="upper left", fontsize=7, ncols=2, frameon=False)
     ax.grid(alpha=0.25)
@@ -162,10 +172,22 @@ def timeline(events: pd.DataFrame, result: dict[str, Any]) -> Figure:
         MaxNLocator(nbins=4, integer=True)
     )  # a short panel: a few ticks stay readable
     ax2.set_ylabel("spares in use")
-    ax2.set_xlabel("day of window")
+    _time_axis(ax2, end_day)
     ax2.set_xlim(0, end_day)
     ax2.grid(alpha=0.25)
     return _figure("timeline", fig)
+
+
+def _time_axis(ax: Any, end_day: float) -> None:
+    """The x axis (in days) read at the window's own scale: days, or hours or minutes for a short real run."""
+    from matplotlib.ticker import FuncFormatter
+
+    if end_day >= 1.0:
+        ax.set_xlabel("day of window")
+        return
+    factor, unit = (24.0, "hours") if end_day * 24.0 >= 1.0 else (1440.0, "minutes")
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v * factor:g}"))
+    ax.set_xlabel(f"{unit} into the window")
 
 
 def _shade(ax: Any, events: pd.DataFrame, start: str, end: str, colour: str, label: str) -> None:
@@ -188,17 +210,18 @@ def waterfall(buckets: dict[str, float], window_gpu_h: float) -> Figure:
     fig, ax = plt.subplots(figsize=(10, 3.4))
     level = window_gpu_h
     ax.bar(0, level, color="#1f4e79")
-    ax.text(0, level, f"{level:,.0f}", ha="center", va="bottom", fontsize=8)
+    # Labels at the run's own scale: a small run's GPU-hours in two significant digits, never a row of "0".
+    ax.text(0, level, num(level, 0), ha="center", va="bottom", fontsize=8)
     for i, key in enumerate(steps, start=1):
         value = buckets[key]
         ax.bar(i, value, bottom=level - value, color=BUCKET_COLOURS[key])
-        ax.text(i, level, f"-{value:,.0f}" if round(value) else "0", ha="center", va="bottom", fontsize=8)
+        ax.text(i, level, f"-{num(value, 0)}" if value else "0", ha="center", va="bottom", fontsize=8)
         level -= value
     ax.bar(len(steps) + 1, buckets["productive"], color=BUCKET_COLOURS["productive"])
     ax.text(
         len(steps) + 1,
         buckets["productive"],
-        f"{buckets['productive']:,.0f}",
+        num(buckets["productive"], 0),
         ha="center",
         va="bottom",
         fontsize=8,

@@ -18,7 +18,7 @@ from campaign.analysis.band import figure_text
 from campaign.analysis.power_detail import zoom, zoom_moments
 from campaign.analysis.report_inputs import ReportInputs
 from campaign.analysis.statistics import checkpoint_overhead
-from campaign.figures import md_cell, num, pct, tokens, tokens_b
+from campaign.figures import md_cell, num, pct, tokens, tokens_b, when_in_window
 from campaign.files import atomic_write_text
 
 if TYPE_CHECKING:
@@ -54,6 +54,7 @@ def environment() -> jinja2.Environment:
     env.filters["md"] = lambda text: markupsafe.Markup(md_cell(text))  # already escaped for Markdown and HTML
     env.filters["tokens_b"] = tokens_b
     env.filters["tokens"] = tokens
+    env.filters["when_in_window"] = when_in_window
     env.filters["band_value"] = lambda value, figure: figure_text(figure, value)
     return env
 

@@ -201,7 +201,7 @@ def external_report_inputs(metrics: Path, incidents: Path | None, gpu_hour_usd: 
     figures and keys as an executed window's, titled as measured, with no commitment, data or gates."""
     import numpy as np
 
-    from campaign.analysis.analysis import measured_note, recommendations, window_figures
+    from campaign.analysis.analysis import measured_note, recommendations, window_figures, with_band
     from campaign.analysis.band import replica_band
     from campaign.analysis.report_inputs import ReportInputs
     from campaign.execution.measured import measured_summary
@@ -244,7 +244,7 @@ def external_report_inputs(metrics: Path, incidents: Path | None, gpu_hour_usd: 
         organic=result["interruptions"]["unexpected"] - sum(injected.values()),
         injected_by_category=injected,
     )
-    result["band"] = replica_band(dict(summary), events, None)
+    with_band(result, replica_band(dict(summary), events, None))
     result["recommendations"] = recommendations(result)
     band = pd.DataFrame({"day": [], "min_mw": [], "mean_mw": [], "max_mw": []})
     return ReportInputs(

@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 
 from campaign.analysis.band import BAND_REPLICAS, injected_rate_per_s, replica_band, run_as_executed
@@ -119,3 +120,61 @@ def test_analyse_metrics_shows_the_band_in_the_json_and_both_reports(tmp_path):
     html, _, markdown = write_report(tmp_path / "report", inputs)
     assert "### Plan against actual" in markdown and "| unexpected interruptions | 1 |" in markdown
     assert "<h2>Plan against actual</h2>" in html.read_text()
+
+
+def test_the_band_conditions_on_the_runs_failure_count_when_enough_replicas_had_it():
+    from campaign.analysis.band import MIN_CONDITIONED, conditioned_on_failures
+
+    counts = np.array([2] * MIN_CONDITIONED + [0] * 50 + [1] * 30)
+    same, said = conditioned_on_failures(counts, 2.0)
+    assert (
+        same is not None
+        and int(same.sum()) == MIN_CONDITIONED
+        and said.startswith(f"the {MIN_CONDITIONED} of")
+    )
+    none, why = conditioned_on_failures(counts[MIN_CONDITIONED - 1 :], 2.0)
+    assert none is None and "only 1 of" in why and "cannot be conditioned" in why
+
+    # A run whose two failures the modelled rate makes common: its band is over the replicas that had two.
+    summary, events = _run(failed_after=(12, 27))
+    band = replica_band(summary, events, _config(2 * 3600.0 / STEPS))
+    assert (
+        band["conditioned_on"].startswith("the ") and "had the run's 2 unexpected" in band["conditioned_on"]
+    )
+
+
+def test_a_band_without_spread_places_no_figure_outside_and_says_why():
+    """A run with failures its modelled rates almost never give: every replica alike, so no figure is called
+    outside a band of zero width; the band says it could not condition on the run's failures."""
+    summary, events = _run(failed_after=(7, 13, 22, 33))
+    band = replica_band(summary, events, _config(0.01))
+    flat = [f for f in band["figures"] if f["no_spread"]]
+    assert flat and all(f["is_inside"] is None for f in flat)
+    assert "only 0 of" in band["conditioned_on"] and band["n_judged"] == len(band["figures"]) - len(flat)
+
+
+def test_a_short_measured_run_reads_at_its_own_scale(tmp_path):
+    from campaign.analysis.report import write_report
+    from campaign.figures import token_unit, when_in_window
+
+    assert when_in_window(0.0038, 0.0038) == "after 5.5 min of 5.5 min"
+    assert (
+        when_in_window(0.25, 0.5) == "after 6.00 h of 12.00 h"
+        and when_in_window(1.5, 2) == "on day 1.50 of 2.00"
+    )
+    assert (
+        token_unit(10_240) == (1e3, "K")
+        and token_unit(4.3e11) == (1e9, "B")
+        and token_unit(512) == (1, "tokens")
+    )
+    lines = [{"step": k, "loss": 3.0 - k / 100, "tokens": 256, "time": T0 + k} for k in range(1, 21)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    inputs = external_report_inputs(tmp_path / "metrics.jsonl", None)
+    html, _md_path, markdown = write_report(tmp_path / "report", inputs)
+    page = html.read_text()
+    assert "replica -1" not in page and "a measured run" in page
+    assert "of 0.0" not in page and "0.00000" not in page
+    # One plan figure for the run as executed: the headline's is the plan-against-actual table's.
+    ettr = _row(inputs.result["band"], "ettr")["plan"]
+    assert inputs.result["plan_expected_ettr"] == ettr
+    assert f"plan expected {ettr:.3f}, for the run as executed" in markdown
