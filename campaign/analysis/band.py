@@ -300,8 +300,10 @@ def replica_band(
         # The failure count's own band is over every replica; the other figures' over those that had the run's count.
         values = per_replica[key] if key == "interruptions" or same is None else per_replica[key][same]
         p10, p50, p90 = (float(v) for v in np.percentile(values, [10, 50, 90]))
-        # A band without width (every replica the same) cannot place a figure inside or outside: it says so.
+        # A band without width (every replica the same) holds the run's figure only if it is that value; it calls
+        # no figure outside (n/a, said so): it shows the model has no spread there, not that the run is off.
         flat = math.isclose(p10, p90, rel_tol=1e-9, abs_tol=1e-12)
+        same_value = math.isclose(real[key], p10, rel_tol=1e-9, abs_tol=1e-12)
         rows.append(
             {
                 "figure": key,
@@ -311,7 +313,9 @@ def replica_band(
                 "p10": p10,
                 "p50": p50,
                 "p90": p90,
-                "is_inside": None if flat else bool(p10 - 1e-9 <= real[key] <= p90 + 1e-9),
+                "is_inside": (True if same_value else None)
+                if flat
+                else bool(p10 - 1e-9 <= real[key] <= p90 + 1e-9),
                 "no_spread": flat,
             }
         )

@@ -137,6 +137,13 @@ def _every_figure_agrees(ws: Path, run_text: str, analyse_json: dict) -> None:
     )
     analysis = json.loads((report / "analysis.json").read_text())
     assert disagreements(outputs, analysis, analyse_json, schedule) == []
+    # The SQL views (`campaign sql`) carry the same figures: the executed window's summary as the catalog holds it.
+    from campaign.analysis.catalog_sql import run_query
+    from tests.helpers.figure_agreement import sql_disagreements
+
+    _, [(summary,)] = run_query(ws, "select summary from executed_window")
+    _, gates = run_query(ws, "select details from gate_figures where gate = 'schedule'")
+    assert sql_disagreements(json.loads(summary), json.loads(gates[0][0]), analysis) == []
 
 
 @pytest.fixture(scope="module")

@@ -287,6 +287,40 @@ def _identity_problems(outputs: dict[str, str], analysis: dict[str, Any]) -> lis
     return problems
 
 
+def sql_disagreements(
+    summary: dict[str, Any], schedule: dict[str, Any], analysis: dict[str, Any]
+) -> list[str]:
+    """The executed window's summary (the `executed_window` view) and the schedule gate (`gate_figures`) hold the
+    figures analysis.json shows: ETTR, window utilisation, lost (one definition), the buckets, released, tokens."""
+    from campaign.goodput import LOST_KEYS
+
+    problems = []
+    pairs = (
+        ("ettr", summary["ettr"], analysis["ettr"]),
+        ("window_utilisation", summary["window_utilisation"], analysis["window_utilisation"]),
+        ("cost_usd.lost", summary["cost_usd"]["lost"], analysis["cost_usd"]["lost"]),
+        ("cost_usd.compute", summary["cost_usd"]["compute"], analysis["cost_usd"]["compute"]),
+        ("tokens_trained", summary["tokens_trained"], analysis["tokens_trained"]),
+        (
+            "lost = (lost_rework + restart + waiting) x price",
+            summary["cost_usd"]["lost"],
+            sum(analysis["goodput_breakdown_gpu_h"][k] for k in LOST_KEYS) * analysis["gpu_hour_usd"],
+        ),
+        *(
+            (f"goodput_breakdown_gpu_h.{k}", v, analysis["goodput_breakdown_gpu_h"][k])
+            for k, v in summary["goodput_breakdown_gpu_h"].items()
+        ),
+    )
+    for name, sql, shown in pairs:
+        if abs(float(sql) - float(shown)) > 1e-9 * max(1.0, abs(float(shown))):
+            problems.append(f"{name}: the SQL view {sql!r}, analysis.json {shown!r}")
+    if schedule.get("window_length") != next(
+        g["details"].get("window_length") for g in analysis["gates"] if g["gate"] == "schedule"
+    ):
+        problems.append("schedule gate: the gate_figures view's window_length differs from analysis.json's")
+    return problems
+
+
 def outputs_of(
     cli: str, report_md: str, report_html: str, artifacts: dict[str, Any], gate_message: str
 ) -> dict[str, str]:
