@@ -27,7 +27,7 @@ from resiliparse.extract.html2text import extract_plain_text
 from resiliparse.parse.encoding import bytes_to_str, detect_encoding
 
 from campaign.config import SourceConfig
-from campaign.data.readers import (
+from campaign.data.records import (
     EMPTY_TEXT,
     RECORD_TOO_LARGE,
     WARC_MALFORMED,
