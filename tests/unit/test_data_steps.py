@@ -393,3 +393,35 @@ def test_a_rule_that_cannot_be_bounded_is_refused_at_load_naming_its_line(tmp_pa
         load_url_rules(cfg)
     assert f"{cfg.regexes_file}:2" in (err.value.where or "")
     assert err.value.fix
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (b"", "no texts"),  # an empty file
+        (b"\n   \n\t\n", "no texts"),  # blank lines
+        (b'{"question": ""}\n{"question": "   "}\n{"question": null}\n', "none with a word"),  # empty fields
+        (b'{"question": "?!"}\n', "none with a word"),  # punctuation only
+        (b'{"question": "four words only here"}\n', "none of its 1 texts has 13 words"),  # nothing can match
+    ],
+    ids=["empty", "blank", "empty-fields", "punctuation", "all-short"],
+)
+def test_a_benchmark_with_nothing_to_match_is_an_error_naming_it(
+    tmp_path: Path, content: bytes, words: str
+) -> None:
+    path = tmp_path / "eval.jsonl"
+    path.write_bytes(content)
+    bench = BenchmarkFileConfig(name="mmlu", path=str(path), text_fields=("question",))
+    for read in (load_benchmarks, check_benchmarks):
+        with pytest.raises(DataError) as err:
+            read(DecontaminateConfig(benchmarks=(bench,)))
+        assert "benchmark 'mmlu'" in err.value.message and words in err.value.message
+        assert (err.value.where or "").startswith(str(path)) and "benchmarks[0]" in (err.value.where or "")
+
+
+def test_an_empty_parquet_benchmark_is_an_error_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "eval.parquet"
+    pq.write_table(pa.table({"passage": pa.array([], pa.string())}), path)
+    bench = BenchmarkFileConfig(name="p", path=str(path), text_fields=("passage",))
+    with pytest.raises(DataError, match="no texts"):
+        check_benchmarks(DecontaminateConfig(benchmarks=(bench,)))
