@@ -52,11 +52,12 @@ from campaign.execution.settings import (
 from campaign.execution.stopping import StopRequest, cancelled_detail
 from campaign.execution.watch import (
     CANCELLED_STOP,
-    MAX_INTERVALS,
     NODE_LOSS_WAIT_S,
     WINDOW_END_STOP,
     _Watch,
+    load_intervals,
     newest_checkpoint,
+    save_intervals,
 )
 from campaign.rehearsal.processes import Start, drop_partial_line, kill_registered_groups, run_start
 
@@ -224,20 +225,6 @@ def _read_back(
     return last_s
 
 
-def _load_intervals(folder: Path) -> list[float]:
-    with contextlib.suppress(OSError, ValueError, TypeError):
-        saved = json.loads((folder / SUPERVISOR_STATE).read_text()).get("intervals", [])
-        return [float(x) for x in saved]
-    return []
-
-
-def _save_intervals(folder: Path, intervals: list[float]) -> None:
-    path = folder / SUPERVISOR_STATE
-    partial = path.with_suffix(".partial")
-    partial.write_text(json.dumps({"intervals": intervals[-MAX_INTERVALS:]}))
-    partial.replace(path)
-
-
 def _supervise(
     settings: RealRunSettings,
     folder: Path,
@@ -259,7 +246,7 @@ def _supervise(
         registry
     )  # a start left by a supervisor that was killed (normally the kernel did it)
     fresh = not journal.events
-    intervals: list[float] = [] if fresh else _load_intervals(folder)
+    intervals: list[float] = [] if fresh else load_intervals(folder)
     if fresh:
         t0 = time.time()
         journal.add(
@@ -363,6 +350,7 @@ def _supervise(
             watch.max_step = max([s["step"] for s in journal.steps if s["attempt"] == attempt], default=0)
             watch.new_steps = 1 if watch.max_step else 0
         watch.on_tick = on_tick
+        watch.state_folder = folder  # the hang limit's history, for a supervisor that adopts the job
         # the watch ends the window itself (gracefully): the start's own deadline leaves it the grace
         deadline = time.monotonic() + (deadline_wall - time.time()) + settings.stop_grace_s + 15.0
         if settings.backend == "slurm":
@@ -419,7 +407,7 @@ def _supervise(
         # Lines read only after a stop or a kill were written before it: they are stamped with its time.
         watch.ingest(start.metrics, min(watch.stopped_at or ended, watch.killed_at or ended))
         if intervals:
-            _save_intervals(folder, intervals)
+            save_intervals(folder, intervals)
         if start.launch_error:
             return _end(
                 journal, ended - t0, f"cannot start the trainer: {start.launch_error}", SHORT, attempt

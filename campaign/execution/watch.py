@@ -34,6 +34,26 @@ MAX_INTERVALS = (
 )
 
 
+SUPERVISOR_STATE = (
+    "supervisor-state.json"  # the hang limit's history, kept for a supervisor that adopts the job
+)
+
+
+def load_intervals(folder: Path) -> list[float]:
+    """The step intervals a previous supervisor of the run measured (empty if none)."""
+    with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
+        saved = json.loads((folder / SUPERVISOR_STATE).read_text()).get("intervals", [])
+        return [float(x) for x in saved]
+    return []
+
+
+def save_intervals(folder: Path, intervals: list[float]) -> None:
+    path = folder / SUPERVISOR_STATE
+    partial = path.with_suffix(".partial")
+    partial.write_text(json.dumps({"intervals": intervals[-MAX_INTERVALS:]}))
+    partial.replace(path)
+
+
 def newest_checkpoint(journal: Journal) -> int:
     """The newest checkpoint step the run may resume from: checkpoints a later start fell back below, or could
     not load, are not."""
@@ -81,6 +101,8 @@ class _Watch:
     adopted: bool = False  # a start left running by a supervisor that was stopped, watched again
     replay_batch: bool = False  # an adopted start's first lines arrive at once: no interval from them
     on_tick: Callable[[], None] | None = None  # called at every poll (a progress line that must not go quiet)
+    state_folder: Path | None = None  # where the hang limit's history is kept while the start runs
+    saved_at: float = 0.0
 
     def hang_limit_s(self) -> float:
         if not self.new_steps or self.max_step >= self.settings.steps:  # starting, or ending after the target
@@ -139,6 +161,9 @@ class _Watch:
             self.max_step = step
         if self.replay_batch and fresh:
             self.replay_batch = False
+        if self.state_folder is not None and self.intervals and now - self.saved_at >= 1.0:
+            self.saved_at = now  # kept as measured, not recomputed from lines replayed at once after adoption
+            save_intervals(self.state_folder, self.intervals)
         for step in metrics.checkpoints[self.seen_checkpoints :]:
             self.seen_checkpoints += 1
             if self.adopted and any(
