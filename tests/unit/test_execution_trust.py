@@ -183,3 +183,19 @@ def test_campaign_execute_exits_0_only_at_the_target_and_says_how_the_run_ended(
     assert main(["execute", "any.yaml"]) == code
     out = capsys.readouterr().out
     assert said in out and "step 20 of 60" in out and "ETTR 0.220" in out
+
+
+def test_progress_lines_say_each_tenth_each_failure_and_restart_and_never_go_quiet(data, tmp_path):
+    from campaign.execution.progress import ProgressLines
+
+    lines = []
+    folder = tmp_path / "run"
+    progress = ProgressLines(lines.append, STEPS, TOKENS, 0, ("n0", "n1", "n2"), quiet_s=0.5)
+    supervise(settings(data, folder, trainer={"CONTRACT_TRAINER_HANG_AT": "25"}), folder, progress=progress)
+    steps = [line for line in lines if line.startswith("execute: step ")]
+    assert [line.split()[2] for line in steps][:2] == ["6/60", "12/60"]  # every tenth of the target
+    assert all("tokens kept" in line and "ETTR so far" in line and "failure(s)" in line for line in steps)
+    assert any(line.startswith("execute: failure on n0 at step 2") and "hang" in line for line in lines)
+    assert any(line.startswith("execute: restart 1 on") for line in lines)
+    assert any(line.startswith("execute: running;") for line in lines)  # while the hang was being timed
+    assert lines[-1].startswith("execute: the run ended (target): target step reached")
