@@ -101,8 +101,7 @@ def analyse(
 ) -> None:
     """Analyse the executed window and write report/report.html (or compare runs with --compare, or a run read
     from its files with --metrics)."""
-    from campaign.analysis.analysis import analysis_workspace
-    from campaign.analysis.compare import check_targets, compare_out_dir
+    from campaign.analysis.workspace import analysis_workspace
 
     if incidents and not metrics:
         raise ConfigError(
@@ -136,6 +135,8 @@ def analyse(
                 where="campaign analyse",
                 fix="use --compare W1 W2 ... to compare runs, or --workspace DIR to analyse one",
             )
+        from campaign.analysis.compare import check_targets, compare_out_dir
+
         targets = [*(compare or []), *(extra or [])]
         check_targets(targets)  # bad input refused before a Prefect API starts or anything is written
         out_dir = str(compare_out_dir(out))  # absolute: the flow may run in another folder
@@ -152,7 +153,7 @@ def analyse(
             )
         return
     ws = analysis_workspace(workspace)  # bad input refused before a Prefect API starts or anything is written
-    with _prefect_api(ws, warm=_imports("flows.analyse", "campaign.analysis.plots")):
+    with _prefect_api(ws, warm=_imports("flows.analyse")):
         from flows.analyse import AnalyseParams, analyse_flow
 
         result = _finish(analyse_flow(AnalyseParams(workspace=str(ws.root)), return_state=True))
