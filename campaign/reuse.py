@@ -24,12 +24,13 @@ import importlib.util
 import json
 import platform
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from campaign.gates import GateResult
     from campaign.store import GateRecord, Workspace
 
 # The packages whose files make up campaign's code: what a gate's verdict and a report are computed by.
@@ -100,6 +101,11 @@ class ReusedGate:
     summary: str
     details: dict[str, Any]  # as recorded, with REUSED_KEY naming the run that judged it
     recorded_at: datetime
+
+    def as_gate_result(self) -> GateResult:
+        from campaign.gates import GateResult  # reads data (pyarrow): not for a report
+
+        return GateResult(self.gate, self.passed, self.summary, dict(self.details))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -234,3 +240,8 @@ def record_drawn(report_dir: Path, inputs_digest: str) -> None:
     atomic_write_json(
         report_dir / REPORT_INPUTS_NAME, {"inputs_digest": inputs_digest, "code_version": code_version()}
     )
+
+
+def with_code_version(result: GateResult, code: str) -> GateResult:
+    """`result` with the code version it was judged under in its details (what `reusable_gates` checks)."""
+    return replace(result, details={**result.details, CODE_VERSION_KEY: code})

@@ -20,7 +20,6 @@ from campaign.files import atomic_write_bytes, atomic_write_json
 from campaign.gates import GateResult
 from campaign.rehearsal.gate import run_rehearsal
 from campaign.rehearsal.harness import RehearsalResult
-from campaign.rehearsal.plot import plot_loss_curve
 from campaign.rehearsal.progress import ProgressFollower
 from campaign.rehearsal.sample import clean_tables_with_shards, documents_from_tables
 from tasks.artifacts import artifact_key
@@ -79,6 +78,8 @@ def rehearsal_gate(config: CampaignConfig, ws: store.Workspace, evidence: DataEv
     atomic_write_json(
         workdir / "result.json", {"details": details, "timings": timings, "curves": result.curves}
     )
+    from campaign.rehearsal.plot import plot_loss_curve  # matplotlib: only when a rehearsal ran
+
     png = atomic_write_bytes(workdir / "loss_curve.png", plot_loss_curve(result.curves, details)).read_bytes()
     summary = result.summary()
     rows_table = [

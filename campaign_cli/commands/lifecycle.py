@@ -10,7 +10,7 @@ from campaign.errors import CampaignError, ConfigError
 from campaign_cli.commands.app import CalendarOpt, ConfigArg, JsonOpt, SetOpt, WorkspaceOpt, _imports, app
 from campaign_cli.terminal import finish as _finish
 from campaign_cli.terminal import prefect_api as _prefect_api
-from campaign_cli.terminal import print_validate, run_stage, stage_summary
+from campaign_cli.terminal import print_validate, rerun_names, run_stage, stage_summary
 
 
 @app.command()
@@ -28,10 +28,33 @@ def prepare(config: ConfigArg, workspace: WorkspaceOpt = None, set_: SetOpt = No
 
 
 @app.command()
-def validate(config: ConfigArg, workspace: WorkspaceOpt = None, set_: SetOpt = None) -> None:
-    """Run every gate and print a table (exit 1 if any failed)."""
+def validate(
+    config: ConfigArg,
+    workspace: WorkspaceOpt = None,
+    set_: SetOpt = None,
+    rerun: Annotated[
+        bool,
+        typer.Option(
+            "--rerun",
+            help="Run the gates named after it (all when none is named) even when the result recorded for "
+            "the same config, data, files and code could be reused.",
+        ),
+    ] = False,
+    gates: Annotated[
+        list[str] | None, typer.Argument(help="With --rerun: the gates to run again.", show_default=False)
+    ] = None,
+) -> None:
+    """Run every gate and print a table (exit 1 if any failed); a gate whose recorded result stands for the same
+    config, data, files and code is reused, its row saying when it was recorded."""
+    if gates and not rerun:
+        raise ConfigError(
+            f"unexpected arguments {' '.join(gates)}",
+            where="campaign validate",
+            fix="name gates to run again after --rerun, e.g. `campaign validate CONFIG --rerun rehearsal`",
+        )
+    forced = rerun_names(list(gates or [])) if rerun else None  # an unknown gate: exit 2 before anything runs
     try:
-        results = run_stage("validate", config, workspace, set_)
+        results = run_stage("validate", config, workspace, set_, rerun=forced)
     except CampaignError as err:
         print_validate(err)
         raise
