@@ -176,10 +176,20 @@ def analyse(
             )
         return
     ws = analysis_workspace(workspace)  # bad input refused before a Prefect API starts or anything is written
-    with _prefect_api(ws, warm=_imports("flows.analyse")):
-        from flows.analyse import AnalyseParams, analyse_flow
+    from campaign import store
+    from campaign.reuse import drawn_report, report_inputs_digest
 
-        result = _finish(analyse_flow(AnalyseParams(workspace=str(ws.root)), return_state=True))
+    # A report drawn from inputs with the same digest is printed as is, with no flow run (the run that drew it
+    # published it); anything changed, and the flow draws and publishes it again.
+    drawn = drawn_report(ws.report_dir, report_inputs_digest(ws), ("report.html", "report.md"))
+    if drawn is not None and store.is_writable(ws):
+        typer.echo("report inputs unchanged since the report was drawn: not redrawn", err=True)
+        result = drawn
+    else:
+        with _prefect_api(ws, warm=_imports("flows.analyse")):
+            from flows.analyse import AnalyseParams, analyse_flow
+
+            result = _finish(analyse_flow(AnalyseParams(workspace=str(ws.root)), return_state=True))
     if json_:
         typer.echo(json.dumps(result, indent=2, default=str))
     else:
