@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -11,11 +12,12 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from campaign import calendar as cal
 from campaign import store
-from campaign.calendar.recorded import calendar_report_of, gantt_chart, report_files
+from campaign.calendar.horizon import report_files
+from campaign.calendar.recorded import calendar_report_of, gantt_chart
 from campaign.calendar.summary import calendar_markdown
 from campaign.config import LoadedConfig
 from campaign.errors import Refused
-from campaign.files import atomic_write_json
+from campaign.files import write_output
 from tasks.artifacts import calendar_key
 
 
@@ -29,10 +31,10 @@ def report_calendar(path: Path, start: str | None, end: str | None, now: datetim
     """The calendar's bookings, gaps and totals over the horizon; the Gantt PNG and JSON beside the calendar file;
     a Prefect artifact."""
     report = calendar_report_of(path, start, end, now)
-    report_json, png, _ = report_files(path)
-    chart = gantt_chart(report, png)
+    png, report_json = report_files(path)
+    chart = gantt_chart(report, png)  # drawn only when what it shows changed
     report["gantt_png"] = str(png)
-    atomic_write_json(report_json, report)
+    write_output(report_json, json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
     totals = report["totals"]
     create_markdown_artifact(
         key=calendar_key(report["cluster"]),

@@ -8,7 +8,6 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.states import Completed, Failed, State
 
 from campaign import store
-from campaign.calendar.window_length import judge_window
 from campaign.config import CampaignConfig
 from campaign.errors import Refused
 from campaign.evidence import DataEvidence, gate_files, read_evidence
@@ -24,6 +23,7 @@ from campaign.gates import (
 )
 from campaign.plan import make_plan
 from campaign.reuse import code_version, how_judged, reusable_gates, with_code_version
+from campaign.window_judge import judge_window
 from tasks.artifacts import artifact_key
 
 # Great Expectations, the report's templates and the plan's simulator are imported by the task that runs its gate,

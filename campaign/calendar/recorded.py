@@ -10,15 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from campaign.calendar import calendar_report, read_calendar
-from campaign.calendar.horizon import horizon
-from campaign.files import atomic_write_bytes, atomic_write_text
+from campaign.calendar.horizon import horizon, report_files
+from campaign.files import write_output
 from campaign.reuse import code_version
 
 
-def report_files(path: Path) -> tuple[Path, Path, Path]:
-    """The report's JSON, its Gantt PNG, and the note of the digest the PNG was drawn from."""
-    png = path.with_name(f"{path.stem}-gantt.png")
-    return path.with_name(f"{path.stem}-report.json"), png, png.with_suffix(".inputs")
+def chart_note(path: Path) -> Path:
+    """Beside the Gantt PNG of the calendar `path`: the digest of what it was drawn from."""
+    return report_files(path)[0].with_suffix(".inputs")
 
 
 def calendar_report_of(path: Path, start: str | None, end: str | None, now: datetime) -> dict[str, Any]:
@@ -43,7 +42,7 @@ def chart_digest(report: dict[str, Any]) -> str:
 def gantt_chart(report: dict[str, Any], png: Path) -> bytes:
     """The Gantt PNG of `report`, drawn only when what it shows changed (`chart_digest`, noted beside it); an
     unchanged chart is read back."""
-    _, _, noted = report_files(Path(report["calendar"]))
+    noted = chart_note(Path(report["calendar"]))
     digest = chart_digest(report)
     try:
         if noted.read_text(encoding="utf-8").strip() == digest:
@@ -53,15 +52,16 @@ def gantt_chart(report: dict[str, Any], png: Path) -> bytes:
     from campaign.calendar.gantt import gantt_png  # matplotlib: only when a chart is drawn
 
     chart = gantt_png(report)
-    atomic_write_bytes(png, chart)
-    atomic_write_text(noted, digest + "\n")
+    write_output(png, chart)
+    write_output(noted, digest + "\n")
     return chart
 
 
 def recorded_report(report: dict[str, Any]) -> dict[str, Any] | None:
     """The report recorded beside the calendar when it is this very report with its chart drawn from it (so a
     command can print it without drawing or publishing it again); else None."""
-    report_json, png, noted = report_files(Path(report["calendar"]))
+    png, report_json = report_files(Path(report["calendar"]))
+    noted = chart_note(Path(report["calendar"]))
     try:
         recorded = json.loads(report_json.read_text(encoding="utf-8"))
         drawn_from = noted.read_text(encoding="utf-8").strip()
