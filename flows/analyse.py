@@ -7,8 +7,7 @@ from prefect import flow
 from pydantic import BaseModel, ConfigDict, Field
 
 from campaign import store
-from campaign.analysis.analysis import analysis_workspace
-from campaign.analysis.compare import check_targets, compare_out_dir
+from campaign.analysis.workspace import analysis_workspace
 from flows.common import fails_cleanly, stage_run_name
 from tasks.analyse import analyse, compare
 
@@ -49,6 +48,11 @@ def analyse_flow(params: AnalyseParams = AnalyseParams()):
 @flow(name="analyse-compare")
 @fails_cleanly
 def compare_flow(params: CompareParams):
+    from campaign.analysis.compare import (  # the analysis stack, for this flow only
+        check_targets,
+        compare_out_dir,
+    )
+
     check_targets(params.targets)
     return compare(params.targets, str(compare_out_dir(params.out_dir)))
 

@@ -27,6 +27,10 @@ import math
 import numpy as np
 from numba import njit
 
+from campaign.sim.compile_progress import report_compiles
+
+report_compiles()  # a first compile (once per install) says so on the terminal
+
 # Job states, in the reference's order (simulator.py INIT .. DONE).
 INIT, RUNNING, CHECKPOINT, DETECT, RESTART, WAIT_SPARE, PLANNED, DONE = range(8)
 # Goodput buckets of the non-training states.
