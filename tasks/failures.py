@@ -8,6 +8,7 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from campaign.failures import fit_incident_log
+from campaign.failures.profile import profile_to_write
 from campaign.failures.report import fit_report_markdown
 from campaign.files import atomic_write_text
 from tasks.artifacts import artifact_key
@@ -24,7 +25,7 @@ def fit_failure_profile(
     nodes: int | None = None,
 ) -> dict:
     fit, profile = fit_incident_log(jobs, incidents, base=base, gpus_per_node=gpus_per_node, nodes=nodes)
-    out_path = str(atomic_write_text(out, profile)) if out else None
+    out_path = str(atomic_write_text(out, profile_to_write(fit, profile))) if out else None
     result = fit.to_json()
     create_table_artifact(
         key=artifact_key(cluster, "failure-rates"),
