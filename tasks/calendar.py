@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -11,11 +12,11 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from campaign import calendar as cal
 from campaign import store
-from campaign.calendar.horizon import horizon
+from campaign.calendar.horizon import horizon, report_files
 from campaign.calendar.summary import calendar_markdown
 from campaign.config import LoadedConfig
 from campaign.errors import Refused
-from campaign.files import atomic_write_bytes, atomic_write_json
+from campaign.files import write_output
 from tasks.artifacts import calendar_key
 
 
@@ -37,11 +38,11 @@ def report_calendar(path: Path, start: str | None, end: str | None, now: datetim
     # matplotlib: imported once the flow runs, not before it starts
     from campaign.calendar.gantt import gantt_png
 
-    png = path.with_name(f"{path.stem}-gantt.png")
+    png, report_json = report_files(path)
     chart = gantt_png(report)
-    atomic_write_bytes(png, chart)
+    write_output(png, chart)
     report["gantt_png"] = str(png)
-    atomic_write_json(path.with_name(f"{path.stem}-report.json"), report)
+    write_output(report_json, json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
     totals = report["totals"]
     create_markdown_artifact(
         key=calendar_key(state.cluster),

@@ -57,15 +57,18 @@ class Measurement:
         """(p90 - p10) / median."""
         return (self.p90_s - self.p10_s) / self.median_s
 
-    def entry_yaml(self, nodes: int, layout: dict[str, int], global_batch_tokens: int, source: str) -> str:
-        """The `plan.measured` list item to paste under `plan:`, with the spread as a comment."""
+    def entry_yaml(
+        self, nodes: int, layout: dict[str, int], global_batch_tokens: int, source: str, extra: str = ""
+    ) -> str:
+        """The `plan.measured` list item to paste under `plan:`, with the spread as a comment (`extra`: more
+        `key: value` pairs, e.g. the model and stack)."""
         lay = ", ".join(f"{k}: {v}" for k, v in layout.items())
         return (
             f"  measured:\n"
             f"    # median of {self.n_steps} steps after {self.skipped} warm-up; p10 {self.p10_s:.4g} s, "
             f"p90 {self.p90_s:.4g} s (spread {self.spread:.1%})\n"
             f"    - {{nodes: {nodes}, layout: {{{lay}}}, global_batch_tokens: {global_batch_tokens}, "
-            f"step_time_s: {self.median_s:.4g}, source: {json.dumps(source)}}}"
+            f"step_time_s: {self.median_s:.4g}, source: {json.dumps(source)}{extra}}}"
         )
 
 

@@ -33,6 +33,8 @@ class MeasuredEntry:
     layout: dict[str, int] | None
     layout_source: str
     notes: tuple[str, ...]
+    model: str | None = None  # the config's model.name and plan.stack, when --config names them
+    stack: str | None = None
 
     @property
     def source(self) -> str:
@@ -47,6 +49,8 @@ class MeasuredEntry:
             "global_batch_tokens": self.global_batch_tokens,
             "step_time_s": self.result.median_s,
             "source": self.source,
+            **({"model": self.model} if self.model else {}),
+            **({"stack": self.stack} if self.stack else {}),
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -142,7 +146,17 @@ def measured_entry(
     tokens, tokens_source = _tokens(times, global_batch_tokens, seq_len, config_seq_len, path)
     result = measure(times)
     out = MeasuredEntry(
-        str(path), log.format, result, tokens, tokens_source, nodes, layout, layout_source, times.notes
+        str(path),
+        log.format,
+        result,
+        tokens,
+        tokens_source,
+        nodes,
+        layout,
+        layout_source,
+        times.notes,
+        loaded.config.model.name if loaded else None,
+        loaded.config.plan.stack.preset if loaded else None,
     )
     _check(out, per_node, gpus_per_node is not None or config_gpn is not None, config)
     return out

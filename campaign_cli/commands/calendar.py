@@ -44,9 +44,12 @@ def calendar_show(
     """Bookings, utilisation and every idle gap with its cost; a Gantt PNG beside the calendar."""
     from campaign import calendar as cal
     from campaign import store
-    from campaign.calendar.horizon import horizon, locate_calendar
+    from campaign.calendar.horizon import horizon, locate_calendar, report_files
+    from campaign.files import check_outputs
 
     path = locate_calendar(cluster, calendar, workspaces)
+    png, report_json = report_files(path)
+    check_outputs({"the Gantt chart": png, "the calendar report": report_json}, {"--calendar": path})
     horizon(
         cal.read_calendar(path), store.now(), from_, to
     )  # bad input fails here, before a Prefect API starts

@@ -98,8 +98,20 @@ def failures_fit(
     (exit 2 on a bad row, naming file:line; nothing is written then)."""
     from campaign.failures import fit_incident_log
     from campaign.failures.profile import fit_slurm_log, profile_to_write
-    from campaign.files import atomic_write_text
+    from campaign.files import check_outputs, write_output
 
+    check_outputs(
+        {"--out": out, "--report": report},
+        {
+            "--jobs": jobs,
+            "--incidents": incidents,
+            "--base": base,
+            "--slurm-sacct": slurm_sacct,
+            "--slurm-jobcomp": slurm_jobcomp,
+            "--slurm-events": slurm_events,
+            "--slurm-mapping": slurm_mapping,
+        },
+    )
     try:
         at_sizes = [int(v) for v in sizes.split(",") if v.strip()]
     except ValueError:
@@ -142,12 +154,12 @@ def failures_fit(
             jobs, incidents, base=base, gpus_per_node=gpus_per_node, nodes=nodes, sizes=at_sizes
         )
     if out:
-        atomic_write_text(out, profile_to_write(fit, profile))
+        write_output(out, profile_to_write(fit, profile))
     if report:
         from campaign.failures.report import fit_report_html
 
         title = f"Failure profile fitted from {Path(incidents or slurm or '').name}"
-        atomic_write_text(report, fit_report_html(fit.to_json(), title))
+        write_output(report, fit_report_html(fit.to_json(), title))
     if json_:
         typer.echo(json.dumps(fit.to_json(), indent=2))
         return
@@ -214,9 +226,13 @@ def failures_demo_log(
     """Write a synthetic incident log drawn from a known profile (a simulated year of jobs of several sizes,
     lemon nodes included) and print the truth a fit should recover."""
     from campaign.failures import synthetic_log
+    from campaign.files import check_outputs, record_output
 
+    check_outputs(
+        {"FOLDER/jobs.csv": Path(folder) / "jobs.csv", "FOLDER/incidents.csv": Path(folder) / "incidents.csv"}
+    )
     log = synthetic_log(seed=seed, jobs=jobs)
-    jobs_path, incidents_path = log.write(folder)
+    jobs_path, incidents_path = (record_output(p) for p in log.write(folder))
     typer.echo(
         f"wrote {jobs_path} ({len(log.jobs):,} jobs) and {incidents_path} ({len(log.incidents):,} incidents)"
     )

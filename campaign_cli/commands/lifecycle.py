@@ -113,11 +113,13 @@ def analyse(
     if metrics:
         from campaign.analysis.report import write_report
         from campaign.execution.external import external_report_inputs
-        from campaign.files import atomic_write_json
+        from campaign.files import atomic_write_json, check_output_dir, claim_output_dir
 
+        report_dir = check_output_dir(
+            "report" if out == "compare" else out, "--out", {"--metrics": metrics, "--incidents": incidents}
+        )
         inputs = external_report_inputs(Path(metrics), Path(incidents) if incidents else None)
-        report_dir = Path("report" if out == "compare" else out).resolve()
-        html, _, _ = write_report(report_dir, inputs)
+        html, _, _ = write_report(claim_output_dir(report_dir), inputs)
         result = {**inputs.result, "report_html": str(html)}
         atomic_write_json(report_dir / "analysis.json", result)
         if json_:
@@ -138,7 +140,9 @@ def analyse(
             )
         targets = [*(compare or []), *(extra or [])]
         check_targets(targets)  # bad input refused before a Prefect API starts or anything is written
-        out_dir = str(compare_out_dir(out))  # absolute: the flow may run in another folder
+        out_dir = str(
+            compare_out_dir(out, {f"--compare {t}": t for t in targets})
+        )  # absolute: the flow may run in another folder
         with _prefect_api(None, warm=_imports("flows.analyse", "campaign.analysis.plots")):
             from flows.analyse import CompareParams, compare_flow
 

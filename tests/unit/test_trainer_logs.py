@@ -292,3 +292,19 @@ def test_a_file_that_is_no_training_log_says_which_ones_are_read(tmp_path: Path)
     with pytest.raises(DataError, match="Megatron-LM"):
         read_step_times(path)
     assert DEMO.exists()
+
+
+def test_with_a_config_the_entry_takes_its_sequence_length_model_and_stack_and_pastes_into_it(
+    tmp_path: Path,
+) -> None:
+    # A 2-node run of the demo model (seq_len 4096), tp=2, dp=8, global batch 256 sequences.
+    path = write_megatron(tmp_path / "train.log", known_times(), gbs=256, args=False)
+    got = measured_entry(path, nodes=2, layout=parse_layout("tp=2,dp=8"), config=DEMO)
+    entry = got.entry()
+    assert entry is not None and entry["global_batch_tokens"] == 256 * 4096
+    assert entry["model"] == "demo-2b" and entry["stack"] == "megatron-core"
+    assert "model.seq_len" in got.tokens_source
+    # A batch the config's micro-batch and dp cannot split is refused, naming the config's rule.
+    odd = write_megatron(tmp_path / "odd.log", known_times(), gbs=17, args=False)
+    with pytest.raises(DataError, match="the config refuses this entry"):
+        measured_entry(odd, nodes=2, layout=parse_layout("tp=2,dp=8"), config=DEMO)
