@@ -31,6 +31,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pandas as pd
+
 from campaign.errors import DataError
 from campaign.files import check_regular
 
@@ -388,3 +390,58 @@ def read_trainer_log(
         where="--format",
         fix="leave it out to detect it",
     )
+
+
+MEGATRON_STAMP = re.compile(r"\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{1,6})\]")
+MEGATRON_SAVED = re.compile(r"successfully saved checkpoint from iteration\s{0,20}(\d{1,12})")
+TITAN_STAMP = re.compile(r"^\[titan\] (\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}),(\d{3})")
+
+
+def timed_records(path: Path) -> list[dict[str, object]] | None:
+    """A Megatron-LM or TorchTitan log as the step and checkpoint records of a run campaign did not launch
+    (`t` in Unix seconds from each line's own timestamp, `kind`, `step`, `tokens`), for `campaign analyse
+    --metrics`; None for JSON lines, which that reader reads itself. DataError for a log without timestamps."""
+    lines = _lines(path)
+    kind = detect_format(path, lines)
+    if kind == "jsonl":
+        return None
+    if kind not in ("megatron", "torchtitan"):
+        raise DataError(
+            f"a {kind} log has no wall-clock time per step, which analysing a run needs",
+            where=str(path),
+            fix="give the run's Megatron-LM or TorchTitan log, or JSON-lines metrics with a time per step",
+        )
+    tokens = None
+    if kind == "megatron":
+        log = read_megatron(path, lines)
+        tokens = log.batch_sequences * log.seq_len if log.batch_sequences and log.seq_len else None
+    rows: list[dict[str, object]] = []
+    for number, line in enumerate(lines, start=1):
+        text = ANSI.sub("", line)
+        if kind == "megatron":
+            stamp = MEGATRON_STAMP.search(text)
+            step = MEGATRON_ITERATION.search(text)
+            saved = MEGATRON_SAVED.search(text)
+            if step and "elapsed time per iteration (ms)" in text:
+                record = {"kind": "step", "step": int(step.group(1)), "tokens": tokens}
+            elif saved:
+                record = {"kind": "checkpoint", "step": int(saved.group(1))}
+            else:
+                continue
+            when = stamp.group(1) if stamp else None
+        else:
+            found = TITAN_STEP.search(text)
+            if not found or not TITAN_TPS.search(text):
+                continue
+            titan = TITAN_STAMP.search(text)
+            record = {"kind": "step", "step": int(found.group(1)), "tokens": None}
+            when = f"{titan.group(1)}.{titan.group(2)}" if titan else None
+        if when is None:
+            raise DataError(
+                f"line {number} has no timestamp: analysing a run needs each step's wall-clock time",
+                where=f"{path}:{number}",
+                fix="give a log whose lines carry their time (Megatron-LM prints it since 2024; TorchTitan always)",
+            )
+        stamp_utc = pd.Timestamp(when, tz="UTC")
+        rows.append({"t": stamp_utc.timestamp(), **record})
+    return rows

@@ -308,3 +308,32 @@ def test_with_a_config_the_entry_takes_its_sequence_length_model_and_stack_and_p
     odd = write_megatron(tmp_path / "odd.log", known_times(), gbs=17, args=False)
     with pytest.raises(DataError, match="the config refuses this entry"):
         measured_entry(odd, nodes=2, layout=parse_layout("tp=2,dp=8"), config=DEMO)
+
+
+def test_a_megatron_log_with_a_restart_is_a_measured_run_for_analyse(tmp_path: Path) -> None:
+    """Megatron-LM's lines carry their own time; checkpoint lines are checkpointing.py's save_checkpoint message."""
+    from campaign.execution.external import external_report_inputs
+
+    lines = megatron_args(seq_len=4096, gbs=8)
+    t = T0
+    for i in range(1, 9):
+        t += timedelta(seconds=2)
+        lines.append(megatron_line(i, 20, 2.0, 8, when=t))
+        if i == 5:
+            lines.append(
+                f"  [{t.strftime('%Y-%m-%d %H:%M:%S.%f')}] successfully saved checkpoint from iteration {5:7d} to "
+                "/ckpt [ t 1/2, gtp_remat 1/1, p 1/1 ]"
+            )
+    t += timedelta(seconds=30)  # died after iteration 8, restarted from the checkpoint at 5
+    for i in range(6, 11):
+        t += timedelta(seconds=2)
+        lines.append(megatron_line(i, 20, 2.0, 8, when=t))
+    path = tmp_path / "train.log"
+    path.write_text("\n".join(lines) + "\n")
+    r = external_report_inputs(path, None, gpu_hour_usd=2.0).result
+    assert r["measured"]["final_step"] == 10 and r["measured"]["steps_trained_again"] == 3
+    assert r["tokens_trained"] == 10 * 8 * 4096 and r["interruptions"]["by_category"] == {"unclassified": 1}
+    bare = tmp_path / "bare.log"
+    bare.write_text("\n".join(line.split("] ", 1)[1] for line in lines if "] iteration" in line) + "\n")
+    with pytest.raises(DataError, match="no timestamp"):
+        external_report_inputs(bare, None, gpu_hour_usd=2.0)
