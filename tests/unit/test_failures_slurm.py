@@ -107,3 +107,22 @@ def test_one_source_at_a_time(tmp_path: Path, capsys) -> None:
     assert main(["failures", "fit", "--slurm-sacct", str(sacct), "--slurm-jobcomp", str(sacct)]) == 2
     assert "give one incident log" in capsys.readouterr().err
     assert main(["failures", "fit", "--jobs", str(sacct)]) == 2
+
+
+def test_out_is_refused_for_an_input_and_for_a_profile_a_config_would_refuse(tmp_path: Path, capsys) -> None:
+    sacct = _sacct(tmp_path, ROWS)
+    assert main(["failures", "fit", "--slurm-sacct", str(sacct), "--out", str(sacct)]) == 2
+    assert "--slurm-sacct reads" in capsys.readouterr().err
+    # Seconds of jobs: a fit to read, not a rate a config can take; --out says so and writes nothing.
+    short = _sacct(
+        tmp_path,
+        [
+            "7|7|NODE_FAIL|2026-03-01T00:00:00|2026-03-01T00:00:02|1|n0|gres/gpu=8|None|0:0",
+            "7|7|COMPLETED|2026-03-01T00:00:03|2026-03-01T00:00:09|1|n1|gres/gpu=8|None|0:0",
+        ],
+    )
+    out = tmp_path / "profile.yaml"
+    assert main(["failures", "fit", "--slurm-sacct", str(short), "--json"]) == 0
+    assert any("no profile" in n for n in json.loads(capsys.readouterr().out)["notes"])
+    assert main(["failures", "fit", "--slurm-sacct", str(short), "--out", str(out)]) == 2
+    assert "a config refuses" in capsys.readouterr().err and not out.exists()
