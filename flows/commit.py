@@ -27,7 +27,6 @@ from tasks.commit import (
 from tasks.config import load_campaign
 from tasks.power import write_power_notice
 
-
 Decision = Literal["approve", "reject"]
 
 
