@@ -33,7 +33,7 @@ from campaign.sim.sweeps import (
 )
 from campaign.store import workspace_for
 from campaign.window import window_replicas_inputs
-from flows.common import fails_cleanly
+from flows.common import fails_cleanly, stage_run_name
 from flows.runners import task_runner_for
 from tasks.simulate import publish_simulation, record_sweep, simulate_replica_batch
 
@@ -58,7 +58,7 @@ class SimulateParams(BaseModel):
     )
 
 
-@flow(name="simulate")
+@flow(name="simulate", flow_run_name=stage_run_name("simulate"))
 @fails_cleanly
 def simulate_flow(params: SimulateParams = SimulateParams()):
     # The replicas' module (pandas, Numba, the compiled kernels) is imported once the flow runs, so a command

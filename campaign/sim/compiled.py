@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
+from campaign.sim.compile_progress import report_compiles
 from campaign.sim.compiled_curve import RAMP_HEADROOM, coalesce, curve_stats, rate_limited
 from campaign.sim.compiled_layout import *  # noqa: F403  (the layout's names are this kernel's vocabulary)
 from campaign.sim.compiled_streams import pcg64_stream_states
@@ -71,6 +72,7 @@ def _drop_stale_cache() -> None:
 
 
 _drop_stale_cache()
+report_compiles()  # a first compile (once per install) says so on the terminal
 
 
 @njit(cache=True, nogil=True, _nrt=False)

@@ -7,6 +7,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from campaign.sim.compile_progress import report_compiles
+
+report_compiles()  # a first compile (once per install) says so on the terminal (failures.py imports this first)
+
 # NumPy's SeedSequence (NEP 19: its output is stable across NumPy versions) and PCG64's seeding, computed without
 # building 19 SeedSequence and PCG64 objects per replica (~0.15 ms of Python). Source: numpy/random/bit_generator.pyx
 # (SeedSequence: hashmix, mix, mix_entropy, generate_state) and O'Neill's PCG (pcg_setseq_128_srandom_r), the
