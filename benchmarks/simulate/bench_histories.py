@@ -61,7 +61,7 @@ def main() -> None:
     ap.add_argument(
         "--other", type=Path, required=True, help="the other source tree (e.g. git archive of a commit)"
     )
-    ap.add_argument("--config", default=str(ROOT / "configs/campaigns/llama3-405b.yaml"))
+    ap.add_argument("--config", default="configs/campaigns/llama3-405b.yaml", help="relative to each tree")
     ap.add_argument("--replicas", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
