@@ -10,6 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from campaign.sim.diurnal import diurnal_multiplier, nominal_seconds
     from campaign.sim.events import Event, EventQueue
     from campaign.sim.failures import (
         NODE_LOSING_SCOPES,
@@ -44,8 +45,6 @@ if TYPE_CHECKING:
         EVENT_COLUMNS,
         EVENT_KINDS,
         SimResult,
-        diurnal_multiplier,
-        nominal_seconds,
         simulate,
     )
 
@@ -65,11 +64,11 @@ _MODULE_OF = {
     "check_replicas_fit": "replicas",
     "describe_inputs": "inputs",
     "distribution": "replicas",
-    "diurnal_multiplier": "simulator",
+    "diurnal_multiplier": "diurnal",
     "expected_failures": "failures",
     "expected_rework_s": "failures",
     "job_failure_rate_per_s": "failures",
-    "nominal_seconds": "simulator",
+    "nominal_seconds": "diurnal",
     "one_second_series": "power",
     "power_levels": "power",
     "ramp_delay_s": "power",

@@ -15,6 +15,10 @@ Speed: benchmarks/results/2026-12-03-simulate.md.
 The Python model stays the reference: `simulate()` (event log, sampled power) runs it, and
 tests/unit/test_sim_fast.py holds this kernel to it for any setting (same counts, figures to float rounding).
 Arrivals are drawn by campaign.sim.failures.draw_arrivals with NumPy's generators, exactly as the reference.
+The kernel is split by idea: its memory layout (compiled_layout.py), its time arithmetic (compiled_time.py), the
+power curve's statistics (compiled_curve.py) and the random streams' states (compiled_streams.py). Numba's cache
+knows only the file a function is in, so this module drops its cached machine code when a file it compiles in
+changes (`_drop_stale_cache`).
 Source: campaign/sim/simulator.py (the model and its sources); Numba documentation, "Supported Python features"
 and "Notes on caching"; the heap is heapq's algorithm on row numbers of an event pool (a typed list of tuples was
 slower); the arrivals, known up front, are sorted once and merged with it rather than pushed into it.
@@ -22,180 +26,53 @@ slower); the arrivals, known up front, are sorted once and merged with it rather
 
 from __future__ import annotations
 
+import hashlib
 import math
+from pathlib import Path
 
 import numpy as np
 from numba import njit
 
 from campaign.sim.compile_progress import report_compiles
+from campaign.sim.compiled_curve import RAMP_HEADROOM, coalesce, curve_stats, rate_limited
+from campaign.sim.compiled_layout import *  # noqa: F403  (the layout's names are this kernel's vocabulary)
+from campaign.sim.compiled_streams import pcg64_stream_states
+from campaign.sim.compiled_time import _nominal, _nominal_periodic, _ramp_delay, _time_for_nominal
 
+__all__ = [
+    "RAMP_HEADROOM",
+    "coalesce",
+    "curve_stats",
+    "pcg64_stream_states",
+    "rate_limited",
+    "replica_summary",
+]
+
+# The files whose kernels or constants are compiled into this module's functions.
+_COMPILED_IN = ("compiled.py", "compiled_layout.py", "compiled_time.py")
+
+
+def _drop_stale_cache() -> None:
+    """Numba's cache is keyed on this file alone (Numba documentation, "Notes on caching": a change in another file
+    is not seen): when a file of _COMPILED_IN changed since the cache was written, remove this module's cached
+    machine code so the kernels compile again. A read-only install keeps its cache (it cannot change)."""
+    here = Path(__file__).parent
+    digest = hashlib.sha256(b"".join((here / name).read_bytes() for name in _COMPILED_IN)).hexdigest()
+    cache = here / "__pycache__"
+    mark = cache / "compiled.sources"
+    try:
+        if mark.exists() and mark.read_text(encoding="ascii") == digest:
+            return
+        for stale in cache.glob("compiled.*.nb[ic]"):
+            stale.unlink(missing_ok=True)
+        cache.mkdir(exist_ok=True)
+        mark.write_text(digest, encoding="ascii")
+    except OSError:
+        return
+
+
+_drop_stale_cache()
 report_compiles()  # a first compile (once per install) says so on the terminal
-
-# Job states, in the reference's order (simulator.py INIT .. DONE).
-INIT, RUNNING, CHECKPOINT, DETECT, RESTART, WAIT_SPARE, PLANNED, DONE = range(8)
-# Goodput buckets of the non-training states.
-B_CHECKPOINT, B_RESTART, B_WAITING, B_RELEASED = range(4)
-_BUCKET = np.array(
-    [B_RESTART, -1, B_CHECKPOINT, B_RESTART, B_RESTART, B_WAITING, B_WAITING, B_RELEASED], np.int64
-)
-# Event kinds.
-(
-    E_FAILURE,
-    E_DETECTED,
-    E_REPAIR,
-    E_PLANNED,
-    E_PLANNED_END,
-    E_SEGMENT_END,
-    E_TARGET,
-    E_CKPT_END,
-    E_UPLOAD,
-    E_RESTART_END,
-) = range(10)
-
-# Float parameters (P).
-(
-    P_WINDOW,
-    P_RATE,
-    P_TAU,
-    P_WRITE,
-    P_BG,
-    P_TARGET,
-    P_STOP,
-    P_AMP,
-    P_T0,
-    P_RAMP,
-    P_PLANNED_DUR,
-    P_IDLE_NODE_MW,
-    P_Q_K,  # quarantine: retire a node at its k-th failure within P_Q_WINDOW seconds (0: never)
-    P_Q_WINDOW,
-) = range(14)
-N_P = 14
-# Float state (F).
-(
-    F_NOW,
-    F_SINCE,
-    F_SEG_START,
-    F_SEG_EFF,
-    F_RUN_S,
-    F_RUN_TOK,
-    F_PEND_S,
-    F_PEND_TOK,
-    F_COMMIT_S,
-    F_COMMIT_TOK,
-    F_LOST_S,
-    F_HOLD,
-    F_NEED_RESTART,
-    F_COMPLETION,
-    F_REWORK_S,
-    F_LOST_END_S,
-    F_LAST_MW,
-    F_B0,
-) = range(18)
-# After the four buckets: what the summarised cycles add to the curve's energy (MW s) and their largest 1-s change.
-F_CYCLES_MWS = F_B0 + 4
-F_CYCLES_RAMP = F_B0 + 5
-# When the committed tokens first reached the target (NaN: not in the window).
-F_TARGET_S = F_B0 + 6
-N_F = F_B0 + 7
-# A run or checkpoint segment at least this long holds a whole second wherever it starts, and a breakpoint's
-# neighbouring seconds then lie inside its two segments (see _write_cycles); a hair above 2 s covers float rounding.
-CYCLE_MIN_S = 2.0 + 1e-6
-# Int state (S).
-(
-    S_STATE,
-    S_IDS,
-    S_SEG_ID,
-    S_CKPT_ID,
-    S_RESTART_ID,
-    S_RAMP_BUCKET,
-    S_DETECTIONS,
-    S_PLANNED_STOP,
-    S_FINAL,
-    S_UNEXPECTED,
-    S_PLANNED,
-    S_CHECKPOINTS,
-    S_EXHAUSTED,
-    S_REWORK_N,
-    S_EMPTY_N,
-    S_SEQ,
-    S_FREE_HEAD,
-    S_FREE_N,
-    S_AWAIT_HEAD,
-    S_AWAIT_N,
-    S_PEND_HEAD,
-    S_PEND_N,
-    S_HAS_POWER,
-    S_HEAP_N,
-    S_POWER_N,
-    S_FREE_EV_N,
-    S_EV_USED,
-    S_ARR_NEXT,
-    S_QUARANTINED,
-) = range(29)
-N_S = 29
-DAY_S = 86_400.0
-RAMP_HEADROOM = 1e-8  # campaign.sim.power.RAMP_HEADROOM (a test holds them equal)
-TARGET_SLACK = 1e-9  # campaign.sim.simulator.TARGET_SLACK (a test holds them equal)
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def _nominal(a, t0, start, end):
-    if end <= start:
-        return 0.0
-    if a == 0.0:
-        return end - start
-    w = 2.0 * math.pi / DAY_S
-    return (end - start) - a / w * (math.sin(w * (end - t0)) - math.sin(w * (start - t0)))
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def _sines(k, h, half, phase):
-    if abs(half) < 1e-12:
-        return k * math.sin(phase)
-    return math.sin(k * h / 2.0) / half * math.sin(phase + (k - 1) * h / 2.0)
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def _nominal_periodic(a, t0, first, length, period, k):
-    if length <= 0.0 or k <= 0:
-        return 0.0
-    if a == 0.0:
-        return k * length
-    w = 2.0 * math.pi / DAY_S
-    h = w * period
-    half = math.sin(h / 2.0)
-    return k * length - a / w * (
-        _sines(k, h, half, w * (first + length - t0)) - _sines(k, h, half, w * (first - t0))
-    )
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def _time_for_nominal(a, t0, start, work):
-    if work <= 0.0:
-        return start
-    if a == 0.0:
-        return start + work
-    lo, hi = start + work / (1.0 + a), start + work / (1.0 - a)
-    t = start + work
-    for _ in range(60):
-        f = _nominal(a, t0, start, t) - work
-        if abs(f) < 1e-9:
-            break
-        if f > 0:
-            hi = min(hi, t)
-        else:
-            lo = max(lo, t)
-        t -= f / (1.0 - a * math.cos(2.0 * math.pi * (t - t0) / DAY_S))
-        if not lo <= t <= hi:
-            t = 0.5 * (lo + hi)
-    return t
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def _ramp_delay(rise, ramp):
-    if ramp <= 0.0 or rise <= 0.0:  # ramp <= 0 encodes "no ramp limit"
-        return 0.0
-    return rise / (2.0 * ramp)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -356,7 +233,7 @@ def _set_state(S, F, P, state, exact_tokens):
         F[F_RUN_TOK] += _segment_tokens(F, P, now) if math.isnan(exact_tokens) else exact_tokens
         S[S_SEG_ID] = -1
     else:
-        F[F_B0 + _BUCKET[S[S_STATE]]] += now - F[F_SINCE]
+        F[F_B0 + BUCKET_OF_STATE[S[S_STATE]]] += now - F[F_SINCE]
     S[S_STATE] = state
     F[F_SINCE] = now
 
@@ -364,7 +241,7 @@ def _set_state(S, F, P, state, exact_tokens):
 @njit(cache=True, nogil=True, _nrt=False)
 def _start_running(S, F, P, JM, nodes, H, EF, EI, FE):
     before_mw = _facility_mw(S, P, JM, nodes)
-    S[S_RAMP_BUCKET] = _BUCKET[S[S_STATE]]
+    S[S_RAMP_BUCKET] = BUCKET_OF_STATE[S[S_STATE]]
     _set_state(S, F, P, RUNNING, np.nan)
     now = F[F_NOW]
     F[F_SEG_START] = now
@@ -856,216 +733,8 @@ def run_replica(P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, a
     return F, S, BYCAT, PT[: S[S_POWER_N]].copy(), PM[: S[S_POWER_N]].copy()
 
 
-# ----------------------------------------------------------------------------------------------- power curve
-
-
-@njit(cache=True, nogil=True)
-def coalesce(t, mw):
-    """power._coalesce: the last level at each time, levels equal to the one before dropped."""
-    n = t.size
-    keep_t = np.empty(n)
-    keep_mw = np.empty(n)
-    m = 0
-    for i in range(n):
-        if i + 1 < n and t[i + 1] == t[i]:
-            continue
-        if m > 0 and keep_mw[m - 1] == mw[i]:
-            continue
-        keep_t[m] = t[i]
-        keep_mw[m] = mw[i]
-        m += 1
-    return keep_t[:m].copy(), keep_mw[:m].copy()
-
-
-@njit(cache=True, nogil=True)
-def rate_limited(t, mw, end_s, ramp, start_mw):
-    """power.rate_limited_curve on a coalesced step function: (times, levels, slopes); `ramp` is the limit, held
-    with power.RAMP_HEADROOM as there."""
-    ramp = ramp * (1.0 - RAMP_HEADROOM)
-    n = t.size
-    out_t = np.empty(2 * n)
-    out_mw = np.empty(2 * n)
-    out_slope = np.empty(2 * n)
-    m = 0
-    y = start_mw
-    for i in range(n):
-        a = t[i]
-        b = t[i + 1] if i + 1 < n else end_s
-        level = mw[i]
-        if b <= a:
-            continue
-        if y == level:
-            out_t[m], out_mw[m], out_slope[m] = a, y, 0.0
-            m += 1
-            continue
-        slope = math.copysign(ramp, level - y)
-        reach_s = abs(level - y) / ramp
-        out_t[m], out_mw[m], out_slope[m] = a, y, slope
-        m += 1
-        if a + reach_s < b:
-            out_t[m], out_mw[m], out_slope[m] = a + reach_s, level, 0.0
-            m += 1
-            y = level
-        else:
-            y += slope * (b - a)
-    return out_t[:m].copy(), out_mw[:m].copy(), out_slope[:m].copy()
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def _second_value(t, mw, slope, end_s, lo, hi, k):
-    """Mean MW over [lo, hi], segment k holding lo: the level at the midpoint inside one segment, else the
-    pieces' integrals (stable however short the interval)."""
-    n = t.size
-    if k + 1 >= n or t[k + 1] >= hi:
-        return mw[k] + slope[k] * ((lo - t[k]) + 0.5 * (hi - lo))
-    total = 0.0
-    a = lo
-    j = k
-    while a < hi:
-        b = min(hi, t[j + 1]) if j + 1 < n else hi
-        if b > a:
-            total += (b - a) * (mw[j] + slope[j] * ((a - t[j]) + 0.5 * (b - a)))
-        a = b
-        j += 1
-    return total / (hi - lo)
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def curve_stats(t, mw, slope, end_s):
-    """power.power_stats_from_curve: (peak, min, largest 1-s change, energy MWh) of the 1-s series, from the
-    seconds next to each breakpoint (their extremes and steps are there) and the sloped segments."""
-    n_seg = t.size
-    energy = 0.0
-    for i in range(n_seg):
-        length = (t[i + 1] if i + 1 < n_seg else end_s) - t[i]
-        energy += mw[i] * length + 0.5 * slope[i] * length**2
-    n = math.ceil(end_s)
-    peak, low, ramp = -np.inf, np.inf, 0.0
-    last_c = -2
-    last_v = 0.0
-    k = 0  # segment holding the candidate second's start
-    for p in range(n_seg + 1):
-        point = t[p] if p < n_seg else end_s
-        base = math.floor(point)
-        for c in range(base - 1, base + 2):
-            if c <= last_c or c < 0 or c >= n:
-                continue
-            lo = float(c)
-            hi = min(lo + 1.0, end_s)
-            while k + 1 < n_seg and t[k + 1] <= lo:
-                k += 1
-            v = _second_value(t, mw, slope, end_s, lo, hi, k)
-            peak = max(peak, v)
-            low = min(low, v)
-            if c == last_c + 1:
-                ramp = max(ramp, abs(v - last_v))
-            last_c, last_v = c, v
-    for i in range(n_seg):
-        if slope[i] != 0.0:
-            end = t[i + 1] if i + 1 < n_seg else end_s
-            if math.floor(end) - math.ceil(t[i]) >= 2.0:
-                ramp = max(ramp, abs(slope[i]))
-    return peak, low, ramp, energy / 3600.0
-
-
-# ----------------------------------------------------------------------------------------------- random streams
-# NumPy's SeedSequence (NEP 19: its output is stable across NumPy versions) and PCG64's seeding, computed without
-# building 19 SeedSequence and PCG64 objects per replica (~0.15 ms of Python). Source: numpy/random/bit_generator.pyx
-# (SeedSequence: hashmix, mix, mix_entropy, generate_state) and O'Neill's PCG (pcg_setseq_128_srandom_r), the
-# algorithms re-stated here; tests/unit/test_sim_streams.py holds every state to NumPy's own.
-_M32 = np.uint64(0xFFFFFFFF)
-_INIT_A, _MULT_A = np.uint64(0x43B0D7E5), np.uint64(0x931E8875)
-_INIT_B, _MULT_B = np.uint64(0x8B51F9DD), np.uint64(0x58F38DED)
-_MIX_L, _MIX_R = np.uint64(0xCA01F9DD), np.uint64(0x4973F715)
-_PCG_MULT_HI, _PCG_MULT_LO = np.uint64(0x2360ED051FC65DA4), np.uint64(0x4385DF649FCCF645)
-_U16, _U32, _U1 = np.uint64(16), np.uint64(32), np.uint64(1)
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def _hashmix(value, h):
-    """(mixed value, next hash constant), both 32-bit words held in uint64."""
-    value ^= h
-    h = (h * _MULT_A) & _M32
-    value = (value * h) & _M32
-    return value ^ (value >> _U16), h
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def _mix(x, y):
-    r = (_MIX_L * x - _MIX_R * y) & _M32
-    return r ^ (r >> _U16)
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def _mulhi64(a, b):
-    """The high 64 bits of the 128-bit product a b."""
-    a_lo, a_hi = a & _M32, a >> _U32
-    b_lo, b_hi = b & _M32, b >> _U32
-    lo_lo = a_lo * b_lo
-    mid1 = a_hi * b_lo + (lo_lo >> _U32)
-    mid2 = a_lo * b_hi + (mid1 & _M32)
-    return a_hi * b_hi + (mid1 >> _U32) + (mid2 >> _U32)
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def _pcg_step(s_hi, s_lo, i_hi, i_lo):
-    """state x multiplier + increment, modulo 2^128, as (high, low) words."""
-    lo = s_lo * _PCG_MULT_LO
-    hi = _mulhi64(s_lo, _PCG_MULT_LO) + s_hi * _PCG_MULT_LO + s_lo * _PCG_MULT_HI
-    new_lo = lo + i_lo
-    carry = _U1 if new_lo < lo else np.uint64(0)
-    return hi + i_hi + carry, new_lo
-
-
-@njit(cache=True, nogil=True)
-def pcg64_stream_states(entropy, n_children):
-    """PCG64 state of each child of SeedSequence(entropy words).spawn(n_children), as rows (state high, state low,
-    increment high, increment low). `entropy`: the run entropy as 32-bit words (uint64 array), lowest first."""
-    out = np.empty((n_children, 4), np.uint64)
-    words = np.zeros(
-        max(entropy.size, 4) + 1, np.uint64
-    )  # the run entropy padded to the pool, then the spawn key
-    words[: entropy.size] = entropy
-    pool = np.empty(4, np.uint64)
-    seed = np.empty(4, np.uint64)
-    for child in range(n_children):
-        words[-1] = np.uint64(child)  # a spawn key below 2^32 is one word
-        h = _INIT_A
-        for i in range(4):
-            pool[i], h = _hashmix(words[i], h)
-        for src in range(4):
-            for dst in range(4):
-                if src != dst:
-                    v, h = _hashmix(pool[src], h)
-                    pool[dst] = _mix(pool[dst], v)
-        for src in range(4, words.size):
-            for dst in range(4):
-                v, h = _hashmix(words[src], h)
-                pool[dst] = _mix(pool[dst], v)
-        h = _INIT_B
-        for i in range(4):  # generate_state(4, uint64): eight 32-bit words, little-endian pairs
-            pair = np.uint64(0)
-            for half in range(2):
-                v = pool[(2 * i + half) % 4] ^ h
-                h = (h * _MULT_B) & _M32
-                v = (v * h) & _M32
-                v ^= v >> _U16
-                pair |= v << np.uint64(32 * half)
-            seed[i] = pair
-        # pcg_setseq_128_srandom_r(initstate = seed[0]:seed[1], initseq = seed[2]:seed[3])
-        i_hi = (seed[2] << _U1) | (seed[3] >> np.uint64(63))
-        i_lo = (seed[3] << _U1) | _U1
-        s_hi, s_lo = _pcg_step(np.uint64(0), np.uint64(0), i_hi, i_lo)
-        lo = s_lo + seed[1]
-        s_hi = s_hi + seed[0] + (_U1 if lo < s_lo else np.uint64(0))
-        s_hi, s_lo = _pcg_step(s_hi, lo, i_hi, i_lo)
-        out[child, 0], out[child, 1], out[child, 2], out[child, 3] = s_hi, s_lo, i_hi, i_lo
-    return out
-
-
-@njit(cache=True, nogil=True)
 def replica_summary(P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_b, arr_c, pend_cap, start_mw):
-    """One replica's tallies and power statistics in one call: run_replica with its cycles summarised, the
+    """One replica's tallies and power statistics: run_replica with its cycles summarised, the
     step curve coalesced (rate-limited from `start_mw` under a ramp limit) and its statistics. Returns
     (F, S, by_category, [peak MW, min MW, largest 1-s change MW, energy MWh])."""
     F, S, BYCAT, PT, PM = run_replica(
@@ -1077,10 +746,7 @@ def replica_summary(P, JM, nodes, spare_nodes, CAT, arr_t, arr_kind, arr_a, arr_
     else:
         slope = np.zeros(t.size)
     peak, low, ramp, energy_mwh = curve_stats(t, mw, slope, P[P_WINDOW])
-    stats = np.empty(4)
-    stats[0], stats[1] = peak, low
-    stats[2] = max(ramp, F[F_CYCLES_RAMP])
-    stats[3] = energy_mwh + F[F_CYCLES_MWS] / 3600.0
+    stats = np.array([peak, low, max(ramp, F[F_CYCLES_RAMP]), energy_mwh + F[F_CYCLES_MWS] / 3600.0])
     return F, S, BYCAT, stats
 
 

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from campaign.config import FailureCategoryConfig
-from campaign.sim.compiled import pcg64_stream_states
+from campaign.sim.compiled_streams import pcg64_stream_states
 from campaign.sim.inputs import DAY_S, SimInputs
 
 NODE_LOSING_SCOPES = frozenset({"gpu", "node"})
