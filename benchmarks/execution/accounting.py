@@ -51,7 +51,7 @@ def cases(steps: int) -> list[tuple[str, list[Injection], dict[str, str], dict[s
         ("crash on every start", [], {"CONTRACT_TRAINER_CRASH_ON_START": "1"}, {}),
         ("organic hang (SIGTERM, grace)", [], {"CONTRACT_TRAINER_HANG_AT": str(steps // 3)}, {}),
         ("step number stalls", [], {"CONTRACT_TRAINER_STALL_AT": str(steps // 3)}, {}),
-        ("window ends first", [], {}, {"max_wall_s": steps * 0.06}),
+        ("window ends first", [], {}, {"max_wall_s": steps * 0.09}),
     ]
 
 

@@ -424,15 +424,17 @@ def _supervise(
             journal.add(done, "job_complete", node=node, tokens_trained=tokens, attempt=attempt)
             return _end(journal, done, "target step reached", TARGET, attempt)
         stopped = _stopped_by(watch, start.killed_by_harness, settings)
+        # a start that ended by the stop signal within its grace ended when it was told: what follows is its exit
+        told = watch.signalled_at if watch.signalled_at is not None and not start.killed_by_harness else ended
         if watch.reason == WINDOW_END_STOP or start.timed_out:
             return _end(
-                journal, ended - t0, f"the window ended at step {last_step}{stopped}", SHORT, attempt, node
+                journal, told - t0, f"the window ended at step {last_step}{stopped}", SHORT, attempt, node
             )
         if watch.reason == CANCELLED_STOP and stop is not None:  # asked to stop: the end, not a failure
             detail = cancelled_detail(stop.requested() or "stop requested")
             return _end(
                 journal,
-                ended - t0,
+                told - t0,
                 f"{detail}; stopped after step {last_step}{stopped}",
                 STOPPED,
                 attempt,

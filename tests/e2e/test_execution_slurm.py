@@ -94,6 +94,7 @@ def test_a_slurm_job_is_requeued_after_a_kill_a_hang_and_a_node_slurm_failed_the
         max_wall_s=120,
         hang_min_s=0.5,
         backoff_s=0.1,
+        stop_grace_s=2.0,  # the hung (SIGSTOPped) start: SIGTERM, then SIGKILL after 2 s
         nodes=tuple(cluster.nodes),
         exclude_after=3,  # the kill and the hang exclude no node; the node loss excludes its node at once
         injections=(Injection(15, "kill"), Injection(27, "hang"), Injection(44, "node_loss")),

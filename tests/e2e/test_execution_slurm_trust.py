@@ -85,8 +85,8 @@ def test_a_restart_after_an_exclusion_requeues_the_ended_job_held_then_releases_
     folder, run = settings(cluster, tmp_path, {"CONTRACT_TRAINER_HANG_AT": "15"}, exclude_after=1)
     journal = supervise(run, folder)
     excluded = journal.kinds("node_excluded")
+    assert journal.kinds("job_complete") and outcome(journal) == "target", journal.end_detail()
     assert len(excluded) == 1 and journal.kinds("failure")[0]["blame"] == "node"
-    assert journal.kinds("job_complete") and outcome(journal) == "target"
     node = excluded[0]["detail"].split()[0].removeprefix("node=")
     shown = _final_state(json.loads((folder / "slurm.json").read_text())["job_id"])
     assert "JobState=COMPLETED" in shown and f"ExcNodeList={node}" in shown and "Restarts=1" in shown

@@ -14,7 +14,8 @@ Faults, each on the first start only unless said (starts are counted in `CAMPAIG
   `zipfile.BadZipFile` at every start, the way `np.load` does);
 - `CONTRACT_TRAINER_CRASH_ON_START=1`: every start exits 2 before its first step, naming its error on stderr;
 - `CONTRACT_TRAINER_HANG_AT=k`: at step k the trainer sleeps (writes nothing) until it is stopped;
-- `CONTRACT_TRAINER_STALL_AT=k`: from step k it writes `{"step": k, ...}` every 0.05 s forever;
+- `CONTRACT_TRAINER_STALL_AT=k`: from step k it writes `{"step": k, ...}` every 0.05 s forever (with
+  `CONTRACT_TRAINER_STALL_PATTERN=back`, steps k and k - 1 in turn);
 - `CONTRACT_TRAINER_EVAL_S=x` with `CONTRACT_TRAINER_EVAL_EVERY=n`: an evaluation of x seconds every n steps;
 - `CONTRACT_TRAINER_STEP_S`: seconds per step (0.05).
 """
@@ -164,8 +165,9 @@ def main():
             while True:
                 time.sleep(1)
         if step == stall_at:
-            while True:
-                metric(metrics, {"step": step, "loss": loss})
+            back = env.get("CONTRACT_TRAINER_STALL_PATTERN") == "back"
+            for n in range(10**9):  # the same step forever, or (back) alternately the one before it
+                metric(metrics, {"step": step - (n % 2 if back else 0), "loss": loss})
                 time.sleep(0.05)
         metric(metrics, {"step": step, "loss": loss})
         log("step", step=step)

@@ -150,10 +150,18 @@ def test_a_trainer_stopped_hard_gets_sigkill_only_after_the_grace(data, tmp_path
     assert failure["blame"] == "injected" and detected["t_s"] > failure["t_s"]
 
 
-def test_a_step_number_that_stops_advancing_is_a_hang_and_its_repeats_are_named_not_trained(data, tmp_path):
-    journal, summary, own = run(data, tmp_path, trainer={"CONTRACT_TRAINER_STALL_AT": "25"})
+@pytest.mark.parametrize("pattern", ["same", "back"])
+def test_a_step_number_that_stops_advancing_is_a_hang_and_its_repeats_are_named_not_trained(
+    data, tmp_path, pattern
+):
+    """Steps 1-25, then step 25 every 0.05 s forever (or 25, 24, 25, 24, ...): no new step, so a hang once the
+    limit passes; the lines are named in its detail and none of them counts as trained."""
+    trainer = {"CONTRACT_TRAINER_STALL_AT": "25", "CONTRACT_TRAINER_STALL_PATTERN": pattern}
+    journal, summary, own = run(data, tmp_path, trainer=trainer)
     failure = journal.kinds("failure")[0]
     assert failure["category"] == "hang" and "at or below step 25 (repeated steps)" in failure["detail"]
+    if pattern == "back":
+        assert "the step number went back from 25 to 24" in failure["detail"]
     m = summary["measured"]
     assert summary["completed"] and m["steps_trained_again"] == m["rework_steps_expected"] <= 6
     within_3_percent(summary, own)
