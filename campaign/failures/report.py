@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 from matplotlib.ticker import FuncFormatter
 
-from campaign.analysis.plots import Figure, _figure, plt
+from campaign.svg import Figure, plt
+from campaign.svg import svg_figure as _figure
 
 UNIT_LABEL = {
     "per_gpu_year": "failures per GPU-year",
@@ -34,6 +35,7 @@ def rates_figure(fit: dict[str, Any]) -> Figure:
         figsize=(9, 0.38 * sum(heights) + 1.1 * len(units)),
         height_ratios=heights,
         squeeze=False,
+        layout="constrained",  # each panel's axis label gets its own room, never under the next panel
     )
     for ax, unit in zip(axes[:, 0], units, strict=True):
         rows = [c for c in seen if c["unit"] == unit]

@@ -21,6 +21,7 @@ import json
 import os
 import shutil
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -328,9 +329,14 @@ def train(
         evaluate(0)
     tokens_per_step = b * (train_tokens.shape[1] - 1)
     for step in range(start + 1, settings.steps + 1):
+        began = time.perf_counter()
         batch = jnp.asarray(train_tokens[batch_rows(step, b)].astype(np.int32))
         params, opt_state, value = train_step(params, opt_state, batch)
-        append_metric(settings.metrics, {"step": step, "loss": float(value), "tokens": tokens_per_step})
+        loss_value = float(value)  # waits for the step: JAX dispatches it asynchronously
+        record = {"step": step, "loss": loss_value, "tokens": tokens_per_step}
+        # The step's own seconds (evaluation and checkpoints excluded), for `campaign plan measure`.
+        record["step_time_s"] = time.perf_counter() - began
+        append_metric(settings.metrics, record)
         if step % settings.eval_every == 0 or step == settings.steps:
             evaluate(step)
         if step % settings.checkpoint_every == 0 or step == settings.steps:
