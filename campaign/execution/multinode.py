@@ -94,6 +94,7 @@ class _Start:
     named: set[str] = field(default_factory=set)  # stragglers already recorded
     rank_beats: dict[int, _Rank] = field(default_factory=dict)
     adopted: bool = False
+    resumed_steps: int = 0  # steps an adopted start trained before this supervisor (seen by the one before)
 
 
 def _excluded(journal: Journal) -> list[str]:
@@ -406,12 +407,9 @@ class _Supervisor:
             )
         else:
             start_byte = _after_step(self.metrics_path, self.journal)
-            start.seen_checkpoints = len(
-                [e for e in self.journal.kinds("checkpoint_end") if e["attempt"] == attempt]
-            )
             done = [s for s in self.journal.steps if s["attempt"] == attempt]
-            start.seen_steps = len(done)
             start.max_step = max((s["step"] for s in done), default=0)
+            start.resumed_steps = len(done)  # the tail starts after them: its lines are all new
         tail = MetricsTail(self.metrics_path, start_byte, 1)
         until = time.monotonic() + (self.t0 + self.run_s.max_wall_s - time.time())
         while True:
@@ -467,7 +465,7 @@ class _Supervisor:
             start.reason, start.killed_at = KILL, now
             allocation.signal_steps(alloc.job_id, "KILL")
             return
-        if start.seen_steps and start.max_step < run.steps:
+        if (start.seen_steps or start.resumed_steps) and start.max_step < run.steps:
             median = statistics.median(start.intervals) if start.intervals else 0.0
             limit = max(run.hang_min_s, run.hang_factor * median)
         else:
@@ -509,6 +507,10 @@ class _Supervisor:
             start.max_step = max(start.max_step, step)
         for step in metrics.checkpoints[start.seen_checkpoints :]:
             start.seen_checkpoints += 1
+            if start.adopted and any(
+                e["attempt"] == start.attempt and e["step"] == step for e in j.kinds("checkpoint_end")
+            ):
+                continue  # recorded by the supervisor before this one
             self.add(
                 "checkpoint_end",
                 at=now,

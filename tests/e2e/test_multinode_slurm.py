@@ -7,13 +7,17 @@ named a straggler; a supervisor killed with SIGKILL is replaced by one that adop
 
 import json
 import os
+import pickle
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
 
 from campaign.execution.injection import Injection
+from campaign.execution.journal import Journal
 from campaign.execution.multinode import MultiNodeSettings, supervise_multinode
 from campaign.execution.multinode_summary import multinode_summary
 from campaign.execution.supervisor import RealRunSettings
@@ -126,3 +130,68 @@ def test_a_lost_node_is_replaced_by_the_spare_and_the_run_ends_bit_identical(clu
     losses, reference = _losses(folder), _reference(data, tmp_path)
     assert sorted(losses) == list(range(1, STEPS + 1))
     assert all(value == reference[step][0] for step, values in losses.items() for value in values)
+
+
+def test_with_no_spare_a_lost_node_shrinks_the_world_and_a_slowed_node_is_named_a_straggler(
+    cluster, data, tmp_path
+):
+    folder = tmp_path / "run"
+    settings = _settings(
+        data,
+        folder,
+        2,
+        0,
+        [Injection(10, "node_loss")],
+        {"CAMPAIGN_DIST_SLOW": "n1=0.4"},  # n1's rank sleeps 0.4 s a step: a straggler
+        elastic="shrink",
+    )
+    journal = supervise_multinode(settings, folder)
+    assert journal.end_detail() == "target step reached", journal.events[-3:]
+    named = journal.kinds("straggler")
+    assert len(named) == 1 and named[0]["detail"].startswith("node=n1 rank=1 ")
+    assert journal.kinds("spares_exhausted") and journal.kinds("elastic_shrink")
+    assert not journal.kinds("spare_swap")
+    m = multinode_summary(journal, STEPS, BATCH * 16, EVERY, 3, 2.0, 2, 0)["measured"]
+    assert m["world_sizes"] == [2, 1] and m["world_size"] == 1 and m["final_step"] == STEPS
+    assert m["nodes_excluded"] == ["n1"] and m["spares_used"] == []
+    assert m["elastic"].startswith("shrunk to 1 of 2 nodes") and m["stragglers"][0]["node"] == "n1"
+    assert m["per_node"]["n1"]["straggler"] and m["per_node"]["n1"]["excluded"]
+
+
+def test_a_supervisor_killed_mid_run_is_replaced_by_one_that_adopts_every_rank(cluster, data, tmp_path):
+    folder = tmp_path / "run"
+    settings = _settings(
+        data,
+        folder,
+        2,
+        0,
+        extra={"CAMPAIGN_DIST_SLOW": "n0=0.5,n1=0.5", "CAMPAIGN_SUPERVISOR_TIMEOUT_S": "60"},
+    )
+    (tmp_path / "s.pkl").write_bytes(pickle.dumps(settings))
+    script = (
+        "import pickle, sys, pathlib; from campaign.execution.multinode import supervise_multinode; "
+        "supervise_multinode(pickle.load(open(sys.argv[1], 'rb')), pathlib.Path(sys.argv[2]))"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "s.pkl"), str(folder)])
+    for _ in range(3000):  # until the ranks train
+        steps = folder / "steps.jsonl"
+        if steps.exists() and len(steps.read_text().splitlines()) >= 3:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = Journal.open(folder).events
+    journal = supervise_multinode(settings, folder)
+    assert journal.events[: len(before)] == before
+    assert journal.kinds("supervisor_resumed") and not journal.kinds("failure")
+    assert journal.end_detail() == "target step reached"
+    # one start, one allocation, each rank up once: never two copies of a rank
+    assert len(journal.kinds("start")) == 1 and len(journal.kinds("job_submitted")) == 1
+    ups = [
+        json.loads(line)["rank"]
+        for path in sorted((folder / "ranks").glob("attempt-*/rank-*.jsonl"))
+        for line in path.read_text().splitlines()
+        if '"up"' in line
+    ]
+    assert sorted(ups) == [0, 1]
+    assert sorted(s["step"] for s in journal.steps) == list(range(1, STEPS + 1))
