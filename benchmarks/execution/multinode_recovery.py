@@ -32,6 +32,7 @@ from campaign.rehearsal.harness import HarnessSettings, contract_env
 
 REPO = Path(__file__).resolve().parents[2]
 VOCAB, EVERY, BATCH = 32, 5, 6
+SLOW = "n0=0.2,n1=0.2,n2=0.2,n3=0.2"  # 0.2 s a step on every node: the fault lands mid-run
 
 
 def one_run(folder: Path, steps: int) -> dict[str, object]:
@@ -53,7 +54,7 @@ def one_run(folder: Path, steps: int) -> dict[str, object]:
     )
     run = RealRunSettings(
         command=[sys.executable, "-m", "campaign.rehearsal.distributed"],
-        env={**os.environ, **env, "PYTHONPATH": str(REPO)},
+        env={**os.environ, **env, "PYTHONPATH": str(REPO), "CAMPAIGN_DIST_SLOW": SLOW},
         steps=steps,
         tokens_per_step=BATCH * 16,
         max_wall_s=600,

@@ -520,6 +520,8 @@ class _Supervisor:
                 attempt=start.attempt,
                 step=step,
             )
+        if metrics.resumed:  # a start that resumes at the target has nothing left to train
+            start.max_step = max(start.max_step, *metrics.resumed)
         if self.on_progress is not None and metrics.losses:
             self.on_progress(start.max_step, self.run_s.steps)
 
