@@ -21,6 +21,9 @@ from campaign.errors import ConfigError, Refused
 from campaign.evidence import gate_file_changes, gate_files, read_evidence
 from campaign.execution.journal import Journal, RunEvent
 from campaign.execution.measured import measured_summary
+from campaign.execution.multinode import MultiNodeSettings, supervise_multinode
+from campaign.execution.multinode_run import is_multinode, multinode_settings
+from campaign.execution.multinode_summary import multinode_summary
 from campaign.execution.policy import SHORT, STOPPED, TARGET
 from campaign.execution.progress import ProgressLines
 from campaign.execution.run import real_run_settings
@@ -221,7 +224,8 @@ def run_window(
             measured.get("target_step"),
         )
     folder = ws.root / EXECUTION_DIR / commitment.commitment_id
-    settings = real_run_settings(config, ws.root, folder)
+    multi = multinode_settings(config, ws.root, folder) if is_multinode(config) else None
+    settings = multi.run if multi is not None else real_run_settings(config, ws.root, folder)
     flow_run_id = _flow_run_id()
     progress_id = cast(
         UUID,
@@ -269,10 +273,13 @@ def run_window(
         len(settings.injections),
     )
     with stop_on_signals(stop):  # SIGTERM stops the job and records its end; then Prefect hears the signal
-        journal = supervise(
-            settings, folder, on_progress=report, on_event=on_event, stop=stop, progress=progress
-        )
-        return _record_real_run(ws, config, commitment, run_id, folder, settings, journal)
+        if multi is not None:
+            journal = supervise_multinode(multi, folder, on_progress=report, on_event=on_event, stop=stop)
+        else:
+            journal = supervise(
+                settings, folder, on_progress=report, on_event=on_event, stop=stop, progress=progress
+            )
+        return _record_real_run(ws, config, commitment, run_id, folder, settings, journal, multi)
 
 
 def _record_real_run(
@@ -283,17 +290,32 @@ def _record_real_run(
     folder: Path,
     settings: RealRunSettings,
     journal: Journal,
+    multi: MultiNodeSettings | None = None,
 ) -> ExecutionRecord:
     """The finished (or cancelled) run's events and measured summary as the window's record."""
     ex, log = config.execute, get_run_logger()
-    summary = measured_summary(
-        journal,
-        settings.steps,
-        settings.tokens_per_step,
-        ex.checkpoint_every,
-        config.seed,
-        config.cluster.cost.gpu_hour_usd,
-        max_wall_s=settings.max_wall_s,
+    summary = (
+        multinode_summary(
+            journal,
+            settings.steps,
+            settings.tokens_per_step,
+            ex.checkpoint_every,
+            config.seed,
+            config.cluster.cost.gpu_hour_usd,
+            multi.job_nodes,
+            multi.spare_nodes,
+            max_wall_s=settings.max_wall_s,
+        )
+        if multi is not None
+        else measured_summary(
+            journal,
+            settings.steps,
+            settings.tokens_per_step,
+            ex.checkpoint_every,
+            config.seed,
+            config.cluster.cost.gpu_hour_usd,
+            max_wall_s=settings.max_wall_s,
+        )
     )
     summary["plan"] = make_plan(config).to_json()
     events = journal.frame()

@@ -26,10 +26,12 @@ Rank 0 writes the contract's metrics file.
 
 from __future__ import annotations
 
+import faulthandler
 import hashlib
 import json
 import os
 import shutil
+import signal
 import socket
 import sys
 import time
@@ -398,6 +400,7 @@ def _train(settings: TrainerSettings, topo: Topology) -> int:
 
 
 def main() -> int:
+    faulthandler.register(signal.SIGUSR1)  # `kill -USR1 PID` prints every thread's stack: a rank that hangs
     try:
         env = dict(os.environ)
         settings = settings_from_env(env)

@@ -124,9 +124,45 @@ class ExecuteConfig(Frozen):
         description="Failures on one node after which it is excluded (a lost node: at once).",
     )
     inject: InjectConfig = InjectConfig()
+    job_nodes: int = Field(
+        1,
+        ge=1,
+        le=4096,
+        description="Nodes the job trains on, one rank each (slurm; above 1: the data-parallel reference trainer "
+        "over srun, docs/execution.md#many-nodes-one-job).",
+    )
+    spare_nodes: int = Field(
+        0,
+        ge=0,
+        le=4096,
+        description="Spare nodes held in the allocation to replace a lost or straggling node.",
+    )
+    stragglers: Literal["exclude", "record"] = Field(
+        "record",
+        description="A straggling rank's node: exclude (end the start, a spare replaces it) or record only.",
+    )
+    straggler_factor: float = Field(
+        3.0,
+        gt=1,
+        le=1000,
+        description="A rank is a straggler when its compute time is this many times the others'.",
+    )
+    elastic: Literal["shrink", "wait", "stop"] = Field(
+        "stop",
+        description="With no spare left: shrink (go on with fewer ranks, the global batch kept by gradient "
+        "accumulation), wait (for an excluded node back in service) or stop.",
+    )
+    partition: str | None = Field(
+        None, description="Slurm partition of a multi-node allocation (absent: default)."
+    )
 
     @model_validator(mode="after")
     def _room_for_faults(self) -> ExecuteConfig:
+        if (self.job_nodes > 1 or self.spare_nodes) and self.backend == "local":
+            raise ValueError(
+                f"@job_nodes: {self.job_nodes} job nodes and {self.spare_nodes} spares need backend slurm (a local "
+                "cluster: scripts/slurm-local-cluster start); set execute.backend: slurm or job_nodes: 1"
+            )
         if 2 * self.checkpoint_every > self.steps:
             raise ValueError(
                 f"@checkpoint_every: {self.checkpoint_every} leaves at most one checkpoint before step {self.steps}; "

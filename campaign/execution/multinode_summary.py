@@ -1,0 +1,186 @@
+"""A multi-node run's journal as the simulator's per-replica summary: the job's nodes and its spares in the GPU-hours,
+and per node and per recovery what happened.
+
+The job time per bucket is the one-node run's (`campaign.execution.measured.job_seconds`), except that time
+waiting for a repaired node (`waiting_start` to `waiting_end`) is `waiting`, as in the simulator; the buckets are
+then GPU-hours of `job_nodes` slots and `spare_nodes` spares (spares standing by are `idle`). Each recovery is
+timed as the simulator models it: detection (failure to `detected`), restart (detection to the next start's first
+step) and rework (the steps trained again since the last complete checkpoint, at the median step time).
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+from collections import Counter
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from campaign import goodput
+from campaign.execution.journal import Journal
+from campaign.execution.measured import job_seconds, measured_summary
+
+if TYPE_CHECKING:
+    from campaign.sim.summary import ReplicaSummary
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """One failure of a multi-node run and what it cost."""
+
+    node: str
+    category: str
+    injected: bool
+    step: int
+    resumed_at_step: int
+    detection_s: float
+    restart_s: float | None
+    rework_steps: int
+    rework_s: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "category": self.category,
+            "injected": self.injected,
+            "step": self.step,
+            "resumed_at_step": self.resumed_at_step,
+            "detection_s": round(self.detection_s, 3),
+            "restart_s": None if self.restart_s is None else round(self.restart_s, 3),
+            "rework_steps": self.rework_steps,
+            "rework_s": round(self.rework_s, 3),
+        }
+
+
+def node_names(journal: Journal) -> list[str]:
+    """Node index -> name, as the supervisor numbered them (kept in each start event)."""
+    starts = journal.kinds("start")
+    return [str(n) for n in starts[-1].get("names", [])] if starts else []
+
+
+def _detail(event: dict[str, Any], key: str) -> str:
+    for part in str(event["detail"]).split():
+        if part.startswith(f"{key}="):
+            return part.split("=", 1)[1]
+    return ""
+
+
+def recoveries(journal: Journal) -> list[Recovery]:
+    names = node_names(journal)
+    steps = journal.steps
+    gaps = [b["t_s"] - a["t_s"] for a, b in itertools.pairwise(steps) if a["attempt"] == b["attempt"]]
+    median = statistics.median(gaps) if gaps else 0.0
+    out, kept = [], 0
+    for failure in journal.kinds("failure"):
+        attempt = failure["attempt"]
+        checkpoints = [e["step"] for e in journal.kinds("checkpoint_end") if e["attempt"] <= attempt]
+        kept = max([kept, *checkpoints])
+        detected = next((e for e in journal.kinds("detected") if e["attempt"] == attempt), None)
+        later = [s for s in steps if s["attempt"] > attempt]
+        detection = (detected["t_s"] if detected else failure["t_s"]) - failure["t_s"]
+        restart = (
+            later[0]["t_s"] - median - (detected["t_s"] if detected else failure["t_s"]) if later else None
+        )
+        rework = max(int(failure.get("step") or 0) - kept, 0)
+        node = int(failure["node"])
+        out.append(
+            Recovery(
+                names[node] if 0 <= node < len(names) else "",
+                str(failure["category"]),
+                str(failure["detail"]).startswith("injected"),
+                int(failure.get("step") or 0),
+                kept,
+                detection,
+                None if restart is None else max(restart, 0.0),
+                rework,
+                rework * median,
+            )
+        )
+    return out
+
+
+def multinode_summary(
+    journal: Journal,
+    target_step: int,
+    tokens_per_step: int,
+    checkpoint_every: int,
+    seed: int,
+    gpu_hour_usd: float,
+    job_nodes: int,
+    spare_nodes: int,
+    max_wall_s: float | None = None,
+) -> ReplicaSummary:
+    """The measured summary of a multi-node run, with its nodes, spares, exclusions and recoveries."""
+    summary: dict[str, Any] = dict(
+        measured_summary(
+            journal, target_step, tokens_per_step, checkpoint_every, seed, gpu_hour_usd, max_wall_s=max_wall_s
+        )
+    )
+    job_s, window_s = job_seconds(journal, target_step)
+    waits = zip(journal.kinds("waiting_start"), journal.kinds("waiting_end"), strict=False)
+    spare_wait_s = sum(end["t_s"] - begin["t_s"] for begin, end in waits)
+    moved = min(spare_wait_s, job_s["restart"])
+    job_s = {**job_s, "restart": job_s["restart"] - moved, "waiting": job_s["waiting"] + moved}
+    complete = journal.kinds("job_complete")
+    completion_s = complete[0]["t_s"] if complete else None
+    buckets = goodput.goodput_buckets_gpu_h(job_s, job_nodes, spare_nodes, window_s, completion_s)
+    total = goodput.total_gpu_h(job_nodes, spare_nodes, window_s)
+    lost = sum(buckets[k] for k in ("lost_rework", "restart", "waiting"))
+    names = node_names(journal)
+    excluded = [_detail(e, "node") for e in journal.kinds("node_excluded")]
+    swaps = journal.kinds("spare_swap")
+    first = journal.kinds("start")[0]["nodes"] if journal.kinds("start") else []
+    worlds = [int(_detail(e, "world") or 0) for e in journal.kinds("start")]
+    failures_by_node = Counter(
+        names[e["node"]] for e in journal.kinds("failure") if 0 <= e["node"] < len(names)
+    )
+    stragglers = [
+        {"node": _detail(e, "node"), "rank": int(_detail(e, "rank") or -1), "detail": e["detail"]}
+        for e in journal.kinds("straggler")
+    ]
+    recovered = recoveries(journal)
+    per_node = {
+        name: {
+            "role": "job" if name in first else "spare",
+            "failures": failures_by_node.get(name, 0),
+            "excluded": name in excluded,
+            "straggler": any(s["node"] == name for s in stragglers),
+            "recovery_s": round(
+                sum(r.detection_s + (r.restart_s or 0.0) + r.rework_s for r in recovered if r.node == name), 3
+            ),
+        }
+        for name in names
+    }
+    summary.update(
+        gpus=job_nodes,
+        spare_gpus=spare_nodes,
+        goodput_breakdown_gpu_h=buckets,
+        job_time_s={**job_s, "released": window_s - goodput.job_wall_s(window_s, completion_s)},
+        window_utilisation=goodput.window_utilisation(
+            buckets["productive"], job_nodes, spare_nodes, window_s
+        ),
+        n_spares_exhausted=len(journal.kinds("spares_exhausted")),
+        n_quarantined=len(excluded),
+        cost_usd={**summary["cost_usd"], "compute": total * gpu_hour_usd, "lost": lost * gpu_hour_usd},
+    )
+    shrunk = worlds and worlds[-1] < job_nodes
+    summary["measured"] = {
+        **summary["measured"],
+        "job_nodes": job_nodes,
+        "spare_nodes": spare_nodes,
+        "world_size": worlds[-1] if worlds else job_nodes,
+        "world_sizes": worlds,
+        "spares_used": [_detail(e, "node") for e in swaps],
+        "nodes_excluded": excluded,
+        "spare_wait_s": spare_wait_s,
+        "elastic": (
+            f"shrunk to {worlds[-1]} of {job_nodes} nodes (no spare left; the global batch kept by gradient "
+            "accumulation)"
+            if shrunk
+            else None
+        ),
+        "stragglers": stragglers,
+        "per_node": per_node,
+        "recoveries": [r.to_json() for r in recovered],
+    }
+    return summary  # type: ignore[return-value]  # built as a dict: the TypedDict's keys, checked by the tests

@@ -1,0 +1,197 @@
+"""A multi-node run on a real 4-node Slurm cluster on this host (Debian's slurmctld, slurmd and munge; the cluster
+`scripts/slurm-local-cluster` starts): the reference trainer data-parallel over JAX's gloo CPU collectives, one rank
+per node, supervised rank by rank. A node set DOWN mid-run ends the step on every rank; the node is excluded, a spare
+takes its place with the same world size, the run resumes from the last complete sharded checkpoint, and its losses
+are the uninterrupted run's bit for bit. With no spare, `elastic: shrink` finishes on fewer nodes; a slowed node is
+named a straggler; a supervisor killed with SIGKILL is replaced by one that adopts every rank."""
+
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from campaign.execution.injection import Injection
+from campaign.execution.journal import Journal
+from campaign.execution.multinode import MultiNodeSettings, supervise_multinode
+from campaign.execution.multinode_summary import multinode_summary
+from campaign.execution.supervisor import RealRunSettings
+from campaign.rehearsal.harness import HarnessSettings, contract_env
+from tests.helpers.paths import REPO
+from tests.helpers.slurm_cluster import start_cluster
+
+VOCAB, STEPS, EVERY, BATCH = 32, 16, 5, 6
+MODEL = {"layers": 1, "hidden": 32, "heads": 2, "kv_heads": 1, "ffn_hidden": 64}
+TRAINER = [sys.executable, "-m", "campaign.rehearsal.distributed"]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    running, reason = start_cluster(tmp_path_factory.mktemp("slurm"), nodes=4)
+    if running is None:
+        pytest.skip(reason)
+    old = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = str(running.conf)
+    yield running
+    running.stop()
+    if old is None:
+        os.environ.pop("SLURM_CONF", None)
+    else:
+        os.environ["SLURM_CONF"] = old
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("data")
+    rows = np.random.default_rng(0).integers(0, VOCAB, size=(STEPS * BATCH, 17)).astype(np.uint32)
+    np.save(folder / "train.npy", rows)
+    np.save(folder / "heldout.npy", rows[:12])
+    return folder
+
+
+def _env(data, folder, extra=None):
+    harness = HarnessSettings([], STEPS, 3, EVERY, 170, 0, 0, BATCH * 16, batch_sequences=BATCH)
+    env = contract_env(
+        data / "train.npy",
+        data / "heldout.npy",
+        VOCAB,
+        harness,
+        folder / "checkpoints",
+        folder / "metrics.jsonl",
+        data / "cache",
+    )
+    env["CAMPAIGN_REHEARSAL_MODEL"] = json.dumps(MODEL)
+    env["CAMPAIGN_REHEARSAL_EVAL_EVERY"] = str(EVERY)
+    return {**os.environ, **env, "PYTHONPATH": str(REPO), **(extra or {})}
+
+
+def _settings(data, folder, job_nodes, spares, injections=(), extra=None, **kw):
+    run = RealRunSettings(
+        command=TRAINER,
+        env=_env(data, folder, extra),
+        steps=STEPS,
+        tokens_per_step=BATCH * 16,
+        max_wall_s=170,
+        hang_min_s=20,
+        startup_s=120,
+        backoff_s=0.1,
+        injections=tuple(injections),
+        backend="slurm",
+    )
+    return MultiNodeSettings(run, job_nodes, spares, **kw)
+
+
+def _losses(folder):
+    """step -> every loss its lines recorded (a step trained again has two)."""
+    out = {}
+    for line in (folder / "metrics.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        if "loss" in row:
+            out.setdefault(row["step"], []).append(row["loss"])
+    return out
+
+
+def _reference(data, tmp_path):
+    """The uninterrupted run of the same layout (3 gradient shards) in one process: its shard-ordered sum is the
+    same bits whatever the world size (tests/unit/test_distributed_checkpoint.py)."""
+    folder = tmp_path / "reference"
+    env = _env(data, folder, {"CAMPAIGN_DIST_SHARDS": "3"})
+    subprocess.run(TRAINER, env=env, check=True, timeout=170, capture_output=True)
+    return _losses(folder)
+
+
+def test_a_lost_node_is_replaced_by_the_spare_and_the_run_ends_bit_identical(cluster, data, tmp_path):
+    folder = tmp_path / "run"
+    settings = _settings(data, folder, 3, 1, [Injection(8, "node_loss")])
+    journal = supervise_multinode(settings, folder)
+    assert journal.end_detail() == "target step reached", journal.events[-3:]
+    failures = journal.kinds("failure")
+    assert [f["category"] for f in failures] == ["node_lost"]
+    lost = failures[0]["detail"].split("node ")[1].split()[0]
+    assert [e["detail"].split()[0] for e in journal.kinds("node_excluded")] == [f"node={lost}"]
+    swaps = journal.kinds("spare_swap")
+    assert len(swaps) == 1 and f"replaces={lost}" in swaps[0]["detail"]
+    starts = journal.kinds("start")
+    assert [s["detail"].split()[0] for s in starts] == ["world=3", "world=3"]
+    assert lost in starts[0]["nodes"] and lost not in starts[1]["nodes"]
+    summary = multinode_summary(journal, STEPS, BATCH * 16, EVERY, 3, 2.0, 3, 1)
+    m = summary["measured"]
+    assert m["spares_used"] == [swaps[0]["detail"].split("node=")[1].split()[0]] and m["nodes_excluded"] == [
+        lost
+    ]
+    assert m["steps_trained_again"] == m["rework_steps_expected"] and m["final_step"] == STEPS
+    assert m["recoveries"][0]["node"] == lost and m["recoveries"][0]["restart_s"] is not None
+    # the losses: each step's every line the same bits as the uninterrupted run's
+    losses, reference = _losses(folder), _reference(data, tmp_path)
+    assert sorted(losses) == list(range(1, STEPS + 1))
+    assert all(value == reference[step][0] for step, values in losses.items() for value in values)
+
+
+def test_with_no_spare_a_lost_node_shrinks_the_world_and_a_slowed_node_is_named_a_straggler(
+    cluster, data, tmp_path
+):
+    folder = tmp_path / "run"
+    settings = _settings(
+        data,
+        folder,
+        2,
+        0,
+        [Injection(10, "node_loss")],
+        {"CAMPAIGN_DIST_SLOW": "n1=0.4"},  # n1's rank sleeps 0.4 s a step: a straggler
+        elastic="shrink",
+    )
+    journal = supervise_multinode(settings, folder)
+    assert journal.end_detail() == "target step reached", journal.events[-3:]
+    named = journal.kinds("straggler")
+    assert len(named) == 1 and named[0]["detail"].startswith("node=n1 rank=1 ")
+    assert journal.kinds("spares_exhausted") and journal.kinds("elastic_shrink")
+    assert not journal.kinds("spare_swap")
+    m = multinode_summary(journal, STEPS, BATCH * 16, EVERY, 3, 2.0, 2, 0)["measured"]
+    assert m["world_sizes"] == [2, 1] and m["world_size"] == 1 and m["final_step"] == STEPS
+    assert m["nodes_excluded"] == ["n1"] and m["spares_used"] == []
+    assert m["elastic"].startswith("shrunk to 1 of 2 nodes") and m["stragglers"][0]["node"] == "n1"
+    assert m["per_node"]["n1"]["straggler"] and m["per_node"]["n1"]["excluded"]
+
+
+def test_a_supervisor_killed_mid_run_is_replaced_by_one_that_adopts_every_rank(cluster, data, tmp_path):
+    folder = tmp_path / "run"
+    settings = _settings(
+        data,
+        folder,
+        2,
+        0,
+        extra={"CAMPAIGN_DIST_SLOW": "n0=0.5,n1=0.5", "CAMPAIGN_SUPERVISOR_TIMEOUT_S": "60"},
+    )
+    (tmp_path / "s.pkl").write_bytes(pickle.dumps(settings))
+    script = (
+        "import pickle, sys, pathlib; from campaign.execution.multinode import supervise_multinode; "
+        "supervise_multinode(pickle.load(open(sys.argv[1], 'rb')), pathlib.Path(sys.argv[2]))"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "s.pkl"), str(folder)])
+    for _ in range(3000):  # until the ranks train
+        steps = folder / "steps.jsonl"
+        if steps.exists() and len(steps.read_text().splitlines()) >= 3:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = Journal.open(folder).events
+    journal = supervise_multinode(settings, folder)
+    assert journal.events[: len(before)] == before
+    assert journal.kinds("supervisor_resumed") and not journal.kinds("failure")
+    assert journal.end_detail() == "target step reached"
+    # one start, one allocation, each rank up once: never two copies of a rank
+    assert len(journal.kinds("start")) == 1 and len(journal.kinds("job_submitted")) == 1
+    ups = [
+        json.loads(line)["rank"]
+        for path in sorted((folder / "ranks").glob("attempt-*/rank-*.jsonl"))
+        for line in path.read_text().splitlines()
+        if '"up"' in line
+    ]
+    assert sorted(ups) == [0, 1]
+    assert sorted(s["step"] for s in journal.steps) == list(range(1, STEPS + 1))
