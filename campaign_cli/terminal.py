@@ -332,11 +332,20 @@ def stage_summary(stage: str, r: Any) -> str:
     if stage == "commit":
         return f"committed {r.commitment_id}: window {r.window_start} .. {r.window_end}, approved by {r.approved_by}"
     if stage == "execute":
-        return (
+        head = (
             f"executed {r.commitment_id}{' (already executed; reused)' if r.reused else ''}: ETTR {r.ettr:.3f}, "
             f"{_tokens(r.tokens_trained)} tokens, {'completed' if r.completed else 'not completed'}"
-            + (f"; the window was {r.end}" if str(getattr(r, "end", "")).startswith("cancelled") else "")
         )
+        if getattr(r, "target_step", None) is None:  # a simulated window
+            return head + (
+                f"; the window was {r.end}" if str(getattr(r, "end", "")).startswith("cancelled") else ""
+            )
+        said = {
+            "target": "reached its target",
+            "short": "ended short of its target (exit 5)",
+            "stopped": "stopped by a person (exit 6)",
+        }.get(r.outcome, r.outcome)
+        return f"{head}; the run {said}: step {r.final_step:,} of {r.target_step:,}; {r.end}"
     if stage == "run":
         return (
             f"campaign done: ETTR {r['ettr']:.3f}, {_tokens(r['tokens_trained'])} of {_tokens(r['tokens_target'])} "

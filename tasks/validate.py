@@ -124,7 +124,7 @@ def write_offline_page(
             rows,
             str(result.get("great_expectations_version", "")),
             data_digest,
-            f"checks/{DATA_DOCS_DIR}/index.html",
+            f"{DATA_DOCS_DIR}/index.html",  # relative to the page, which sits in checks/
         ),
     )
     if index.exists():
@@ -191,8 +191,10 @@ def record_gates(
     )
     links = (
         {
-            "data quality, readable offline": str((ws.checks_dir / OFFLINE_PAGE).resolve()),
-            "Great Expectations Data Docs (need network: CDN styles and scripts)": data_docs_path(ws),
+            "Data Docs (the data quality gate's page, readable offline)": str(
+                (ws.checks_dir / OFFLINE_PAGE).resolve()
+            ),
+            "Great Expectations' own Data Docs (where online: CDN styles and scripts)": data_docs_path(ws),
         }
         if (ws.checks_dir / OFFLINE_PAGE).exists()
         else {}

@@ -49,8 +49,11 @@ def environment() -> jinja2.Environment:
     return env
 
 
-def css() -> str:
-    return resources.files("campaign.analysis").joinpath("templates/base.css").read_text(encoding="utf-8")
+def css() -> markupsafe.Markup:
+    """The pages' shared style sheet, marked safe: escaped, its quotes (`"Segoe UI"`) would break the rules."""
+    return markupsafe.Markup(
+        resources.files("campaign.analysis").joinpath("templates/base.css").read_text(encoding="utf-8")
+    )
 
 
 def window_figures(

@@ -133,9 +133,6 @@ def calendar_propose(
     if json_:
         typer.echo(json.dumps(out, indent=2))
         return
-    typer.echo(
-        f"cluster {out['cluster']} ({out['cluster_nodes']} nodes): {out['nodes']} nodes for {out['hours']:g} h"
-    )
     from campaign.calendar.proposals import proposal_text
 
     typer.echo(proposal_text(out))

@@ -84,9 +84,16 @@ def execute(
         ),
     ] = None,
 ) -> None:
-    """Run the committed window: simulate it, or run it for real (exit 3 if nothing valid is committed)."""
+    """Run the committed window: simulate it, or run it for real (exit 3 if nothing valid is committed; a real
+    run: 0 only when it reached its target step, 5 when it ended short, 6 when a person stopped it)."""
+    from campaign.execution.policy import EXIT_CODES
+
     overrides = [*(set_ or []), *([f"execute.backend={backend}"] if backend is not None else [])]
-    typer.echo(stage_summary("execute", run_stage("execute", config, workspace, overrides or None, calendar)))
+    record = run_stage("execute", config, workspace, overrides or None, calendar)
+    typer.echo(stage_summary("execute", record))
+    code = EXIT_CODES.get(getattr(record, "outcome", "target"), 0)  # 5: ended short; 6: stopped by a person
+    if code:
+        raise typer.Exit(code)
 
 
 @app.command()

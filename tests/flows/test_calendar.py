@@ -110,6 +110,11 @@ def test_two_campaigns_on_one_cluster(team_ab, demo_inputs, capsys):
     earliest = proposal["earliest"]["start"]
     assert proposal["not_before"] <= earliest < START and earliest.endswith("T00:00:00Z")
     assert proposal["least_idle"]["gap_idle_node_hours"] <= proposal["earliest"]["gap_idle_node_hours"]
+    # The text: the cluster's line once, then the configured start's verdict.
+    assert main(["calendar", "propose", str(DEMO), "--workspace", str(a), *set_args(sets)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("cluster ") and sum(line.startswith("cluster ") for line in lines) == 1, lines
+    assert lines[1].startswith("  window.start in the config"), lines
 
     # execute: the job finishes early, its booking records the actual end, the rest shows as an early-finish gap.
     assert main(["execute", str(DEMO), "--workspace", str(a), *set_args(sets)]) == 0
