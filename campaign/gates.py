@@ -265,7 +265,7 @@ def execute_problems(
 def schedule_with_window_length(schedule: GateResult, assessment: Any) -> GateResult:
     """The schedule gate with the window-length rule (`campaign.calendar.window_length`) folded in: a window
     shorter than the p90 or longer than the p99 completion time fails it, saying which and what it costs."""
-    details = {**schedule.details, "window_length": assessment.as_details()}
+    details = {**schedule.details, "window_length": assessment.to_json()}
     if assessment.verdict == "ok":
         return GateResult(
             schedule.gate, schedule.passed, f"{schedule.summary}; {assessment.message}", details

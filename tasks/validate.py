@@ -9,7 +9,6 @@ from prefect.states import Completed, Failed, State
 
 from campaign import store
 from campaign.analysis.data_quality_page import OFFLINE_PAGE, add_offline_banner, data_quality_html
-from campaign.calendar.window_length import judge_window
 from campaign.config import CampaignConfig
 from campaign.errors import Refused
 from campaign.evidence import DataEvidence, gate_files, read_evidence
@@ -24,6 +23,7 @@ from campaign.gates import (
     schedule_with_window_length,
 )
 from campaign.plan import make_plan
+from campaign.window_judge import judge_window
 from data_checks.runner import observed_text, summarise, validate_frame
 from data_checks.suites import suite_specs
 from tasks.artifacts import artifact_key

@@ -12,7 +12,6 @@ Source: Meta's ETTR definition as used by Kokolis et al., HPCA 2025 (arXiv 2410.
 from __future__ import annotations
 
 import json
-import math
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,7 +30,7 @@ from campaign.store import SCHEMA_VERSION, Workspace, existing_workspace
 if TYPE_CHECKING:  # the simulator package imports its compiled kernels: not needed to read a summary
     from campaign.sim.summary import ReplicaSummary
 
-LOST_KEYS = ("lost_rework", "restart", "waiting")
+LOST_KEYS = goodput.LOST_KEYS
 REQUIRED_TABLES = ("runs", "gates", "commitments", "sim_replicas", "sim_events", "sim_power", "executions")
 DEFINITIONS = {
     "ettr": goodput.ETTR_DEFINITION,
@@ -220,9 +219,8 @@ def window_figures(
     job_s = summary["job_time_s"]
     buckets = goodput.goodput_buckets_gpu_h(job_s, gpus, spare_gpus, window_s, completion_s)
     total_gpu_h = goodput.total_gpu_h(gpus, spare_gpus, window_s)
-    gpu_hour_usd = summary["cost_usd"]["compute"] / total_gpu_h if total_gpu_h else 0.0
+    gpu_hour_usd = goodput.gpu_hour_usd(summary["cost_usd"]["compute"], gpus, spare_gpus, window_s)
     released = released_early(summary, config, gpu_hour_usd)
-    lost_gpu_h = math.fsum(buckets[k] for k in LOST_KEYS)
 
     failures = events[events["kind"] == "failure"]
     by_category = failures.groupby("category").size().sort_values(ascending=False)
@@ -282,7 +280,7 @@ def window_figures(
         "cost_usd": {
             "compute": summary["cost_usd"]["compute"],
             "energy": summary["cost_usd"]["energy"],
-            "lost": lost_gpu_h * gpu_hour_usd,
+            "lost": goodput.lost_usd(buckets, gpu_hour_usd),
             "lost_by_bucket": {k: buckets[k] * gpu_hour_usd for k in LOST_KEYS},
             "checkpoint": buckets["checkpoint"] * gpu_hour_usd,
             "idle_spares": buckets["idle_spares"] * gpu_hour_usd,

@@ -382,7 +382,7 @@ def window_length_advice(run: dict[str, Any]) -> str | None:
         return None
     s = run["data"]["summary"]
     length = s.get("window_length")
-    if length:  # the schedule gate's rule (campaign.calendar.window_length.window_sufficiency)
+    if length:  # the schedule gate's rule (campaign.window_verdict.window_sufficiency)
         p90 = length["p90_target_days"]
         reached = f"{length['p_target_in_window']:.0%} of replicas reach the target inside the window"
         if length["verdict"] == "too_short":

@@ -11,7 +11,6 @@ no spare GPUs and meters no power here: its window is its own wall time, one pro
 from __future__ import annotations
 
 import itertools
-import math
 import statistics
 from collections import Counter
 from datetime import UTC, datetime
@@ -98,8 +97,6 @@ def measured_summary(
     interval_s = (
         statistics.median([b - a for a, b in itertools.pairwise(times)]) if len(times) > 1 else one_interval_s
     )
-    total_gpu_h = goodput.total_gpu_h(gpus, 0, window_s)
-    lost_gpu_h = math.fsum(buckets[k] for k in ("lost_rework", "restart", "waiting"))
     summary: dict[str, Any] = {
         "replica": -1,
         "seed": seed,
@@ -126,11 +123,7 @@ def measured_summary(
         "target_reached_s": completion_s,
         "power_mw": {"peak": 0.0, "mean": 0.0, "min": 0.0, "max_ramp_mw_per_s": 0.0},
         "energy_mwh": 0.0,
-        "cost_usd": {
-            "compute": total_gpu_h * gpu_hour_usd,
-            "energy": 0.0,
-            "lost": lost_gpu_h * gpu_hour_usd,
-        },
+        "cost_usd": goodput.cost_usd(buckets, gpus, 0, window_s, 0.0, gpu_hour_usd, 0.0),
         "measured": {
             "started_at": _iso(journal.events[0].get("started_at")),
             "target_step": target_step,

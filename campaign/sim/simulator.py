@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from campaign.goodput import ALL_KEYS, ettr, goodput_buckets_gpu_h, job_wall_s, window_utilisation
+from campaign.goodput import ALL_KEYS, cost_usd, ettr, goodput_buckets_gpu_h, job_wall_s, window_utilisation
 from campaign.sim.events import Event, EventQueue
 from campaign.sim.failures import NODE_LOSING_SCOPES, draw_arrivals
 from campaign.sim.inputs import DAY_S, SimInputs
@@ -769,7 +769,6 @@ def summary_dict(
 ) -> ReplicaSummary:
     """The JSON-ready summary of one replica from its tallies and power statistics (keys: docs/design.md)."""
     gpus, spare_gpus = x.gpus, x.spare_gpus
-    window_h = x.window_s / 3600.0
     seconds = {
         "productive": t.committed_run_s,
         "lost_rework": t.lost_run_s,
@@ -779,7 +778,6 @@ def summary_dict(
     }
     breakdown = goodput_buckets_gpu_h(seconds, gpus, spare_gpus, x.window_s, t.completion_s)
     seconds["released"] = t.released_s
-    total_gpu_h = (gpus + spare_gpus) * window_h
     elapsed_s = job_wall_s(x.window_s, t.completion_s)
     stats = dict(stats)
     energy_mwh = stats.pop("energy_mwh")
@@ -814,9 +812,7 @@ def summary_dict(
         "target_reached_s": t.target_reached_s,
         "power_mw": stats,
         "energy_mwh": energy_mwh,
-        "cost_usd": {
-            "compute": total_gpu_h * x.gpu_hour_usd,
-            "energy": energy_mwh * x.energy_usd_per_mwh,
-            "lost": (total_gpu_h - breakdown["productive"]) * x.gpu_hour_usd,
-        },
+        "cost_usd": cost_usd(
+            breakdown, gpus, spare_gpus, x.window_s, energy_mwh, x.gpu_hour_usd, x.energy_usd_per_mwh
+        ),
     }

@@ -89,10 +89,12 @@ def plan(
     schedule miss is reported in the output and by validate's schedule gate, exit 0)."""
     from campaign.config import load_config
     from campaign.plan import make_plan, search_layouts
+    from campaign.window_judge import plan_json_with_verdict, plan_window_verdict
 
     loaded = load_config(config, list(set_ or []))
     best = make_plan(loaded.config)
-    out = best.to_json()
+    verdict = plan_window_verdict(loaded.config, best) if best.runs else None
+    out = plan_json_with_verdict(best.to_json(), verdict)
     out["config_digest"] = loaded.digest
     if search:
         out["search"] = [p.to_json() for p in search_layouts(loaded.config)]
@@ -122,11 +124,21 @@ def _plan_text(p: dict[str, Any]) -> str:
             f"checkpoint {p['checkpoint']['size_gb']:,.0f} GB, write {p['checkpoint']['write_s']:.0f} s, every "
             f"{p['checkpoint']['interval_s']:.0f} s   job MTBF {mtbf}"
         ),
-        (
-            f"expected ETTR {p['expected_ettr']:.3f}, {p['expected_days']:.1f} days   runs: {p['runs']}   "
-            f"fits the window: {not any(v.startswith('schedule') for v in p['violations'])}"
-        ),
+        f"expected ETTR {p['expected_ettr']:.3f}, {p['expected_days']:.1f} days   runs: {p['runs']}",
     ]
+    verdict = p.get("window_verdict")
+    if verdict:
+        said = {
+            "ok": "fits the window",
+            "too_short": "the window is too short",
+            "too_long": "the window is too long",
+        }
+        source = (
+            "the schedule gate's replicas" if verdict["basis"] == "replicas" else "the plan's own estimate"
+        )
+        lines.append(f"window verdict ({source}; rule: {verdict['rule']}): {said[verdict['verdict']]}")
+        if verdict["verdict"] == "ok":  # otherwise the message is the schedule violation below
+            lines.append(f"  {verdict['message']}")
     lines += [f"  violation: {v}" for v in p["violations"]]
     for alt in p.get("search", []):
         a = alt["layout"]

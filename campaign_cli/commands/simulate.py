@@ -69,6 +69,8 @@ def simulate(
         )
         return
     from campaign.figures import tokens_b
+    from campaign.goodput import LOST_DEFINITION
+    from campaign.sim.summary import COMPLETION_DAYS_LABEL, TARGET_DAYS_LABEL
 
     s = result["summary"]
     low, high = result.get("step_time_band", (1.0, 1.0))
@@ -76,6 +78,7 @@ def simulate(
         f"{result['replicas']} replicas (seed {result['seed']}) in {result['wall_s']:.2f} s, each at a step time "
         f"drawn from the plan's band ({low:.2f}-{high:.2f}x its step), as the schedule gate's replicas"
     )
+    labels = {"target_days": TARGET_DAYS_LABEL, "completion_days": COMPLETION_DAYS_LABEL}
     for key in (
         "ettr",
         "window_utilisation",
@@ -93,6 +96,8 @@ def simulate(
         typer.echo(
             f"  {key:26s} mean {fmt(v['mean'])}  p10 {fmt(v['p10'])}  p50 {fmt(v['p50'])}  p90 {fmt(v['p90'])}"
         )
+        if key in labels:
+            typer.echo(f"  {'':26s} ({labels[key]})")
     length = s["window_length"]
     typer.echo(
         f"  P(target in window)        {s['p_target_in_window']:.2f} ({length['reached']} of {length['replicas']} "
@@ -103,6 +108,15 @@ def simulate(
     typer.echo(
         f"  P(complete in window)      {s['p_complete_in_window']:.2f}"
         + ("  (a snapshot window trains to its end: it never completes)" if length["trains_through"] else "")
+    )
+    cost = s["cost_usd"]
+    typer.echo(
+        f"  cost per replica (mean)    compute ${cost['compute']:,.0f}, energy ${cost['energy']:,.0f}, lost to "
+        f"failures ${cost['lost']:,.0f} ({LOST_DEFINITION})"
+    )
+    typer.echo(
+        f"  released (mean)            {s['goodput_breakdown_gpu_h']['idle_released']:,.1f} GPU-hours after an "
+        "early finish: capacity back to the cluster, not a loss"
     )
     typer.echo(f"  window rule: {length['rule']}")
     typer.echo(

@@ -3,12 +3,12 @@ when each replica reaches the target (a snapshot window never completes) through
 
 from __future__ import annotations
 
-from campaign.calendar.window_length import judge_window
 from campaign.config import load_config
 from campaign.plan import make_plan
 from campaign.sim import simulate_batch, summarise_replicas
 from campaign.sim.sweeps import mark_best, sweep_row
 from campaign.window import window_inputs
+from campaign.window_judge import judge_window
 from tests.helpers.paths import LLAMA
 
 REPLICAS = 10
