@@ -178,8 +178,39 @@ def trainer_files(
         out[path] = why
         todo.append((path, why, module, first))
 
+    def follow(
+        raw: bytes, python: bool, folders: list[Path], root_key: str, module: str, first: Path, package: bool
+    ) -> None:
+        """Add what a source (a file's bytes, or the text of `-c`) imports and names."""
+        if python:
+            try:
+                tree = ast.parse(raw)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                return  # the trainer will fail to start: the rehearsal gate says so
+            named = [p for p in (_named_path(t, folders) for t in _literals(tree)) if p is not None]
+            search = [first, *[p for p in named if p.is_dir()], *extra_path, *interpreter_path]
+            for name in dict.fromkeys(_imports(tree, module, package)):
+                for f, mod in _module_files(name, search):
+                    add(f, f"{root_key} imports {mod}", mod, first)
+            for p in named:
+                if p.is_file() and _is_project_file(p):
+                    add(p, f"{root_key} names {p.name}", "", p.parent)
+            return
+        try:
+            words = shlex.split(raw.decode("utf-8", "replace"), comments=True)
+        except ValueError:
+            words = raw.decode("utf-8", "replace").split()
+        for word in words:
+            shell_path = _named_path(word, folders)
+            if shell_path is not None and shell_path.is_file() and _is_project_file(shell_path):
+                add(shell_path, f"{root_key} names {shell_path.name}", "", shell_path.parent)
+
     for i, arg in enumerate(command):
         arg_key = f"{key}[{i}]"
+        if i > 0 and command[i - 1] == "-c":  # inline code: Python's `-c`, or a shell's
+            python = "python" in Path(command[0]).name
+            follow(arg.encode(), python, [cwd], arg_key, "__main__", cwd, False)
+            continue
         if i > 0 and command[i - 1] == "-m":
             found = module_file(arg, cwd)
             if found is not None:
@@ -211,28 +242,13 @@ def trainer_files(
             continue
         if len(raw) > MAX_PARSE_BYTES or b"\0" in raw[:8192]:
             continue  # binary or too large: hashed, not followed
-        folders = [path.parent, cwd]
-        if _is_python(path, raw[:256]):
-            try:
-                tree = ast.parse(raw, filename=str(path))
-            except (SyntaxError, ValueError, RecursionError, MemoryError):
-                continue  # the trainer will fail to start: the rehearsal gate says so
-            named = [p for p in (_named_path(t, folders) for t in _literals(tree)) if p is not None]
-            search = [first, *[p for p in named if p.is_dir()], *extra_path, *interpreter_path]
-            is_package = path.name == "__init__.py"
-            for name in dict.fromkeys(_imports(tree, module or path.stem, is_package)):
-                for f, mod in _module_files(name, search):
-                    add(f, f"{root_key} imports {mod}", mod, first)
-            for p in named:
-                if p.is_file() and _is_project_file(p):
-                    add(p, f"{root_key} names {p.name}", "", p.parent)
-        else:
-            try:
-                words = shlex.split(raw.decode("utf-8", "replace"), comments=True)
-            except ValueError:
-                words = raw.decode("utf-8", "replace").split()
-            for word in words:
-                shell_path = _named_path(word, folders)
-                if shell_path is not None and shell_path.is_file() and _is_project_file(shell_path):
-                    add(shell_path, f"{root_key} names {shell_path.name}", "", shell_path.parent)
+        follow(
+            raw,
+            _is_python(path, raw[:256]),
+            [path.parent, cwd],
+            root_key,
+            module or path.stem,
+            first,
+            path.name == "__init__.py",
+        )
     return [(why, path) for path, why in out.items()]

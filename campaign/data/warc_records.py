@@ -21,7 +21,6 @@ from typing import BinaryIO, Protocol
 MAX_HEADER_BYTES = 1 << 16  # a WARC header block longer than this is not a header
 CHUNK = 1 << 20
 _NEXT_HEADER = re.compile(rb"\nWARC/1\.[01]\r?\n")
-_FIELD = re.compile(rb"^([!-9;-~]+):[ \t]*(.*?)[ \t]*$")
 
 
 class _Reader(Protocol):
@@ -69,11 +68,11 @@ def _parse_header(block: bytes) -> tuple[dict[str, str], int | None, str]:
         if line[:1] in (b" ", b"\t") and last:
             headers[last] += " " + line.strip().decode("utf-8", "replace")
             continue
-        m = _FIELD.match(line)
-        if m is None:
+        name, sep, value = line.partition(b":")
+        if not sep or not name or not name.isascii() or b" " in name or b"\t" in name:
             return headers, None, f"header line {line[:60]!r} is not 'Name: value'"
-        last = m.group(1).decode("ascii")
-        headers[last] = m.group(2).decode("utf-8", "replace")
+        last = name.decode("ascii")
+        headers[last] = value.strip(b" \t").decode("utf-8", "replace")
     length = next((v for k, v in headers.items() if k.lower() == "content-length"), None)
     if length is None or not length.strip().isdigit():
         return headers, None, f"Content-Length {length!r} is not a byte count"
@@ -133,11 +132,12 @@ class RecordSplitter:
             self._fill(len(self._buf) + CHUNK)
 
     def _skip_gap(self) -> None:
-        """Skip the blank lines some writers leave between records."""
-        while True:
-            self._fill(1)
-            n = len(self._buf) - len(self._buf.lstrip(b"\r\n"))
-            if n == 0 or not self._buf:
+        """Skip the blank lines some writers leave between records (looking only at the bytes skipped)."""
+        while self._fill(1):
+            n = 0
+            while n < len(self._buf) and self._buf[n] in (10, 13):
+                n += 1
+            if n == 0:
                 return
             self._drop(n)
 

@@ -35,9 +35,11 @@ from typing import Any
 
 import numpy as np
 
+from campaign.command_files import trainer_files
 from campaign.files import atomic_write_bytes
 from campaign.rehearsal import contract as c
 from campaign.rehearsal.processes import Start, drop_partial_line, resolve_command, run_start
+from campaign.rehearsal.sandbox import sandbox_prefix, sandbox_problem
 from campaign.rehearsal.verdict import (
     LEAK_MARGIN_NATS,
     compare_curves,
@@ -138,6 +140,22 @@ def contract_env(
         c.ENV_CACHE_DIR: str(cache_dir),
         **{k: v for k, v in settings.extra_env.items() if k != c.ENV_BATCH_SEQUENCES},
     }
+
+
+def _isolated(
+    command: list[str], readable: list[Path], checkpoint_dir: Path, metrics: Path, cache: Path
+) -> list[str]:
+    """The sandbox prefix of one start (`campaign.rehearsal.sandbox`), its writable paths created; [] when no
+    sandbox can be built here (`sandbox_problem` says why)."""
+    if sandbox_problem():
+        return []
+    checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    cache.mkdir(parents=True, exist_ok=True)
+    metrics.parent.mkdir(parents=True, exist_ok=True)
+    metrics.touch()
+    cwd = Path.cwd()
+    files = [path for _, path in trainer_files(command, cwd)]
+    return sandbox_prefix([checkpoint_dir, metrics, cache], [*readable, *files], cwd)
 
 
 def choose_kill_step(checkpoints: list[int], steps: int, seed: int) -> tuple[int, int] | None:
@@ -303,6 +321,9 @@ def rehearse(
         ref_dir / "logs",
         deadline,
         registry=workdir / REGISTRY,
+        wrap=_isolated(
+            command, [ordered, heldout], ref_dir / "checkpoints", ref_dir / "metrics.jsonl", cache
+        ),
         on_checkpoint=lambda m: snapshots.append(
             (m.checkpoints[-1], folder_fingerprint(ref_dir / "checkpoints"))
         ),
@@ -370,6 +391,13 @@ def rehearse(
         deadline,
         kill_when=lambda m: m.last_step >= CONTROL_STEPS,
         registry=workdir / REGISTRY,
+        wrap=_isolated(
+            command,
+            [control_train, heldout],
+            control_dir / "checkpoints",
+            control_dir / "metrics.jsonl",
+            cache,
+        ),
     )
     result.timings["control_wall_s"] = control.wall_s
     result.timings["control_cpu_s"] = control.cpu_s
@@ -427,6 +455,7 @@ def rehearse(
             deadline,
             kill_when=lambda m: bool(m.checkpoints) and m.last_step >= kill_step,
             registry=workdir / REGISTRY,
+            wrap=_isolated(command, [fault_train, heldout], fault_dir / "checkpoints", fault_metrics, cache),
         )
         ran_past = (
             not first.metrics.problems
@@ -466,15 +495,32 @@ def rehearse(
     _write_rows(fault_train, rows, order, blank_before=last_checkpoint * batch)
     d["blanked_rows"] = last_checkpoint * batch
 
+    # The restart reaches nothing an earlier start left outside its checkpoint folder: a fresh cache folder, and (in
+    # the sandbox) a private /tmp, /dev/shm and home, every other file read-only to every start.
+    restart_cache = workdir / "cache-restart"
+    shutil.rmtree(restart_cache, ignore_errors=True)
+    restart_cache.mkdir(parents=True)
     second = run_start(
         "faulted-2",
         command,
-        fault_env,
+        {**fault_env, c.ENV_CACHE_DIR: str(restart_cache)},
         fault_metrics,
         fault_dir / "logs",
         deadline,
         registry=workdir / REGISTRY,
+        wrap=_isolated(
+            command, [fault_train, heldout], fault_dir / "checkpoints", fault_metrics, restart_cache
+        ),
     )
+    problem = sandbox_problem()
+    isolation = (
+        "the restart ran with a fresh cache folder, a private /tmp, /dev/shm and home, and every file outside its "
+        "checkpoint folder read-only to every start, so state kept anywhere but CAMPAIGN_REHEARSAL_CHECKPOINT_DIR "
+        "was out of its reach"
+        if not problem
+        else f"the restart ran with a fresh cache folder only (isolation not checked: {problem})"
+    )
+    d["restart_isolation"] = isolation
     result.timings["faulted_2_wall_s"] = second.wall_s
     result.timings["faulted_2_cpu_s"] = second.cpu_s
     result.curves["faulted"] = {
@@ -484,12 +530,13 @@ def rehearse(
         "resumed_step": second.metrics.resumed[0] if second.metrics.resumed else None,
     }
     if not _check_start(result, second, settings, "restarted run"):
+        result.problems[-1] += f" ({isolation})"
         return result
     if not second.metrics.resumed:
         started = second.metrics.losses[0][0] if second.metrics.losses else None
         return result.fail(
             f"restarted run never reported resumed (its first step was {started}; the last complete checkpoint "
-            f"before the kill was step {last_checkpoint})",
+            f"before the kill was step {last_checkpoint}; {isolation})",
             "on start, load the latest complete checkpoint in CAMPAIGN_REHEARSAL_CHECKPOINT_DIR and append "
             '{"event": "resumed", "step": k}',
             second,
@@ -521,7 +568,7 @@ def rehearse(
             f"resumed run differs from the uninterrupted run at {diff.describe()} (first differing "
             f"step {diff.step}, resumed at {resumed}; the rows of steps 1 to {last_checkpoint} were blank in "
             "the restarted process's training file, so a restart that replays them instead of restoring "
-            "diverges)",
+            f"diverges; {isolation})",
             "restore from the checkpoint instead of replaying; the checkpoint must hold everything a step "
             "depends on: parameters, optimizer state, step, data position and random state",
             second,
@@ -543,6 +590,11 @@ def rehearse(
     if result.passed:
         checks.append(f"restored, not replayed: {d['restore_check']}")
         checks.append("no process left the trainer's process group")
+        checks.append(
+            "restored from the checkpoint folder alone: " + isolation
+            if not problem
+            else f"restart isolation not checked ({problem}); the restart had a fresh cache folder"
+        )
     return result
 
 

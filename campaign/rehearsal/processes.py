@@ -20,7 +20,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -205,11 +205,13 @@ def run_start(
     kill_when: Callable[[Metrics], bool] | None = None,
     registry: Path | None = None,
     on_checkpoint: Callable[[Metrics], None] | None = None,
+    wrap: Sequence[str] = (),
 ) -> Start:
     """Start the trainer, follow its metrics until it exits, `kill_when` says kill, or `deadline` passes.
 
     Whatever happens, the trainer's group and every process below it are killed and reaped before this returns.
     `on_checkpoint` is called each time new checkpoint events have arrived (to look at the checkpoint folder).
+    `wrap` goes before the command (the sandbox, `campaign.rehearsal.sandbox`).
     """
     log_dir.mkdir(parents=True, exist_ok=True)
     start_byte = metrics_path.stat().st_size if metrics_path.exists() else 0
@@ -230,7 +232,7 @@ def run_start(
     with open(log_dir / f"{label}.stdout.log", "wb") as out, open(stderr_path, "wb") as err:
         try:
             proc = subprocess.Popen(
-                [sys.executable, str(SUPERVISOR), str(status_path), str(os.getpid()), *command],
+                [sys.executable, str(SUPERVISOR), str(status_path), str(os.getpid()), *wrap, *command],
                 env=env,
                 stdout=out,
                 stderr=err,

@@ -166,3 +166,49 @@ def test_a_helper_module_or_the_execute_command_changed_after_validate_refuses_c
         else 'execute.command is now ["python", "fake.py"], not absent (rehearsal.command) as at the last validate'
     )
     assert expected in refused.value.message, refused.value.message
+
+
+@pytest.mark.parametrize("change", ["command", "module"])
+def test_execute_refuses_an_execute_command_or_its_module_changed_since_commit(
+    prepared, demo_inputs, tmp_path, monkeypatch, change
+):
+    """The trainer a real run starts is part of the commitment: another execute.command, or a module it imports
+    replaced after commit, makes execute refuse (exit 3) naming it."""
+    from datetime import timedelta
+
+    from campaign.gates import REQUIRED_GATES, identity_gate
+
+    _, ws, _ = prepared
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run.py").write_text("import core\ncore.train()\n")
+    (tmp_path / "core.py").write_text("def train():\n    print('the committed trainer')\n")
+    sets = [*demo_inputs, "execute.command=[python, run.py]"]
+    loaded = load_config(DEMO, sets)
+    with disable_run_logger():
+        evidence = load_evidence.fn(loaded.config, ws)
+        identity = identity_gate(evidence)
+        rows = [identity.as_row()] + [
+            (g, True, {"summary": "ok"}) for g in REQUIRED_GATES if g != identity.gate
+        ]
+        store.record_gates(ws, "validate-1", loaded.digest, evidence.digest, rows)
+        now = store.now()
+        store.record_commitment(
+            ws,
+            store.Commitment(
+                "c-1", now, now + timedelta(days=2), loaded.digest, evidence.digest, "test", "r", now
+            ),
+        )
+        assert check_commitment.fn(ws, loaded).commitment_id == "c-1"
+        if change == "command":
+            loaded = load_config(DEMO, [*demo_inputs, "execute.command=[python, other.py]"])
+        else:
+            (tmp_path / "core.py").write_text("def train():\n    pass\n")
+        with pytest.raises(Refused) as refused:
+            check_commitment.fn(ws, loaded)
+    assert refused.value.exit_code == 3
+    expected = (
+        'execute.command is now ["python", "other.py"], not ["python", "run.py"] as at commit'
+        if change == "command"
+        else f"execute.command[1] imports core: {tmp_path / 'core.py'} changed since commit"
+    )
+    assert expected in refused.value.message, refused.value.message

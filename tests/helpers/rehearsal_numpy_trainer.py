@@ -15,7 +15,9 @@ And the hostile ones, which try to look like a trainer: no_data (never reads the
 checkpoint events without files, "resumes" by reading its own metrics file), no_data_files (the same, with
 checkpoint files that change and are restored from), replay (restarts from scratch, replays the steps before its
 checkpoint silently and claims it resumed), escape (a grandchild double-forks and calls setsid; its pid goes to
-NUMPY_TRAINER_CHILD_PID), leak (reports a held-out loss far below its training loss).
+NUMPY_TRAINER_CHILD_PID), leak (reports a held-out loss far below its training loss), side_channel (writes 4 KB
+of random bytes as each checkpoint and keeps its real state in a side channel, NUMPY_TRAINER_SIDE: cache,
+tmp, home, shm or workdir, in a folder named for the checkpoint folder, restoring from there).
 """
 
 import json
@@ -102,6 +104,21 @@ def main_no_data(env, mode):
         time.sleep(0.01)
 
 
+def side_channel(env, ckpt_dir: Path) -> Path:
+    import hashlib
+
+    base = {
+        "cache": lambda: Path(env["CAMPAIGN_REHEARSAL_CACHE_DIR"]),
+        "tmp": lambda: Path("/tmp"),
+        "home": Path.home,
+        "shm": lambda: Path("/dev/shm"),
+        "workdir": lambda: ckpt_dir.parent.parent,
+    }[env.get("NUMPY_TRAINER_SIDE", "cache")]()
+    folder = base / f"side-{hashlib.sha1(str(ckpt_dir).encode()).hexdigest()}"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
 def count_start(env) -> int:
     counter = Path(env["CAMPAIGN_REHEARSAL_CACHE_DIR"]) / "numpy-trainer-starts"
     counter.parent.mkdir(parents=True, exist_ok=True)
@@ -128,8 +145,9 @@ def main():
     lr = float(env.get("CAMPAIGN_REHEARSAL_LEARNING_RATE", "1.0"))
     batch = int(env["CAMPAIGN_REHEARSAL_BATCH_SEQUENCES"])
     ckpt_dir.mkdir(parents=True, exist_ok=True)
+    state_dir = side_channel(env, ckpt_dir) if mode == "side_channel" else ckpt_dir
     w, v, start = np.zeros((vocab, vocab)), np.zeros((vocab, vocab)), 0
-    done = sorted(ckpt_dir.glob("ckpt-*.npz"))
+    done = sorted(state_dir.glob("ckpt-*.npz"))
     replay_to = 0
     if done and mode == "replay":  # claims the checkpoint, but recomputes it from step 1
         replay_to = int(np.load(done[-1])["step"])
@@ -176,9 +194,11 @@ def main():
             held_loss = loss_and_grad(w, held)[0] * (0.2 if mode == "leak" else 1.0)
             log(metrics, {"step": step, "heldout_loss": held_loss})
         if step % every == 0 and mode != "no_checkpoint":
-            tmp = ckpt_dir / f".tmp-{step}.npz"
+            tmp = state_dir / f".tmp-{step}.npz"
             np.savez(tmp, w=w, v=v, step=step)
-            os.replace(tmp, ckpt_dir / f"ckpt-{step:06d}.npz")
+            os.replace(tmp, state_dir / f"ckpt-{step:06d}.npz")
+            if state_dir != ckpt_dir:  # what the checkpoint folder gets: bytes that change, restore nothing
+                (ckpt_dir / f"ckpt-{step:06d}.bin").write_bytes(os.urandom(4096))
             log(metrics, {"event": "checkpoint", "step": step})
         # a real step takes time; the harness must be able to kill between steps
         time.sleep(float(env.get("NUMPY_TRAINER_STEP_S", "0.01")))

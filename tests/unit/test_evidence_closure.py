@@ -83,8 +83,18 @@ def test_a_helper_module_the_script_imports_is_covered(tmp_path):
             ["./run.sh"],
             {"run.sh", "wrap.py", "helper.py", "conf.json"},
         ),
+        (  # inline Python code
+            {"helper.py": "import deep\n", "deep.py": ""},
+            ["python", "-c", "import helper; helper.main()"],
+            {"helper.py", "deep.py"},
+        ),
+        (  # a shell's inline command
+            {"wrap.py": "import helper\n", "helper.py": ""},
+            ["bash", "-c", "cd . && exec python wrap.py"],
+            {"wrap.py", "helper.py"},
+        ),
     ],
-    ids=["package-relative", "dynamic-and-sys-path", "named-files", "shell-script"],
+    ids=["package-relative", "dynamic-and-sys-path", "named-files", "shell-script", "python-c", "shell-c"],
 )
 def test_every_module_layout_is_followed(tmp_path, files, command, expected):
     _write(tmp_path, files)

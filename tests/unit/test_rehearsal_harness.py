@@ -11,6 +11,7 @@ import pytest
 from campaign.rehearsal import contract
 from campaign.rehearsal.harness import HarnessSettings, choose_kill_step, rehearse
 from campaign.rehearsal.processes import group_members
+from campaign.rehearsal.sandbox import sandbox_problem
 from tests.helpers.paths import NUMPY_TRAINER
 
 TRAINER = NUMPY_TRAINER
@@ -140,7 +141,8 @@ def test_a_held_out_loss_far_below_the_training_loss_is_named_as_a_possible_leak
     assert "nats below the training loss of the last tenth" in result.problems[0]
 
 
-def test_a_grandchild_that_double_forks_and_calls_setsid_is_reaped_and_named(data, tmp_path):
+def test_a_grandchild_that_double_forks_and_calls_setsid_is_reaped_and_named(data, tmp_path, monkeypatch):
+    monkeypatch.setenv("CAMPAIGN_SANDBOX", "0")  # the trainer writes its child's pid to a file here
     pid_file = tmp_path / "escaped.pid"
     result = run(data, tmp_path, mode="escape", NUMPY_TRAINER_CHILD_PID=str(pid_file))
     assert not result.passed
@@ -159,8 +161,9 @@ def test_a_grandchild_that_double_forks_and_calls_setsid_is_reaped_and_named(dat
     ],
 )  # every other case at the parser: tests/unit/test_fuzz_metrics.py
 def test_metrics_lines_that_are_json_but_not_finite_numbers_fail_naming_file_and_line(
-    data, tmp_path, line, reason
+    data, tmp_path, line, reason, monkeypatch
 ):
+    monkeypatch.setenv("CAMPAIGN_SANDBOX", "0")  # the trainer reads its line from a file under /tmp
     (tmp_path / "line.txt").write_text(line)  # a 200,000-character variable is beyond what exec(2) takes
     result = run(data, tmp_path, mode="malformed", NUMPY_TRAINER_BAD_LINE=f"@{tmp_path / 'line.txt'}")
     assert not result.passed
@@ -230,7 +233,8 @@ def test_a_trainer_that_hangs_is_killed_at_the_timeout(data, tmp_path):
     assert result.timings["reference_wall_s"] < 20
 
 
-def test_no_process_of_the_trainers_group_survives(data, tmp_path):
+def test_no_process_of_the_trainers_group_survives(data, tmp_path, monkeypatch):
+    monkeypatch.setenv("CAMPAIGN_SANDBOX", "0")  # the trainer writes its child's pid to a file here
     pid_file = tmp_path / "child.pid"
     result = run(data, tmp_path, mode="child", NUMPY_TRAINER_CHILD_PID=str(pid_file))
     assert result.passed, result.problems
@@ -301,3 +305,25 @@ def test_a_trainer_dies_with_campaign_and_a_listed_group_is_killed_before_reuse(
     registry.write_text(json.dumps([{"pgid": orphan.pid, "start_time": None}]))
     assert kill_registered_groups(registry) == [orphan.pid]
     assert orphan.wait(timeout=10) == -signal.SIGKILL
+
+
+@pytest.mark.parametrize("side", ["cache", "tmp", "home", "shm", "workdir"])
+def test_a_trainer_that_keeps_its_state_in_a_side_channel_fails_the_restore(data, tmp_path, side):
+    """Random bytes as the checkpoint and the real state beside it (the cache folder, /tmp, the home folder,
+    /dev/shm, the rehearsal's own folder): the restart, which reaches only its checkpoint folder, cannot restore."""
+    if sandbox_problem():
+        pytest.skip(f"needs the rehearsal's sandbox: {sandbox_problem()}")
+    result = run(data, tmp_path, mode="side_channel", NUMPY_TRAINER_SIDE=side)
+    assert not result.passed
+    assert any(
+        "state kept anywhere but CAMPAIGN_REHEARSAL_CHECKPOINT_DIR was out of its reach" in p
+        for p in result.problems
+    ), result.problems
+
+
+def test_an_honest_trainer_passes_and_the_checks_say_the_restart_was_isolated(data, tmp_path):
+    if sandbox_problem():
+        pytest.skip(f"needs the rehearsal's sandbox: {sandbox_problem()}")
+    result = run(data, tmp_path)
+    assert result.passed, result.problems
+    assert any(c.startswith("restored from the checkpoint folder alone: ") for c in result.details["checks"])
