@@ -294,3 +294,16 @@ def test_a_megatron_log_with_a_restart_is_a_measured_run_for_analyse(tmp_path: P
     bare.write_text("\n".join(line.split("] ", 1)[1] for line in lines if "] iteration" in line) + "\n")
     with pytest.raises(DataError, match="no timestamp"):
         external_report_inputs(bare, None, gpu_hour_usd=2.0)
+
+
+def test_a_garbled_number_in_a_log_line_is_named_with_its_line(tmp_path: Path) -> None:
+    path = write_megatron(tmp_path / "train.log", known_times())
+    lines = path.read_text().splitlines()
+    lines[20] = lines[20].replace("number of nan iterations:   0", "number of nan iterations: x")
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataError, match=r"train\.log:21: number of nan iterations is 'x'"):
+        read_step_times(path)
+    nemo = tmp_path / "metrics.csv"
+    nemo.write_text("step,train_step_timing in s\n1,2.0\nseven,2.0\n")
+    with pytest.raises(DataError, match=r"metrics\.csv:3: step is 'seven'"):
+        read_step_times(nemo)
