@@ -19,10 +19,10 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	@# megatron-core's own reader checks the training shards in the tests; its metadata asks for torch, which the
 	@# reader does not need, so it comes without its dependencies (tests/helpers/megatron_index.py).
 	@$(BIN)/python -m pip install --quiet --no-deps 'megatron-core>=0.16,<0.17'
-	@echo "install [3/4]: compiling the simulator's kernels once (Numba cache, about a minute)"
-	@$(BIN)/python -c "from campaign.sim.compiled import warm; warm()"
-	@echo "install [4/4]: compiling prepare's word, language and n-gram kernels once"
-	@$(BIN)/python -c "from campaign.data.filters import decontaminate, kernels, language; kernels.warm(); language.warm(); decontaminate.warm()"
+	@echo "install [3/4]: compiling the simulator's kernels, once per install (Numba cache, about a minute)"
+	@$(PYTHON) scripts/heartbeat.py "compiling the simulator's kernels" $(BIN)/python -c "from campaign.sim.compiled import warm; warm()"
+	@echo "install [4/4]: compiling prepare's word, language and n-gram kernels, once per install"
+	@$(PYTHON) scripts/heartbeat.py "compiling prepare's kernels" $(BIN)/python -c "from campaign.data.filters import decontaminate, kernels, language; kernels.warm(); language.warm(); decontaminate.warm()"
 	@touch $(STAMP)
 	@echo "install: done"
 
@@ -50,14 +50,16 @@ lint: $(STAMP)
 
 # The team's control room: a local Prefect server (SQLite under workspace/.prefect-ui/), the `campaign` process work
 # pool, every deployment of deployments/prefect.yaml with its automations, and a worker; prints the UI address.
-# `make stop` stops exactly what `make ui` started (pid files in workspace/.prefect-ui/), and the local Prefect
-# servers that CLI commands keep between them (`campaign server stop`).
+# `make stop` stops exactly what this checkout's `make ui` started (pid files in its workspace/.prefect-ui/), and the
+# local Prefect servers that CLI commands keep for this checkout's workspaces (`campaign server stop` here); another
+# checkout's servers, and the one commands without a workspace share, keep running (`campaign server stop --all`).
 UI_PORT ?= 4200
+UI_DIR := $(CURDIR)/workspace/.prefect-ui
 ui: $(STAMP)
-	$(BIN)/python -m deployments.ui start --port $(UI_PORT)
+	$(BIN)/python -m deployments.ui start --port $(UI_PORT) --dir $(UI_DIR)
 
 stop:
-	$(BIN)/python -m deployments.ui stop
+	$(BIN)/python -m deployments.ui stop --dir $(UI_DIR)
 	$(BIN)/campaign server stop
 
 # A bare Prefect server with the UI on http://127.0.0.1:4200 (SQLite under ~/.prefect); `make ui` does more.

@@ -32,6 +32,17 @@ BUCKET_KEYS = (*JOB_TIME_KEYS, "idle_spares", "idle_released")
 CONTRACT_KEYS = (*JOB_TIME_KEYS, "idle")
 ALL_KEYS = (*JOB_TIME_KEYS, "idle", "idle_spares", "idle_released")
 
+# Each bucket as the report and its artifacts label it: (key, label, what it counts as).
+BUCKETS = (
+    ("productive", "productive training", "useful"),
+    ("checkpoint", "checkpoint writes", "planned overhead"),
+    ("lost_rework", "lost rework", "lost"),
+    ("restart", "detection and restart", "lost"),
+    ("waiting", "waiting (spare or maintenance)", "lost"),
+    ("idle_spares", "spares standing by", "insurance, not lost"),
+    ("idle_released", "released early", "capacity back to the cluster, not lost"),
+)
+
 
 class CostUsd(TypedDict):
     compute: float  # every GPU (job and spares) for the whole window

@@ -14,7 +14,8 @@ commands on that workspace reuse it:
   two commands at once share one server;
 - a command holds a lease (`clients/<pid>-<start>`) while it runs; the server stops itself once no live command
   has held one for CAMPAIGN_SERVER_IDLE_S seconds (default 600; 0: when the last command ends), so even a command
-  killed by SIGKILL leaves nothing running for longer than that; `campaign server stop` stops them at once;
+  killed by SIGKILL leaves nothing running for longer than that; `campaign server stop` stops them at once (the
+  servers of the workspaces under the current folder, of named workspaces, `shared`, or `--all`);
 - no flow run heartbeats (nothing watches a local server for crashed runs; each run's end waits ~1 s for them).
 The command warms its own imports while a new server starts (`warm`), so the two overlap.
 What it costs a command: benchmarks/results/2026-12-03-local-api.md; how to use it: docs/workspace.md.
@@ -57,6 +58,9 @@ IDLE_ENV = "CAMPAIGN_SERVER_IDLE_S"
 HOME_ENV = "CAMPAIGN_SERVER_HOME"  # set for a kept server: the folder of its database, leases and server.json
 DEFAULT_IDLE_S = 600.0
 APP = "campaign_cli.private_api_app:create_app"
+SHARED = (
+    "shared"  # the name of the server that commands without a workspace share (`campaign server stop shared`)
+)
 
 
 def _free_port() -> int:
@@ -311,18 +315,49 @@ def running_servers() -> list[dict[str, Any]]:
             if info is None:
                 entry.unlink(missing_ok=True)
                 continue
-            found.append({**info, "home": str(home), "clients": live_leases(home)})
+            found.append(
+                {**info, "home": str(home), "workspace": workspace_of(home), "clients": live_leases(home)}
+            )
     return found
 
 
 def stop_all() -> list[dict[str, Any]]:
     """Stop every kept server this user's commands started; what was stopped."""
+    return stop_servers(running_servers())
+
+
+def stop_servers(servers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Stop these kept servers (entries of `running_servers`); what was stopped."""
     stopped = []
-    for info in running_servers():
+    for info in servers:
         done = stop_server(Path(info["home"]))
         if done is not None:
-            stopped.append({**done, "home": info["home"]})
+            stopped.append({**done, "home": info["home"], "workspace": info["workspace"]})
     return stopped
+
+
+def servers_under(folder: Path) -> list[dict[str, Any]]:
+    """The kept servers of the workspaces inside `folder` (a checkout: its `workspace/<name>`), not the shared one."""
+    root = folder.resolve()
+    return [
+        info
+        for info in running_servers()
+        if info["workspace"] != SHARED and Path(info["workspace"]).resolve().is_relative_to(root)
+    ]
+
+
+def server_of(name: str) -> dict[str, Any] | None:
+    """The kept server of one workspace (its folder), or of `shared`, the one commands without a workspace share."""
+    home = _temporary_home_path() if name == SHARED else Path(name).resolve() / ".prefect"
+    info = server_info(home) if home.is_dir() else None
+    return None if info is None else {**info, "home": str(home), "workspace": workspace_of(home)}
+
+
+def workspace_of(home: Path) -> str:
+    """What a kept server serves: the workspace folder whose `.prefect` it is, or `shared`."""
+    if home == _temporary_home_path():
+        return SHARED
+    return str(home.parent if home.name == ".prefect" else home)
 
 
 # ------------------------------------------------------------------------------------------- starting a server
@@ -444,12 +479,16 @@ def _prepare_home(home: Path) -> bool:
     return False
 
 
+def _temporary_home_path() -> Path:
+    return (
+        Path(tempfile.gettempdir()) / f"campaign-prefect-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
+    )
+
+
 def temporary_home() -> Path:
     """The folder of the server that commands without a (writable) workspace share: this user's own folder
     under the temporary directory (mode 0700)."""
-    home = (
-        Path(tempfile.gettempdir()) / f"campaign-prefect-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
-    )
+    home = _temporary_home_path()
     home.mkdir(mode=0o700, exist_ok=True)
     if hasattr(os, "getuid") and home.stat().st_uid != os.getuid():
         raise ConfigError(

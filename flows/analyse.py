@@ -2,14 +2,14 @@
 side by side (`--compare`)."""
 
 import sys
+from pathlib import Path
 
 from prefect import flow
 from pydantic import BaseModel, ConfigDict, Field
 
 from campaign import store
-from campaign.analysis.analysis import analysis_workspace
-from campaign.analysis.compare import check_targets, compare_out_dir
-from flows.common import fails_cleanly, stage_run_name
+from campaign.analysis.workspace import analysis_workspace
+from flows.common import fails_cleanly, params_field, stage_run_name
 from tasks.analyse import analyse, compare
 
 
@@ -46,9 +46,19 @@ def analyse_flow(params: AnalyseParams = AnalyseParams()):
         return result
 
 
-@flow(name="analyse-compare")
+def _compared(parameters: dict) -> str:
+    """What a comparison is about: its targets' names, `demo-vs-llama3-405b` (at most 40 characters)."""
+    return "-vs-".join(Path(str(t)).stem for t in params_field(parameters, "targets") or [])[:40] or "compare"
+
+
+@flow(name="analyse-compare", flow_run_name=stage_run_name("analyse-compare", _compared))
 @fails_cleanly
 def compare_flow(params: CompareParams):
+    from campaign.analysis.compare import (  # the analysis stack, for this flow only
+        check_targets,
+        compare_out_dir,
+    )
+
     check_targets(params.targets)
     return compare(params.targets, str(compare_out_dir(params.out_dir)))
 

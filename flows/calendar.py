@@ -3,13 +3,14 @@
 Deployed as `calendar-report`, scheduled daily."""
 
 import sys
+from pathlib import Path
 
 from prefect import flow
 from pydantic import BaseModel, ConfigDict, Field
 
 from campaign import store
 from campaign.calendar.horizon import locate_calendar
-from flows.common import fails_cleanly
+from flows.common import fails_cleanly, params_field, stage_run_name
 from tasks.calendar import report_calendar
 
 
@@ -29,7 +30,13 @@ class CalendarParams(BaseModel):
     end: str | None = Field(None, description="Horizon end, ISO 8601 (default: the last booked end).")
 
 
-@flow(name="calendar-report")
+def _cluster_of(parameters: dict) -> str:
+    """What a calendar report is about: its cluster (or its calendar file's name)."""
+    calendar = params_field(parameters, "calendar")
+    return params_field(parameters, "cluster") or (Path(str(calendar)).stem if calendar else "calendar")
+
+
+@flow(name="calendar-report", flow_run_name=stage_run_name("calendar-report", _cluster_of))
 @fails_cleanly
 def calendar_report_flow(params: CalendarParams = CalendarParams()):
     path = locate_calendar(params.cluster, params.calendar, params.workspaces)

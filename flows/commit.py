@@ -1,15 +1,17 @@
 """The commit stage: book the window only if every gate passed for exactly this config and data."""
 
 import sys
+from typing import Literal
 
 from prefect import flow, get_run_logger
 from prefect.exceptions import FlowPauseTimeout
 from prefect.flow_runs import pause_flow_run
 from prefect.input import RunInput
-from pydantic import Field, create_model
+from pydantic import ConfigDict, Field, create_model, model_validator
 
 from campaign import store
 from campaign.approval import ApprovalRequest, clear_pending, write_pending
+from campaign.approval_form import wrappable
 from campaign.errors import CampaignError, Refused
 from campaign.window import window_inputs, with_start
 from flows.common import StageParams, campaign_tags, fails_cleanly, stage_run, stage_run_name
@@ -25,37 +27,67 @@ from tasks.commit import (
 from tasks.config import load_campaign
 from tasks.power import write_power_notice
 
+Decision = Literal["approve", "reject"]
+
 
 class Approval(RunInput):
     """The resume form of a commit that needs a person's approval. The form built for a run
-    (`approval_form`) carries that run's window, GPUs, days, cost, gates and digests in its description."""
+    (`approval_form`) carries that run's window, GPUs, days, cost, gates and digests in its description.
 
-    approved: bool = Field(False, description="Book the window described above.")
+    The decision has no default, so a form submitted with only a name is refused by the Prefect server (the run
+    stays paused, holding its dates) instead of rejecting the window; a rejection needs a comment. Both rules are
+    in the form's JSON schema, which the server checks before it resumes the run."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            # A rejection without a reason is refused by the server (JSON Schema if/then), so the run stays
+            # paused and the approver is asked again, rather than failing the run here.
+            "if": {"properties": {"decision": {"const": "reject"}}, "required": ["decision"]},
+            "then": {"properties": {"comment": {"minLength": 1, "pattern": "\\S"}}, "required": ["comment"]},
+        },
+    )
+
+    decision: Decision = Field(
+        description="Approve books the window described above; reject (with a comment) books nothing."
+    )
     approver: str = Field(
         min_length=1, max_length=200, description="Your name; recorded with the commitment."
     )
     comment: str = Field(
-        "", max_length=2000, description="Why; required reading for the team when you reject."
+        "", max_length=2000, description="Why; required when you reject, and read by the team."
     )
+
+    @model_validator(mode="after")
+    def _reject_says_why(self) -> "Approval":
+        if self.decision == "reject" and not self.comment.strip():
+            raise ValueError("a rejection needs a comment: say why, for the team")
+        return self
+
+    @property
+    def approved(self) -> bool:
+        return self.decision == "approve"
 
 
 def approval_form(request: ApprovalRequest) -> type[Approval]:
-    """The Approval form for this request: its description (shown above the form in the UI) is the request."""
+    """The Approval form for this request: its description (shown above the form in the UI) is the request (its
+    tables as lists, which wrap in the UI's narrow modal), and
+    the decision's help names what a yes books."""
     form = create_model(
         "Approval",
         __base__=Approval,
-        approved=(
-            bool,
+        decision=(
+            Decision,
             Field(
-                False,
                 description=(
-                    f"{request.headline()}. Gates: {sum(g.passed for g in request.gates)}/{len(request.gates)} passed; "
+                    f"Approve: {request.headline()}. Reject (say why in the comment): book nothing and release "
+                    f"the hold. Gates: {sum(g.passed for g in request.gates)}/{len(request.gates)} passed; "
                     f"config {request.config_digest[:12]}, data {request.data_digest[:12]}."
                 ),
             ),
         ),
     )
-    form._description = request.markdown()
+    form._description = wrappable(request.markdown())  # the modal is narrow: nothing cut off
     return form
 
 

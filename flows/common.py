@@ -168,33 +168,56 @@ def quiet_expected_errors() -> None:
 # ------------------------------------------------------------------------------------------- campaign context
 
 
-def campaign_name_of(params: Any) -> str:
-    """The campaign a run's parameters name (its config's `name:`, overrides applied), for run names and tags;
-    the config file's stem, or the workspace folder's name, when the config cannot be read (the run says why)."""
-    from campaign.config import load_config
-
-    get = (
+def _getter(params: Any) -> Callable[..., Any]:
+    return (
         params.get if isinstance(params, dict) else (lambda key, default=None: getattr(params, key, default))
     )
+
+
+def params_field(parameters: dict[str, Any], key: str) -> Any:
+    """A field of a run's `params` parameter: the model in process, its JSON from a deployment's run."""
+    return _getter(parameters.get("params") or {})(key)
+
+
+def campaign_name_of(params: Any) -> str:
+    """The campaign a run's parameters name (its config's `name:`, overrides applied), for run names and tags;
+    the config file's stem when the config cannot be read (the run says why); without a config, the campaign of
+    the workspace (its marker), else the workspace folder's name."""
+    from campaign.config import load_config
+
+    get = _getter(params)
     config, workspace = get("config"), get("workspace")
     if config:
         try:
             return load_config(config, list(get("overrides") or [])).config.name
         except CampaignError:
             return Path(str(config)).stem
-    return Path(str(workspace)).name if workspace else "campaign"
+    return workspace_campaign(workspace) if workspace else "campaign"
 
 
-def stage_run_name(stage: str) -> Callable[[], str]:
-    """`flow_run_name` of a stage flow: `<stage>-<campaign>-<UTC time>`, e.g. `validate-demo-20261201-0457`."""
+def workspace_campaign(workspace: Any) -> str:
+    """The campaign of a workspace (a path, a `store.Workspace` or its parameters as JSON): the name its marker
+    records, else its folder's name."""
+    root = _getter(workspace)("root") if not isinstance(workspace, str | Path) else workspace
+    return store.recorded_campaign(Path(str(root))) or Path(str(root)).name
+
+
+def stage_run_name(stage: str, subject: Callable[[dict[str, Any]], str] | None = None) -> Callable[[], str]:
+    """`flow_run_name` of a flow: `<stage>-<campaign>-<UTC time>`, e.g. `validate-demo-20261201-045700`. The
+    campaign is read from the run's `params` (config, else workspace), or by `subject` from its parameters (a
+    subflow's workspace, a calendar's cluster); should that fail, the name is still the stage's and the time's."""
 
     def name() -> str:
         from prefect.runtime import flow_run
 
         from tasks.artifacts import slug
 
-        campaign = campaign_name_of(flow_run.parameters.get("params") or {})
-        return f"{stage}-{slug(campaign)}-{datetime.now(UTC):%Y%m%d-%H%M%S}"
+        parameters = flow_run.parameters or {}
+        try:
+            what = subject(parameters) if subject else campaign_name_of(parameters.get("params") or {})
+        except Exception:  # a name is never worth a failed run
+            what = "campaign"
+        return f"{stage}-{slug(what)}-{datetime.now(UTC):%Y%m%d-%H%M%S}"
 
     return name
 

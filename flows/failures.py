@@ -6,7 +6,7 @@ import sys
 from prefect import flow
 from pydantic import BaseModel, ConfigDict, Field
 
-from flows.common import fails_cleanly
+from flows.common import fails_cleanly, params_field, stage_run_name
 from tasks.failures import fit_failure_profile
 
 
@@ -30,7 +30,7 @@ class FailuresFitParams(BaseModel):
     )
 
 
-@flow(name="failures-fit")
+@flow(name="failures-fit", flow_run_name=stage_run_name("failures-fit", lambda p: params_field(p, "cluster")))
 @fails_cleanly
 def failures_fit_flow(params: FailuresFitParams):
     return fit_failure_profile(

@@ -7,7 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from campaign import store
 from campaign.window import window_inputs
-from flows.common import fails_cleanly
+from flows.common import fails_cleanly, stage_run_name
 from tasks.config import load_campaign
 from tasks.power import write_power_notice
 
@@ -23,7 +23,7 @@ class PowerParams(BaseModel):
     workspace: str | None = Field(None, description="Workspace (default workspace/<campaign name>).")
 
 
-@flow(name="power")
+@flow(name="power", flow_run_name=stage_run_name("power"))
 @fails_cleanly
 def power_flow(params: PowerParams = PowerParams()):
     loaded, ws = load_campaign(params.config, params.overrides, params.workspace)

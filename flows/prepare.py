@@ -16,7 +16,7 @@ from prefect import flow, unmapped
 
 from campaign.config import DataConfig, RuntimeConfig
 from campaign.data.workers import keep_workers, shard_workers
-from flows.common import StageParams, fails_cleanly, stage_run, stage_run_name
+from flows.common import StageParams, fails_cleanly, stage_run, stage_run_name, workspace_campaign
 from flows.runners import task_runner_for
 from tasks.config import load_campaign
 from tasks.prepare import (
@@ -31,7 +31,10 @@ from tasks.prepare import (
 )
 
 
-@flow(name="prepare-shards")
+@flow(
+    name="prepare-shards",
+    flow_run_name=stage_run_name("prepare-shards", lambda p: workspace_campaign(p["ws"])),
+)
 def prepare_shards_flow(data: DataConfig, ws) -> PrepareRecord:
     """Plan, clean every shard (mapped), dedup, finalise every source (mapped), write the manifest."""
     plan = plan_shards_task(data, ws.data_dir)

@@ -144,7 +144,8 @@ def timeline(events: pd.DataFrame, result: dict[str, Any]) -> Figure:
         ax.axvspan(result["completion_days"], end_day, color="#d9d9d9", alpha=0.5, label="released early")
     ax.set_ylabel("tokens trained (B)")
     ax.set_title("Window timeline")
-    ax.legend(loc="upper left", fontsize=7, ncols=2, frameon=False)
+    # Beside the panel, not on it: the failure lines and the target run the whole height and width.
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, fontsize=7, frameon=False)
     ax.grid(alpha=0.25)
     swaps = (events["kind"] == "spare_swap").astype(int) - (events["kind"] == "repair_done").astype(int)
     spare_nodes = result["spares"]["spare_nodes"]
@@ -157,7 +158,7 @@ def timeline(events: pd.DataFrame, result: dict[str, Any]) -> Figure:
     ax2.step(x, y, where="post", color="#555555", lw=1, rasterized=len(x) > DENSE)
     if spare_nodes is not None:
         ax2.axhline(spare_nodes, color="#d62728", lw=0.8, ls=":", label=f"spare pool ({spare_nodes})")
-        ax2.legend(loc="upper right", fontsize=7, frameon=False)
+        ax2.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, fontsize=7, frameon=False)
     ax2.yaxis.set_major_locator(
         MaxNLocator(nbins=4, integer=True)
     )  # a short panel: a few ticks stay readable
@@ -233,13 +234,15 @@ def failures(rows: list[dict[str, Any]]) -> Figure:
         ax.plot(row["observed"], i, "o", color=colour, ms=7, label="observed" if i == 0 else None)
     ax.set_yticks(y, [r["category"] for r in rows] or [])
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlim(left=0)
+    # A little room left of 0, so an observed 0 shows its whole dot instead of half of it on the axis.
+    right = max([1.0, *(v for r in rows for v in (r["observed"], r["interval_hi"]) if v is not None)])
+    ax.set_xlim(left=-0.03 * right)
     ax.set_xlabel("unexpected interruptions (count)")
     ax.set_title("Failures by category: observed against the plan's expectation")
     ax.grid(alpha=0.25, axis="x")
     if rows:
-        # rows run from the largest expectation (bottom) to the smallest: the top right is the empty corner
-        ax.legend(loc="upper right", fontsize=7, frameon=False)
+        # beside the panel: a wide range on the top row would run under a legend inside it
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, fontsize=7, frameon=False)
     return _figure("failures", fig)
 
 

@@ -20,19 +20,10 @@ from campaign.analysis.report_inputs import ReportInputs
 from campaign.analysis.statistics import checkpoint_overhead
 from campaign.figures import md_cell, num, pct, tokens, tokens_b
 from campaign.files import atomic_write_text
+from campaign.goodput import BUCKETS
 
 if TYPE_CHECKING:
     from campaign.analysis.plots import Figure
-
-BUCKETS = (
-    ("productive", "productive training", "useful"),
-    ("checkpoint", "checkpoint writes", "planned overhead"),
-    ("lost_rework", "lost rework", "lost"),
-    ("restart", "detection and restart", "lost"),
-    ("waiting", "waiting (spare or maintenance)", "lost"),
-    ("idle_spares", "spares standing by", "insurance, not lost"),
-    ("idle_released", "released early", "capacity back to the cluster, not lost"),
-)
 
 
 def _is_html(name: str | None) -> bool:
@@ -58,8 +49,11 @@ def environment() -> jinja2.Environment:
     return env
 
 
-def css() -> str:
-    return resources.files("campaign.analysis").joinpath("templates/base.css").read_text(encoding="utf-8")
+def css() -> markupsafe.Markup:
+    """The pages' shared style sheet, marked safe: escaped, its quotes (`"Segoe UI"`) would break the rules."""
+    return markupsafe.Markup(
+        resources.files("campaign.analysis").joinpath("templates/base.css").read_text(encoding="utf-8")
+    )
 
 
 def window_figures(

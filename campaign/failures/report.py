@@ -35,6 +35,7 @@ def rates_figure(fit: dict[str, Any]) -> Figure:
         figsize=(9, 0.38 * sum(heights) + 1.1 * len(units)),
         height_ratios=heights,
         squeeze=False,
+        layout="constrained",  # each panel's axis label gets its own room, never under the next panel
     )
     for ax, unit in zip(axes[:, 0], units, strict=True):
         rows = [c for c in seen if c["unit"] == unit]

@@ -84,6 +84,15 @@ def is_workspace(ws: Workspace) -> bool:
     return (ws.root / WORKSPACE_MARKER).is_file() or ws.catalog_path.is_file()
 
 
+def recorded_campaign(root: Path) -> str | None:
+    """The campaign name the workspace's marker records (None: no marker, or not one campaign wrote)."""
+    try:
+        name = json.loads((Path(root) / WORKSPACE_MARKER).read_text(encoding="utf-8")).get("campaign")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return name if isinstance(name, str) and name else None
+
+
 def adopt_workspace(ws: Workspace, campaign_name: str) -> Workspace:
     """Make `ws` this campaign's workspace: create it if missing or empty; accept an existing workspace; refuse a
     folder that holds anything else, so campaign never writes into (or cleans up) a folder it does not own."""

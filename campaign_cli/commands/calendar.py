@@ -53,6 +53,15 @@ def calendar_show(
     horizon(
         cal.read_calendar(path), store.now(), from_, to
     )  # bad input fails here, before a Prefect API starts
+    from campaign.calendar.recorded import calendar_report_of, recorded_report
+
+    # The report recorded beside the calendar, when it is this very report: printed as is, with no flow run (the
+    # run that drew it published it); anything changed, and the flow draws and publishes it again.
+    report = recorded_report(calendar_report_of(path, from_, to, store.now()))
+    if report is not None:
+        typer.echo("calendar unchanged since its report was drawn: not redrawn", err=True)
+        typer.echo(json.dumps(report, indent=2) if json_ else _calendar_text(report))
+        return
     with _prefect_api(None, warm=_imports("flows.calendar")):
         from flows.calendar import CalendarParams, calendar_report_flow
 
@@ -124,9 +133,6 @@ def calendar_propose(
     if json_:
         typer.echo(json.dumps(out, indent=2))
         return
-    typer.echo(
-        f"cluster {out['cluster']} ({out['cluster_nodes']} nodes): {out['nodes']} nodes for {out['hours']:g} h"
-    )
     from campaign.calendar.proposals import proposal_text
 
     typer.echo(proposal_text(out))

@@ -56,13 +56,14 @@ def simulate(
         typer.echo(json.dumps(result, indent=2, default=str))
         return
     if "sweep" in result:
-        from campaign.sim.sweeps import sweep_table_markdown
+        from campaign.sim.sweeps import best_line, sweep_table_markdown
 
         typer.echo(
             f"sweep of {', '.join(result['sweep']['keys'])}: {result['replicas']} replicas per point "
             f"(seed {result['seed']}) in {result['wall_s']:.2f} s; best: {result['sweep']['best_rule']}"
         )
         typer.echo(sweep_table_markdown(result["sweep"]["rows"]))
+        typer.echo(best_line(result["sweep"]["rows"]))
         typer.echo(
             f"stored in {result['workspace']}/campaign.duckdb (sim_sweeps, sweep_id "
             f"{result['sweep']['sweep_id'][:12]})"

@@ -192,7 +192,9 @@ def test_the_demo_lifecycle_waits_for_approval_then_executes_its_window_once(sta
             waiting
         )
         RESULTS.update(paused_run=paused[0].id, artifact_id=artifact.id, parent=parent.id)
-        _resume(paused[0].id, run_input={"approved": True, "approver": "e2e", "comment": "window checked"})
+        _resume(
+            paused[0].id, run_input={"decision": "approve", "approver": "e2e", "comment": "window checked"}
+        )
         final = _wait_final(client, parent.id)
         assert final.state.is_completed(), final.state.message
         assert (ws / "report" / "report.md").exists()
@@ -236,7 +238,7 @@ def _approve_when_paused(client, parent_id, approver: str, comment: str):
     while time.monotonic() < deadline:
         paused = _flow_runs(client, flow="commit", state="Paused")
         if paused:
-            _resume(paused[0].id, run_input={"approved": True, "approver": approver, "comment": comment})
+            _resume(paused[0].id, run_input={"decision": "approve", "approver": approver, "comment": comment})
             return paused[0]
         run = client.read_flow_run(parent_id)
         assert not run.state.is_final(), run.state

@@ -138,3 +138,75 @@ def test_data_docs_offline_say_why_and_point_to_the_offline_page(tmp_path):
     out = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
     assert "public CDNs" in out["text"] and out["w"] > 300 and out["h"] > 10 and out["top"] < 50, out
     assert out["link"] == (checks / OFFLINE_PAGE).as_uri() and result["success"]
+
+
+STYLE_PROBE = """<script>
+window.addEventListener('load', () => {
+  const s = e => getComputedStyle(document.querySelector(e));
+  const out = {font: s('body').fontFamily, th: s('th').backgroundColor, td: s('td').borderBottomStyle,
+               bad: s('.bad').color, width: document.querySelector('table').getBoundingClientRect().width,
+               sheets: [...document.styleSheets].map(x => x.href), link: document.querySelector('a').href};
+  const pre = document.createElement('pre'); pre.id = 'probe'; pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+</script></body>"""
+
+
+@pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="chromium is not installed here (Debian: apt-get install chromium; .ci/run installs it)",
+)
+def test_the_data_docs_page_campaign_links_renders_styled_with_the_network_off(tmp_path):
+    """The Data Docs page the gates link (`checks/data_quality.html`) is styled from itself: with every host
+    unresolvable (the browser's network is off), its table, colours and fonts are those of its own style sheet,
+    it loads no style sheet from anywhere, and it links Great Expectations' own Data Docs for where one is online."""
+    from campaign.analysis.data_quality_page import data_quality_html
+    from tests.helpers.paths import REPO
+
+    rows = [
+        {
+            "expectation": "expect_column_values_to_not_be_null",
+            "column": "text",
+            "bounds": "",
+            "observed": "0 null",
+            "passed": True,
+        },
+        {
+            "expectation": "expect_table_row_count_to_be_between",
+            "column": "",
+            "bounds": "1,000 .. 5,000",
+            "observed": "431",
+            "passed": False,
+        },
+    ]
+    page = tmp_path / "checks" / "data_quality.html"
+    page.parent.mkdir()
+    page.write_text(
+        data_quality_html(
+            "demo", "1 of 2 expectations met on 431 rows", rows, "1.2.3", "d" * 64, "data_docs/index.html"
+        )
+    )
+    probe = page.with_name("probe.html")
+    probe.write_text(page.read_text().replace("</body>", STYLE_PROBE))
+    dom = _chromium(tmp_path / "profile-dq", "--virtual-time-budget=5000", "--dump-dom", probe.as_uri())
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    found = re.search(r'<pre id="probe">(.*?)</pre>', dom.stdout, re.DOTALL)
+    assert found, dom.stdout[-2000:]
+    out = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    assert out["sheets"] == [None], out  # one style sheet, inline: nothing to fetch
+    assert "serif" in out["font"] and not out["font"].startswith('"Times'), out  # its own font stack
+    assert out["th"] not in ("rgba(0, 0, 0, 0)", "transparent") and out["td"] != "none", out  # table styled
+    assert out["bad"] not in ("rgb(0, 0, 0)",) and out["width"] > 400, out
+    assert out["link"] == (page.parent / "data_docs" / "index.html").as_uri()
+    shots = REPO / "build" / "e2e"
+    shots.mkdir(parents=True, exist_ok=True)
+    shot = shots / "data-docs-offline.png"
+    run = _chromium(
+        tmp_path / "profile-dq-shot",
+        "--window-size=1100,500",
+        "--hide-scrollbars",
+        f"--screenshot={shot}",
+        page.as_uri(),
+    )
+    assert run.returncode == 0 and shot.is_file(), run.stderr[-2000:]
+    print("screenshot:", shot)

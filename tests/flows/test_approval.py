@@ -117,7 +117,7 @@ def _while_paused(ws: Path, other_ws: Path, api_url: str, seen: dict, answer: di
         if "run" in seen:  # answer anyway, so the commit ends now and the test reports the error
             with contextlib.suppress(Exception):
                 resume_flow_run(
-                    seen["run"], run_input={"approved": False, "approver": "test", "comment": repr(exc)}
+                    seen["run"], run_input={"decision": "reject", "approver": "test", "comment": repr(exc)}
                 )
 
 
@@ -168,18 +168,25 @@ def _shows_the_request(seen: dict) -> None:
     for text in (seen["description"], *seen["artifacts"]):
         assert WINDOW in text
         assert "GPUs" in text and "Reserved cost" in text and "p90" in text
-        for gate in ("data_quality", "layout", "memory", "schedule", "rehearsal"):
-            assert f"| {gate} | passed |" in text
         assert "Config digest" in text and "Data digest" in text
-    assert "Book demo" in json.dumps(seen["schema"])  # the approve toggle's own help names the window too
-    assert {"approved", "approver", "comment"} <= set(seen["schema"]["properties"])
+    for gate in ("data_quality", "layout", "memory", "schedule", "rehearsal"):
+        assert f"- **{gate}**: passed \u2014 " in seen["description"]  # a list in the narrow form: it wraps
+        assert all(
+            f"| {gate} | passed |" in text for text in seen["artifacts"]
+        )  # a table on the artifact page
+    assert "Book demo" in json.dumps(seen["schema"])  # the decision's own help names the window too
+    # A required choice without a default: a form sent with only a name answers nothing.
+    assert set(seen["schema"]["properties"]) == {"decision", "approver", "comment"}
+    assert seen["schema"]["properties"]["decision"]["enum"] == ["approve", "reject"]
+    assert "default" not in seen["schema"]["properties"]["decision"]
+    assert {"decision", "approver"} <= set(seen["schema"]["required"])
 
 
 def test_a_rejection_fails_the_run_with_who_and_why_and_the_wait_holds_nothing(
     prepared, other_workspace, capsys
 ):
     ws, sets = prepared
-    answer = {"approved": False, "approver": "alice", "comment": "wait for Q3"}
+    answer = {"decision": "reject", "approver": "alice", "comment": "wait for Q3"}
     code, seen, out = _commit_answered(ws, sets, other_workspace, answer, capsys)
     assert code == 3
     assert "booking rejected by alice: wait for Q3" in out.err
@@ -215,7 +222,7 @@ def test_approved_but_the_data_changed_meanwhile_is_refused(prepared):
         with get_client(sync_client=True) as client:
             run = _paused_run(client, time.monotonic() + 300)
             clean.write_bytes(original + b"\0")
-            resume_flow_run(run.id, run_input={"approved": True, "approver": "bob"})
+            resume_flow_run(run.id, run_input={"decision": "approve", "approver": "bob"})
 
     person = threading.Thread(target=change_then_approve, daemon=True)
     person.start()
@@ -241,7 +248,7 @@ def test_an_approval_books_with_the_approver_and_comment(prepared, capsys):
             run = _paused_run(client, time.monotonic() + 300)
             seen["held"] = _holding(ws)
             resume_flow_run(
-                run.id, run_input={"approved": True, "approver": "alice", "comment": "looks right"}
+                run.id, run_input={"decision": "approve", "approver": "alice", "comment": "looks right"}
             )
 
     person = threading.Thread(target=approve, daemon=True)

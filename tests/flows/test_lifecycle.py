@@ -1,17 +1,26 @@
 """The lifecycle through the CLI and the flows, on the demo config, against one Prefect test harness."""
 
 import json
+import re
+from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
 import pyarrow.parquet as pq
 import pytest
+from prefect.client.orchestration import get_client
 
 from campaign.data.indexed import read_indexed
 from campaign.gates import REQUIRED_GATES
 from campaign_cli.cli import main
 from tests.helpers.paths import DEMO, REPO, set_args
-from tests.helpers.prefect_api import latest_artifact, latest_flow_run, log_messages, task_runs_of
+from tests.helpers.prefect_api import (
+    flow_runs_since,
+    latest_artifact,
+    latest_flow_run,
+    log_messages,
+    task_runs_of,
+)
 from tests.helpers.saved import SavedFolder
 
 
@@ -37,7 +46,9 @@ def _catalog(ws: Path, sql: str) -> list[tuple]:
 @pytest.mark.timeout(900)  # two whole lifecycles
 def test_run_demo_end_to_end(tmp_path, demo_inputs, capsys):
     ws = tmp_path / "w"
+    started = datetime.now(UTC)
     assert main(["run", str(DEMO), "--workspace", str(ws), *set_args(demo_inputs)]) == 0
+    _every_run_is_named(flow_runs_since(started))
     stages = {r[0] for r in _catalog(ws, "SELECT stage FROM runs WHERE status = 'completed'")}
     assert {"prepare", "validate", "commit", "execute", "analyse"} <= stages
     gates = _catalog(ws, "SELECT gate, passed FROM gates")
@@ -112,6 +123,26 @@ def test_run_demo_end_to_end(tmp_path, demo_inputs, capsys):
     assert main(["run", str(DEMO), "--workspace", str(ws), *set_args(demo_inputs)]) == 0
     after = {t: _catalog(ws, f"SELECT count(*) FROM {t}")[0][0] for t in tables}
     assert after == {**before, "gates": before["gates"] + len(REQUIRED_GATES)}
+
+
+# A flow's runs are named `<stage>-<campaign>-<UTC time>` (its stage: the flow's name; the lifecycle's: `lifecycle`).
+STAGE_OF_FLOW = {"campaign": "lifecycle"}
+
+
+def _every_run_is_named(runs: list) -> None:
+    """No flow or subflow run of the demo has a name Prefect generated (`crouching-petrel`): each says its stage, the
+    campaign and when it started (the workspace folder is `w`, so a name from the folder would read `-w-`)."""
+    flows = {}
+    with get_client(sync_client=True) as client:
+        for run in runs:
+            flows.setdefault(run.flow_id, client.read_flow(run.flow_id).name)
+    named = sorted((flows[r.flow_id], r.name) for r in runs)
+    assert {"campaign", "prepare", "prepare-shards", "validate", "commit", "execute", "analyse"} <= {
+        f for f, _ in named
+    }, named
+    for flow, name in named:
+        stage = STAGE_OF_FLOW.get(flow, flow)
+        assert re.fullmatch(rf"{stage}-demo-\d{{8}}-\d{{6}}", name), (flow, name)
 
 
 def _every_figure_agrees(ws: Path, run_text: str, analyse_json: dict) -> None:

@@ -71,3 +71,14 @@ def latest_artifact(key: str):
             sort=ArtifactSort.CREATED_DESC,
         )
     return found[0] if found else None
+
+
+def flow_runs_since(started) -> list:
+    """Every flow run (subflows too) created at or after `started` (a UTC datetime)."""
+    from prefect.client.schemas.filters import FlowRunFilterExpectedStartTime
+
+    with get_client(sync_client=True) as client:
+        return client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(expected_start_time=FlowRunFilterExpectedStartTime(after_=started)),
+            sort=FlowRunSort.START_TIME_DESC,
+        )

@@ -413,3 +413,24 @@ def test_fitted_failure_rates_show_in_both_reports_with_their_intervals(report):
     assert (
         f"| faulty\\_gpu | gpu | 12 | 100,000 | 1.051 | {low:.4g} to {high:.4g} | per_gpu_year |" in markdown
     )
+
+
+def test_the_workspace_guide_lists_the_files_report_holds(report):
+    """docs/workspace.md's `report/` row names files, each one the report writes (its figures are inside them)."""
+    import re
+
+    from tests.helpers.paths import REPO
+
+    ws = report[0]
+    (row,) = [
+        line
+        for line in (REPO / "docs" / "workspace.md").read_text().splitlines()
+        if line.startswith("| `report/")
+    ]
+    cell = row.split("|")[1]
+    assert all(re.fullmatch(r"\s*`[^`]+`\s*", item) for item in cell.split(",")), cell  # file names only
+    documented = {name.removeprefix("report/") for name in re.findall(r"`([^`]+)`", cell)}
+    written = {p.name for p in ws.report_dir.iterdir()} | {
+        "analysis.json"
+    }  # analysis.json: the analyse flow's
+    assert documented == written, (documented, written)

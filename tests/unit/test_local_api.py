@@ -1,7 +1,6 @@
 """The local Prefect API of CLI commands, without starting one: leases, finding and stopping a kept server, the idle
 watch, where its files go, and a PREFECT_API_URL that does not answer."""
 
-import contextlib
 import json
 import os
 import signal
@@ -16,6 +15,7 @@ import pytest
 from campaign.errors import ConfigError
 from campaign_cli import local_api, private_api_app
 from campaign_cli.cli import main
+from tests.helpers.fake_servers import fake_kept_server as _fake_server
 from tests.helpers.paths import DEMO
 
 
@@ -51,35 +51,6 @@ def test_a_server_json_naming_another_process_is_no_server(tmp_path) -> None:
     assert local_api.server_info(tmp_path) is None
 
 
-@contextlib.contextmanager
-def _fake_server(home: Path):
-    """A process that looks like a kept server (its command line names the app and a port) and sleeps."""
-    home.mkdir(parents=True)
-    port = 4
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(120)", local_api.APP, "--port", str(port)],
-        start_new_session=True,
-    )
-    info = {
-        "pid": proc.pid,
-        "port": port,
-        "url": "http://127.0.0.1:4/api",
-        "prefect": local_api.prefect_version(),
-        "started_at": "now",
-    }
-    (home / "server.json").write_text(json.dumps(info))
-    local_api._register(home)
-    try:
-        deadline = time.monotonic() + 30
-        while not local_api._is_server(proc.pid, port) and time.monotonic() < deadline:
-            time.sleep(0.01)  # the interpreter has not exec'd yet
-        yield proc
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        proc.wait()
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_server_stop_stops_every_kept_server_and_status_lists_them(tmp_path, cache, capsys) -> None:
     with _fake_server(tmp_path / "w1" / ".prefect") as one, _fake_server(tmp_path / "w2" / ".prefect") as two:
@@ -88,13 +59,52 @@ def test_server_stop_stops_every_kept_server_and_status_lists_them(tmp_path, cac
         assert str(one.pid) in listed and str(two.pid) in listed
         assert main(["server", "stop", "--workspace", str(tmp_path / "w1")]) == 0
         assert one.wait(timeout=15) is not None and two.poll() is None
-        assert main(["server", "stop"]) == 0
+        assert main(["server", "stop", "--all"]) == 0
         assert two.wait(timeout=15) is not None
         assert "stopped" in capsys.readouterr().out
     assert not (tmp_path / "w1" / ".prefect" / "server.json").exists()
     assert local_api.running_servers() == []
-    assert main(["server", "stop"]) == 0
+    assert main(["server", "stop", "--all"]) == 0
     assert "no local Prefect server was running" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_server_stop_stops_only_this_folders_workspaces_and_the_shared_one_by_name(
+    tmp_path, cache, capsys, monkeypatch
+) -> None:
+    """Two checkouts, each with a workspace's server, and the shared server of commands without a workspace:
+    `campaign server stop` in one checkout stops its own only; `shared` and `--all` by name."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(local_api.tempfile, "tempdir", None)  # TMPDIR read again
+    shared_home = local_api.temporary_home()
+    shared_home.rmdir()
+    a, b = tmp_path / "checkout-a", tmp_path / "checkout-b"
+    with (
+        _fake_server(a / "workspace" / "demo" / ".prefect") as mine,
+        _fake_server(b / "workspace" / "demo" / ".prefect") as theirs,
+        _fake_server(shared_home) as shared,
+    ):
+        assert main(["server", "status", "--json"]) == 0
+        listed = {Path(i["home"]): i["workspace"] for i in json.loads(capsys.readouterr().out)}
+        assert listed[shared_home] == "shared" and listed[a / "workspace" / "demo" / ".prefect"] == str(
+            a / "workspace" / "demo"
+        )
+        monkeypatch.chdir(a)
+        assert main(["server", "stop"]) == 0
+        assert mine.wait(timeout=15) is not None
+        assert (
+            theirs.poll() is None and shared.poll() is None
+        )  # another checkout's, and the shared one, run on
+        assert f"stopped {a / 'workspace' / 'demo'}: " in capsys.readouterr().out
+        assert main(["server", "stop"]) == 0  # nothing of this checkout's left
+        assert "no local Prefect server was running for a workspace under" in capsys.readouterr().out
+        assert theirs.poll() is None
+        assert main(["server", "stop", "shared"]) == 0
+        assert shared.wait(timeout=15) is not None and theirs.poll() is None
+        assert main(["server", "stop", "--all"]) == 0
+        assert theirs.wait(timeout=15) is not None
+    assert local_api.running_servers() == []
 
 
 def test_an_idle_server_retires_only_when_no_command_holds_a_lease(tmp_path, cache) -> None:
@@ -175,7 +185,6 @@ def test_ctrl_c_during_campaign_sql_is_an_interrupt_not_a_bug(tmp_path) -> None:
     query runs: one line saying it was interrupted, exit 130, never the 60 s timeout or a bug."""
     import subprocess
     import sys
-    import time
 
     import duckdb
 
