@@ -265,8 +265,4 @@ def fit_slurm_log(
         scope_hints=the_mapping.scopes,
         sizes=sizes,
     )
-    if not (gpus_per_node or base_gpn):
-        fit.notes.append(
-            "GPUs per node: 8 (the default) where the accounting gives no GPU count; --gpus-per-node sets it"
-        )
     return fit, _profile_or_note(fit, categories, f"campaign failures fit {records.path.name}")

@@ -133,6 +133,7 @@ class Segment:
     gpus: int
     state: str
     line: int
+    gpus_from_nodes: bool = False  # the accounting gave no GPU count: nodes x GPUs per node
 
 
 @dataclass(frozen=True)
@@ -247,6 +248,7 @@ def _segment(
         problems.append(f"  {path}:{line}: the node list {fields.get('nodes')!r} cannot be read ({exc})")
         return None
     gpus = _gpus_from_tres(fields.get("tres", "") or "")
+    from_nodes = gpus is None
     if gpus is None:
         count = fields.get("node_count", "").strip()
         n = int(count) if count.isdigit() else len(nodes)
@@ -254,7 +256,7 @@ def _segment(
             problems.append(f"  {path}:{line}: job {job_id} names no nodes and no node count")
             return None
         gpus = n * gpus_per_node
-    return Segment(job_id, start, end, nodes, gpus, state, line)
+    return Segment(job_id, start, end, nodes, gpus, state, line, from_nodes)
 
 
 def read_sacct(path: str | Path, gpus_per_node: int) -> SlurmRecords:
@@ -309,7 +311,7 @@ def read_sacct(path: str | Path, gpus_per_node: int) -> SlurmRecords:
         if segment is not None:
             segments.append(segment)
     _raise(problems, path)
-    return SlurmRecords(path, segments, notes)
+    return SlurmRecords(path, segments, [*notes, *_gpu_note(path, segments, gpus_per_node)])
 
 
 def read_jobcomp(path: str | Path, gpus_per_node: int) -> SlurmRecords:
@@ -342,7 +344,17 @@ def read_jobcomp(path: str | Path, gpus_per_node: int) -> SlurmRecords:
         if segment is not None:
             segments.append(segment)
     _raise(problems, path)
-    return SlurmRecords(path, segments, notes)
+    return SlurmRecords(path, segments, [*notes, *_gpu_note(path, segments, gpus_per_node)])
+
+
+def _gpu_note(path: Path, segments: list[Segment], gpus_per_node: int) -> list[str]:
+    counted = sum(1 for s in segments if s.gpus_from_nodes)
+    if not counted:
+        return []
+    return [
+        f"{path}: {counted} of {len(segments)} segments give no GPU count (gres/gpu): their GPUs are nodes x "
+        f"{gpus_per_node} (--gpus-per-node)"
+    ]
 
 
 def _key_values(text: str) -> dict[str, str]:

@@ -163,6 +163,21 @@ def _seconds(value: str, where: str, what: str) -> float:
     return number
 
 
+def _count(value: str, where: str, what: str) -> int:
+    """A whole number the trainer printed (Lightning writes floats such as 12.0)."""
+    try:
+        number = float(value.strip() or "0")
+    except ValueError:
+        number = math.nan
+    if not math.isfinite(number) or number < 0 or number != int(number) or number > 1e15:
+        raise DataError(
+            f"{what} is {value!r}, not a whole number",
+            where=where,
+            fix="give the log as the trainer wrote it (a line cut or edited by hand cannot be read)",
+        )
+    return int(number)
+
+
 def read_megatron(path: Path, lines: list[str]) -> TrainerLog:
     raw: list[tuple[int, float, int, str]] = []
     args: dict[str, str] = {}
@@ -185,8 +200,10 @@ def read_megatron(path: Path, lines: list[str]) -> TrainerLog:
         ms = _seconds(
             fields.get("elapsed time per iteration (ms)", ""), where, "elapsed time per iteration (ms)"
         )
-        skipped = int(fields.get("number of skipped iterations", "0") or 0)
-        nans = int(fields.get("number of nan iterations", "0") or 0)
+        skipped = _count(
+            fields.get("number of skipped iterations", "0"), where, "number of skipped iterations"
+        )
+        nans = _count(fields.get("number of nan iterations", "0"), where, "number of nan iterations")
         excluded = ""
         if skipped or nans:
             excluded = ", ".join(
@@ -195,7 +212,7 @@ def read_megatron(path: Path, lines: list[str]) -> TrainerLog:
                 if n
             )
         if "global batch size" in fields:
-            batches.add(int(float(fields["global batch size"])))
+            batches.add(_count(fields["global batch size"], where, "global batch size"))
         raw.append((int(found.group(1)), ms / 1000.0, number, excluded))
     samples, notes = _segmented(raw, "iteration", path)
     layout = _megatron_layout(args)
@@ -282,10 +299,10 @@ def read_nemo(path: Path, lines: list[str]) -> TrainerLog:
             )
         if not row[t_i].strip():
             continue  # a row of validation or epoch metrics
-        step = int(float(row[s_i]))
+        step = _count(row[s_i], f"{path}:{number}", step_col)
         raw.append((step, _seconds(row[t_i], f"{path}:{number}", NEMO_TIMING), number, ""))
         if c_i is not None and row[c_i].strip():
-            consumed.append((step, float(row[c_i])))
+            consumed.append((step, float(_count(row[c_i], f"{path}:{number}", "consumed_samples"))))
     samples, notes = _segmented(raw, "step", path)
     per_step = {
         round((b[1] - a[1]) / (b[0] - a[0]))

@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from campaign.failures.slurm import read_jobcomp, read_sacct, read_slurm_mapping, slurm_incident_log
 from campaign_cli.cli import main
 from tests.helpers.slurm_cluster import start_cluster
 
@@ -99,7 +100,11 @@ def test_the_injected_node_losses_and_the_crash_are_recovered_by_category(accoun
     assert set(seen) == {"node_failure", "software_bug"}, seen
     # The excluded nodes: two node-scope failures, on the nodes set DOWN.
     assert seen["node_failure"]["count"] == 2 and seen["node_failure"]["scope"] == "node"
-    assert fit["nodes"] == 2  # each loss named by its node (the lemon test runs over the nodes named)
+    # Each loss is named by the node that was set DOWN (the lemon test counts it against that node).
+    records = read_jobcomp(accounting["jobcomp"], 8) if source == "--slurm-jobcomp" else read_sacct(path, 8)
+    log = slurm_incident_log(records, [], read_slurm_mapping())
+    lost = log.incidents[log.incidents["category"] == "node_failure"]
+    assert sorted(lost["node"]) == sorted(accounting["down"])
     # The crash: software, per job-hour.
     assert seen["software_bug"]["count"] == 1 and seen["software_bug"]["scope"] == "job"
     # The requeued job's three segments are one job; the cancelled job is exposure, not a failure.

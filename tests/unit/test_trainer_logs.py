@@ -4,9 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -246,46 +243,6 @@ def test_the_command_prints_the_entry_and_nothing_for_a_refused_one(tmp_path: Pa
     assert "plan:" not in refused.out and "16 GPUs, but 1 nodes" in refused.err
 
 
-def test_the_reference_trainers_metrics_are_a_measurement_without_flags(tmp_path: Path, capsys) -> None:
-    """The bundled trainer (python -m campaign.rehearsal.trainer) writes each step's own seconds."""
-    rng = np.random.default_rng(0)
-    rows = rng.integers(0, 16, size=(24 * 4 + 8, 17)).astype(np.uint32)
-    np.save(tmp_path / "train.npy", rows[:-8])
-    np.save(tmp_path / "heldout.npy", rows[-8:])
-    metrics = tmp_path / "metrics.jsonl"
-    env = {
-        **os.environ,
-        "CAMPAIGN_REHEARSAL_TRAIN": str(tmp_path / "train.npy"),
-        "CAMPAIGN_REHEARSAL_HELDOUT": str(tmp_path / "heldout.npy"),
-        "CAMPAIGN_REHEARSAL_VOCAB": "16",
-        "CAMPAIGN_REHEARSAL_STEPS": "24",
-        "CAMPAIGN_REHEARSAL_SEED": "1",
-        "CAMPAIGN_REHEARSAL_CHECKPOINT_EVERY": "12",
-        "CAMPAIGN_REHEARSAL_CHECKPOINT_DIR": str(tmp_path / "ckpt"),
-        "CAMPAIGN_REHEARSAL_METRICS": str(metrics),
-        "CAMPAIGN_REHEARSAL_BATCH_SEQUENCES": "4",
-        "CAMPAIGN_REHEARSAL_EVAL_EVERY": "12",
-        "CAMPAIGN_REHEARSAL_MODEL": json.dumps(
-            {"layers": 1, "hidden": 32, "heads": 2, "kv_heads": 1, "ffn_hidden": 64}
-        ),
-    }
-    done = subprocess.run(
-        [sys.executable, "-m", "campaign.rehearsal.trainer"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert main(["plan", "measure", str(metrics), "--json"]) == 0, capsys.readouterr().err
-    got = json.loads(capsys.readouterr().out)
-    assert got["format"] == "jsonl" and got["global_batch_tokens"] == 4 * 16 and got["step_time_s"] > 0
-    assert got["measured"] is None  # nodes and layout: the entry needs them, the measurement does not
-    args = ["--nodes", "1", "--layout", "dp=1", "--gpus-per-node", "1", "--json"]
-    assert main(["plan", "measure", str(metrics), *args]) == 0
-    assert json.loads(capsys.readouterr().out)["measured"]["nodes"] == 1
-
-
 def test_a_file_that_is_no_training_log_says_which_ones_are_read(tmp_path: Path) -> None:
     path = tmp_path / "notes.txt"
     path.write_text("hello\nworld\n")
@@ -337,3 +294,16 @@ def test_a_megatron_log_with_a_restart_is_a_measured_run_for_analyse(tmp_path: P
     bare.write_text("\n".join(line.split("] ", 1)[1] for line in lines if "] iteration" in line) + "\n")
     with pytest.raises(DataError, match="no timestamp"):
         external_report_inputs(bare, None, gpu_hour_usd=2.0)
+
+
+def test_a_garbled_number_in_a_log_line_is_named_with_its_line(tmp_path: Path) -> None:
+    path = write_megatron(tmp_path / "train.log", known_times())
+    lines = path.read_text().splitlines()
+    lines[20] = lines[20].replace("number of nan iterations:   0", "number of nan iterations: x")
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataError, match=r"train\.log:21: number of nan iterations is 'x'"):
+        read_step_times(path)
+    nemo = tmp_path / "metrics.csv"
+    nemo.write_text("step,train_step_timing in s\n1,2.0\nseven,2.0\n")
+    with pytest.raises(DataError, match=r"metrics\.csv:3: step is 'seven'"):
+        read_step_times(nemo)
