@@ -47,6 +47,7 @@ def rates_figure(fit: dict[str, Any]) -> Figure:
         ax.set_xlabel(f"{UNIT_LABEL[unit]}: fitted rate and exact 95% interval")
         ax.grid(alpha=0.25, axis="x")
     axes[0, 0].set_title("Failure rates by category (failures seen in brackets)")
+    fig.get_layout_engine().execute(fig)  # laid out before the SVG is cropped to the figure's extent
     return _figure("failure-rates", fig)
 
 
