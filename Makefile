@@ -19,10 +19,10 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	@# megatron-core's own reader checks the training shards in the tests; its metadata asks for torch, which the
 	@# reader does not need, so it comes without its dependencies (tests/helpers/megatron_index.py).
 	@$(BIN)/python -m pip install --quiet --no-deps 'megatron-core>=0.16,<0.17'
-	@echo "install [3/4]: compiling the simulator's kernels once (Numba cache, about a minute)"
-	@$(BIN)/python -c "from campaign.sim.compiled import warm; warm()"
-	@echo "install [4/4]: compiling prepare's word, language and n-gram kernels once"
-	@$(BIN)/python -c "from campaign.data.filters import decontaminate, kernels, language; kernels.warm(); language.warm(); decontaminate.warm()"
+	@echo "install [3/4]: compiling the simulator's kernels, once per install (Numba cache, about a minute)"
+	@$(PYTHON) scripts/heartbeat.py "compiling the simulator's kernels" $(BIN)/python -c "from campaign.sim.compiled import warm; warm()"
+	@echo "install [4/4]: compiling prepare's word, language and n-gram kernels, once per install"
+	@$(PYTHON) scripts/heartbeat.py "compiling prepare's kernels" $(BIN)/python -c "from campaign.data.filters import decontaminate, kernels, language; kernels.warm(); language.warm(); decontaminate.warm()"
 	@touch $(STAMP)
 	@echo "install: done"
 

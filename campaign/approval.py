@@ -146,7 +146,8 @@ def replica_p90_days(config: CampaignConfig, plan: Any, replicas: int) -> float 
     """The p90 day, of `replicas` seeded replicas of the window, on which the target is reached (inf: beyond the
     window), when the schedule gate did not judge the window (`gates.config.window_replicas` 0): the gate's own
     judgement with that many replicas."""
-    from campaign.calendar.window_length import judge_window
+    # The simulator loads only when the gate did not judge the window.
+    from campaign.window_judge import judge_window
 
     p90 = judge_window(config, plan, replicas).p90_completion_days
     return math.inf if p90 is None else p90

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from campaign.gates import GateResult
+    from campaign.gate_result import GateResult
 
 
 class CampaignError(Exception):

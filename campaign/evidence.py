@@ -8,18 +8,17 @@ by a glob over the workspace path, and each is read into memory once, hashed and
 a file swapped while validate runs cannot be judged in place of the one that is recorded. The catalog is the
 trust root: a digest recorded there is compared with one recomputed from the files, never with a file's claim.
 
-The digest also covers every other file a gate reads that the config names (`gate_files`): a tokenizer.json given
-as `data.tokenizer`, and the files the rehearsal's trainer command names (its script, or the module of
-`python -m`). Replacing one after validate changes the digest, and commit and execute name the file.
+The digest also covers every other file a gate reads or a run executes that the config names (`gate_files`): a
+tokenizer.json given as `data.tokenizer`, every file the rehearsal's and the execution's trainer commands run,
+import or name from outside the Python environment (`campaign.command_files`), and `execute.command` itself.
+Replacing one after validate changes the digest, and commit and execute name the file.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from campaign.command_files import module_file as module_file  # re-exported
+from campaign.command_files import trainer_files
 from campaign.config import CampaignConfig, DataConfig
 from campaign.data.indexed import TOKENIZED_DIR
 from campaign.data.inputs import source_files
@@ -59,8 +60,9 @@ class GateFile:
     """A file the config names and a gate reads, as read now."""
 
     key: str  # the config key that names it, e.g. data.tokenizer or rehearsal.command[1]
-    path: str  # absolute
+    path: str  # absolute (EXECUTE_COMMAND for the execute command's arguments)
     sha256: str  # of the bytes read now; "missing" or "unreadable" when they cannot be read
+    text: str = ""  # the execute command's arguments, as JSON
 
 
 @dataclass(frozen=True)
@@ -78,17 +80,29 @@ class DataEvidence:
 
     def gate_files_record(self) -> dict[str, dict[str, str]]:
         """{path: {key, sha256}}: what the data_identity gate records, for commit and execute to compare."""
-        return {f.path: {"key": f.key, "sha256": f.sha256} for f in self.gate_files}
+        return {
+            f.path: {"key": f.key, "sha256": f.sha256, **({"text": f.text} if f.text else {})}
+            for f in self.gate_files
+        }
+
+
+# The execute command's arguments as an entry of the evidence (not a file): a change to them is named as such.
+EXECUTE_COMMAND = "/execute.command"
+
+
+@dataclass(frozen=True)
+class CommandArgs:
+    """A trainer command's arguments, an entry of the evidence beside the files."""
+
+    argv: tuple[str, ...]
 
 
 # Config keys that name files, and whether a gate reads them. A new key that names a file goes here: a test walks
 # the config models and fails on a path-like field in neither set.
-GATE_READ_KEYS = ("data.tokenizer", "rehearsal.command")
+GATE_READ_KEYS = ("data.tokenizer", "rehearsal.command", "execute.command")
 NOT_GATE_READ_KEYS = {
     "data.sources.path": "prepare's inputs: the manifest lists each with its sha256, judged by data_identity",
     "data.demo_corpus_dir": "read by prepare only, to write the demo corpus",
-    "execute.command": "a real run's trainer, started by execute; no gate reads it (absent, the real run uses "
-    "rehearsal.command, which the rehearsal gate judged)",
     **dict.fromkeys(
         (
             "data.cleaning.url_filter.domains_file",
@@ -101,54 +115,42 @@ NOT_GATE_READ_KEYS = {
 }
 
 
-def gate_files(config: CampaignConfig, cwd: Path | None = None) -> list[tuple[str, Path]]:
-    """Every file the config names that a gate reads, with the key that names it: a tokenizer.json path
-    (`data.tokenizer`, made absolute by the loader) and the files of the rehearsal's trainer command
-    (`command_files`; relative paths are relative to `cwd`, where the trainer is started)."""
-    out: list[tuple[str, Path]] = []
+def gate_files(config: CampaignConfig, cwd: Path | None = None) -> list[tuple[str, Path | CommandArgs]]:
+    """Every file the config names that a gate reads or a run executes, with the key that names it: a
+    tokenizer.json path (`data.tokenizer`, made absolute by the loader), the files the rehearsal's trainer command
+    runs, and those of `execute.command` when it is set (`command_files`; relative paths are relative to `cwd`,
+    where the trainer is started). The execute command's arguments themselves are one more entry
+    (`EXECUTE_COMMAND`), so a run commits to the exact trainer it will start."""
+    here = Path.cwd() if cwd is None else cwd
+    out: list[tuple[str, Path | CommandArgs]] = []
     if config.data.tokenizer.endswith(".json"):
         out.append(("data.tokenizer", Path(config.data.tokenizer)))
-    out += command_files(config.rehearsal.command, Path.cwd() if cwd is None else cwd)
+    out += command_files(config.rehearsal.command, here)
+    if config.execute.command is not None:
+        out.append(("execute.command", CommandArgs(config.execute.command)))
+        seen = {path for _, path in out}
+        out += [
+            (k, p) for k, p in command_files(config.execute.command, here, "execute.command") if p not in seen
+        ]
     return out
 
 
-def command_files(command: Sequence[str], cwd: Path) -> list[tuple[str, Path]]:
-    """The files a trainer command names: every argument that is an existing regular file (a script, a config
-    it reads), and the source of the module after `-m` (found on the interpreter's path without importing it).
-    What those files import in turn is not followed."""
-    out: list[tuple[str, Path]] = []
-    for i, arg in enumerate(command):
-        key = f"rehearsal.command[{i}]"
-        if i > 0 and command[i - 1] == "-m":
-            module = module_file(arg, cwd)
-            if module is not None:
-                out.append((key, module))
-            continue
-        if i == 0 and os.sep not in arg:
-            continue  # a program found on PATH (python, torchrun): an installed tool, not the user's script
-        path = Path(arg) if Path(arg).is_absolute() else cwd / arg
-        if path.is_file():
-            out.append((key, path.resolve()))
-    return out
+def command_files(
+    command: Sequence[str], cwd: Path, key: str = "rehearsal.command"
+) -> list[tuple[str, Path]]:
+    """The files a trainer command runs (`campaign.command_files.trainer_files`): the files it names (a script, a
+    config it reads, the module of `-m`), what they import from outside the Python environment, and the files
+    those name, followed to the end."""
+    return trainer_files(command, cwd, key)
 
 
-def module_file(name: str, cwd: Path, search: Iterable[str] | None = None) -> Path | None:
-    """The file `python -m name` runs, looked up on the path (the working folder first, as `-m` does) without
-    importing anything: `a/b.py`, or `a/b/__main__.py` for a package."""
-    parts = name.split(".")
-    if not all(part.isidentifier() for part in parts):
-        return None
-    for entry in [str(cwd), *(sys.path if search is None else search)]:
-        base = Path(entry or ".").joinpath(*parts)
-        for candidate in (base.with_suffix(".py"), base / "__main__.py"):
-            if candidate.is_file():
-                return candidate.resolve()
-    return None
-
-
-def hash_gate_files(files: Iterable[tuple[str, Path]]) -> tuple[GateFile, ...]:
+def hash_gate_files(files: Iterable[tuple[str, Path | CommandArgs]]) -> tuple[GateFile, ...]:
     out = []
     for key, path in files:
+        if isinstance(path, CommandArgs):
+            argv = json.dumps(list(path.argv))
+            out.append(GateFile(key, EXECUTE_COMMAND, hashlib.sha256(argv.encode()).hexdigest(), argv))
+            continue
         try:
             # never open a FIFO or a device: only a regular file is read
             sha = sha256_file(path) if path.is_file() else ("missing" if not path.exists() else "not a file")
@@ -169,7 +171,13 @@ def gate_file_changes(recorded: Any, now: Sequence[GateFile], since: str) -> lis
     for f in now:
         entry = recorded.get(f.path)
         before = entry.get("sha256") if isinstance(entry, dict) else None
-        if before is None:
+        if f.path == EXECUTE_COMMAND and before != f.sha256:
+            then = entry.get("text", "absent") if isinstance(entry, dict) else "absent (rehearsal.command)"
+            changes.append(
+                f"execute.command is now {f.text}, not {then} as at {since}: the trainer a run starts is part of "
+                "what was validated; restore it, or run `campaign validate` and `campaign commit` again"
+            )
+        elif before is None:
             changes.append(f"{f.key} names {f.path}, which no gate read {since}: run `campaign validate`")
         elif before != f.sha256:
             changes.append(
@@ -183,7 +191,7 @@ def read_evidence(
     data_dir: Path,
     data: DataConfig,
     load_tables: bool = False,
-    files: Iterable[tuple[str, Path]] = (),
+    files: Iterable[tuple[str, Path | CommandArgs]] = (),
 ) -> DataEvidence | None:
     """The prepared data of `data_dir` checked against the config's `data:` section (already placed in its
     workspace with `DataConfig.in_workspace`), or None when nothing was prepared.

@@ -12,6 +12,7 @@ from typing import Any
 
 from campaign.config import CampaignConfig
 from campaign.gates import GateResult
+from campaign.window_verdict import rule_threshold
 
 
 @dataclass(frozen=True)
@@ -109,9 +110,19 @@ def gate_rows(results: list[GateResult], config: CampaignConfig, plan: dict[str,
                     f"({'calibrated' if plan.get('calibration') else 'uncalibrated'})"
                 )
             threshold = (
-                f"<= {_num(days_limit)} days (window {_num(config.window.days)} days, margin "
+                f"expected days <= {_num(days_limit)} (window {_num(config.window.days)} days, margin "
                 f"{_num(100 * c.min_window_margin)} %)"
             )
+            length = d.get("window_length")
+            if isinstance(length, dict):
+                # The window-length rule the gate applied, and what it simulated to apply it.
+                p90 = length.get("p90_completion_days")
+                figure += (
+                    f"; {length.get('simulated') or str(length.get('replicas')) + ' replicas'}: p90 day the target "
+                    f"is reached {_num(p90) if p90 is not None else 'beyond the window'}, P(target in window) "
+                    f"{_num(100 * length.get('p_target_in_window', float('nan')))} %"
+                )
+                threshold += "; and " + rule_threshold(config.window.days, bool(length.get("trains_through")))
         elif r.gate == "rehearsal":
             figure = f"loss fell by {_num(d.get('loss_drop'))}, resume check: {d.get('restore_check', 'n/a')}"
             threshold = (

@@ -9,13 +9,13 @@ digests still match. No flag skips a gate: this module has no bypass.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from campaign.data.tokenizer import load_tokenizer
 from campaign.evidence import DataEvidence
+from campaign.gate_result import GateResult
 
 # Order is the order the validate table prints.
 REQUIRED_GATES: tuple[str, ...] = (
@@ -28,17 +28,6 @@ REQUIRED_GATES: tuple[str, ...] = (
     "schedule",  # expected campaign length against the window
     "rehearsal",  # a real training loop on a sample, killed and restored (campaign.rehearsal)
 )
-
-
-@dataclass(frozen=True)
-class GateResult:
-    gate: str
-    passed: bool
-    summary: str
-    details: dict[str, Any] = field(default_factory=dict)
-
-    def as_row(self) -> tuple[str, bool, dict[str, Any]]:
-        return self.gate, self.passed, {"summary": self.summary, **self.details}
 
 
 def data_figures(evidence: DataEvidence, tokenizer: str) -> dict[str, dict[str, Any]]:
@@ -276,7 +265,7 @@ def execute_problems(
 def schedule_with_window_length(schedule: GateResult, assessment: Any) -> GateResult:
     """The schedule gate with the window-length rule (`campaign.calendar.window_length`) folded in: a window
     shorter than the p90 or longer than the p99 completion time fails it, saying which and what it costs."""
-    details = {**schedule.details, "window_length": assessment.as_details()}
+    details = {**schedule.details, "window_length": assessment.to_json()}
     if assessment.verdict == "ok":
         return GateResult(
             schedule.gate, schedule.passed, f"{schedule.summary}; {assessment.message}", details

@@ -9,6 +9,11 @@
   (blocking writes), `restart` (detection and restart), `waiting` (for a spare node or planned maintenance),
   `idle_spares` (spare nodes standing by while the job holds the window) and `idle_released` (the whole
   allocation after the job completed); `idle` = idle_spares + idle_released (the contract key, docs/design.md).
+- lost (to failures) = lost_rework + restart + waiting GPU-hours, priced at the GPU-hour price: the job's time
+  that a failure, a restart or a wait took. Checkpoint writes are a cost of the method; the spares standing by
+  and the released tail are not losses (the tail is capacity back to the cluster).
+- cost: compute = every GPU (job and spares) for the whole window at the GPU-hour price; energy = the window's
+  energy at the energy price; lost as above.
 Time lost to a facility ramp limit while the job comes back up goes to the bucket of the stop it follows.
 Source: Meta's ETTR definition as used by Kokolis et al., "Revisiting Reliability in Large-Scale Machine
 Learning Research Clusters", HPCA 2025 (arXiv 2410.21680); Llama 3 §3.3.4 ("effective training time").
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import TypedDict
 
 # Job-time buckets (seconds of the job's wall time, multiplied by job GPUs).
 JOB_TIME_KEYS = ("productive", "lost_rework", "checkpoint", "restart", "waiting")
@@ -26,8 +32,33 @@ BUCKET_KEYS = (*JOB_TIME_KEYS, "idle_spares", "idle_released")
 CONTRACT_KEYS = (*JOB_TIME_KEYS, "idle")
 ALL_KEYS = (*JOB_TIME_KEYS, "idle", "idle_spares", "idle_released")
 
+# Each bucket as the report and its artifacts label it: (key, label, what it counts as).
+BUCKETS = (
+    ("productive", "productive training", "useful"),
+    ("checkpoint", "checkpoint writes", "planned overhead"),
+    ("lost_rework", "lost rework", "lost"),
+    ("restart", "detection and restart", "lost"),
+    ("waiting", "waiting (spare or maintenance)", "lost"),
+    ("idle_spares", "spares standing by", "insurance, not lost"),
+    ("idle_released", "released early", "capacity back to the cluster, not lost"),
+)
+
+
+class CostUsd(TypedDict):
+    compute: float  # every GPU (job and spares) for the whole window
+    energy: float
+    lost: float  # (lost_rework + restart + waiting) GPU-hours at the GPU-hour price (LOST_DEFINITION)
+
+
+# The buckets that count as lost to failures (`cost_usd.lost`).
+LOST_KEYS = ("lost_rework", "restart", "waiting")
+
 ETTR_DEFINITION = "productive job time / job wall time from its start to completion or the window's end"
 UTILISATION_DEFINITION = "productive GPU-hours / ((job + spare GPUs) x window hours)"
+LOST_DEFINITION = (
+    "(lost_rework + restart + waiting) GPU-hours x the GPU-hour price; idle spares and the released tail are not "
+    "losses"
+)
 
 
 def ettr(productive_s: float, job_wall_s: float) -> float:
@@ -70,3 +101,42 @@ def window_utilisation(productive_gpu_h: float, gpus: int, spare_gpus: int, wind
 def buckets_sum_gpu_h(buckets: Mapping[str, float]) -> float:
     """The sum that must equal (job + spare GPUs) x window hours (each GPU-hour counted once)."""
     return math.fsum(buckets[k] for k in BUCKET_KEYS)
+
+
+def lost_gpu_h(buckets: Mapping[str, float]) -> float:
+    """GPU-hours lost to failures: lost rework, detection and restart, and waiting (LOST_DEFINITION)."""
+    return math.fsum(float(buckets[k]) for k in LOST_KEYS)
+
+
+def lost_usd(buckets: Mapping[str, float], gpu_hour_usd: float) -> float:
+    """USD lost to failures: `lost_gpu_h` at the GPU-hour price (`cost_usd.lost` on every surface)."""
+    return lost_gpu_h(buckets) * gpu_hour_usd
+
+
+def released_gpu_h(buckets: Mapping[str, float]) -> float:
+    """GPU-hours released after an early finish (the whole allocation after completion): not a loss."""
+    return float(buckets["idle_released"])
+
+
+def cost_usd(
+    buckets: Mapping[str, float],
+    gpus: int,
+    spare_gpus: int,
+    window_s: float,
+    energy_mwh: float,
+    gpu_hour_usd: float,
+    energy_usd_per_mwh: float,
+) -> CostUsd:
+    """The window's cost: `compute` (every GPU for the whole window), `energy` and `lost` (to failures), in USD:
+    the one home of `summary.cost_usd` and `analysis.json`'s `cost_usd` {compute, energy, lost}."""
+    return CostUsd(
+        compute=total_gpu_h(gpus, spare_gpus, window_s) * gpu_hour_usd,
+        energy=energy_mwh * energy_usd_per_mwh,
+        lost=lost_usd(buckets, gpu_hour_usd),
+    )
+
+
+def gpu_hour_usd(compute_usd: float, gpus: int, spare_gpus: int, window_s: float) -> float:
+    """The GPU-hour price read back from a summary's compute cost (0 for an empty window)."""
+    total = total_gpu_h(gpus, spare_gpus, window_s)
+    return float(compute_usd) / total if total > 0 else 0.0

@@ -9,12 +9,11 @@ only the diurnal phase depends on the start).
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
-from campaign.calendar.window_length import plan_band
 from campaign.config import CampaignConfig
 from campaign.plan import Plan, make_plan
 from campaign.sim import SimInputs, sim_inputs_from_config
+from campaign.window_verdict import plan_band
 
 # The clock phase of an `auto` window that is not booked yet: midnight UTC (any date; only the hour matters).
 UNBOOKED_START = datetime(2027, 1, 4, tzinfo=UTC)
@@ -40,8 +39,10 @@ def window_inputs(config: CampaignConfig, plan: Plan | None = None) -> SimInputs
     )
 
 
-def window_replicas_inputs(config: CampaignConfig, plan: Any = None) -> tuple[SimInputs, tuple[float, float]]:
+def window_replicas_inputs(
+    config: CampaignConfig, plan: Plan | None = None
+) -> tuple[SimInputs, tuple[float, float]]:
     """What `campaign simulate` and the `schedule` gate both simulate: the window's inputs and the plan's step-time
     band (multipliers on its step time) from which each replica draws its own step time (`simulate_batch`)."""
     plan = plan or make_plan(config)
-    return window_inputs(config, plan), plan_band(plan)
+    return window_inputs(config, plan), plan_band(plan.step_time_s, plan.step_time_range_s)

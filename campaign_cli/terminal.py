@@ -198,12 +198,18 @@ def stage_flow(stage: str) -> Any:
 
 
 def run_stage(
-    stage: str, config: str, workspace: str | None, overrides: list[str] | None, calendar: str | None = None
+    stage: str,
+    config: str,
+    workspace: str | None,
+    overrides: list[str] | None,
+    calendar: str | None = None,
+    rerun: list[str] | None = None,
 ) -> Any:
     """Run one lifecycle stage (or `run`, the whole lifecycle) and return its result; raise its CampaignError.
 
     Bad input (the config, an override, a value out of range) is refused before any Prefect API starts, and a
-    stage that needs an existing workspace is refused before anything is written."""
+    stage that needs an existing workspace is refused before anything is written. `rerun` (validate only): the
+    gates to run even when their recorded result could be reused."""
     from campaign import store
     from campaign.config import load_config
 
@@ -228,7 +234,8 @@ def run_stage(
 
         params = StageParams(config=config, workspace=workspace, overrides=list(overrides or []))
         with tags(campaign_tag(loaded.config.name)):
-            return finish(stage_flow(stage)(params, return_state=True))
+            extra = {"rerun": rerun} if rerun else {}
+            return finish(stage_flow(stage)(params, return_state=True, **extra))
 
 
 class _NoTraceback(logging.Formatter):
@@ -290,9 +297,21 @@ def _said_once(record: logging.LogRecord) -> bool:
 
 
 def gate_table(results: list[Any]) -> str:
+    """One row per gate: its verdict, whether it was run now or its recorded result reused (and when it was
+    recorded), and its detail."""
+    from campaign.reuse import how_judged
+
     width = max(len(r.gate) for r in results)
-    lines = [f"{'gate'.ljust(width)}  result  detail", f"{'-' * width}  ------  ------"]
-    lines += [f"{r.gate.ljust(width)}  {'PASS' if r.passed else 'FAIL'}    {r.summary}" for r in results]
+    hows = [how_judged(r.details) for r in results]
+    how_w = max(len("how"), *map(len, hows))
+    lines = [
+        f"{'gate'.ljust(width)}  result  {'how'.ljust(how_w)}  detail",
+        f"{'-' * width}  ------  {'-' * how_w}  ------",
+    ]
+    lines += [
+        f"{r.gate.ljust(width)}  {'PASS' if r.passed else 'FAIL'}    {how.ljust(how_w)}  {r.summary}"
+        for r, how in zip(results, hows, strict=True)
+    ]
     return "\n".join(lines)
 
 
@@ -313,11 +332,20 @@ def stage_summary(stage: str, r: Any) -> str:
     if stage == "commit":
         return f"committed {r.commitment_id}: window {r.window_start} .. {r.window_end}, approved by {r.approved_by}"
     if stage == "execute":
-        return (
+        head = (
             f"executed {r.commitment_id}{' (already executed; reused)' if r.reused else ''}: ETTR {r.ettr:.3f}, "
             f"{_tokens(r.tokens_trained)} tokens, {'completed' if r.completed else 'not completed'}"
-            + (f"; the window was {r.end}" if str(getattr(r, "end", "")).startswith("cancelled") else "")
         )
+        if getattr(r, "target_step", None) is None:  # a simulated window
+            return head + (
+                f"; the window was {r.end}" if str(getattr(r, "end", "")).startswith("cancelled") else ""
+            )
+        said = {
+            "target": "reached its target",
+            "short": "ended short of its target (exit 5)",
+            "stopped": "stopped by a person (exit 6)",
+        }.get(r.outcome, r.outcome)
+        return f"{head}; the run {said}: step {r.final_step:,} of {r.target_step:,}; {r.end}"
     if stage == "run":
         return (
             f"campaign done: ETTR {r['ettr']:.3f}, {_tokens(r['tokens_trained'])} of {_tokens(r['tokens_target'])} "
@@ -325,6 +353,20 @@ def stage_summary(stage: str, r: Any) -> str:
             f"report: {r.get('report_html') or r['report']}"
         )
     return json.dumps(r, indent=2, default=str)
+
+
+def rerun_names(names: list[str] | None) -> list[str] | None:
+    """The gates `--rerun [GATE...]` forces (every gate when it names none; None without --rerun); an unknown
+    name is bad input (exit 2), refused before anything runs."""
+    if names is None:
+        return None
+    from campaign.gates import REQUIRED_GATES
+    from campaign.reuse import rerun_gates
+
+    try:
+        return sorted(rerun_gates(names, REQUIRED_GATES))
+    except ValueError as exc:
+        raise ConfigError(str(exc), where="--rerun", fix="name gates from the validate table") from None
 
 
 def print_validate(results_or_error: Any) -> None:
@@ -360,11 +402,19 @@ def stage_main(stage: str, argv: list[str] | None = None) -> int:
         help="Override one config value (repeatable).",
     )
     parser.add_argument("--calendar", help="The cluster's calendar file.")
+    if stage == "validate":
+        parser.add_argument(
+            "--rerun",
+            nargs="*",
+            metavar="GATE",
+            help="Run these gates (all when none is named) even when their recorded result could be reused.",
+        )
 
     def command() -> int:
         args = parser.parse_args(argv if argv is not None else sys.argv[1:])
         try:
-            result = run_stage(stage, args.config, args.workspace, args.overrides, args.calendar)
+            rerun = rerun_names(getattr(args, "rerun", None))
+            result = run_stage(stage, args.config, args.workspace, args.overrides, args.calendar, rerun)
         except CampaignError as err:
             if stage == "validate":
                 print_validate(err)

@@ -8,8 +8,7 @@ from prefect import flow
 from pydantic import BaseModel, ConfigDict, Field
 
 from campaign import store
-from campaign.analysis.analysis import analysis_workspace
-from campaign.analysis.compare import check_targets, compare_out_dir
+from campaign.analysis.workspace import analysis_workspace
 from flows.common import fails_cleanly, params_field, stage_run_name
 from tasks.analyse import analyse, compare
 
@@ -55,6 +54,11 @@ def _compared(parameters: dict) -> str:
 @flow(name="analyse-compare", flow_run_name=stage_run_name("analyse-compare", _compared))
 @fails_cleanly
 def compare_flow(params: CompareParams):
+    from campaign.analysis.compare import (  # the analysis stack, for this flow only
+        check_targets,
+        compare_out_dir,
+    )
+
     check_targets(params.targets)
     return compare(params.targets, str(compare_out_dir(params.out_dir)))
 

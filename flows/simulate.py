@@ -22,10 +22,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from campaign.config import RuntimeConfig, load_config
 from campaign.goodput import ETTR_DEFINITION, UTILISATION_DEFINITION
 from campaign.sim import SimInputs  # the package imports each name on first use: no kernels here
+from campaign.sim.best import BEST_RULE, mark_best, replica_outcomes
 from campaign.sim.summary import ReplicaSummary
 from campaign.sim.sweeps import (
     check_sweeps,
-    mark_best,
     overrides_for,
     parse_sweep,
     sweep_grid,
@@ -148,12 +148,13 @@ def _sweep(params: SimulateParams, overrides: list[str], loaded, replicas: int):
     started = time.perf_counter()
     batches = replica_batches(replicas, workers)
     per_point = _run_batches(loaded.config.runtime, points, batches)
-    rows = []
+    rows, outcomes = [], []
     for i, (point, (inputs, _), summaries) in enumerate(zip(grid, points, per_point, strict=False)):
         rows.append(
             sweep_row(i, point, summarise_replicas(summaries, inputs.window_s, inputs.stop_at_target))
         )
-    rows = mark_best(rows)
+        outcomes.append(replica_outcomes(summaries, inputs.window_s))
+    rows = mark_best(rows, outcomes)
     sweep_id = hashlib.sha256(json.dumps([loaded.digest, params.sweeps, replicas]).encode()).hexdigest()
     ws = workspace_for(loaded.config.name, params.workspace)
     record_sweep(ws, sweep_id, loaded.digest, loaded.config.seed, replicas, rows)
@@ -166,8 +167,10 @@ def _sweep(params: SimulateParams, overrides: list[str], loaded, replicas: int):
             "sweep_id": sweep_id,
             "keys": [a.key for a in axes],
             "rows": rows,
-            "best": next(r["values"] for r in rows if r["is_best"]),
-            "best_rule": "highest P(target reached in the window), then highest mean ETTR, then lowest cost",
+            # None when no point is better beyond the replicas' paired noise: `tied` lists the points tied for it
+            "best": next((r["values"] for r in rows if r["is_best"]), None),
+            "tied": [r["values"] for r in rows if r["tied"]],
+            "best_rule": BEST_RULE,
         },
         "definitions": {"ettr": ETTR_DEFINITION, "window_utilisation": UTILISATION_DEFINITION},
         "workspace": str(ws.root),

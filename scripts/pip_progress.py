@@ -9,7 +9,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
+
+HEARTBEAT_S = (
+    30.0  # a line at least this often while pip works in silence (installing 180 packages takes minutes)
+)
 
 
 def main(argv: list[str]) -> int:
@@ -23,12 +28,25 @@ def main(argv: list[str]) -> int:
     stage = ""
 
     def say(text: str, in_place: bool = False) -> None:
+        said[0] = time.monotonic()
         if tty and in_place:
             sys.stdout.write(f"\r  {text}\033[K")
         else:
             sys.stdout.write(("\r\033[K" if tty else "") + f"  {text}\n")
         sys.stdout.flush()
 
+    said = [time.monotonic()]
+    done = threading.Event()
+
+    def heartbeat() -> None:
+        while not done.wait(1.0):
+            if time.monotonic() - said[0] >= HEARTBEAT_S:
+                what = {"build": "building wheels", "install": "installing packages"}.get(
+                    stage, "collecting packages"
+                )
+                say(f"still {what} ({time.monotonic() - started:.0f} s)")
+
+    threading.Thread(target=heartbeat, daemon=True).start()
     with subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
     ) as proc:
@@ -51,6 +69,7 @@ def main(argv: list[str]) -> int:
                 say(f"installing {count} packages into the virtual environment ...")
             elif line.startswith("Successfully installed"):
                 say(f"installed ({time.monotonic() - started:.0f} s)")
+    done.set()
     if proc.returncode != 0:
         sys.stdout.write(("\n" if tty else "") + "".join(kept[-60:]))
         print(f"  pip failed (exit {proc.returncode}); its last lines are above")

@@ -11,30 +11,47 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from campaign import store
-from campaign.analysis.compare import load_run, render_compare, write_compare
-from campaign.analysis.report import BUCKETS, write_report
-from campaign.analysis.report_inputs import gather_report_inputs
-from campaign.analysis.simulate_report import (
-    completion_interval,
-    render_simulate_report,
-    replica_values,
-    report_stem,
-)
 from campaign.errors import CampaignError
 from campaign.files import atomic_write_json, atomic_write_text
+from campaign.goodput import BUCKETS
+from campaign.reuse import drawn_report, record_drawn, report_inputs_digest
 from tasks.artifacts import COMPARE_HTML_KEY, COMPARE_KEY, artifact_key, local_file_markdown
+
+# The analysis stack (pandas, matplotlib, the simulator) is imported by the task that draws a report, when it draws
+# one: a report whose inputs are unchanged is read back instead (campaign/reuse.py).
+REPORT_FILES = ("report.html", "report.md")
 
 
 @task(name="analyse-window", cache_policy=None)
 def analyse(ws: store.Workspace, report_dir: Path | None = None) -> dict:
-    """The report of the executed window, written to `report_dir` (default the workspace's report/)."""
+    """The report of the executed window, written to `report_dir` (default the workspace's report/); not drawn
+    again when the digest of its inputs (catalog rows, data files, rehearsal result, code version) is the one
+    recorded beside it."""
     report_dir = report_dir or ws.report_dir
+    inputs_digest = report_inputs_digest(ws)
+    drawn = drawn_report(report_dir, inputs_digest, REPORT_FILES)
+    if drawn is not None:
+        get_run_logger().info(
+            "report inputs unchanged since the report was drawn (digest %s): not redrawn", inputs_digest[:12]
+        )
+        html, md = report_dir / "report.html", report_dir / "report.md"
+        return publish_report(drawn, md.read_text(encoding="utf-8"), html)
+    from campaign.analysis.report import write_report
+    from campaign.analysis.report_inputs import gather_report_inputs
+
     inputs = gather_report_inputs(ws)
     html, md, markdown = write_report(report_dir, inputs)
     result, config_json = inputs.result, inputs.config_json
     campaign = json.loads(config_json).get("name", ws.root.name) if config_json else ws.root.name
     result = {**result, "campaign": campaign, "report": str(md), "report_html": str(html)}
     atomic_write_json(report_dir / "analysis.json", result)
+    record_drawn(report_dir, inputs_digest)
+    return publish_report(result, markdown, html)
+
+
+def publish_report(result: dict, markdown: str, html: Path) -> dict:
+    """The window report's artifacts (keyed by campaign) and its log line; returns `result`."""
+    campaign = result["campaign"]
     create_markdown_artifact(
         key=artifact_key(campaign, "campaign-report"),
         markdown=markdown,
@@ -73,6 +90,8 @@ def analyse(ws: store.Workspace, report_dir: Path | None = None) -> dict:
 
 @task(name="compare-runs", cache_policy=None)
 def compare(targets: list[str], out_dir: str) -> dict:
+    from campaign.analysis.compare import load_run, render_compare, write_compare
+
     runs = [load_run(t) for t in targets]
     comparison = render_compare(runs)
     html, path_json = write_compare(Path(out_dir), comparison)
@@ -89,6 +108,13 @@ def simulate_report(result: dict, summaries: list[dict], campaign: str, workspac
     """The distributions over a simulate run's replicas: `simulate/<stem>.html` and `.md` in the campaign's workspace,
     a markdown artifact and a link artifact; returns what the simulate result adds (`replica_values`,
     `p_target_interval`, `p_complete_interval`, `report_html`)."""
+    from campaign.analysis.simulate_report import (
+        completion_interval,
+        render_simulate_report,
+        replica_values,
+        report_stem,
+    )
+
     values = replica_values(summaries)
     html, markdown, facts = render_simulate_report(result, campaign, values)
     finish = facts["finish"]

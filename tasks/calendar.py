@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -11,11 +12,12 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from campaign import calendar as cal
 from campaign import store
-from campaign.calendar.horizon import horizon
+from campaign.calendar.horizon import report_files
+from campaign.calendar.recorded import calendar_report_of, gantt_chart
 from campaign.calendar.summary import calendar_markdown
 from campaign.config import LoadedConfig
 from campaign.errors import Refused
-from campaign.files import atomic_write_bytes, atomic_write_json
+from campaign.files import write_output
 from tasks.artifacts import calendar_key
 
 
@@ -28,35 +30,26 @@ def calendar_of(loaded: LoadedConfig, ws: store.Workspace, override: str | None 
 def report_calendar(path: Path, start: str | None, end: str | None, now: datetime) -> dict[str, Any]:
     """The calendar's bookings, gaps and totals over the horizon; the Gantt PNG and JSON beside the calendar file;
     a Prefect artifact."""
-    state = cal.read_calendar(path)
-    t0, t1 = horizon(state, now, start, end)
-    report = cal.calendar_report(
-        state.cluster, state.total_nodes, state.pricing, state.bookings, t0, t1, state.price_history
-    )
-    report["calendar"] = str(path)
-    # matplotlib: imported once the flow runs, not before it starts
-    from campaign.calendar.gantt import gantt_png
-
-    png = path.with_name(f"{path.stem}-gantt.png")
-    chart = gantt_png(report)
-    atomic_write_bytes(png, chart)
+    report = calendar_report_of(path, start, end, now)
+    png, report_json = report_files(path)
+    chart = gantt_chart(report, png)  # drawn only when what it shows changed
     report["gantt_png"] = str(png)
-    atomic_write_json(path.with_name(f"{path.stem}-report.json"), report)
+    write_output(report_json, json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
     totals = report["totals"]
     create_markdown_artifact(
-        key=calendar_key(state.cluster),
+        key=calendar_key(report["cluster"]),
         markdown=calendar_markdown(report, chart, str(png)),
-        description=f"calendar of cluster {state.cluster}",
+        description=f"calendar of cluster {report['cluster']}",
     )
     if report["gaps"]:
         create_table_artifact(
-            key=calendar_key(state.cluster, "gaps"),
+            key=calendar_key(report["cluster"], "gaps"),
             table=report["gaps"],
-            description=f"idle gaps of cluster {state.cluster}, priced",
+            description=f"idle gaps of cluster {report['cluster']}, priced",
         )
     get_run_logger().info(
         "calendar %s: %d bookings, %d gaps, utilisation %.1f%%, idle cost $%.2f",
-        state.cluster,
+        report["cluster"],
         len(report["bookings"]),
         len(report["gaps"]),
         totals["utilisation"] * 100,

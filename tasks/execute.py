@@ -3,6 +3,7 @@ supervisor (campaign.execution), and record it."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -20,6 +21,8 @@ from campaign.errors import ConfigError, Refused
 from campaign.evidence import gate_file_changes, gate_files, read_evidence
 from campaign.execution.journal import Journal, RunEvent
 from campaign.execution.measured import measured_summary
+from campaign.execution.policy import SHORT, STOPPED, TARGET
+from campaign.execution.progress import ProgressLines
 from campaign.execution.run import real_run_settings
 from campaign.execution.slurm import slurm_problem
 from campaign.execution.stopping import StopRequest, is_cancelled, stop_on_signals
@@ -43,6 +46,9 @@ class ExecutionRecord:
     completed: bool
     completion_s: float | None = None  # seconds from the window start to the job's end (None: not finished)
     end: str = ""  # a real run: why it ended ("target step reached", "cancelled: ...")
+    outcome: str = TARGET  # target (exit 0), short (the run ended before its target) or stopped (by a person)
+    final_step: int | None = None  # a real run: the step its counted checkpoints (or the target) reached
+    target_step: int | None = None
 
 
 @task(name="check-commitment", cache_policy=None)
@@ -190,6 +196,17 @@ def run_window(
         else:
             log.info("window %s already run for real; reusing its record", commitment.commitment_id)
         store.record_execution(ws, run_id, commitment.commitment_id, REAL_REPLICA, reused=True)
+        measured = summary.get("measured", {})
+        recorded = measured.get("outcome")
+        outcome = (
+            recorded
+            if recorded in (TARGET, SHORT, STOPPED)
+            else TARGET
+            if summary["completed"]
+            else STOPPED
+            if is_cancelled(end)
+            else SHORT
+        )
         return ExecutionRecord(
             commitment.commitment_id,
             REAL_REPLICA,
@@ -199,6 +216,9 @@ def run_window(
             summary["completed"],
             summary.get("completion_s"),
             end,
+            outcome,
+            measured.get("final_step"),
+            measured.get("target_step"),
         )
     folder = ws.root / EXECUTION_DIR / commitment.commitment_id
     settings = real_run_settings(config, ws.root, folder)
@@ -233,6 +253,13 @@ def run_window(
 
     on_event = prefect_event_emitter(config.name, commitment.commitment_id, flow_run_id, said)
     stop = StopRequest(poll=_cancel_poll(flow_run_id))
+    progress = ProgressLines(
+        _say_and_show(log, flow_run_id),
+        settings.steps,
+        settings.tokens_per_step,
+        settings.progress_every,
+        settings.nodes,
+    )
 
     log.info(
         "real run of window %s: %s, to step %d, %d fault(s) to inject",
@@ -242,7 +269,9 @@ def run_window(
         len(settings.injections),
     )
     with stop_on_signals(stop):  # SIGTERM stops the job and records its end; then Prefect hears the signal
-        journal = supervise(settings, folder, on_progress=report, on_event=on_event, stop=stop)
+        journal = supervise(
+            settings, folder, on_progress=report, on_event=on_event, stop=stop, progress=progress
+        )
         return _record_real_run(ws, config, commitment, run_id, folder, settings, journal)
 
 
@@ -304,7 +333,33 @@ def _record_real_run(
         summary["completed"],
         summary.get("completion_s"),
         m["end"],
+        m["outcome"],
+        m["final_step"],
+        m["target_step"],
     )
+
+
+def _say_and_show(log: Any, flow_run_id: str | None, every_s: float = 10.0) -> Callable[[str], None]:
+    """A progress line to the run's log (the terminal and the Prefect run's logs) and, at most every `every_s`
+    seconds, as the flow run's state message (what the UI shows beside "Running")."""
+    from prefect.client.orchestration import get_client
+    from prefect.states import Running
+
+    shown = [float("-inf")]
+
+    def say(line: str) -> None:
+        log.info("%s", line)
+        now = time.monotonic()
+        if flow_run_id is None or now - shown[0] < every_s:
+            return
+        shown[0] = now
+        try:
+            with get_client(sync_client=True) as client:
+                client.set_flow_run_state(UUID(flow_run_id), Running(message=line[:1000]), force=True)
+        except Exception:  # only what the UI shows: the run and its log lines go on
+            return
+
+    return say
 
 
 def _no_power():

@@ -8,8 +8,9 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from campaign.failures import fit_incident_log
+from campaign.failures.profile import profile_to_write
 from campaign.failures.report import fit_report_markdown
-from campaign.files import atomic_write_text
+from campaign.files import check_outputs, write_output
 from tasks.artifacts import artifact_key
 
 
@@ -23,8 +24,9 @@ def fit_failure_profile(
     gpus_per_node: int | None = None,
     nodes: int | None = None,
 ) -> dict:
+    check_outputs({"out": out}, {"jobs": jobs, "incidents": incidents, "base": base})
     fit, profile = fit_incident_log(jobs, incidents, base=base, gpus_per_node=gpus_per_node, nodes=nodes)
-    out_path = str(atomic_write_text(out, profile)) if out else None
+    out_path = str(write_output(out, profile_to_write(fit, profile))) if out else None
     result = fit.to_json()
     create_table_artifact(
         key=artifact_key(cluster, "failure-rates"),

@@ -150,7 +150,8 @@ def _publish(manifest: Manifest, ws: store.Workspace) -> PrepareRecord:
         key=artifact_key(workspace_campaign(ws.root), "prepare-removals"),
         description=f"removed per source and reason in pipeline order ({manifest['tokenizer']}; "
         "tokens estimated where tokens_exact is false)",
-        table=manifest["removals"] or [{"source": "", "step": "", "reason": "nothing removed", "docs": 0}],
+        table=[dict(r) for r in manifest["removals"]]
+        or [{"source": "", "step": "", "reason": "nothing removed", "docs": 0}],
     )
     get_run_logger().info(
         "prepared %s documents in, %s kept, %s rejected, %s tokens (%s); data digest %s",
@@ -165,7 +166,7 @@ def _publish(manifest: Manifest, ws: store.Workspace) -> PrepareRecord:
 
 
 @task(name="record-dataset", cache_policy=None)
-def record_dataset(ws: store.Workspace, run_id: str, manifest: dict) -> int:
+def record_dataset(ws: store.Workspace, run_id: str, manifest: Manifest) -> int:
     from campaign import store
 
     return store.record_dataset(ws, run_id, manifest)

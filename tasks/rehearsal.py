@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,12 +21,12 @@ from campaign.files import atomic_write_bytes, atomic_write_json
 from campaign.gates import GateResult
 from campaign.rehearsal.gate import run_rehearsal
 from campaign.rehearsal.harness import RehearsalResult
-from campaign.rehearsal.plot import plot_loss_curve
 from campaign.rehearsal.progress import ProgressFollower
 from campaign.rehearsal.sample import clean_tables_with_shards, documents_from_tables
 from tasks.artifacts import artifact_key
 
 REHEARSAL_DIR = "rehearsal"
+QUIET_S = 30.0  # a progress line at least this often while the rehearsal trains
 
 
 @contextlib.contextmanager
@@ -33,11 +34,23 @@ def reporting_progress(workdir: Path, steps: int, every_s: float = 2.0) -> Itera
     """While the trainer runs: its step and loss logged every tenth of the steps (campaign.rehearsal.progress), from
     a thread that reads the metrics files, so the terminal and the UI's log say how training goes."""
     follower, log, done = ProgressFollower(workdir, steps), get_run_logger(), threading.Event()
+    started = said = time.monotonic()
 
     def follow() -> None:
+        nonlocal said
         while not done.wait(every_s):
-            for line in follower.poll():
+            lines = follower.poll()
+            for line in lines:
                 log.info("%s", line)
+            if lines:
+                said = time.monotonic()
+            elif time.monotonic() - said >= QUIET_S:  # a trainer starting, compiling or being restored
+                log.info(
+                    "rehearsal: the trainer is working, no new step for %.0f s (%.0f s since the rehearsal began)",
+                    time.monotonic() - said,
+                    time.monotonic() - started,
+                )
+                said = time.monotonic()
 
     thread = threading.Thread(target=follow, name="rehearsal-progress", daemon=True)
     thread.start()
@@ -79,6 +92,8 @@ def rehearsal_gate(config: CampaignConfig, ws: store.Workspace, evidence: DataEv
     atomic_write_json(
         workdir / "result.json", {"details": details, "timings": timings, "curves": result.curves}
     )
+    from campaign.rehearsal.plot import plot_loss_curve  # matplotlib: only when a rehearsal ran
+
     png = atomic_write_bytes(workdir / "loss_curve.png", plot_loss_curve(result.curves, details)).read_bytes()
     summary = result.summary()
     rows_table = [

@@ -11,6 +11,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from campaign import store
 from campaign.sim.inputs import SimInputs
 from campaign.sim.summary import ReplicaSummary
+from campaign.sim.sweeps import best_line
 from campaign.sql.rows import scalar
 from tasks.artifacts import artifact_key, sweep_key
 
@@ -83,14 +84,18 @@ def record_sweep(
         table=table,
         description=f"campaign simulate --sweep: {replicas} replicas per point, seed {seed}",
     )
-    best = next(r for r in rows if r["is_best"])
+    best = next((r for r in rows if r["is_best"]), None)
+    figures = (
+        f" (P(target in window) {best['p_target_in_window']:.2f}, ETTR {best['ettr_mean']:.4f})"
+        if best
+        else ""
+    )
     get_run_logger().info(
-        "sweep %s: %d points, best %s (P(target in window) %.2f, ETTR %.4f)%s",
+        "sweep %s: %d points, %s%s%s",
         sweep_id[:12],
         len(rows),
-        best["values"],
-        best["p_target_in_window"],
-        best["ettr_mean"],
+        best_line(rows),
+        figures,
         " (already in the catalog)" if seen else "",
     )
     return len(rows)

@@ -8,8 +8,6 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.states import Completed, Failed, State
 
 from campaign import store
-from campaign.analysis.data_quality_page import OFFLINE_PAGE, add_offline_banner, data_quality_html
-from campaign.calendar.window_length import judge_window
 from campaign.config import CampaignConfig
 from campaign.errors import Refused
 from campaign.evidence import DataEvidence, gate_files, read_evidence
@@ -24,10 +22,12 @@ from campaign.gates import (
     schedule_with_window_length,
 )
 from campaign.plan import make_plan
-from data_checks.runner import observed_text, summarise, validate_frame
-from data_checks.suites import suite_specs
+from campaign.reuse import code_version, how_judged, reusable_gates, with_code_version
+from campaign.window_judge import judge_window
 from tasks.artifacts import artifact_key
 
+# Great Expectations, the report's templates and the plan's simulator are imported by the task that runs its gate,
+# so a validate that reuses a gate's recorded result (campaign/reuse.py) does not pay for them.
 DATA_DOCS_DIR = "data_docs"  # Great Expectations' Data Docs site, under the workspace's checks/
 GX_COLUMNS = ["doc_id", "source", "text", "n_words", "n_tokens", "n_bytes", "text_sha256"]
 
@@ -60,6 +60,10 @@ def data_identity_gate(evidence: DataEvidence) -> GateResult:
 
 @task(name="gx-clean-data", cache_policy=None)
 def data_quality_gate(config: CampaignConfig, ws: store.Workspace, evidence: DataEvidence) -> GateResult:
+    from campaign.analysis.data_quality_page import OFFLINE_PAGE
+    from data_checks.runner import observed_text, summarise, validate_frame
+    from data_checks.suites import suite_specs
+
     # GX has no working DuckDB source; the clean tables (parsed from the hashed bytes) go to GX as pandas.
     tables = [t.select([c for c in GX_COLUMNS if c in t.column_names]) for t in evidence.tables("clean")]
     frame = (
@@ -109,6 +113,8 @@ def write_offline_page(
 ) -> str:
     """`checks/data_quality.html`: the expectations readable offline; the Data Docs index gets a note pointing
     to it (they load their CSS and JavaScript from public CDNs). Returns the page's path."""
+    from campaign.analysis.data_quality_page import OFFLINE_PAGE, add_offline_banner, data_quality_html
+
     index = ws.checks_dir / DATA_DOCS_DIR / "index.html"
     page = atomic_write_text(
         ws.checks_dir / OFFLINE_PAGE,
@@ -172,6 +178,8 @@ def record_gates(
 ) -> list[GateRow]:
     """Record this validate's verdicts and publish them: the `gates` table and the `gates-detail` markdown table,
     each gate with its figure and threshold, linked to Great Expectations' Data Docs."""
+    from campaign.analysis.data_quality_page import OFFLINE_PAGE
+
     store.record_gates(ws, run_id, config_digest, data_digest, [r.as_row() for r in results])
     rows = gate_rows(results, config, plan_json)
     create_table_artifact(
@@ -207,3 +215,28 @@ def judge_gate(row: GateRow) -> State:
         return Completed(message=row.message(), data=True)
     get_run_logger().warning("%s", row.message())
     return Failed(message=row.message(), data=False)
+
+
+@task(name="reuse-recorded-gates", cache_policy=None)
+def reused_gates(
+    ws: store.Workspace, config_digest: str, evidence: DataEvidence, rerun: list[str]
+) -> dict[str, GateResult]:
+    """The gates whose result recorded for exactly these digests, under this code version, stands
+    (campaign/reuse.py); `rerun` names the gates to run whatever was recorded."""
+    recorded = store.latest_gates(ws, config_digest, evidence.digest)
+    kept = reusable_gates(recorded, ws.root, code_version(), rerun, evidence.problems)
+    log = get_run_logger()
+    for gate in recorded:
+        if gate in kept:
+            log.info("%s: %s, evidence unchanged", gate, how_judged(kept[gate].details))
+    return {gate: kept[gate].as_gate_result() for gate in kept}
+
+
+def plan_of(config: CampaignConfig) -> dict:
+    """The plan's JSON, for the gates' figures when the plan gates' results are reused."""
+    return make_plan(config).to_json()
+
+
+def stamped(results: list[GateResult]) -> list[GateResult]:
+    """Each result with the code version it was judged under (a reused one keeps the run that judged it)."""
+    return [with_code_version(r, code_version()) for r in results]

@@ -12,27 +12,29 @@ Source: Meta's ETTR definition as used by Kokolis et al., HPCA 2025 (arXiv 2410.
 from __future__ import annotations
 
 import json
-import math
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pandas as pd
 
 from campaign import goodput
 from campaign.analysis.statistics import checkpoint_overhead, optimal_interval_s, poisson_interval
-from campaign.approval import read_pending
-from campaign.errors import CampaignError, ConfigError, DataError, WorkspaceBusy
+from campaign.analysis.workspace import (  # noqa: F401 - where the analysis imported them from before
+    REQUIRED_TABLES,
+    analysis_workspace,
+    check_catalog,
+    open_read_only,
+)
 from campaign.figures import num
-from campaign.sql.rows import one_row, rows, scalar
-from campaign.store import SCHEMA_VERSION, Workspace, existing_workspace
+from campaign.sql.rows import one_row, rows
 
 if TYPE_CHECKING:  # the simulator package imports its compiled kernels: not needed to read a summary
+    import pandas as pd
+
     from campaign.sim.summary import ReplicaSummary
 
-LOST_KEYS = ("lost_rework", "restart", "waiting")
-REQUIRED_TABLES = ("runs", "gates", "commitments", "sim_replicas", "sim_events", "sim_power", "executions")
+LOST_KEYS = goodput.LOST_KEYS
 DEFINITIONS = {
     "ettr": goodput.ETTR_DEFINITION,
     "window_utilisation": goodput.UTILISATION_DEFINITION,
@@ -52,31 +54,6 @@ def query(name: str) -> str:
 def create_views(con: duckdb.DuckDBPyConnection) -> None:
     """The documented views of views.sql, as temporary views (they work on a read-only catalog)."""
     con.execute(query("views"))
-
-
-def check_catalog(con: duckdb.DuckDBPyConnection, where: str) -> None:
-    """Refuse a catalog this version cannot read: an older schema, or one with no executed window."""
-    tables = {r["table_name"] for r in rows(con, "SELECT table_name FROM duckdb_tables()")}
-    version = None
-    if "schema_meta" in tables:
-        version = scalar(con, "SELECT max(version) FROM schema_meta")
-    missing = [t for t in REQUIRED_TABLES if t not in tables]
-    if missing or version is None or version < SCHEMA_VERSION:
-        raise DataError(
-            f"the catalog is from an older campaign (schema version {version if version is not None else 1}; this "
-            f"campaign reads version {SCHEMA_VERSION}{'; missing tables: ' + ', '.join(missing) if missing else ''})",
-            where=where,
-            fix="run `campaign execute CONFIG --workspace DIR` with this version once (it migrates the catalog and "
-            "records the executed window), then analyse again",
-        )
-    if not scalar(con, "SELECT count(*) FROM executions"):
-        pending = read_pending(Path(where).parent)
-        waiting = f" ({pending.describe()})" if pending else ""
-        raise DataError(
-            f"nothing to analyse: this workspace has no executed window{waiting}",
-            where=where,
-            fix="run `campaign execute CONFIG --workspace DIR` (or `campaign run CONFIG`) first",
-        )
 
 
 def analyse_window(
@@ -220,9 +197,8 @@ def window_figures(
     job_s = summary["job_time_s"]
     buckets = goodput.goodput_buckets_gpu_h(job_s, gpus, spare_gpus, window_s, completion_s)
     total_gpu_h = goodput.total_gpu_h(gpus, spare_gpus, window_s)
-    gpu_hour_usd = summary["cost_usd"]["compute"] / total_gpu_h if total_gpu_h else 0.0
+    gpu_hour_usd = goodput.gpu_hour_usd(summary["cost_usd"]["compute"], gpus, spare_gpus, window_s)
     released = released_early(summary, config, gpu_hour_usd)
-    lost_gpu_h = math.fsum(buckets[k] for k in LOST_KEYS)
 
     failures = events[events["kind"] == "failure"]
     by_category = failures.groupby("category").size().sort_values(ascending=False)
@@ -282,7 +258,7 @@ def window_figures(
         "cost_usd": {
             "compute": summary["cost_usd"]["compute"],
             "energy": summary["cost_usd"]["energy"],
-            "lost": lost_gpu_h * gpu_hour_usd,
+            "lost": goodput.lost_usd(buckets, gpu_hour_usd),
             "lost_by_bucket": {k: buckets[k] * gpu_hour_usd for k in LOST_KEYS},
             "checkpoint": buckets["checkpoint"] * gpu_hour_usd,
             "idle_spares": buckets["idle_spares"] * gpu_hour_usd,
@@ -619,54 +595,3 @@ def recommendations(r: dict[str, Any]) -> list[dict[str, str]]:
 def series(con: duckdb.DuckDBPyConnection, name: str, commitment_id: str, replica: int) -> Any:
     """A plot series as a pandas DataFrame (power_series, tokens_over_time)."""
     return con.execute(query(name), {"commitment_id": commitment_id, "replica": replica}).df()
-
-
-def analysis_workspace(path: str | Path | None) -> Workspace:
-    """The workspace to analyse, refused as bad input (exit 2, nothing written) when it cannot be: a missing or empty
-    folder, a folder that is not a campaign workspace, a catalog from an older schema, or no executed window."""
-    if path is None:
-        try:
-            ws = existing_workspace(None)
-        except CampaignError as err:
-            raise ConfigError(err.message, where=err.where, fix=err.fix) from None
-    else:
-        ws = Workspace(Path(path).resolve())
-        if not ws.root.is_dir():
-            raise ConfigError(
-                "no such workspace folder",
-                where=str(ws.root),
-                fix="pass --workspace DIR, the folder a campaign ran in",
-            )
-        if not ws.catalog_path.is_file():
-            what = "is empty" if not any(ws.root.iterdir()) else "has no campaign catalog (campaign.duckdb)"
-            raise ConfigError(
-                f"the workspace {what}",
-                where=str(ws.root),
-                fix="run `campaign run CONFIG --workspace DIR` (or prepare, validate, commit and "
-                "execute) there first, or pass the folder a campaign ran in",
-            )
-    con = open_read_only(ws)
-    try:
-        check_catalog(con, str(ws.catalog_path))
-    finally:
-        con.close()
-    return ws
-
-
-def open_read_only(ws: Workspace) -> duckdb.DuckDBPyConnection:
-    """The catalog opened read-only; a writer holding it is exit 4, a damaged file exit 2 (both with the fix)."""
-    try:
-        con = duckdb.connect(str(ws.catalog_path), read_only=True)
-    except duckdb.Error as exc:
-        if "lock" in str(exc).lower():
-            raise WorkspaceBusy(
-                f"the catalog is open for writing in another program ({str(exc).splitlines()[0][:200]})",
-                where=str(ws.catalog_path),
-                fix="wait for the running stage to finish (or close the program), then try again",
-            ) from None
-        raise DataError(
-            f"the catalog cannot be opened read-only ({str(exc).splitlines()[0][:200]})",
-            where=str(ws.catalog_path),
-            fix="move a damaged catalog aside and run the stages again",
-        ) from None
-    return con

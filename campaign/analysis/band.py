@@ -21,11 +21,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from campaign import goodput
 from campaign.config import FailureCategoryConfig
 from campaign.plan.checkpointing import daly_expected_wall_s
 
 BAND_REPLICAS = 200  # enough for a stable p10 and p90 (each from about 20 replicas), fast enough for analyse
-LOST_KEYS = ("lost_rework", "restart", "waiting")
+LOST_KEYS = goodput.LOST_KEYS
 INJECTED = "injected"  # the category of the injected faults in the replicas
 FIGURES = (
     ("ettr", "ETTR while the job ran"),

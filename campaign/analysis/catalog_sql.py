@@ -14,8 +14,8 @@ from typing import Any
 
 import duckdb
 
-from campaign.analysis.analysis import open_read_only
 from campaign.analysis.analysis import query as view_sql
+from campaign.analysis.workspace import open_read_only
 from campaign.errors import ConfigError
 from campaign.store import Workspace, existing_workspace
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,14 @@ from campaign.analysis.analysis import analyse_window, analysis_workspace
 from campaign.analysis.report import css, environment
 from campaign.errors import ConfigError, DataError
 from campaign.figures import md_cell, num
-from campaign.files import FileTooLarge, NotRegularFile, atomic_write_json, atomic_write_text, read_bounded
+from campaign.files import (
+    FileTooLarge,
+    NotRegularFile,
+    atomic_write_json,
+    atomic_write_text,
+    check_output_dir,
+    read_bounded,
+)
 
 # Two figures differ when they differ in their first SIGNIFICANT digits (or one is missing): equal up to float
 # noise is equal. A differing pair is shown with as many decimals as it takes to see the difference.
@@ -374,7 +382,7 @@ def window_length_advice(run: dict[str, Any]) -> str | None:
         return None
     s = run["data"]["summary"]
     length = s.get("window_length")
-    if length:  # the schedule gate's rule (campaign.calendar.window_length.window_sufficiency)
+    if length:  # the schedule gate's rule (campaign.window_verdict.window_sufficiency)
         p90 = length["p90_target_days"]
         reached = f"{length['p_target_in_window']:.0%} of replicas reach the target inside the window"
         if length["verdict"] == "too_short":
@@ -435,22 +443,11 @@ def render_compare(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return {"json": out_json, "html": html, "markdown": "\n".join(md) + "\n"}
 
 
-def compare_out_dir(out: str | Path) -> Path:
+def compare_out_dir(out: str | Path, inputs: Mapping[str, str | Path | None] | None = None) -> Path:
     """The folder `--out` names, absolute, if campaign may write there: a new or empty folder, or one an earlier
     comparison made (it has the marker). A folder holding anything else is refused: compare never overwrites a
     user's own compare.html."""
-    root = Path(out).expanduser().resolve()
-    if root.exists() and not root.is_dir():
-        raise ConfigError(
-            f"{root} is a file, not a folder", where="--out", fix="pass a new folder for the comparison"
-        )
-    if root.is_dir() and not (root / COMPARE_MARKER).is_file() and any(root.iterdir()):
-        raise ConfigError(
-            f"{root} is not empty and is not a folder campaign wrote a comparison into (no {COMPARE_MARKER}); "
-            "campaign will not write into a folder it does not own",
-            where="--out",
-            fix="pass a new or empty folder with --out (or the folder of an earlier --compare)",
-        )
+    root = check_output_dir(out, "--out", inputs, markers=(COMPARE_MARKER,))
     return root
 
 

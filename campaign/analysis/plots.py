@@ -8,27 +8,14 @@ markers, shaded spans, twin panels). Dense series are decimated to the figure's 
 
 from __future__ import annotations
 
-import io
-from dataclasses import dataclass
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-plt.rcParams.update(
-    {
-        "svg.fonttype": "none",
-        "svg.hashsalt": "campaign",
-        "font.size": 9,
-        "axes.spines.top": False,
-        "axes.spines.right": False,
-    }
-)
+from campaign.svg import Figure, plt
+from campaign.svg import svg_figure as _figure
 
 _TAB10 = plt.get_cmap("tab10")
 CATEGORY_COLOURS = [_TAB10(i)[:3] for i in range(_TAB10.N)]
@@ -48,26 +35,6 @@ BUCKET_COLOURS = {
     "idle_spares": "#b0b0b0",
     "idle_released": "#d9d9d9",
 }
-
-
-@dataclass(frozen=True)
-class Figure:
-    """One figure as SVG text: inlined in report.html, and a base64 data URI in the Markdown summary (the Prefect UI
-    shows SVG data URIs in a markdown artifact: `benchmarks/analyse/prefect_ui_images.py` checks it)."""
-
-    name: str
-    svg: str
-
-
-def _figure(name: str, fig: Any) -> Figure:
-    """Save one figure as SVG, cropped to its tight bounding box. Drawn once: one format serves both the page and
-    the Prefect artifact (a second PNG rendering cost more than the SVG itself)."""
-    bbox = fig.get_tightbbox(fig.canvas.get_renderer()).padded(0.05)
-    svg = io.StringIO()
-    fig.savefig(svg, format="svg", bbox_inches=bbox, dpi=110, metadata={"Date": None, "Creator": None})
-    plt.close(fig)
-    text = svg.getvalue()
-    return Figure(name, text[text.index("<svg") :])
 
 
 def decimate_steps(

@@ -20,19 +20,10 @@ from campaign.analysis.report_inputs import ReportInputs
 from campaign.analysis.statistics import checkpoint_overhead
 from campaign.figures import md_cell, num, pct, tokens, tokens_b
 from campaign.files import atomic_write_text
+from campaign.goodput import BUCKETS
 
 if TYPE_CHECKING:
     from campaign.analysis.plots import Figure
-
-BUCKETS = (
-    ("productive", "productive training", "useful"),
-    ("checkpoint", "checkpoint writes", "planned overhead"),
-    ("lost_rework", "lost rework", "lost"),
-    ("restart", "detection and restart", "lost"),
-    ("waiting", "waiting (spare or maintenance)", "lost"),
-    ("idle_spares", "spares standing by", "insurance, not lost"),
-    ("idle_released", "released early", "capacity back to the cluster, not lost"),
-)
 
 
 def _is_html(name: str | None) -> bool:

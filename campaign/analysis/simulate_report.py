@@ -13,14 +13,13 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from campaign.analysis.report import css, environment, svg_data_uri
+from campaign.sim.summary import COMPLETION_DAYS_LABEL, TARGET_DAYS_LABEL
+from campaign.window_verdict import DAY_S, window_sufficiency
 
 if TYPE_CHECKING:
     from campaign.analysis.plots import Figure
 
-DAY_S = 86_400.0
 # Above this many replicas the result carries percentiles only: ten numbers a replica would make the printed JSON
 # tens of megabytes, and a histogram of 100,000 draws already shows the shape.
 MAX_REPLICA_VALUES = 100_000
@@ -71,25 +70,20 @@ def finish_probability(values: dict[str, list[Any]], window_days: float) -> dict
     which 50% and 90% of all replicas (those that never reach it counted as never) have reached it. For a window
     that stops at the target this is P(finish); a snapshot window never finishes but does reach its target.
     Results saved before target days existed fall back to the completion days."""
-    days = np.array(
-        [d if d is not None else np.inf for d in values.get("target_days") or values["completion_days"]],
-        dtype=float,
+    days = values.get("target_days") or values["completion_days"]
+    # The schedule gate's rule (campaign.window_verdict), on the same seconds the summary judged.
+    judged = window_sufficiency(
+        [None if d is None else d * DAY_S for d in days], window_days * DAY_S, trains_through=False
     )
-    n, done = len(days), int(np.sum(days <= window_days))
-    lo, hi = wilson_interval(done, n)
-
-    def by(q: float) -> float | None:
-        v = float(np.quantile(days, q, method="inverted_cdf"))
-        return v if math.isfinite(v) else None
-
+    lo, hi = wilson_interval(judged.reached, judged.replicas)
     return {
-        "replicas": n,
-        "finished": done,
-        "p": done / n,
+        "replicas": judged.replicas,
+        "finished": judged.reached,
+        "p": judged.p_target_in_window,
         "interval_lo": lo,
         "interval_hi": hi,
-        "day_50pct": by(0.5),
-        "day_90pct": by(0.9),
+        "day_50pct": judged.p50_target_days,
+        "day_90pct": judged.p90_target_days,
     }
 
 
@@ -147,8 +141,8 @@ def render_simulate_report(
 def percentile_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for key, label, unit, scale, digits in (
-        ("target_days", "target reached on day (replicas that reached it)", "d", 1.0, 2),
-        ("completion_days", "finished on day (replicas that finished)", "d", 1.0, 2),
+        ("target_days", TARGET_DAYS_LABEL, "d", 1.0, 2),
+        ("completion_days", COMPLETION_DAYS_LABEL, "d", 1.0, 2),
         ("ettr", "ETTR while the job ran", "", 1.0, 3),
         ("window_utilisation", "window utilisation", "", 1.0, 3),
         ("interruptions_unexpected", "unexpected interruptions", "", 1.0, 1),

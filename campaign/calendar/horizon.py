@@ -83,3 +83,8 @@ def locate_calendar(cluster: str | None, calendar: str | None, workspaces: str |
         where="--cluster",
         fix="pass --cluster NAME (or --calendar PATH)",
     )
+
+
+def report_files(path: Path) -> tuple[Path, Path]:
+    """The Gantt PNG and the report JSON `calendar show` writes beside the calendar file `path`."""
+    return path.with_name(f"{path.stem}-gantt.png"), path.with_name(f"{path.stem}-report.json")

@@ -2,8 +2,9 @@
 
 What is judged is when each replica's committed tokens first reach `plan.target_tokens` (`target_reached_s` of the
 replica summary): for a window that stops at the target this is its completion; a snapshot window trains on, but
-reaches its target all the same. `window_sufficiency` is the one rule `campaign simulate`, its sweep ranking, the
-report and the `schedule` gate read, so they agree on whether a window suffices.
+reaches its target all the same. `campaign.window_verdict.window_sufficiency` is the one rule `campaign plan`,
+`campaign simulate`, its sweep ranking, the reports and the `schedule` gate read, so they agree on whether a window
+suffices; this module prices that verdict (`campaign.window.judge_window` runs the replicas and calls it).
 A window shorter than the campaign's p90 completion time leaves more than one chance in ten of not finishing;
 one longer than its p99 books capacity the job will almost surely release unused (the idle tail after an early
 finish, a gap on the cluster's calendar). Percentiles are empirical (inverted CDF) over the replicas, a replica
@@ -27,84 +28,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from campaign.calendar.catalog import cluster_identity
 from campaign.calendar.gaps import Pricing, released_capacity, released_seconds
-from campaign.config import CampaignConfig
+from campaign.window_verdict import DAY_S, empirical_quantile, window_sufficiency
 
-DAY_S = 86_400.0
 OVERRUN = 1.5  # replicas run to 1.5 x the window so a too-short window is priced by the time it lacks
-
-
-@dataclass(frozen=True)
-class WindowSufficiency:
-    """Whether the target is reached inside the window often enough: the shared verdict of every output.
-
-    The days are empirical percentiles (inverted CDF) of the day each replica reaches the target, a replica that
-    does not reach it inside the window counting as later than every one that does (None: the percentile falls
-    among those); `campaign simulate`'s `target_days` p10/p50/p90 are these figures."""
-
-    replicas: int
-    reached: int  # replicas whose committed tokens reached the target inside the window
-    p_target_in_window: float
-    p90_target_days: (
-        float | None
-    )  # None: more than 10% of the replicas did not reach the target in the window
-    p99_target_days: float | None
-    trains_through: bool
-    verdict: str  # ok, too_short, too_long
-    p10_target_days: float | None = None
-    p50_target_days: float | None = None
-
-    @property
-    def suffices(self) -> bool:
-        return self.verdict != "too_short"
-
-    def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "suffices": self.suffices, "rule": SUFFICIENCY_RULE}
-
-
-SUFFICIENCY_RULE = (
-    "the window suffices when at least 90% of the replicas reach the target inside it (the p90 of the day the "
-    "target is reached lies inside the window); a window that stops at the target is too long when even the "
-    "p99 replica reaches it before the window ends"
-)
-
-
-def window_sufficiency(
-    target_times_s: Sequence[float | None], window_s: float, trains_through: bool
-) -> WindowSufficiency:
-    """The shared verdict from each replica's target time (None: not reached in the window)."""
-    times = [math.inf if t is None or t > window_s else float(t) for t in target_times_s]
-    n = len(times)
-    reached = sum(1 for t in times if math.isfinite(t))
-    p10, p50, p90, p99 = (empirical_quantile(times, q) if n else math.inf for q in (0.10, 0.50, 0.90, 0.99))
-    if not p90 <= window_s:
-        verdict = "too_short"
-    elif p99 < window_s and not trains_through:
-        verdict = "too_long"
-    else:
-        verdict = "ok"
-
-    def days(x: float) -> float | None:
-        return x / DAY_S if math.isfinite(x) else None
-
-    return WindowSufficiency(
-        replicas=n,
-        reached=reached,
-        p_target_in_window=reached / n if n else 0.0,
-        p90_target_days=days(p90),
-        p99_target_days=days(p99),
-        trains_through=trains_through,
-        verdict=verdict,
-        p10_target_days=days(p10),
-        p50_target_days=days(p50),
-    )
-
-
-def empirical_quantile(values: Sequence[float], q: float) -> float:
-    """The smallest value with at least a share q of the values at or below it (inverted CDF)."""
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
 @dataclass(frozen=True)
@@ -133,8 +60,11 @@ class WindowLength:
     # The p10 and p50 of the day the target is reached, as the p90 (the same figures as `campaign simulate`'s).
     p10_target_days: float | None = None
     p50_target_days: float | None = None
+    # What was simulated to reach this verdict (replicas, seed, horizon, step-time band), as the message says it.
+    simulated: str = ""
 
-    def as_details(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
+        """The schedule gate's `window_length` details (and `campaign plan --json`'s `window_length`)."""
         return asdict(self)
 
 
@@ -149,6 +79,7 @@ def assess_window_length(
     pricing: Pricing,
     trains_through: bool = False,
     longer_completions_s: Sequence[float | None] | None = None,
+    simulated: str = "",
 ) -> WindowLength:
     """Judge a window of `window_s` against the times replicas reach the target (None: not inside it).
 
@@ -183,7 +114,8 @@ def assess_window_length(
             )
         else:
             lengthen = (
-                f"more than 10% of the replicas had not finished by {OVERRUN:g} x the window: lengthen "
+                f"more than 10% of the replicas had not reached the target by {OVERRUN:g} x the window "
+                f"({OVERRUN * days:.2f} days, a second simulation of the same replicas to that horizon): lengthen "
                 "window.days well beyond it"
             )
         message = (
@@ -214,6 +146,8 @@ def assess_window_length(
             f"in window) {p_done:.0%} of {n} replicas, expected idle tail after an early finish {tail_s / 3600:.1f} h "
             f"(${tail_cost:,.2f}, the mean of {n} replicas; the run's own is in its report and on the calendar)"
         )
+    if simulated:
+        message = f"{simulated}: {message}"
     return WindowLength(
         days,
         n,
@@ -230,59 +164,8 @@ def assess_window_length(
         message,
         p10_target_days=judged.p10_target_days,
         p50_target_days=judged.p50_target_days,
+        simulated=simulated,
     )
-
-
-def step_time_factors(seed: int, band: tuple[float, float], n: int) -> list[float]:
-    """Replicas 0..n-1's step-time multipliers, uniform over the plan's band (campaign.sim.step_time_factors)."""
-    from campaign.sim.replicas import step_time_factors as factors
-
-    return factors(seed, band, range(n))
-
-
-def plan_band(plan: Any) -> tuple[float, float]:
-    """The plan's step-time range as multipliers on its step time ((1, 1) for a plan without one)."""
-    low, high = getattr(plan, "step_time_range_s", (0.0, 0.0))
-    step = plan.step_time_s
-    return (low / step, high / step) if low > 0 and high > 0 and step > 0 else (1.0, 1.0)
-
-
-def judge_window(config: CampaignConfig, plan: Any, replicas: int | None = None) -> WindowLength:
-    """The window judged from `gates.config.window_replicas` seeded replicas of it: exactly `campaign simulate`'s
-    replicas 0..n-1 for the config's seed (`campaign.window.window_replicas_inputs`: the same failures and the same
-    step time drawn from the plan's band, `Plan.step_time_range_s`), so the p90 covers both failures and the plan's
-    own uncertainty, and `campaign simulate --replicas n` reports the same figures."""
-    from campaign.sim import simulate_batch
-    from campaign.window import window_replicas_inputs
-
-    n = config.gates.config.window_replicas if replicas is None else replicas
-    # The same replicas as `campaign simulate`: a snapshot job trains past its target, which it reaches at the
-    # commit that first holds it (the replica summary's target_reached_s; a finishing job's completion).
-    inputs, band = window_replicas_inputs(config, plan)
-    window_s = inputs.window_s
-
-    def completions(horizon_s: float, rate_uncertainty: bool = True) -> list[float | None]:
-        # The summary fast path (no event log, no power series): the same target time as `simulate`.
-        uncertain = rate_uncertainty and inputs.rate_uncertainty
-        batch = simulate_batch(
-            replace(inputs, window_s=horizon_s, rate_uncertainty=uncertain), range(n), band
-        )
-        return [s["target_reached_s"] for s in batch]
-
-    judged = completions(window_s)
-    pricing = cluster_identity(config.cluster).pricing
-    args = (window_s, config.cluster.booked_nodes, pricing, not config.sim.stop_at_target)
-    verdict = assess_window_length(judged, *args)
-    p90_s = (verdict.p90_completion_days or math.inf) * DAY_S
-    if verdict.verdict == "too_short" and verdict.p90_completion_days is None:
-        # More than 10% unfinished: run past the window to price how much longer it would have to be.
-        longer = completions(window_s * OVERRUN)
-        verdict = assess_window_length(judged, *args, longer_completions_s=longer)
-        p90_s = empirical_quantile([math.inf if t is None else float(t) for t in longer], 0.90)
-    if inputs.rate_uncertainty and any(c.observed is not None for c in inputs.failures):
-        verdict = with_rate_uncertainty(verdict, completions(window_s, rate_uncertainty=False), window_s)
-    factors = step_time_factors(inputs.seed, band, n)
-    return with_p90_split(verdict, band, factors, inputs.target_tokens / inputs.tokens_per_s, p90_s)
 
 
 def with_rate_uncertainty(

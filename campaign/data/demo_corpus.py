@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+import campaign.data.filters as F
+import campaign.data.readers as R
 from campaign.config import CleaningConfig
-from campaign.data import filters as F
-from campaign.data import readers as R
 from campaign.data.dedup import EXACT_DUPLICATE, text_sha256
 from campaign.data.normalise import normalise_text
 from campaign.errors import ConfigError

@@ -23,6 +23,48 @@ REJECTED_DIR = "rejected"
 MANIFEST_VERSION = 2
 
 
+class FileEntry(TypedDict):
+    """One file prepare wrote, relative to the data folder: a source's clean or rejected Parquet, a training
+    shard's .bin/.idx (kind "tokenized"), or the blend files (source "")."""
+
+    path: str
+    kind: str
+    source: str
+    rows: int
+    bytes: int
+    sha256: str
+
+
+class InputEntry(TypedDict):
+    """One input file read: its absolute path, its source, and the size and sha256 of its raw bytes."""
+
+    path: str
+    source: str
+    bytes: int
+    sha256: str
+
+
+class RemovalRow(TypedDict):
+    """Documents one rule removed from one source, in pipeline order; `tokens_exact` is False where the rejected
+    documents' tokens were estimated."""
+
+    source: str
+    step: str
+    reason: str
+    docs: int
+    chars: int
+    tokens: int
+    tokens_exact: bool
+
+
+class StepFileEntry(TypedDict):
+    """A file a cleaning step read (a URL block list, an evaluation set): its config key, path and sha256."""
+
+    key: str
+    path: str
+    sha256: str
+
+
 class Manifest(TypedDict):
     """What `data/manifest.json` holds (a plain dict at run time, as JSON gives it back).
 
@@ -47,19 +89,19 @@ class Manifest(TypedDict):
     tokenizer: str
     tokenizer_backend: str
     sources: list[dict[str, Any]]
-    files: list[dict[str, Any]]
+    files: list[FileEntry]
     mixture: list[dict[str, Any]]
     totals: dict[str, int]
     data_config_digest: str  # DataConfig.production_digest() of the section that produced this data
-    inputs: list[dict[str, Any]]  # each input file read: path, bytes, sha256
+    inputs: list[InputEntry]
     tokenizer_spec: str  # the config's data.tokenizer
     tokens_estimated: bool
     rejected_tokens: str  # how rejected documents' tokens were obtained
-    removals: list[dict[str, Any]]
+    removals: list[RemovalRow]
     near_dedup: dict[str, Any]  # the near-dedup settings and what they found
     shards: int
     # the URL block lists and evaluation files the steps read: config key, absolute path, sha256 (in the digest)
-    step_files: NotRequired[list[dict[str, Any]]]
+    step_files: NotRequired[list[StepFileEntry]]
     tokenized: NotRequired[
         dict[str, Any]
     ]  # the training shards' blend (data.training_shards): files, weights

@@ -56,7 +56,10 @@ from campaign.data.manifest import (
     MANIFEST_NAME,
     MANIFEST_VERSION,
     REJECTED_DIR,
+    FileEntry,
+    InputEntry,
     Manifest,
+    RemovalRow,
     manifest_data_digest,
     record_written,
     write_manifest,
@@ -193,7 +196,7 @@ class SourceResult:
     """What finalising one source produced: file entries and dedup removals by shard."""
 
     name: str
-    files: list[dict[str, Any]]
+    files: list[FileEntry]
     dedup: dict[str, dict[str, int]]  # shard key -> {reason: docs}
     dedup_chars: dict[str, int]
     dedup_tokens: dict[str, int]
@@ -361,7 +364,7 @@ def finalise_source(source_name: str, summaries: Sequence[ShardSummary], data_di
                     )
                 release_memory()
             dedup_counts[s.key] = dict(counts)
-    files = []
+    files: list[FileEntry] = []
     tokenized = None
     if shard_writer is not None:
         shard_writer.close()
@@ -463,7 +466,9 @@ def write_run_manifest(
                 log.info("removing stale %s", stale)
                 stale.unlink()
     _remove_stale_tokenized(data_dir, owned, results)
-    sources, files, removals = [], [], []
+    sources: list[dict[str, Any]] = []
+    files: list[FileEntry] = []
+    removals: list[RemovalRow] = []
     for source in data.sources:
         result = by_source[source.name]
         mine = sorted((s for s in summaries if s.source == source.name), key=lambda s: s.index)
@@ -582,7 +587,7 @@ def write_run_manifest(
     }
     inputs = sorted(
         (
-            {"path": s.path, "source": s.source, "bytes": s.file_bytes, "sha256": s.file_sha256}
+            InputEntry(path=s.path, source=s.source, bytes=s.file_bytes or 0, sha256=s.file_sha256)
             for s in summaries
             if s.file_sha256
         ),
@@ -641,7 +646,7 @@ def _write_blend(
     data_dir: Path,
     results: Sequence[SourceResult],
     tokenizer_name: str,
-    files: list[dict[str, Any]],
+    files: list[FileEntry],
 ) -> dict[str, Any] | None:
     """With training shards: the blend files (weights as configured), listed in `files`; their summary."""
     shards = {r.name: r.tokenized for r in results if r.tokenized is not None}
@@ -736,7 +741,7 @@ def prepare_data(
     return manifest
 
 
-def removal_table(manifest: dict) -> list[dict[str, Any]]:
+def removal_table(manifest: Manifest) -> list[RemovalRow]:
     """The removal rows of a manifest (source, step, reason, docs, chars, tokens) in pipeline order."""
     return list(manifest.get("removals", []))
 

@@ -39,26 +39,19 @@ import pyarrow.parquet as pq
 
 from campaign.config import SourceConfig
 from campaign.data.inputs import Shard, source_files
-from campaign.errors import DataError
-
-INVALID_UTF8 = "invalid_utf8"
-MALFORMED_JSON = "malformed_json"
-RECORD_TOO_LARGE = "record_too_large"
-MISSING_TEXT = "missing_text"
-WRONG_TYPE = "wrong_type"
-EMPTY_TEXT = "empty_text"
-WARC_NOT_TEXT = "warc_not_text"
-WARC_MALFORMED = "warc_malformed"
-READER_REASONS: tuple[str, ...] = (
+from campaign.data.records import (
+    EMPTY_TEXT,
     INVALID_UTF8,
     MALFORMED_JSON,
-    RECORD_TOO_LARGE,
     MISSING_TEXT,
-    WRONG_TYPE,
-    EMPTY_TEXT,
-    WARC_NOT_TEXT,
+    READER_REASONS,
+    RECORD_TOO_LARGE,
     WARC_MALFORMED,
+    WARC_NOT_TEXT,
+    WRONG_TYPE,
+    RawDocument,
 )
+from campaign.errors import DataError
 
 PARQUET_BATCH_ROWS = 4096
 BOM = b"\xef\xbb\xbf"
@@ -66,21 +59,22 @@ KEPT_RAW_CHARS = 10_000  # of an unparseable record, the rejected table keeps th
 _CORRUPT_FIX = "re-copy it or remove it"
 _BLOCK = 1 << 20
 
-__all__ = ["READER_REASONS", "FileDigest", "RawDocument", "read_shard", "read_source", "source_files"]
-
-
-@dataclass(frozen=True, slots=True)
-class RawDocument:
-    """One input record as read. `reason` is None for a readable document, else a reader reason code."""
-
-    doc_id: str
-    source: str
-    file: str
-    line: int
-    text: str
-    reason: str | None = None
-    detail: str = ""
-    url: str | None = None  # from the source's url_field, when it has one
+__all__ = [
+    "EMPTY_TEXT",
+    "INVALID_UTF8",
+    "MALFORMED_JSON",
+    "MISSING_TEXT",
+    "READER_REASONS",
+    "RECORD_TOO_LARGE",
+    "WARC_MALFORMED",
+    "WARC_NOT_TEXT",
+    "WRONG_TYPE",
+    "FileDigest",
+    "RawDocument",
+    "read_shard",
+    "read_source",
+    "source_files",
+]
 
 
 @dataclass

@@ -5,9 +5,11 @@ main text), or rejected with a reason: `warc_not_text` (a content type that is n
 PDFs, scripts), `warc_malformed` (a response whose HTTP header does not parse, or a record cut short in an
 uncompressed file), `record_too_large` (a payload over
 `max_record_bytes`, not read), `empty_text` (no main text). The other records (`warcinfo`, `request`, `metadata`,
-`revisit`) are not pages: they are counted by type (`skipped`), never documents. A file that breaks part-way
-(a gzip stream cut short or corrupt, checked after the records: FastWARC stops there silently) raises the
-reader's corrupt-file DataError. The document id is the WARC-Record-ID, `line` the
+`revisit`) are not pages: they are counted by type (`skipped`), never documents. Records are found by their own
+headers first (`campaign.data.warc_records`): a Content-Length that runs past its record makes that record a
+`warc_malformed` reject and the reader resynchronises on the next `WARC/` header, so no record is swallowed. A file
+that breaks part-way (a gzip stream cut short or corrupt), or whose first record is not a WARC header (random
+bytes after `WARC/1.0`), raises the reader's corrupt-file DataError. The document id is the WARC-Record-ID, `line` the
 record's 1-based position in the file; the URL is the record's WARC-Target-URI.
 Source: FastWARC and Resiliparse's `extract_plain_text(main_content=True)` (Bevendorff et al., ChatNoir's tools), the
 extraction datatrove's `Resiliparse` extractor runs after its warcio-based `WarcReader`.
@@ -15,7 +17,7 @@ extraction datatrove's `Resiliparse` extractor runs after its warcio-based `Warc
 
 from __future__ import annotations
 
-import gzip
+import io
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,16 +27,18 @@ from resiliparse.extract.html2text import extract_plain_text
 from resiliparse.parse.encoding import bytes_to_str, detect_encoding
 
 from campaign.config import SourceConfig
-from campaign.data.readers import (
+from campaign.data.records import (
     EMPTY_TEXT,
     RECORD_TOO_LARGE,
     WARC_MALFORMED,
     WARC_NOT_TEXT,
     RawDocument,
 )
+from campaign.data.warc_records import RawRecord, RecordSplitter, open_decompressed
 from campaign.errors import DataError
 
 PAGE_TYPES = WarcRecordType.response | WarcRecordType.resource | WarcRecordType.conversion
+PAGE_KINDS = ("response", "resource", "conversion")
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 TEXT_TYPES = ("text/plain",)
 
@@ -47,34 +51,53 @@ def read_warc(
     skipped: dict[str, int],
     corrupt: Callable[[BaseException], DataError],
 ) -> Iterator[RawDocument]:
-    """The page records of one WARC file (.warc, or compressed: gzip, zstd, lz4 are detected) as documents."""
+    """The page records of one WARC file (.warc, or compressed: gzip, zstd, lz4 are detected) as documents, every
+    record found by `RecordSplitter` whatever its Content-Length declares."""
+    splitter = RecordSplitter(lambda: open_decompressed(path), limit)
     try:
-        with open(path, "rb") as handle:
-            records = ArchiveIterator(
-                handle, record_types=WarcRecordType.any_type, parse_http=False, fsspec_args=False
-            )
-            for number, record in enumerate(records, start=1):
-                if not record.record_type & PAGE_TYPES:
+        for raw in splitter:
+            kind = raw.headers.get("WARC-Type", "").strip().lower()
+            if raw.problem:  # whatever its type: a record that is not whole is a reject, never silently gone
+                yield _split_reject(raw, name, source, WARC_MALFORMED, raw.problem)
+            elif raw.data is None:  # too large to read: a page is a reject, another record is counted
+                if kind in PAGE_KINDS:
+                    yield _split_reject(
+                        raw,
+                        name,
+                        source,
+                        RECORD_TOO_LARGE,
+                        f"record of {raw.content_length:,} bytes > max_record_bytes {limit:,}",
+                    )
+                else:
+                    skipped[kind or "unknown"] = skipped.get(kind or "unknown", 0) + 1
+            else:
+                records = iter(
+                    ArchiveIterator(
+                        io.BytesIO(raw.data), record_types=WarcRecordType.any_type, parse_http=False
+                    )
+                )
+                record = next(records, None)  # read while its iterator stands: FastWARC reuses the record
+                if record is None:
+                    yield _split_reject(raw, name, source, WARC_MALFORMED, "record does not parse")
+                elif not record.record_type & PAGE_TYPES:
                     kind = str(record.record_type)
                     skipped[kind] = skipped.get(kind, 0) + 1
-                    continue
-                yield _document(record, number, name, source, limit)
-        _check_gzip(path)
+                else:
+                    yield _document(record, raw.number, name, source, limit)
     except DataError:
         raise
     except (OSError, ValueError, EOFError, zlib.error) as exc:
         raise corrupt(exc) from None
+    finally:
+        splitter.close()
 
 
-def _check_gzip(path: Path) -> None:
-    """Raise EOFError or BadGzipFile for a gzip file that is cut short or corrupt: FastWARC stops at the break
-    without saying so, which would drop the records after it unseen."""
-    with open(path, "rb") as handle:
-        if handle.read(2) != b"\x1f\x8b":
-            return
-    with gzip.open(path, "rb") as stream:
-        while stream.read(1 << 20):
-            pass
+def _split_reject(raw: RawRecord, name: str, source: SourceConfig, reason: str, detail: str) -> RawDocument:
+    doc_id = raw.headers.get("WARC-Record-ID") or f"{source.name}/{name}:{raw.number}"
+    url = raw.headers.get("WARC-Target-URI") or ""
+    return RawDocument(
+        doc_id, source.name, name, raw.number, "", reason, f"{name}:{raw.number}: {detail}", url
+    )
 
 
 def _document(record, number: int, name: str, source: SourceConfig, limit: int) -> RawDocument:

@@ -1,5 +1,6 @@
 """A run campaign did not launch, read back as a measured run: its metrics file (the trainer contract's lines,
-each step and checkpoint line with a wall-clock `time` in Unix seconds) and, optionally, an incident log's
+each step and checkpoint line with a wall-clock `time` in Unix seconds, or Megatron-LM's or TorchTitan's own log,
+each line with its timestamp: campaign.plan.trainer_logs.timed_records) and, optionally, an incident log's
 incidents file (`time,category[,node]`, CSV or Parquet, as `campaign failures fit` reads it, docs/failures.md).
 
 A restart is where the metrics say so: a `resumed` event, or a step number that goes back. Each restart is a
@@ -20,6 +21,7 @@ import pandas as pd
 from campaign.errors import DataError
 from campaign.execution.journal import Journal
 from campaign.files import check_regular
+from campaign.plan.trainer_logs import timed_records
 from campaign.rehearsal.contract import Metrics, MetricsError, parse_metrics_line
 
 UNCLASSIFIED = "unclassified"
@@ -45,6 +47,11 @@ def read_timed_metrics(path: Path) -> list[dict[str, Any]]:
             where=str(path),
             fix="pass the run's metrics file (one JSON object per line, docs/execution.md)",
         ) from exc
+    framework = timed_records(path)  # Megatron-LM's or TorchTitan's own log, as its lines time it
+    if framework is not None:
+        if not any(r["kind"] == "step" for r in framework):
+            raise DataError("the log has no step line", where=str(path), fix="give the run's training log")
+        return framework
     rows: list[dict[str, Any]] = []
     problems: list[str] = []
     for line_no, line in enumerate(raw.decode("utf-8", errors="replace").splitlines(), start=1):

@@ -45,6 +45,7 @@ class Journal:
     events: list[dict[str, Any]] = field(default_factory=list)
     steps: list[dict[str, Any]] = field(default_factory=list)  # {"t_s", "step", "attempt"}
     listener: Callable[[RunEvent], None] | None = None  # told of each event once it is on disk
+    row_listener: Callable[[dict[str, Any]], None] | None = None  # the same, with the row's every field
 
     @property
     def events_path(self) -> Path:
@@ -97,6 +98,8 @@ class Journal:
                     occurred_at=float(started) + row["t_s"] if started is not None else None,
                 )
             )
+        if self.row_listener is not None:
+            self.row_listener(row)
         return row
 
     def end_detail(self) -> str | None:

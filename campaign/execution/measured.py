@@ -11,7 +11,6 @@ no spare GPUs and meters no power here: its window is its own wall time, one pro
 from __future__ import annotations
 
 import itertools
-import math
 import statistics
 from collections import Counter
 from datetime import UTC, datetime
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from campaign import goodput
 from campaign.execution.journal import Journal
+from campaign.execution.policy import outcome as outcome_of
 
 if TYPE_CHECKING:  # the simulator package imports its compiled kernels: not needed to write a summary
     from campaign.sim.summary import ReplicaSummary
@@ -26,15 +26,42 @@ if TYPE_CHECKING:  # the simulator package imports its compiled kernels: not nee
 MEASURED_GPUS = 1  # a real run on this machine is one process slot; its GPU-hours are slot-hours
 
 
-def job_seconds(journal: Journal, target_step: int) -> tuple[dict[str, float], float]:
-    """Seconds per job bucket (goodput.JOB_TIME_KEYS) and the run's end (seconds since its start)."""
+def counted_checkpoints(journal: Journal) -> list[dict[str, Any]]:
+    """The checkpoint events counted as trained: not those a later start fell back below (it could not use
+    them: `checkpoint_fallback`), nor one a later start failed to load (`checkpoint_unloadable`) unless a start
+    after that resumed at or beyond it."""
+    events = journal.events
+    out = []
+    for c in journal.kinds("checkpoint_end"):
+        later = [e for e in events if e["event_id"] > c["event_id"]]
+        if any(e["kind"] == "checkpoint_fallback" and e["step"] < c["step"] for e in later):
+            continue
+        unloadable = [
+            e["event_id"] for e in later if e["kind"] == "checkpoint_unloadable" and e["step"] == c["step"]
+        ]
+        if unloadable and not any(
+            e["kind"] == "restart_end" and e["event_id"] > unloadable[0] and e.get("step", 0) >= c["step"]
+            for e in later
+        ):
+            continue
+        out.append(c)
+    return out
+
+
+def job_seconds(
+    journal: Journal, target_step: int, end_s: float | None = None
+) -> tuple[dict[str, float], float]:
+    """Seconds per job bucket (goodput.JOB_TIME_KEYS) and the run's end (seconds since its start; `end_s` for a
+    run still going: now)."""
     out = dict.fromkeys(goodput.JOB_TIME_KEYS, 0.0)
-    end_s = max(e["t_s"] for e in journal.events)
+    if end_s is None:
+        end_s = max(e["t_s"] for e in journal.events)
     attempts = sorted({s["attempt"] for s in journal.steps} | {e["attempt"] for e in journal.events})
     intervals = [
         b["t_s"] - a["t_s"] for a, b in itertools.pairwise(journal.steps) if a["attempt"] == b["attempt"]
     ]
     median_step_s = statistics.median(intervals) if intervals else 0.0
+    counted = counted_checkpoints(journal)
     cursor = 0.0
 
     def put(bucket: str, until: float) -> None:
@@ -45,7 +72,7 @@ def job_seconds(journal: Journal, target_step: int) -> tuple[dict[str, float], f
 
     for attempt in attempts:
         steps = [s for s in journal.steps if s["attempt"] == attempt]
-        checkpoints = [e for e in journal.events if e["kind"] == "checkpoint_end" and e["attempt"] == attempt]
+        checkpoints = [e for e in counted if e["attempt"] == attempt]
         failures = [e for e in journal.events if e["kind"] == "failure" and e["attempt"] == attempt]
         complete = any(e["kind"] == "job_complete" and e["attempt"] == attempt for e in journal.events)
         kept = max([e["step"] for e in checkpoints] + ([target_step] if complete else []), default=0)
@@ -88,7 +115,8 @@ def measured_summary(
     injected = [e for e in failures if str(e["detail"]).startswith("injected")]
     wall_s = goodput.job_wall_s(window_s, completion_s)
     checkpoints = journal.kinds("checkpoint_end")
-    kept_steps = max([e["step"] for e in checkpoints] + ([target_step] if complete else []), default=0)
+    counted = counted_checkpoints(journal)
+    kept_steps = max([e["step"] for e in counted] + ([target_step] if complete else []), default=0)
     trained = Counter(s["step"] for s in journal.steps)
     writes = _checkpoint_writes_s(journal)
     times = sorted(e["t_s"] for e in checkpoints)
@@ -98,8 +126,6 @@ def measured_summary(
     interval_s = (
         statistics.median([b - a for a, b in itertools.pairwise(times)]) if len(times) > 1 else one_interval_s
     )
-    total_gpu_h = goodput.total_gpu_h(gpus, 0, window_s)
-    lost_gpu_h = math.fsum(buckets[k] for k in ("lost_rework", "restart", "waiting"))
     summary: dict[str, Any] = {
         "replica": -1,
         "seed": seed,
@@ -126,11 +152,7 @@ def measured_summary(
         "target_reached_s": completion_s,
         "power_mw": {"peak": 0.0, "mean": 0.0, "min": 0.0, "max_ramp_mw_per_s": 0.0},
         "energy_mwh": 0.0,
-        "cost_usd": {
-            "compute": total_gpu_h * gpu_hour_usd,
-            "energy": 0.0,
-            "lost": lost_gpu_h * gpu_hour_usd,
-        },
+        "cost_usd": goodput.cost_usd(buckets, gpus, 0, window_s, 0.0, gpu_hour_usd, 0.0),
         "measured": {
             "started_at": _iso(journal.events[0].get("started_at")),
             "target_step": target_step,
@@ -141,6 +163,11 @@ def measured_summary(
             "injected_by_category": dict(Counter(e["category"] for e in injected)),
             "restarts": len(journal.kinds("restart_start")),
             "excluded_nodes": [e["detail"] for e in journal.kinds("node_excluded")],
+            "checkpoint_fallbacks": [e["detail"] for e in journal.kinds("checkpoint_fallback")],
+            "checkpoints_not_counted": sorted(
+                {e["step"] for e in checkpoints} - {e["step"] for e in counted}
+            ),
+            "outcome": outcome_of(journal),
             # A step trained more than once lay after the checkpoint a restart resumed from: the rework.
             "steps_trained_again": sum(n - 1 for n in trained.values()),
             "steps_trained": sum(trained.values()),
@@ -160,13 +187,14 @@ def measured_summary(
 
 def rework_steps_expected(journal: Journal) -> int:
     """Steps a restart had to train again: per failed start that was restarted, its last step beyond the newest
-    checkpoint so far.
+    checkpoint so far that was counted (a checkpoint a restart fell back below is not: its steps are rework).
     `steps_trained_again` equal to this says no step was trained twice beyond that rework."""
     total, kept = 0, 0
     attempts = sorted({s["attempt"] for s in journal.steps})
+    counted = counted_checkpoints(journal)
     for attempt in attempts:
         mine = [s["step"] for s in journal.steps if s["attempt"] == attempt]
-        ckpts = [e["step"] for e in journal.kinds("checkpoint_end") if e["attempt"] == attempt]
+        ckpts = [e["step"] for e in counted if e["attempt"] == attempt]
         kept = max([kept, *ckpts])
         restarted = attempt != attempts[-1]  # a failure the run ended with is not trained again
         if restarted and any(e["attempt"] == attempt for e in journal.kinds("failure")):

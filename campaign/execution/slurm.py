@@ -1,5 +1,7 @@
 """The Slurm backend: each start of the trainer is the same batch job, submitted once with `sbatch --requeue` and
-requeued (`scontrol requeue`) for every restart, so the run keeps one job id and Slurm's own `Restarts` count.
+requeued (`scontrol requeue`) for every restart, so the run keeps one job id and Slurm's own `Restarts` count. A
+restart that excludes a node requeues the ended job held (`scontrol requeuehold`), sets its `ExcNodeList` and
+releases it (`scontrol release`): an ended job's exclusions cannot be changed.
 
 One requeued job rather than one job per restart: the scheduler then sees one job with its restarts (as a person
 reading `scontrol show job` expects), and a node failure that Slurm requeues by itself is the same job coming back.
@@ -277,7 +279,17 @@ def submit_or_requeue(
         if state is not None and state.state not in ENDED and not pending:
             signal_job(job_id, "KILL")  # a start left by a supervisor that was stopped
             _wait_ended(job_id, 30.0)
-        if exclude:
+        if exclude and not pending:
+            # an ended job's exclusions cannot be changed: requeue it held, change them, then release it
+            _run(["scontrol", "requeuehold", job_id])
+            _wait_pending(job_id, 30.0)
+            _run(["scontrol", "update", f"JobId={job_id}", f"ExcNodeList={','.join(exclude)}"])
+            _run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"])
+            _run(["scontrol", "release", job_id])
+            return job_id
+        if (
+            exclude
+        ):  # Slurm requeued it itself (a node failed): it waits in the queue, and may be changed there
             _run(["scontrol", "update", f"JobId={job_id}", f"ExcNodeList={','.join(exclude)}"])
         if not pending:
             _run(["scontrol", "requeue", job_id])
@@ -303,6 +315,15 @@ def submit_or_requeue(
     job_id = _run(args, env=env).strip().split(";")[0]
     _save_record(folder, {**_record(folder), "job_id": job_id})
     return job_id
+
+
+def _wait_pending(job_id: str, limit_s: float) -> None:
+    """Wait until a requeued job is back in the queue (a requeue takes effect a moment later)."""
+    until = time.monotonic() + limit_s
+    state = job_state(job_id)
+    while state is not None and state.state != "PENDING" and time.monotonic() < until:
+        time.sleep(STATE_POLL_S / 5)
+        state = job_state(job_id)
 
 
 def _wait_ended(job_id: str, limit_s: float) -> JobState | None:

@@ -310,6 +310,8 @@ def fit_failures(
     gpus_per_node: int = 8,
     nodes: int | None = None,
     base_scopes: Mapping[str, str] | None = None,
+    aliases: Mapping[str, str] | None = None,
+    scope_hints: Mapping[str, str] | None = None,
     sizes: Sequence[int] = DEFAULT_SIZES,
     alpha: float = 0.05,
 ) -> FailureFit:
@@ -322,7 +324,11 @@ def fit_failures(
         base_scopes: the config's categories, each with how its rate is stated (`gpu` per_gpu_year, `node`
             per_1k_node_days, `job` per_job_hour). A log category matching one by `category_key` takes its
             name, states a rate that grows with the job per node if the base does, and takes the base's scope
-            where the log cannot tell; one matching none is kept under its own name.
+            where the log cannot tell; one matching none is kept under its own name. Each is listed, at zero
+            failures when the log never saw it.
+        aliases: other names of the base's categories (alias -> name), matched as names are.
+        scope_hints: how a category the log may hold states its rate (a scheduler mapping's scopes), for the
+            categories the base does not have; these are not listed when the log never saw them.
     """
     jobs, incidents = log.jobs, log.incidents
     gpus = jobs["gpus"].to_numpy().astype(float)
@@ -330,10 +336,29 @@ def fit_failures(
     gpu_hours = float((gpus * hours).sum())
     job_hours = float(hours.sum())
     base_scopes = dict(base_scopes or {})
+    hints = dict(scope_hints or {})
     names = {category_key(n): n for n in base_scopes}
+    for alias, name in (aliases or {}).items():
+        names.setdefault(category_key(alias), name)
     keys = incidents["category"].map(category_key)
     label = keys.map(lambda k: names.get(k, k))
-    notes: list[str] = []
+    notes: list[str] = list(log.notes)
+    renamed = sorted(
+        {(str(c), str(n)) for c, n in zip(incidents["category"], label, strict=True) if category_key(c) != n}
+    )
+    if renamed:
+        notes.append(
+            "categories matched by name or alias: "
+            + ", ".join(f"{c!r} as {n}" for c, n in renamed[:12])
+            + (f" and {len(renamed) - 12} more" if len(renamed) > 12 else "")
+        )
+    unmatched = sorted(set(label) - set(base_scopes) - set(hints))
+    if base_scopes and unmatched:
+        notes.append(
+            f"not in the base profile by name or alias: {', '.join(unmatched)}; each keeps its own name and a scope "
+            "judged from the log alone (a rate growing with the job where the log cannot tell); add it, or an alias, "
+            "to the profile to give it the profile's scope and times"
+        )
 
     clocks: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     fits = []
@@ -343,7 +368,7 @@ def fit_failures(
     for name in all_names:
         mask = (label == name).to_numpy()
         counts = np.bincount(segment[mask], minlength=len(jobs)).astype(float)
-        stated = base_scopes.get(name, "gpu")
+        stated = base_scopes.get(name) or hints.get(name) or "gpu"
         grows, evidence = _scope_evidence(counts, gpus, hours, "job" if stated == "job" else "grows")
         scope = "job" if grows == "job" else "node" if stated == "node" else "gpu"
         n = int(mask.sum())

@@ -17,9 +17,16 @@ import yaml
 from pydantic import TypeAdapter, ValidationError
 
 from campaign.config import FailureCategoryConfig
-from campaign.errors import ConfigError
+from campaign.errors import ConfigError, DataError
 from campaign.failures.fit import DEFAULT_SIZES, FailureFit, fit_failures, poisson_rate_interval
 from campaign.failures.log import category_key, read_incident_log
+from campaign.failures.slurm import (
+    read_events,
+    read_jobcomp,
+    read_sacct,
+    read_slurm_mapping,
+    slurm_incident_log,
+)
 from campaign.files import read_bounded
 
 MAX_PROFILE_BYTES = 16 * 1024 * 1024  # a failure profile is a few kilobytes; anything this large is not one
@@ -66,6 +73,9 @@ def profile_categories(
 ) -> list[dict[str, Any]]:
     """One config category per fitted category: its rate, its observed failures and exposure, and its times."""
     by_key = {category_key(c.name): c for c in base}
+    for b in base:
+        for alias in b.aliases:
+            by_key.setdefault(category_key(alias), b)
     out = []
     for c in fit.categories:
         known = by_key.get(category_key(c.name))
@@ -76,12 +86,28 @@ def profile_categories(
             else DEFAULT_TIMES[c.scope]
         )
         lo, hi = c.ci95
+        aliases = {"aliases": list(known.aliases)} if known is not None and known.aliases else {}
+        if c.count == 0:
+            # Not seen: no rate, and no posterior to draw one from (a zero-count category adds no failures).
+            out.append(
+                {
+                    "name": c.name,
+                    "scope": scope,
+                    c.unit: 0.0,
+                    **times,
+                    **aliases,
+                    "source": f"{source}: not in the log over {c.exposure_h:,.0f} {_unit_hours(c.unit)} (rate 0; "
+                    f"its 95% upper bound is {hi:.4g} {c.unit}: state a rate here to keep a prior)",
+                }
+            )
+            continue
         out.append(
             {
                 "name": c.name,
                 "scope": scope,
                 c.unit: c.rate,
                 **times,
+                **aliases,
                 "observed": {"failures": c.count, "exposure_h": c.exposure_h},
                 "source": f"{source}: {c.count} failures over {c.exposure_h:,.0f} {_unit_hours(c.unit)}; "
                 f"95% interval {lo:.4g} to {hi:.4g} {c.unit}",
@@ -134,7 +160,19 @@ def profile_yaml(
 ) -> str:
     """The profile as YAML, checked against the config's schema before it is returned."""
     categories = profile_categories(fit, base, source)
-    TypeAdapter(tuple[FailureCategoryConfig, ...]).validate_python(categories)
+    try:
+        TypeAdapter(tuple[FailureCategoryConfig, ...]).validate_python(categories)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        row = first["loc"][0] if first["loc"] and isinstance(first["loc"][0], int) else None
+        name = categories[row]["name"] if row is not None else "a category"
+        raise DataError(
+            f"the fitted profile is one a config refuses: {name}: {'.'.join(map(str, first['loc'][1:]))}: "
+            f"{first['msg']} (the log's exposure, {fit.exposure['gpu_hours']:,.3g} GPU-hours, is too short for "
+            "a rate a plan can use)",
+            where="--out",
+            fix="fit a longer log (weeks of jobs), or leave --out away to read the fit alone",
+        ) from None
     header = (
         "# Failure profile fitted from an incident log by `campaign failures fit` (docs/failures.md).\n"
         "# Name it from a campaign: cluster: {failures: path/to/this.yaml}. Each rate carries the failures and\n"
@@ -160,16 +198,75 @@ def fit_incident_log(
     gpus_per_node: int | None = None,
     nodes: int | None = None,
     sizes: Sequence[int] = DEFAULT_SIZES,
-) -> tuple[FailureFit, str]:
+) -> tuple[FailureFit, str | None]:
     """Read and check the log, fit it against the base profile's categories, and return the fit with the profile
-    YAML it gives (nothing is written here)."""
+    YAML it gives (None, with a note, when a config would refuse it; nothing is written here)."""
     categories, base_gpn = read_base_profile(base) if base else ((), None)
-    log = read_incident_log(jobs, incidents)
+    log = read_incident_log(jobs, incidents, gpus_per_node or base_gpn)
     fit = fit_failures(
         log,
         gpus_per_node=gpus_per_node or base_gpn or 8,
         nodes=nodes,
         base_scopes={c.name: stated_scope(c) for c in categories},
+        aliases=base_aliases(categories),
         sizes=sizes,
     )
-    return fit, profile_yaml(fit, categories, source=f"campaign failures fit {Path(incidents).name}")
+    return fit, _profile_or_note(fit, categories, f"campaign failures fit {Path(incidents).name}")
+
+
+def _profile_or_note(fit: FailureFit, categories: Sequence[FailureCategoryConfig], source: str) -> str | None:
+    try:
+        return profile_yaml(fit, categories, source=source)
+    except DataError as exc:
+        fit.notes.append(f"no profile: {exc.message}")
+        return None
+
+
+def profile_to_write(fit: FailureFit, profile: str | None) -> str:
+    """The profile for --out, or the DataError (exit 2) saying why there is none."""
+    if profile is None:
+        reason = next((n for n in fit.notes if n.startswith("no profile: ")), "no profile")
+        raise DataError(
+            reason.removeprefix("no profile: "), where="--out", fix="fit a longer log, or leave --out away"
+        )
+    return profile
+
+
+def base_aliases(categories: Sequence[FailureCategoryConfig]) -> dict[str, str]:
+    """Every alias of the base's categories -> the category's name."""
+    return {alias: c.name for c in categories for alias in c.aliases}
+
+
+def fit_slurm_log(
+    *,
+    sacct: str | Path | None = None,
+    jobcomp: str | Path | None = None,
+    events: str | Path | None = None,
+    mapping: str | Path | None = None,
+    base: str | Path | None = None,
+    gpus_per_node: int | None = None,
+    nodes: int | None = None,
+    sizes: Sequence[int] = DEFAULT_SIZES,
+) -> tuple[FailureFit, str | None]:
+    """Slurm's accounting (campaign.failures.slurm) fitted as `fit_incident_log` fits campaign's own log."""
+    categories, base_gpn = read_base_profile(base) if base else ((), None)
+    per_node = gpus_per_node or base_gpn or 8
+    the_mapping = read_slurm_mapping(mapping)
+    records = read_sacct(sacct, per_node) if sacct else read_jobcomp(jobcomp or "", per_node)
+    log = slurm_incident_log(
+        records, read_events(events) if events else [], the_mapping, str(events) if events else None
+    )
+    fit = fit_failures(
+        log,
+        gpus_per_node=per_node,
+        nodes=nodes,
+        base_scopes={c.name: stated_scope(c) for c in categories},
+        aliases=base_aliases(categories),
+        scope_hints=the_mapping.scopes,
+        sizes=sizes,
+    )
+    if not (gpus_per_node or base_gpn):
+        fit.notes.append(
+            "GPUs per node: 8 (the default) where the accounting gives no GPU count; --gpus-per-node sets it"
+        )
+    return fit, _profile_or_note(fit, categories, f"campaign failures fit {records.path.name}")

@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 from matplotlib.ticker import FuncFormatter
 
-from campaign.analysis.plots import Figure, _figure, plt
+from campaign.svg import Figure, plt
+from campaign.svg import svg_figure as _figure
 
 UNIT_LABEL = {
     "per_gpu_year": "failures per GPU-year",

@@ -6,7 +6,11 @@ nothing in the kernel model can know by how much. Two stack-efficiency factors c
 `compute` scales the time the GPUs compute (kernels, optimizer, and the compute share of the pipeline bubble) and
 `communication` the exposed communication (TP, CP, PP p2p, DP, and their share of the bubble). Fitted to the
 measured steps (`plan.measured`) by least squares on relative errors, with a prior that pulls the two together
-(one run cannot tell them apart), bounded to [1/3, 3]; the model then predicts the configured layout from there.
+(one run cannot tell them apart), within [1/3, 3]; the model then predicts the configured layout from there. A
+measured step that needs a factor outside those bounds on its own is outside what the model can explain (another
+model, another stack, a wrong layout or batch, or not a step time): it is refused with its factor, never clipped.
+Runs each explainable that only a factor outside the bounds fits together are fitted within them, the band widened
+to hold every measured run and the plan's own point, and the calibration says so.
 Without measurements the plan states the band `UNCALIBRATED_BAND` derived from published production runs (a ratio
 of the published step time to the model's), and with them the in-sample residuals widened by
 `CALIBRATED_EXTRAPOLATION`, what calibrating on one scale missed at the others.
@@ -22,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from campaign.errors import ConfigError
 from campaign.plan.performance import StepEstimate
 
 # Published step time / uncalibrated model step time on the fitted split of the production runs (MT-NLG 530B:
@@ -109,11 +114,12 @@ class Calibration:
     factors: StackEfficiency
     rows: tuple[MeasuredRow, ...]
     sources: tuple[str, ...]
+    note: str = ""  # what the fit could not do as asked (factors held at their bounds), said on every surface
 
     def band(self) -> tuple[float, float]:
-        """(low, high) multipliers on the calibrated step time: the residuals (measured / predicted), widened by
-        the extrapolation error."""
-        ratios = [r.measured_s / r.predicted_s for r in self.rows]
+        """(low, high) multipliers on the calibrated step time: the residuals (measured / predicted) and 1 (the
+        plan's own point), widened by the extrapolation error. Never a band that excludes its own point."""
+        ratios = [r.measured_s / r.predicted_s for r in self.rows] + [1.0]
         return min(ratios) * (1.0 - CALIBRATED_EXTRAPOLATION), max(ratios) * (1.0 + CALIBRATED_EXTRAPOLATION)
 
     def to_json(self) -> dict[str, Any]:
@@ -121,18 +127,66 @@ class Calibration:
             "factors": self.factors.to_json(),
             "rows": [r.to_json() for r in self.rows],
             "sources": list(self.sources),
+            **({"note": self.note} if self.note else {}),
         }
+
+
+def check_explainable(splits: list[tuple[float, float]], measured_s: list[float]) -> None:
+    """Refuse (ConfigError naming plan.measured[i]) a measured step whose own factor on the model's step,
+    measured / (compute + communication), lies outside FACTOR_BOUNDS: no stack efficiency of this model explains
+    it."""
+    low, high = FACTOR_BOUNDS
+    for i, ((c, n), y) in enumerate(zip(splits, measured_s, strict=True)):
+        model_s = c + n
+        factor = y / model_s if model_s > 0 else float("inf")
+        if not low <= factor <= high:
+            raise ConfigError(
+                f"the measured step {y:.4g} s is {factor:.3g}x the model's {model_s:.4g} s for this run's layout, "
+                f"nodes and batch; a stack runs this model at {low:.2f}x-{high:.0f}x the model's step, so this "
+                "measurement is not one the model can explain (another model or stack, a wrong layout, batch or node "
+                "count, or not seconds per optimizer step)",
+                where=f"plan.measured[{i}].step_time_s",
+                fix="check the row against the run it came from (`campaign plan measure` prints one), or remove it",
+            )
+
+
+def fit_calibration(
+    splits: list[tuple[float, float]], measured_s: list[float]
+) -> tuple[StackEfficiency, str]:
+    """The factors fitted to explainable runs (`check_explainable` first), and a note when the joint fit needed
+    factors outside FACTOR_BOUNDS and was held at them."""
+    check_explainable(splits, measured_s)
+    factors = fit_stack_efficiency(splits, measured_s)
+    free = _unbounded_fit(splits, measured_s)
+    low, high = FACTOR_BOUNDS
+    if all(low <= f <= high for f in free):
+        return factors, ""
+    note = (
+        f"the measured runs together ask for stack factors x{free[0]:.3g} on compute and x{free[1]:.3g} on exposed "
+        f"communication, outside the {low:.2f}x-{high:.0f}x a stack can show; fitted within those bounds "
+        f"(x{factors.compute:.3g}, x{factors.communication:.3g}) and the band widened to hold every run: check the "
+        "runs' layouts and batches"
+    )
+    return factors, note
+
+
+def _system(splits: list[tuple[float, float]], measured_s: list[float]) -> tuple[np.ndarray, np.ndarray]:
+    a = np.array([[c / y, n / y] for (c, n), y in zip(splits, measured_s, strict=True)])
+    w = np.sqrt(PRIOR_WEIGHT)
+    return np.vstack([a, [w, -w]]), np.append(np.ones(len(measured_s)), 0.0)
+
+
+def _unbounded_fit(splits: list[tuple[float, float]], measured_s: list[float]) -> tuple[float, float]:
+    a, rhs = _system(splits, measured_s)
+    (fc, fn), *_ = np.linalg.lstsq(a, rhs, rcond=None)
+    return float(fc), float(fn)
 
 
 def fit_stack_efficiency(splits: list[tuple[float, float]], measured_s: list[float]) -> StackEfficiency:
     """Least squares on relative errors, sum (f_c a_i + f_n b_i) / y_i - 1)^2 + w (f_c - f_n)^2, within
     FACTOR_BOUNDS: `splits` are each run's (compute, communication) seconds from `step_split_s`."""
-    a = np.array([[c / y, n / y] for (c, n), y in zip(splits, measured_s, strict=True)])
-    rhs = np.ones(len(measured_s))
-    w = np.sqrt(PRIOR_WEIGHT)
-    a = np.vstack([a, [w, -w]])
-    rhs = np.append(rhs, 0.0)
-    (fc, fn), *_ = np.linalg.lstsq(a, rhs, rcond=None)
+    a, rhs = _system(splits, measured_s)
+    fc, fn = _unbounded_fit(splits, measured_s)
     low, high = FACTOR_BOUNDS
     if not (low <= fc <= high and low <= fn <= high):
         # Clamp the factor out of bounds and refit the other alone (a two-variable bounded least squares).

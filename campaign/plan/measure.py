@@ -1,10 +1,9 @@
 """From a short run's metrics file to a `plan.measured` entry: step times, warm-up dropped, median and spread.
 
-Reads the rehearsal contract's JSON lines (docs/rehearsal.md): per-step records `{"step": k, ...}` carrying either
-`step_time_s` (seconds of that step) or a wall-clock `time_s` / `timestamp` (seconds; a step's time is the gap from
-the previous step's, divided by the steps between them). Events and held-out records are skipped; a step seen twice
-(a restart) keeps its last record. The first `skip_steps` steps are warm-up (compilation, allocator growth, data
-loader start): by default the first 10 % and at least one. A series that is not stationary is named, since its
+Reads a training log (campaign.plan.trainer_logs: Megatron-LM, TorchTitan, NeMo's metrics.csv, the rehearsal
+contract's JSON lines) as timed samples. The first `skip_steps` samples of the log, and of each restart inside it (the
+step going back), are warm-up (compilation, allocator growth, data loader start): by default the first 10 % and at
+least one. Intervals with skipped or NaN iterations are left out and named. A series that is not stationary is named, since its
 median would not be the step time of a long run: drifting (the last third's median more than 5 % from the first
 third's) or bimodal (two clusters of step times more than 15 % apart, the smaller holding at least a tenth of the
 steps and the split explaining most of the variance).
@@ -23,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from campaign.errors import DataError
+from campaign.plan.trainer_logs import MAX_NOTES, StepSample, TrainerLog, read_trainer_log
 
 DRIFT_FRACTION = 0.05
 BIMODAL_SEPARATION = 1.15
@@ -37,8 +37,10 @@ class StepTimes:
 
     steps: tuple[int, ...]
     seconds: tuple[float, ...]
-    skipped: int  # warm-up steps dropped
+    skipped: int  # warm-up samples dropped (at the start and after each restart)
     tokens_per_step: int | None = None  # the records' "tokens" when every step gives the same
+    log: TrainerLog | None = None  # what was read, with its format, batch and layout
+    notes: tuple[str, ...] = ()  # restarts, skipped and NaN iterations, named
 
 
 @dataclass(frozen=True)
@@ -55,96 +57,66 @@ class Measurement:
         """(p90 - p10) / median."""
         return (self.p90_s - self.p10_s) / self.median_s
 
-    def entry_yaml(self, nodes: int, layout: dict[str, int], global_batch_tokens: int, source: str) -> str:
-        """The `plan.measured` list item to paste under `plan:`, with the spread as a comment."""
+    def entry_yaml(
+        self, nodes: int, layout: dict[str, int], global_batch_tokens: int, source: str, extra: str = ""
+    ) -> str:
+        """The `plan.measured` list item to paste under `plan:`, with the spread as a comment (`extra`: more
+        `key: value` pairs, e.g. the model and stack)."""
         lay = ", ".join(f"{k}: {v}" for k, v in layout.items())
         return (
             f"  measured:\n"
             f"    # median of {self.n_steps} steps after {self.skipped} warm-up; p10 {self.p10_s:.4g} s, "
             f"p90 {self.p90_s:.4g} s (spread {self.spread:.1%})\n"
             f"    - {{nodes: {nodes}, layout: {{{lay}}}, global_batch_tokens: {global_batch_tokens}, "
-            f"step_time_s: {self.median_s:.4g}, source: {json.dumps(source)}}}"
+            f"step_time_s: {self.median_s:.4g}, source: {json.dumps(source)}{extra}}}"
         )
 
 
-def _number(record: dict, key: str, where: str) -> float:
-    value = record[key]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise DataError(
-            f"{key} is {value!r}, not a finite number of seconds",
-            where=where,
-            fix="write one JSON object per line with numeric step_time_s or time_s",
-        )
-    return float(value)
-
-
-def read_step_times(path: Path, skip_steps: int | None = None) -> StepTimes:
-    """Per-step seconds from a metrics file (see the module docstring), warm-up dropped."""
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise DataError(
-            f"cannot read the metrics file: {exc.strerror}",
-            where=str(path),
-            fix="give the trainer's metrics file",
-        ) from None
-    direct: dict[int, float] = {}
-    clock: dict[int, float] = {}
-    tokens: set[int] = set()
-    for line_no, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{path}:{line_no}"
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            if line_no == len(text.splitlines()) and not text.endswith("\n"):
-                break  # a last write cut short by a kill
-            raise DataError(
-                f"not JSON ({exc.msg})", where=where, fix="one JSON object per line (the rehearsal contract)"
-            ) from None
-        if not isinstance(record, dict) or "event" in record or "step" not in record:
-            continue
-        step = record["step"]
-        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-            raise DataError(f"step is {step!r}, not a step number", where=where, fix="number steps 1, 2, ...")
-        if "step_time_s" in record:
-            direct[step] = _number(record, "step_time_s", where)
-        if isinstance(record.get("tokens"), int) and not isinstance(record["tokens"], bool):
-            tokens.add(record["tokens"])
-        for key in ("time_s", "timestamp"):
-            if key in record:
-                clock[step] = _number(record, key, where)
-                break
-    if direct:
-        steps = sorted(direct)
-        pairs = [(s, direct[s]) for s in steps]
-    else:
-        steps = sorted(clock)
-        pairs = [(b, (clock[b] - clock[a]) / (b - a)) for a, b in itertools.pairwise(steps) if b > a]
-    if not pairs:
-        raise DataError(
-            "no per-step step_time_s or time_s / timestamp in the file",
-            where=str(path),
-            fix='log {"step": k, "step_time_s": seconds} (or a wall-clock "time_s") after each step',
-        )
-    skip = max(1, len(pairs) // 10) if skip_steps is None else skip_steps
-    kept = pairs[skip:]
+def read_step_times(
+    path: Path,
+    skip_steps: int | None = None,
+    *,
+    fmt: str | None = None,
+    gpus: int | None = None,
+    global_batch_tokens: int | None = None,
+) -> StepTimes:
+    """Per-step seconds from a training log or metrics file (campaign.plan.trainer_logs), warm-up dropped at its
+    start and after each restart, and the intervals with skipped or NaN iterations left out, each named."""
+    log = read_trainer_log(path, fmt, gpus=gpus, global_batch_tokens=global_batch_tokens)
+    notes = list(log.notes)
+    kept: list[StepSample] = []
+    skipped = 0
+    for segment, group in itertools.groupby(log.samples, key=lambda s: s.segment):
+        samples = list(group)
+        skip = max(1, len(samples) // 10) if skip_steps is None else skip_steps
+        skipped += min(skip, len(samples))
+        for sample in samples[skip:]:
+            if sample.excluded:
+                notes.append(
+                    f"{path}:{sample.line}: left out the {sample.steps} iteration{'s' if sample.steps != 1 else ''} "
+                    f"to {sample.step}, which had {sample.excluded}"
+                )
+            else:
+                kept.append(sample)
+        del segment
     if len(kept) < MIN_STEPS:
         raise DataError(
-            f"{len(kept)} steps after skipping {skip} warm-up steps; at least {MIN_STEPS} are needed",
+            f"{len(kept)} timed samples after dropping {skipped} warm-up and "
+            f"{sum(1 for s in log.samples if s.excluded)} with skipped or NaN iterations; at least {MIN_STEPS} "
+            "are needed",
             where=str(path),
             fix="run more steps or lower --skip-steps",
         )
-    bad = [(s, t) for s, t in kept if not t > 0]
-    if bad:
-        raise DataError(
-            f"step {bad[0][0]} took {bad[0][1]:g} s: step times must be positive (are the timestamps in order?)",
-            where=str(path),
-            fix="log a wall-clock time_s that grows with the step, or step_time_s per step",
-        )
-    per_step = next(iter(tokens)) if len(tokens) == 1 else None
-    return StepTimes(tuple(s for s, _ in kept), tuple(t for _, t in kept), skip, per_step)
+    if len(notes) > MAX_NOTES:
+        notes = [*notes[:MAX_NOTES], f"... and {len(notes) - MAX_NOTES} more"]
+    return StepTimes(
+        tuple(s.step for s in kept),
+        tuple(s.seconds for s in kept),
+        skipped,
+        log.tokens_per_step,
+        log,
+        tuple(notes),
+    )
 
 
 def stationarity_problems(seconds: np.ndarray) -> list[str]:
@@ -194,15 +166,24 @@ def measure(times: StepTimes) -> Measurement:
 
 
 def parse_layout(text: str) -> dict[str, int]:
-    """'tp=8,pp=4,dp=16' -> {tp, pp, dp, cp, vpp} (cp and vpp default to 1)."""
+    """'tp=8,pp=4,dp=16' -> {tp, pp, dp, cp, vpp} (cp and vpp default to 1); a degree given twice is refused."""
     out = {"tp": 1, "pp": 1, "dp": 1, "cp": 1, "vpp": 1}
+    given: set[str] = set()
     for part in filter(None, (p.strip() for p in text.split(","))):
         key, _, value = part.partition("=")
-        if key.strip() not in out or not value.strip().isdigit() or int(value) < 1:
+        key, value = key.strip(), value.strip()
+        if key not in out or not value.isdigit() or not 1 <= int(value) <= 10_000_000:
             raise DataError(
                 f"{part!r} is not one of tp, pp, dp, cp, vpp = a positive integer",
                 where="--layout",
                 fix="write it as tp=8,pp=4,dp=16 (cp and vpp default to 1)",
             )
-        out[key.strip()] = int(value)
+        if key in given:
+            raise DataError(
+                f"{key} is given twice ({text!r})",
+                where="--layout",
+                fix=f"give {key} once, with the degree the run used",
+            )
+        given.add(key)
+        out[key] = int(value)
     return out

@@ -19,7 +19,7 @@ from campaign.plan.calibration import (
     Calibration,
     MeasuredRow,
     StackEfficiency,
-    fit_stack_efficiency,
+    fit_calibration,
     step_split_s,
 )
 from campaign.plan.checkpointing import CheckpointPlan, finite_or_none, plan_checkpoint
@@ -198,7 +198,7 @@ class PlanContext:
             mb = run.micro_batch or cfg.plan.micro_batch
             m = max(1, run.global_batch_tokens // seq // (mb * run.layout.dp))
             steps.append(self.steps.estimate(run.layout, mb, m))
-        factors = fit_stack_efficiency([step_split_s(s) for s in steps], [r.step_time_s for r in runs])
+        factors, note = fit_calibration([step_split_s(s) for s in steps], [r.step_time_s for r in runs])
         rows = tuple(
             MeasuredRow(
                 nodes=run.nodes,
@@ -208,7 +208,7 @@ class PlanContext:
             )
             for run, step in zip(runs, steps, strict=True)
         )
-        calibration = Calibration(factors, rows, tuple(r.source for r in runs))
+        calibration = Calibration(factors, rows, tuple(r.source for r in runs), note)
         return replace(self, efficiency=factors, calibration=calibration)
 
     def step_s(self, step: StepEstimate) -> float:
@@ -233,9 +233,16 @@ class PlanContext:
             f"{r.measured_s:.3g} s"
             for r in self.calibration.rows
         )
+        unnamed = [i for i, r in enumerate(self.config.plan.measured) if r.model is None]
+        taken = (
+            f"; plan.measured{unnamed} name no model and are taken as {self.config.model.name!r} on this stack"
+            if unnamed
+            else ""
+        )
+        note = f"; {self.calibration.note}" if self.calibration.note else ""
         return (
             f"calibrated on {len(self.calibration.rows)} measured run(s) ({runs}): stack efficiency x{f.compute:.3f} "
-            f"on compute, x{f.communication:.3f} on exposed communication"
+            f"on compute, x{f.communication:.3f} on exposed communication{taken}{note}"
         )
 
     def micro_batches(self, layout: LayoutShape, micro_batch: int) -> int:

@@ -21,6 +21,7 @@ import json
 import os
 import shutil
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -228,6 +229,22 @@ def remove_partial_checkpoints(directory: Path) -> None:
 # ---------------------------------------------------------------------------------------------- training
 
 
+def make_optimizer(settings: TrainerSettings) -> Any:
+    """AdamW (beta2 0.95, weight decay 0.1) after clipping at 1.0, under warm-up and cosine decay to a tenth."""
+    import optax
+
+    schedule = optax.warmup_cosine_decay_schedule(
+        init_value=settings.learning_rate / max(1, settings.warmup_steps),
+        peak_value=settings.learning_rate,
+        warmup_steps=min(settings.warmup_steps, settings.steps - 1),
+        decay_steps=settings.steps,
+        end_value=settings.learning_rate * 0.1,
+    )
+    return optax.chain(
+        optax.clip_by_global_norm(1.0), optax.adamw(schedule, b1=0.9, b2=0.95, eps=1e-8, weight_decay=0.1)
+    )
+
+
 def train(
     settings: TrainerSettings, log: Callable[[str], object] = lambda s: sys.stderr.write(s + "\n")
 ) -> int:
@@ -257,16 +274,7 @@ def train(
             f"model {shape.as_dict()}: hidden must divide by heads into an even head size, and heads "
             "by kv_heads"
         )
-    schedule = optax.warmup_cosine_decay_schedule(
-        init_value=settings.learning_rate / max(1, settings.warmup_steps),
-        peak_value=settings.learning_rate,
-        warmup_steps=min(settings.warmup_steps, settings.steps - 1),
-        decay_steps=settings.steps,
-        end_value=settings.learning_rate * 0.1,
-    )
-    optimizer = optax.chain(
-        optax.clip_by_global_norm(1.0), optax.adamw(schedule, b1=0.9, b2=0.95, eps=1e-8, weight_decay=0.1)
-    )
+    optimizer = make_optimizer(settings)
 
     params = init_params(shape, jax.random.PRNGKey(settings.seed))
     opt_state = optimizer.init(params)
@@ -321,9 +329,14 @@ def train(
         evaluate(0)
     tokens_per_step = b * (train_tokens.shape[1] - 1)
     for step in range(start + 1, settings.steps + 1):
+        began = time.perf_counter()
         batch = jnp.asarray(train_tokens[batch_rows(step, b)].astype(np.int32))
         params, opt_state, value = train_step(params, opt_state, batch)
-        append_metric(settings.metrics, {"step": step, "loss": float(value), "tokens": tokens_per_step})
+        loss_value = float(value)  # waits for the step: JAX dispatches it asynchronously
+        record = {"step": step, "loss": loss_value, "tokens": tokens_per_step}
+        # The step's own seconds (evaluation and checkpoints excluded), for `campaign plan measure`.
+        record["step_time_s"] = time.perf_counter() - began
+        append_metric(settings.metrics, record)
         if step % settings.eval_every == 0 or step == settings.steps:
             evaluate(step)
         if step % settings.checkpoint_every == 0 or step == settings.steps:

@@ -27,6 +27,10 @@ import math
 import numpy as np
 from numba import njit
 
+from campaign.sim.compile_progress import report_compiles
+
+report_compiles()  # a first compile (once per install) says so on the terminal
+
 # Job states, in the reference's order (simulator.py INIT .. DONE).
 INIT, RUNNING, CHECKPOINT, DETECT, RESTART, WAIT_SPARE, PLANNED, DONE = range(8)
 # Goodput buckets of the non-training states.
@@ -131,6 +135,7 @@ CYCLE_MIN_S = 2.0 + 1e-6
 N_S = 29
 DAY_S = 86_400.0
 RAMP_HEADROOM = 1e-8  # campaign.sim.power.RAMP_HEADROOM (a test holds them equal)
+TARGET_SLACK = 1e-9  # campaign.sim.simulator.TARGET_SLACK (a test holds them equal)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -327,6 +332,12 @@ def _segment_tokens(F, P, t):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
+def _slack_tokens(P):
+    """simulator._Replica._slack_tokens: tokens short of the target that still reach it."""
+    return TARGET_SLACK * P[P_RATE] * P[P_TAU]
+
+
+@njit(cache=True, nogil=True, _nrt=False)
 def _tokens_in_progress(S, F, P):
     total = F[F_COMMIT_TOK] + F[F_RUN_TOK] + F[F_PEND_TOK]
     if S[S_STATE] == RUNNING:
@@ -362,7 +373,7 @@ def _start_running(S, F, P, JM, nodes, H, EF, EI, FE):
     S[S_SEG_ID] = S[S_IDS]
     remaining = P[P_TARGET] - _tokens_in_progress(S, F, P)
     t_checkpoint = now + max(P[P_TAU] - F[F_RUN_S], 0.0)
-    if P[P_STOP] != 0.0 and _segment_tokens(F, P, t_checkpoint) >= remaining:
+    if P[P_STOP] != 0.0 and _segment_tokens(F, P, t_checkpoint) >= remaining - _slack_tokens(P):
         t_target = (
             _time_for_nominal(P[P_AMP], P[P_T0], F[F_SEG_EFF], remaining / P[P_RATE])
             if remaining > 0
@@ -407,7 +418,7 @@ def _commit(S, F, P, PEND, n):
         F[F_COMMIT_TOK] += PEND[h, 2]
         S[S_PEND_HEAD] = (h + 1) % cap
         S[S_PEND_N] -= 1
-    if math.isnan(F[F_TARGET_S]) and F[F_COMMIT_TOK] >= P[P_TARGET]:
+    if math.isnan(F[F_TARGET_S]) and F[F_COMMIT_TOK] >= P[P_TARGET] - _slack_tokens(P):
         F[F_TARGET_S] = F[F_NOW]
     if S[S_PEND_N] == 0:
         F[F_PEND_S] = 0.0

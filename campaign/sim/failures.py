@@ -9,10 +9,14 @@ from its posterior, Gamma(failures + 1/2, exposure) (Jeffreys prior), before its
 includes not knowing the rate (docs/failures.md). Planned maintenance is a Poisson process too (operators'
 timing is not published). Arrivals are drawn up front, independent of the job's state, so two runs with the
 same seed see the same failures whatever their spares or checkpoint policy (common random numbers).
+A replica is a history: each source draws its arrivals in sequence from its own stream (exponential gaps, with
+the slot each one hits, in fixed blocks of `ARRIVAL_BLOCK`, continued until past the horizon), so the arrivals
+before any time t are the same whatever the horizon simulated, the window length or the other categories.
 Lemon nodes (a few physical nodes, placed at random per replica from a stream of their own) fail at `factor`
-times the healthy rate: each node-losing category draws, after its slot arrivals, the lemons' excess arrivals
-aimed at a physical node, which interrupt the job only while that node holds one of its slots (thinning a
-Poisson process keeps it Poisson, so arrivals stay drawn up front).
+times the healthy rate: each node-losing category has, beside its slot arrivals, the lemons' excess arrivals
+aimed at a physical node (a stream of their own, so lemons leave the slot arrivals alone), which interrupt the
+job only while that node holds one of its slots (thinning a Poisson process keeps it Poisson, so arrivals stay
+drawn up front).
 Source: Llama 3 Herd of Models (arXiv 2407.21783) §3.3.4 and Table 5; numpy SeedSequence.spawn; the Jeffreys
 posterior of a Poisson rate (Gelman et al., Bayesian Data Analysis, 3rd ed., §2.6).
 """
@@ -20,7 +24,7 @@ posterior of a Poisson rate (Gelman et al., Bayesian Data Analysis, 3rd ed., §2
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,9 +37,14 @@ from campaign.sim.inputs import DAY_S, SimInputs
 NODE_LOSING_SCOPES = frozenset({"gpu", "node"})
 
 # Child index of each stream under SeedSequence([seed, replica]): planned maintenance first, then one per
-# failure category in config order, so adding a category never changes the streams before it.
+# failure category in config order, so adding a category never changes the streams before it; after them the
+# lemons' placement, then each category's lemon excess arrivals (only drawn when there are lemons).
 PLANNED_STREAM = 0
 FIRST_CATEGORY_STREAM = 1
+# Arrivals a source draws at a time: its inter-arrival gaps (and their slots) come in blocks of this many, block
+# after block until one passes the horizon. A fixed size keeps the sequence of draws, hence the history, the same
+# whatever the horizon; 64 is one block for most categories of a 54-day Llama 3 window.
+ARRIVAL_BLOCK = 64
 
 
 @dataclass(frozen=True)
@@ -130,16 +139,43 @@ def expected_failures(inputs: SimInputs, exposure_s: float | None = None) -> flo
     return job_failure_rate_per_s(inputs) * (inputs.window_s if exposure_s is None else exposure_s)
 
 
-def poisson_arrivals_s(rng: np.random.Generator, rate_per_s: float, horizon_s: float) -> np.ndarray:
-    """Sorted arrival times of a homogeneous Poisson process on [0, horizon_s).
+def poisson_arrivals_s(
+    rng: np.random.Generator, rate_per_s: float, horizon_s: float, mark: Callable[[int], None] | None = None
+) -> np.ndarray:
+    """Sorted arrival times of a homogeneous Poisson process on [0, horizon_s), drawn as a history.
 
-    Drawn as N ~ Poisson(rate x horizon) uniform points, which is the same process as exponential gaps and
-    takes two vectorised draws.
+    Exponential gaps in blocks of ARRIVAL_BLOCK, block after block until the last time reaches the horizon;
+    `mark(n)`, when given, draws each block's marks (e.g. the slots hit) right after its gaps, from the same
+    stream. The draws consumed depend on the horizon only through how many blocks run, never on what a block
+    holds, so the arrivals before any time t are the same for every horizon past t.
     """
     if rate_per_s <= 0.0 or horizon_s <= 0.0:
         return np.empty(0)
-    n = rng.poisson(rate_per_s * horizon_s)
-    return np.sort(rng.uniform(0.0, horizon_s, size=n))
+    blocks = []
+    last = 0.0
+    while True:
+        with np.errstate(over="ignore"):  # a vanishing rate's first gap is past any horizon (inf)
+            t = last + np.cumsum(rng.standard_exponential(ARRIVAL_BLOCK)) / rate_per_s
+        if mark is not None:
+            mark(ARRIVAL_BLOCK)
+        blocks.append(t)
+        last = float(t[-1])
+        if last >= horizon_s:
+            break
+    times = np.concatenate(blocks) if len(blocks) > 1 else blocks[0]
+    return times[: int(np.searchsorted(times, horizon_s, side="left"))]
+
+
+def _slot_arrivals(
+    rng: np.random.Generator, rate_per_s: float, horizon_s: float, high: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Arrival times and, drawn with each block, a uniform integer in [0, high) per arrival (a slot or a lemon)."""
+    marks: list[np.ndarray] = []
+    t = poisson_arrivals_s(
+        rng, rate_per_s, horizon_s, lambda n: marks.append(rng.integers(0, high, size=n, dtype=np.int64))
+    )
+    slot = np.concatenate(marks)[: t.size] if marks else np.empty(0, dtype=np.int64)
+    return t, slot
 
 
 def lemon_node_ids(inputs: SimInputs, replica: int) -> np.ndarray:
@@ -160,34 +196,37 @@ def _lemons(rng: np.random.Generator, inputs: SimInputs) -> np.ndarray:
 def draw_arrivals(inputs: SimInputs, replica: int) -> tuple[Arrivals, list[Arrivals]]:
     """Planned maintenance and every failure category's arrivals over the window, for one replica."""
     # Each source draws from its own stream: random_streams' Generators, their states set on one Generator.
-    # The lemons' placement, when there are lemons, has the stream after the categories'.
+    # The lemons' placement, when there are lemons, has the stream after the categories', then each category's
+    # excess arrivals one each.
     n = len(inputs.failures)
     has_lemons = inputs.lemon_nodes > 0 and inputs.lemon_factor > 1.0
-    states = stream_states(inputs.seed, replica, n + (1 if has_lemons else 0))
+    states = stream_states(inputs.seed, replica, n + (1 + n if has_lemons else 0))
     rng = _stream_generator()
+    horizon = inputs.window_s
     lemons = np.empty(0, dtype=np.int64)
     if has_lemons:
         rng.bit_generator.state = states[FIRST_CATEGORY_STREAM + n]
         lemons = _lemons(rng, inputs)
     rng.bit_generator.state = states[PLANNED_STREAM]
-    planned_t = poisson_arrivals_s(rng, inputs.planned_per_day / DAY_S, inputs.window_s)
+    planned_t = poisson_arrivals_s(rng, inputs.planned_per_day / DAY_S, horizon)
     planned = Arrivals("planned", "", planned_t, np.full(planned_t.size, -1, dtype=np.int64))
     categories = []
     for i, category in enumerate(inputs.failures):
         rng.bit_generator.state = states[FIRST_CATEGORY_STREAM + i]
         rate_per_s = replica_rate_per_s(category, inputs, rng)
-        t = poisson_arrivals_s(rng, rate_per_s, inputs.window_s)
         if category.scope not in NODE_LOSING_SCOPES:
+            t = poisson_arrivals_s(rng, rate_per_s, horizon)
             categories.append(Arrivals(category.name, category.scope, t, np.full(t.size, -1, dtype=np.int64)))
             continue
-        slot = rng.integers(0, inputs.nodes, size=t.size, dtype=np.int64)
+        t, slot = _slot_arrivals(rng, rate_per_s, horizon, inputs.nodes)
         if lemons.size == 0:
             categories.append(Arrivals(category.name, category.scope, t, slot))
             continue
         # Each lemon fails at factor x the healthy node's rate: its slot share of `t`, plus this excess.
+        rng.bit_generator.state = states[FIRST_CATEGORY_STREAM + n + 1 + i]
         excess_per_s = rate_per_s / inputs.nodes * (inputs.lemon_factor - 1.0) * lemons.size
-        extra_t = poisson_arrivals_s(rng, excess_per_s, inputs.window_s)
-        extra_node = lemons[rng.integers(0, lemons.size, size=extra_t.size, dtype=np.int64)]
+        extra_t, which = _slot_arrivals(rng, excess_per_s, horizon, lemons.size)
+        extra_node = lemons[which]
         order = np.argsort(np.concatenate([t, extra_t]), kind="stable")
         categories.append(
             Arrivals(

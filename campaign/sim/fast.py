@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from campaign.sim import compiled
+import campaign.sim.compiled as compiled
 from campaign.sim.failures import NODE_LOSING_SCOPES, draw_arrivals
 from campaign.sim.inputs import SimInputs
 from campaign.sim.power import PowerCurve, power_levels

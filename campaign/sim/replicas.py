@@ -17,11 +17,12 @@ import numpy as np
 import pandas as pd
 
 from campaign.errors import ConfigError
-from campaign.goodput import ETTR_DEFINITION, UTILISATION_DEFINITION
+from campaign.goodput import ETTR_DEFINITION, LOST_DEFINITION, UTILISATION_DEFINITION
 from campaign.sim.fast import compiled_inputs, simulate_summary
 from campaign.sim.inputs import DAY_S, SimInputs
 from campaign.sim.simulator import BREAKDOWN_KEYS, SimResult, simulate
-from campaign.sim.summary import ReplicaSummary
+from campaign.sim.summary import COMPLETION_DAYS_LABEL, TARGET_DAYS_LABEL, ReplicaSummary
+from campaign.window_verdict import window_sufficiency
 
 PERCENTILES = (10, 50, 90)
 
@@ -130,14 +131,12 @@ def summarise_replicas(summaries: list[ReplicaSummary], window_s: float, stop_at
     replicas plus means of the rest (only summaries cross back from workers, not events or power).
 
     completion_days is over the replicas that finished (all None when none did). target_days, p_target_in_window
-    and window_length come from the rule the `schedule` gate applies (campaign.calendar.window_length
+    and window_length come from the rule the `schedule` gate applies (campaign.window_verdict
     .window_sufficiency): target_days' percentiles are the gate's (inverted CDF over every replica, one that did not
     reach the target counting as later than the window, None where the percentile falls among those), its mean is
     over the replicas that reached it. power_mw.peak is the highest peak of any replica,
     power_mw.min the lowest minimum and power_mw.mean the mean of the replica means.
     """
-    from campaign.calendar.window_length import window_sufficiency
-
     if not summaries:
         raise ValueError("summarise_replicas needs at least one replica summary")
     s = list(summaries)
@@ -166,7 +165,7 @@ def summarise_replicas(summaries: list[ReplicaSummary], window_s: float, stop_at
             "p90": judged.p90_target_days,
         },
         "p_target_in_window": judged.p_target_in_window,
-        "window_length": judged.as_dict(),
+        "window_length": judged.to_json(),
         "by_category": {n: float(np.mean([x["interruptions"]["by_category"][n] for x in s])) for n in names},
         "power_mw": {
             "peak": max(x["power_mw"]["peak"] for x in s),
@@ -219,8 +218,8 @@ TABLE_ROWS = (
     ("unexpected interruptions", "interruptions_unexpected", ""),
     ("planned interruptions", "interruptions_planned", ""),
     ("tokens trained", "tokens_trained", ""),
-    ("completion (days)", "completion_days", "d"),
-    ("target reached (day)", "target_days", "d"),
+    (COMPLETION_DAYS_LABEL, "completion_days", "d"),
+    (TARGET_DAYS_LABEL, "target_days", "d"),
     ("observed job MTBF (h)", "observed_job_mtbf_h", "h"),
 )
 
@@ -270,7 +269,8 @@ def summary_markdown(campaign: str, replicas: int, seed: int, summary: dict) -> 
         ),
         (
             f"Cost per replica (mean): compute ${cost['compute']:,.0f}, energy ${cost['energy']:,.0f}, "
-            f"lost ${cost['lost']:,.0f}."
+            f"lost to failures ${cost['lost']:,.0f} ({LOST_DEFINITION}); released after an early finish "
+            f"{summary['goodput_breakdown_gpu_h']['idle_released']:,.1f} GPU-hours (capacity back to the cluster)."
         ),
         "",
         "Definitions:",

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from campaign.goodput import ALL_KEYS, ettr, goodput_buckets_gpu_h, job_wall_s, window_utilisation
+from campaign.goodput import ALL_KEYS, cost_usd, ettr, goodput_buckets_gpu_h, job_wall_s, window_utilisation
 from campaign.sim.events import Event, EventQueue
 from campaign.sim.failures import NODE_LOSING_SCOPES, draw_arrivals
 from campaign.sim.inputs import DAY_S, SimInputs
@@ -101,6 +101,11 @@ class SimResult:
     summary: ReplicaSummary
     power_curve: PowerCurve | None = None  # exact curve behind `power`; one_second_series(curve) gives 1-s MW
 
+
+# Committed tokens within this fraction of an interval's tokens of the target have reached it: sums of many
+# segments' tokens round differently from one closed-form product, and a rounding sliver left to train would
+# be a checkpoint of its own (renewal.finishing_wall_s drops a last segment that short the same way).
+TARGET_SLACK = 1e-9
 
 # A progress callback hears this many times over the window (2% steps).
 PROGRESS_STEPS = 50
@@ -371,14 +376,18 @@ class _Replica:
         remaining = self.x.target_tokens - self.tokens_in_progress()
         t_checkpoint = now + max(self.x.checkpoint_interval_s - self.since_run_s, 0.0)
         if (
-            self.x.stop_at_target and self._segment_tokens(t_checkpoint) >= remaining
-        ):  # the target falls inside this segment
+            self.x.stop_at_target and self._segment_tokens(t_checkpoint) >= remaining - self._slack_tokens()
+        ):  # the target falls inside this segment (or a rounding sliver past it)
             t_target = (
                 time_for_nominal_s(self.x, self.seg_eff, remaining / self.rate) if remaining > 0 else now
             )
             self.q.schedule(min(max(t_target, now), t_checkpoint), "target", (self.seg_id, remaining))
         else:
             self.q.schedule(t_checkpoint, "segment_end", self.seg_id)
+
+    def _slack_tokens(self) -> float:
+        """Tokens short of the target that still count as reaching it: TARGET_SLACK of a nominal interval's."""
+        return TARGET_SLACK * self.rate * self.x.checkpoint_interval_s
 
     def _begin_checkpoint(self, exact_tokens: float | None = None) -> None:
         self._set_state(CHECKPOINT, exact_tokens)
@@ -399,7 +408,10 @@ class _Replica:
             _, run_s, tokens = self.pending.popleft()
             self.committed_run_s += run_s
             self.committed_tokens += tokens
-        if self.target_reached_s is None and self.committed_tokens >= self.x.target_tokens:
+        if (
+            self.target_reached_s is None
+            and self.committed_tokens >= self.x.target_tokens - self._slack_tokens()
+        ):
             self.target_reached_s = self.q.now_s
         if not self.pending:  # re-zero the running sums so rounding never accumulates
             self.pending_run_s = self.pending_tokens = 0.0
@@ -769,7 +781,6 @@ def summary_dict(
 ) -> ReplicaSummary:
     """The JSON-ready summary of one replica from its tallies and power statistics (keys: docs/design.md)."""
     gpus, spare_gpus = x.gpus, x.spare_gpus
-    window_h = x.window_s / 3600.0
     seconds = {
         "productive": t.committed_run_s,
         "lost_rework": t.lost_run_s,
@@ -779,7 +790,6 @@ def summary_dict(
     }
     breakdown = goodput_buckets_gpu_h(seconds, gpus, spare_gpus, x.window_s, t.completion_s)
     seconds["released"] = t.released_s
-    total_gpu_h = (gpus + spare_gpus) * window_h
     elapsed_s = job_wall_s(x.window_s, t.completion_s)
     stats = dict(stats)
     energy_mwh = stats.pop("energy_mwh")
@@ -814,9 +824,7 @@ def summary_dict(
         "target_reached_s": t.target_reached_s,
         "power_mw": stats,
         "energy_mwh": energy_mwh,
-        "cost_usd": {
-            "compute": total_gpu_h * x.gpu_hour_usd,
-            "energy": energy_mwh * x.energy_usd_per_mwh,
-            "lost": (total_gpu_h - breakdown["productive"]) * x.gpu_hour_usd,
-        },
+        "cost_usd": cost_usd(
+            breakdown, gpus, spare_gpus, x.window_s, energy_mwh, x.gpu_hour_usd, x.energy_usd_per_mwh
+        ),
     }

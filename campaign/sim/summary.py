@@ -9,17 +9,20 @@ from __future__ import annotations
 
 from typing import Any, NotRequired, TypedDict
 
+from campaign.goodput import CostUsd
+
+# The two day figures of a simulate summary, each labelled with what it is over (the same labels on every surface):
+# target_days' percentiles are the schedule gate's, over every replica; completion_days' are over those that finished.
+TARGET_DAYS_LABEL = (
+    "target reached on day (p10-p90 over every replica, n/a past the window; mean of those that did)"
+)
+COMPLETION_DAYS_LABEL = "finished on day (over the replicas that finished only)"
+
 
 class Interruptions(TypedDict):
     unexpected: int
     planned: int
     by_category: dict[str, int]  # failure category -> interruptions
-
-
-class CostUsd(TypedDict):
-    compute: float  # every GPU (job and spares) for the whole window
-    energy: float
-    lost: float  # GPU-hours not productive, at the GPU-hour price
 
 
 class ReplicaSummary(TypedDict):

@@ -4,7 +4,8 @@
 point runs the same replica seeds (common random numbers), so rows differ by the setting, not by luck.
 Best: the highest probability of reaching the target inside the window (`p_target_in_window`, the figure
 `campaign simulate` and the `schedule` gate read; a snapshot window never "finishes" but does reach its target),
-then the highest mean ETTR, then the lowest cost.
+then the highest mean ETTR, then the lowest cost, each only beyond the replicas' paired noise, else the points
+are tied (campaign.sim.best).
 Source: desmod/SimPy-style parameter sweeps; campaign.goodput for the figures in each row.
 """
 
@@ -34,6 +35,7 @@ SWEEP_COLUMNS = (
     "energy_mwh",
     "cost_usd",
     "is_best",
+    "tied",
 )
 
 
@@ -131,19 +133,8 @@ def sweep_row(index: int, point: dict[str, float], summary: dict) -> dict:
         "energy_mwh": summary["energy_mwh"],
         "cost_usd": cost["compute"] + cost["energy"],
         "is_best": False,
+        "tied": False,
     }
-
-
-def mark_best(rows: list[dict]) -> list[dict]:
-    """Mark the best row: most likely to reach the target inside the window, then highest mean ETTR, then
-    cheapest (first on full ties)."""
-    if not rows:
-        return rows
-    best = min(
-        range(len(rows)),
-        key=lambda i: (-rows[i]["p_target_in_window"], -rows[i]["ettr_mean"], rows[i]["cost_usd"], i),
-    )
-    return [dict(r, is_best=(i == best)) for i, r in enumerate(rows)]
 
 
 def sweep_table_markdown(rows: list[dict]) -> str:
@@ -185,10 +176,23 @@ def sweep_table_markdown(rows: list[dict]) -> str:
             "suffices" if r["window_suffices"] else "too short",
             fmt(r["energy_mwh"], ",.1f"),
             fmt(r["cost_usd"], ",.0f"),
-            "**best**" if r["is_best"] else "",
+            "**best**" if r["is_best"] else ("tied" if r.get("tied") else ""),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def best_line(rows: list[dict]) -> str:
+    """The sweep's verdict in words: the best point, or the values tied for it (no best beyond noise)."""
+
+    def values(r: dict) -> str:
+        return ", ".join(f"{k}={v:g}" for k, v in r["values"].items())
+
+    best = [r for r in rows if r["is_best"]]
+    if best:
+        return f"best: {values(best[0])}"
+    tied = [r for r in rows if r.get("tied")]
+    return "no best beyond the replicas' noise: tied " + "; ".join(values(r) for r in tied)
 
 
 def check_sweeps(config: str, overrides: list[str], sweeps: list[str]) -> list[list[str]]:

@@ -28,6 +28,7 @@ from campaign.store.workspace import Workspace, lock_wait_s, now
 if TYPE_CHECKING:  # pandas costs ~1 s to import: a refusal that needs none answers without it
     import pandas as pd
 
+    from campaign.data.manifest import Manifest
     from campaign.sim.summary import ReplicaSummary
 
 log = logging.getLogger(__name__)
@@ -169,7 +170,7 @@ def finish_run(
 # ----------------------------------------------------------------------------------------------- datasets
 
 
-def record_dataset(ws: Workspace, run_id: str, manifest: dict[str, Any]) -> int:
+def record_dataset(ws: Workspace, run_id: str, manifest: Manifest) -> int:
     """Insert one `datasets` row per source and the per-reason `rejections`; no-op if this digest is recorded."""
     digest = manifest["data_digest"]
     with catalog(ws) as con, transaction(con):

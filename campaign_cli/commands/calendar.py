@@ -44,12 +44,24 @@ def calendar_show(
     """Bookings, utilisation and every idle gap with its cost; a Gantt PNG beside the calendar."""
     from campaign import calendar as cal
     from campaign import store
-    from campaign.calendar.horizon import horizon, locate_calendar
+    from campaign.calendar.horizon import horizon, locate_calendar, report_files
+    from campaign.files import check_outputs
 
     path = locate_calendar(cluster, calendar, workspaces)
+    png, report_json = report_files(path)
+    check_outputs({"the Gantt chart": png, "the calendar report": report_json}, {"--calendar": path})
     horizon(
         cal.read_calendar(path), store.now(), from_, to
     )  # bad input fails here, before a Prefect API starts
+    from campaign.calendar.recorded import calendar_report_of, recorded_report
+
+    # The report recorded beside the calendar, when it is this very report: printed as is, with no flow run (the
+    # run that drew it published it); anything changed, and the flow draws and publishes it again.
+    report = recorded_report(calendar_report_of(path, from_, to, store.now()))
+    if report is not None:
+        typer.echo("calendar unchanged since its report was drawn: not redrawn", err=True)
+        typer.echo(json.dumps(report, indent=2) if json_ else _calendar_text(report))
+        return
     with _prefect_api(None, warm=_imports("flows.calendar")):
         from flows.calendar import CalendarParams, calendar_report_flow
 

@@ -17,10 +17,43 @@ app.add_typer(failures_app, name="failures")
 
 @failures_app.command("fit")
 def failures_fit(
-    jobs: Annotated[str, typer.Option("--jobs", help="Jobs log, CSV or Parquet: job_id,start,end,gpus.")],
+    jobs: Annotated[
+        str | None,
+        typer.Option(
+            "--jobs", help="Jobs log, CSV or Parquet: job_id,start,end,gpus (or nodes, --gpus-per-node)."
+        ),
+    ] = None,
     incidents: Annotated[
-        str, typer.Option("--incidents", help="Incidents log, CSV or Parquet: time,job_id,category,node.")
-    ],
+        str | None,
+        typer.Option("--incidents", help="Incidents log, CSV or Parquet: time,job_id,category,node."),
+    ] = None,
+    slurm_sacct: Annotated[
+        str | None,
+        typer.Option(
+            "--slurm-sacct",
+            help="Slurm accounting instead of --jobs/--incidents: `sacct --parsable2 --duplicates --allocations "
+            "--format=JobID,JobIDRaw,State,Start,End,NNodes,NodeList,AllocTRES,Reason,ExitCode` output.",
+        ),
+    ] = None,
+    slurm_jobcomp: Annotated[
+        str | None,
+        typer.Option("--slurm-jobcomp", help="Slurm's job completion log (JobCompType=jobcomp/filetxt)."),
+    ] = None,
+    slurm_events: Annotated[
+        str | None,
+        typer.Option(
+            "--slurm-events",
+            help="Node events: `sacctmgr show event event=node format=NodeName,Start,End,State,Reason,User "
+            "--parsable2` output; a DOWN or DRAIN reason names the category of the failure it caused.",
+        ),
+    ] = None,
+    slurm_mapping: Annotated[
+        str | None,
+        typer.Option(
+            "--slurm-mapping",
+            help="An edited copy of configs/failures/slurm.yaml: end states and node reasons to categories.",
+        ),
+    ] = None,
     json_: JsonOpt = False,
     out: Annotated[
         str | None,
@@ -64,8 +97,21 @@ def failures_fit(
     """Fit each failure category's scope, rate and 95% interval, the lemon nodes and the job MTTF by job size
     (exit 2 on a bad row, naming file:line; nothing is written then)."""
     from campaign.failures import fit_incident_log
-    from campaign.files import atomic_write_text
+    from campaign.failures.profile import fit_slurm_log, profile_to_write
+    from campaign.files import check_outputs, write_output
 
+    check_outputs(
+        {"--out": out, "--report": report},
+        {
+            "--jobs": jobs,
+            "--incidents": incidents,
+            "--base": base,
+            "--slurm-sacct": slurm_sacct,
+            "--slurm-jobcomp": slurm_jobcomp,
+            "--slurm-events": slurm_events,
+            "--slurm-mapping": slurm_mapping,
+        },
+    )
     try:
         at_sizes = [int(v) for v in sizes.split(",") if v.strip()]
     except ValueError:
@@ -76,16 +122,44 @@ def failures_fit(
             where="--sizes",
             fix="write e.g. --sizes 1024,16384",
         )
-    fit, profile = fit_incident_log(
-        jobs, incidents, base=base, gpus_per_node=gpus_per_node, nodes=nodes, sizes=at_sizes
-    )
+    slurm = slurm_sacct or slurm_jobcomp
+    own = [f for f, v in (("--jobs", jobs), ("--incidents", incidents)) if v]
+    if bool(slurm_sacct) + bool(slurm_jobcomp) + bool(own) != 1 or (own and len(own) != 2):
+        raise ConfigError(
+            "give one incident log: --jobs with --incidents, or --slurm-sacct, or --slurm-jobcomp",
+            where="failures fit",
+            fix="e.g. campaign failures fit --jobs jobs.csv --incidents incidents.csv, or --slurm-sacct sacct.txt "
+            "(docs/failures.md)",
+        )
+    if slurm_events and not slurm:
+        raise ConfigError(
+            "--slurm-events adds node events to Slurm accounting",
+            where="--slurm-events",
+            fix="pass it with --slurm-sacct or --slurm-jobcomp",
+        )
+    if slurm:
+        fit, profile = fit_slurm_log(
+            sacct=slurm_sacct,
+            jobcomp=slurm_jobcomp,
+            events=slurm_events,
+            mapping=slurm_mapping,
+            base=base,
+            gpus_per_node=gpus_per_node,
+            nodes=nodes,
+            sizes=at_sizes,
+        )
+    else:
+        assert jobs is not None and incidents is not None
+        fit, profile = fit_incident_log(
+            jobs, incidents, base=base, gpus_per_node=gpus_per_node, nodes=nodes, sizes=at_sizes
+        )
     if out:
-        atomic_write_text(out, profile)
+        write_output(out, profile_to_write(fit, profile))
     if report:
         from campaign.failures.report import fit_report_html
 
-        title = f"Failure profile fitted from {Path(incidents).name}"
-        atomic_write_text(report, fit_report_html(fit.to_json(), title))
+        title = f"Failure profile fitted from {Path(incidents or slurm or '').name}"
+        write_output(report, fit_report_html(fit.to_json(), title))
     if json_:
         typer.echo(json.dumps(fit.to_json(), indent=2))
         return
@@ -152,9 +226,13 @@ def failures_demo_log(
     """Write a synthetic incident log drawn from a known profile (a simulated year of jobs of several sizes,
     lemon nodes included) and print the truth a fit should recover."""
     from campaign.failures import synthetic_log
+    from campaign.files import check_outputs, record_output
 
+    check_outputs(
+        {"FOLDER/jobs.csv": Path(folder) / "jobs.csv", "FOLDER/incidents.csv": Path(folder) / "incidents.csv"}
+    )
     log = synthetic_log(seed=seed, jobs=jobs)
-    jobs_path, incidents_path = log.write(folder)
+    jobs_path, incidents_path = (record_output(p) for p in log.write(folder))
     typer.echo(
         f"wrote {jobs_path} ({len(log.jobs):,} jobs) and {incidents_path} ({len(log.incidents):,} incidents)"
     )

@@ -10,7 +10,7 @@ from campaign.errors import CampaignError, ConfigError
 from campaign_cli.commands.app import CalendarOpt, ConfigArg, JsonOpt, SetOpt, WorkspaceOpt, _imports, app
 from campaign_cli.terminal import finish as _finish
 from campaign_cli.terminal import prefect_api as _prefect_api
-from campaign_cli.terminal import print_validate, run_stage, stage_summary
+from campaign_cli.terminal import print_validate, rerun_names, run_stage, stage_summary
 
 
 @app.command()
@@ -28,10 +28,33 @@ def prepare(config: ConfigArg, workspace: WorkspaceOpt = None, set_: SetOpt = No
 
 
 @app.command()
-def validate(config: ConfigArg, workspace: WorkspaceOpt = None, set_: SetOpt = None) -> None:
-    """Run every gate and print a table (exit 1 if any failed)."""
+def validate(
+    config: ConfigArg,
+    workspace: WorkspaceOpt = None,
+    set_: SetOpt = None,
+    rerun: Annotated[
+        bool,
+        typer.Option(
+            "--rerun",
+            help="Run the gates named after it (all when none is named) even when the result recorded for "
+            "the same config, data, files and code could be reused.",
+        ),
+    ] = False,
+    gates: Annotated[
+        list[str] | None, typer.Argument(help="With --rerun: the gates to run again.", show_default=False)
+    ] = None,
+) -> None:
+    """Run every gate and print a table (exit 1 if any failed); a gate whose recorded result stands for the same
+    config, data, files and code is reused, its row saying when it was recorded."""
+    if gates and not rerun:
+        raise ConfigError(
+            f"unexpected arguments {' '.join(gates)}",
+            where="campaign validate",
+            fix="name gates to run again after --rerun, e.g. `campaign validate CONFIG --rerun rehearsal`",
+        )
+    forced = rerun_names(list(gates or [])) if rerun else None  # an unknown gate: exit 2 before anything runs
     try:
-        results = run_stage("validate", config, workspace, set_)
+        results = run_stage("validate", config, workspace, set_, rerun=forced)
     except CampaignError as err:
         print_validate(err)
         raise
@@ -61,9 +84,16 @@ def execute(
         ),
     ] = None,
 ) -> None:
-    """Run the committed window: simulate it, or run it for real (exit 3 if nothing valid is committed)."""
+    """Run the committed window: simulate it, or run it for real (exit 3 if nothing valid is committed; a real
+    run: 0 only when it reached its target step, 5 when it ended short, 6 when a person stopped it)."""
+    from campaign.execution.policy import EXIT_CODES
+
     overrides = [*(set_ or []), *([f"execute.backend={backend}"] if backend is not None else [])]
-    typer.echo(stage_summary("execute", run_stage("execute", config, workspace, overrides or None, calendar)))
+    record = run_stage("execute", config, workspace, overrides or None, calendar)
+    typer.echo(stage_summary("execute", record))
+    code = EXIT_CODES.get(getattr(record, "outcome", "target"), 0)  # 5: ended short; 6: stopped by a person
+    if code:
+        raise typer.Exit(code)
 
 
 @app.command()
@@ -101,8 +131,7 @@ def analyse(
 ) -> None:
     """Analyse the executed window and write report/report.html (or compare runs with --compare, or a run read
     from its files with --metrics)."""
-    from campaign.analysis.analysis import analysis_workspace
-    from campaign.analysis.compare import check_targets, compare_out_dir
+    from campaign.analysis.workspace import analysis_workspace
 
     if incidents and not metrics:
         raise ConfigError(
@@ -113,11 +142,13 @@ def analyse(
     if metrics:
         from campaign.analysis.report import write_report
         from campaign.execution.external import external_report_inputs
-        from campaign.files import atomic_write_json
+        from campaign.files import atomic_write_json, check_output_dir, claim_output_dir
 
+        report_dir = check_output_dir(
+            "report" if out == "compare" else out, "--out", {"--metrics": metrics, "--incidents": incidents}
+        )
         inputs = external_report_inputs(Path(metrics), Path(incidents) if incidents else None)
-        report_dir = Path("report" if out == "compare" else out).resolve()
-        html, _, _ = write_report(report_dir, inputs)
+        html, _, _ = write_report(claim_output_dir(report_dir), inputs)
         result = {**inputs.result, "report_html": str(html)}
         atomic_write_json(report_dir / "analysis.json", result)
         if json_:
@@ -136,9 +167,13 @@ def analyse(
                 where="campaign analyse",
                 fix="use --compare W1 W2 ... to compare runs, or --workspace DIR to analyse one",
             )
+        from campaign.analysis.compare import check_targets, compare_out_dir
+
         targets = [*(compare or []), *(extra or [])]
         check_targets(targets)  # bad input refused before a Prefect API starts or anything is written
-        out_dir = str(compare_out_dir(out))  # absolute: the flow may run in another folder
+        out_dir = str(
+            compare_out_dir(out, {f"--compare {t}": t for t in targets})
+        )  # absolute: the flow may run in another folder
         with _prefect_api(None, warm=_imports("flows.analyse", "campaign.analysis.plots")):
             from flows.analyse import CompareParams, compare_flow
 
@@ -152,10 +187,20 @@ def analyse(
             )
         return
     ws = analysis_workspace(workspace)  # bad input refused before a Prefect API starts or anything is written
-    with _prefect_api(ws, warm=_imports("flows.analyse", "campaign.analysis.plots")):
-        from flows.analyse import AnalyseParams, analyse_flow
+    from campaign import store
+    from campaign.reuse import drawn_report, report_inputs_digest
 
-        result = _finish(analyse_flow(AnalyseParams(workspace=str(ws.root)), return_state=True))
+    # A report drawn from inputs with the same digest is printed as is, with no flow run (the run that drew it
+    # published it); anything changed, and the flow draws and publishes it again.
+    drawn = drawn_report(ws.report_dir, report_inputs_digest(ws), ("report.html", "report.md"))
+    if drawn is not None and store.is_writable(ws):
+        typer.echo("report inputs unchanged since the report was drawn: not redrawn", err=True)
+        result = drawn
+    else:
+        with _prefect_api(ws, warm=_imports("flows.analyse")):
+            from flows.analyse import AnalyseParams, analyse_flow
+
+            result = _finish(analyse_flow(AnalyseParams(workspace=str(ws.root)), return_state=True))
     if json_:
         typer.echo(json.dumps(result, indent=2, default=str))
     else:

@@ -18,62 +18,103 @@ app.add_typer(plan_app, name="plan")
 
 @plan_app.command(name="measure")
 def plan_measure(
-    metrics: Annotated[str, typer.Argument(help="A trainer's metrics file (JSON lines, docs/rehearsal.md).")],
-    nodes: Annotated[int, typer.Option("--nodes", help="Nodes the run used.", min=1)],
-    layout: Annotated[
-        str, typer.Option("--layout", help="The run's layout, e.g. tp=8,pp=4,dp=16 (cp, vpp: 1).")
+    metrics: Annotated[
+        str,
+        typer.Argument(
+            help="A training log: Megatron-LM's, TorchTitan's, NeMo's metrics.csv or JSON-lines metrics (the "
+            "reference trainer's), detected by content."
+        ),
     ],
+    nodes: Annotated[int | None, typer.Option("--nodes", help="Nodes the run used.", min=1)] = None,
+    layout: Annotated[
+        str | None,
+        typer.Option(
+            "--layout", help="The run's layout, e.g. tp=8,pp=4,dp=16 (cp, vpp: 1; default: the log's own)."
+        ),
+    ] = None,
     global_batch_tokens: Annotated[
         int | None,
         typer.Option(
-            "--global-batch-tokens", help="Tokens per step (default: the records' 'tokens').", min=1
+            "--global-batch-tokens",
+            help="Tokens per step (default: from the log: its tokens, or global batch x sequence length).",
+            min=1,
+        ),
+    ] = None,
+    seq_len: Annotated[
+        int | None,
+        typer.Option(
+            "--seq-len", help="The model's sequence length, when the log gives only its batch.", min=1
+        ),
+    ] = None,
+    config: Annotated[
+        str | None,
+        typer.Option(
+            "--config",
+            help="A campaign config: its model's sequence length and GPUs per node, and the entry checked as it "
+            "would check it.",
+        ),
+    ] = None,
+    gpus_per_node: Annotated[
+        int | None,
+        typer.Option("--gpus-per-node", help="GPUs per node (default: --config's, else 8).", min=1, max=1024),
+    ] = None,
+    fmt: Annotated[
+        str | None,
+        typer.Option(
+            "--format", help="megatron, torchtitan, nemo or jsonl (default: detected from the content)."
         ),
     ] = None,
     skip_steps: Annotated[
         int | None,
-        typer.Option("--skip-steps", help="Warm-up steps to drop (default: the first 10 %).", min=0),
+        typer.Option(
+            "--skip-steps",
+            help="Warm-up samples to drop at the start and after each restart (default: the first 10 %).",
+            min=0,
+        ),
     ] = None,
     json_: JsonOpt = False,
 ) -> None:
     """Median step time of a short run, warm-up dropped, as the plan.measured entry to paste into the config
-    (with the spread it saw); names a step-time series that drifts or has two modes."""
-    from campaign.errors import DataError
-    from campaign.plan.measure import measure, parse_layout, read_step_times
+    (with the spread it saw); names restarts, skipped and NaN iterations, and a series that drifts or has two
+    modes. Exit 2, printing nothing, for an entry the config would refuse."""
+    from campaign.plan.measure import parse_layout
+    from campaign.plan.measured_entry import measured_entry
 
-    lay = parse_layout(layout)
-    times = read_step_times(Path(metrics), skip_steps)
-    tokens = global_batch_tokens or times.tokens_per_step
-    if tokens is None:
-        raise DataError(
-            "the records give no single 'tokens' per step",
-            where=metrics,
-            fix="pass --global-batch-tokens with the run's tokens per optimizer step",
-        )
-    result = measure(times)
-    source = f"{Path(metrics).name}: median of {result.n_steps} steps"
+    got = measured_entry(
+        Path(metrics),
+        nodes=nodes,
+        layout=parse_layout(layout) if layout is not None else None,
+        global_batch_tokens=global_batch_tokens,
+        seq_len=seq_len,
+        skip_steps=skip_steps,
+        fmt=fmt,
+        gpus_per_node=gpus_per_node,
+        config=config,
+    )
+    result = got.result
     if json_:
-        entry = {
-            "nodes": nodes,
-            "layout": lay,
-            "global_batch_tokens": tokens,
-            "step_time_s": result.median_s,
-            "source": source,
-        }
-        out = {
-            "measured": entry,
-            "p10_s": result.p10_s,
-            "p90_s": result.p90_s,
-            "spread": result.spread,
-            "n_steps": result.n_steps,
-            "skipped": result.skipped,
-            "problems": list(result.problems),
-        }
-        typer.echo(json.dumps(out, indent=2))
+        typer.echo(json.dumps(got.to_json(), indent=2))
+        return
+    typer.echo(
+        f"# read {metrics} as {got.format}: step {result.median_s:.4g} s (median of {result.n_steps} after "
+        f"{result.skipped} warm-up); {got.global_batch_tokens:,} tokens per step from {got.tokens_source}"
+    )
+    for note in got.notes:
+        typer.echo(f"# {note}")
+    entry = got.entry()
+    if entry is None:
+        typer.echo(
+            f"# step_time_s: {result.median_s:.4g}, global_batch_tokens: {got.global_batch_tokens}; add --nodes "
+            "and --layout for the plan.measured entry"
+        )
     else:
         typer.echo("plan:")
-        typer.echo(result.entry_yaml(nodes, lay, tokens, source))
-        for problem in result.problems:
-            typer.echo(f"# not stationary: {problem}", err=True)
+        extra = "".join(f", {k}: {json.dumps(entry[k])}" for k in ("model", "stack") if k in entry)
+        typer.echo(
+            result.entry_yaml(entry["nodes"], entry["layout"], got.global_batch_tokens, got.source, extra)
+        )
+    for problem in result.problems:
+        typer.echo(f"# not stationary: {problem}", err=True)
 
 
 @plan_app.command(name="show", hidden=True)
@@ -89,10 +130,12 @@ def plan(
     schedule miss is reported in the output and by validate's schedule gate, exit 0)."""
     from campaign.config import load_config
     from campaign.plan import make_plan, search_layouts
+    from campaign.window_judge import plan_json_with_verdict, plan_window_verdict
 
     loaded = load_config(config, list(set_ or []))
     best = make_plan(loaded.config)
-    out = best.to_json()
+    verdict = plan_window_verdict(loaded.config, best) if best.runs else None
+    out = plan_json_with_verdict(best.to_json(), verdict)
     out["config_digest"] = loaded.digest
     if search:
         out["search"] = [p.to_json() for p in search_layouts(loaded.config)]
@@ -122,11 +165,21 @@ def _plan_text(p: dict[str, Any]) -> str:
             f"checkpoint {p['checkpoint']['size_gb']:,.0f} GB, write {p['checkpoint']['write_s']:.0f} s, every "
             f"{p['checkpoint']['interval_s']:.0f} s   job MTBF {mtbf}"
         ),
-        (
-            f"expected ETTR {p['expected_ettr']:.3f}, {p['expected_days']:.1f} days   runs: {p['runs']}   "
-            f"fits the window: {not any(v.startswith('schedule') for v in p['violations'])}"
-        ),
+        f"expected ETTR {p['expected_ettr']:.3f}, {p['expected_days']:.1f} days   runs: {p['runs']}",
     ]
+    verdict = p.get("window_verdict")
+    if verdict:
+        said = {
+            "ok": "fits the window",
+            "too_short": "the window is too short",
+            "too_long": "the window is too long",
+        }
+        source = (
+            "the schedule gate's replicas" if verdict["basis"] == "replicas" else "the plan's own estimate"
+        )
+        lines.append(f"window verdict ({source}; rule: {verdict['rule']}): {said[verdict['verdict']]}")
+        if verdict["verdict"] == "ok":  # otherwise the message is the schedule violation below
+            lines.append(f"  {verdict['message']}")
     lines += [f"  violation: {v}" for v in p["violations"]]
     for alt in p.get("search", []):
         a = alt["layout"]

@@ -56,19 +56,22 @@ def simulate(
         typer.echo(json.dumps(result, indent=2, default=str))
         return
     if "sweep" in result:
-        from campaign.sim.sweeps import sweep_table_markdown
+        from campaign.sim.sweeps import best_line, sweep_table_markdown
 
         typer.echo(
             f"sweep of {', '.join(result['sweep']['keys'])}: {result['replicas']} replicas per point "
             f"(seed {result['seed']}) in {result['wall_s']:.2f} s; best: {result['sweep']['best_rule']}"
         )
         typer.echo(sweep_table_markdown(result["sweep"]["rows"]))
+        typer.echo(best_line(result["sweep"]["rows"]))
         typer.echo(
             f"stored in {result['workspace']}/campaign.duckdb (sim_sweeps, sweep_id "
             f"{result['sweep']['sweep_id'][:12]})"
         )
         return
     from campaign.figures import tokens_b
+    from campaign.goodput import LOST_DEFINITION
+    from campaign.sim.summary import COMPLETION_DAYS_LABEL, TARGET_DAYS_LABEL
 
     s = result["summary"]
     low, high = result.get("step_time_band", (1.0, 1.0))
@@ -76,6 +79,7 @@ def simulate(
         f"{result['replicas']} replicas (seed {result['seed']}) in {result['wall_s']:.2f} s, each at a step time "
         f"drawn from the plan's band ({low:.2f}-{high:.2f}x its step), as the schedule gate's replicas"
     )
+    labels = {"target_days": TARGET_DAYS_LABEL, "completion_days": COMPLETION_DAYS_LABEL}
     for key in (
         "ettr",
         "window_utilisation",
@@ -93,6 +97,8 @@ def simulate(
         typer.echo(
             f"  {key:26s} mean {fmt(v['mean'])}  p10 {fmt(v['p10'])}  p50 {fmt(v['p50'])}  p90 {fmt(v['p90'])}"
         )
+        if key in labels:
+            typer.echo(f"  {'':26s} ({labels[key]})")
     length = s["window_length"]
     typer.echo(
         f"  P(target in window)        {s['p_target_in_window']:.2f} ({length['reached']} of {length['replicas']} "
@@ -103,6 +109,15 @@ def simulate(
     typer.echo(
         f"  P(complete in window)      {s['p_complete_in_window']:.2f}"
         + ("  (a snapshot window trains to its end: it never completes)" if length["trains_through"] else "")
+    )
+    cost = s["cost_usd"]
+    typer.echo(
+        f"  cost per replica (mean)    compute ${cost['compute']:,.0f}, energy ${cost['energy']:,.0f}, lost to "
+        f"failures ${cost['lost']:,.0f} ({LOST_DEFINITION})"
+    )
+    typer.echo(
+        f"  released (mean)            {s['goodput_breakdown_gpu_h']['idle_released']:,.1f} GPU-hours after an "
+        "early finish: capacity back to the cluster, not a loss"
     )
     typer.echo(f"  window rule: {length['rule']}")
     typer.echo(

@@ -202,8 +202,8 @@ def test_a_window_run_for_real_is_recorded_and_analysed_as_a_measured_run(tmp_pa
     from tests.helpers.paths import DEMO, NUMPY_TRAINER
 
     monkeypatch.setenv(
-        "NUMPY_TRAINER_STEP_S", "0.05"
-    )  # slow enough that every fault lands before the last step
+        "NUMPY_TRAINER_STEP_S", "0.15"
+    )  # slow enough that every fault lands before the last step, even on a loaded machine
     ws = executed_workspace(tmp_path / "w")
     sample = ws.root / "rehearsal" / "sample"
     sample.mkdir(parents=True)
@@ -269,3 +269,47 @@ def test_a_window_run_for_real_is_recorded_and_analysed_as_a_measured_run(tmp_pa
         "Not metered: a measured run" in html_path.read_text()
         and "for the window booked" in html_path.read_text()
     )
+
+
+def _drawn(ws) -> tuple[int, int]:
+    """The report's identity on disk: a redraw replaces the file (atomic write), so its inode changes."""
+    stat = (ws.report_dir / "report.html").stat()
+    return stat.st_ino, stat.st_mtime_ns
+
+
+def test_a_report_whose_inputs_are_unchanged_is_not_redrawn_and_any_change_redraws_it(
+    executed, tmp_path, capsys
+):
+    import shutil
+
+    from campaign.store import Workspace
+
+    ws = Workspace(tmp_path / "copy")
+    shutil.copytree(executed.root, ws.root, ignore=shutil.ignore_patterns(".prefect", ".lock*"))
+    assert main(["analyse", "--workspace", str(ws.root), "--json"]) == 0
+    first, drawn = json.loads(capsys.readouterr().out), _drawn(ws)
+    assert main(["analyse", "--workspace", str(ws.root), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == first  # the same result, read back
+    assert _drawn(ws) == drawn  # not drawn again
+    # a catalog row the report reads changes: drawn again
+    with duckdb.connect(str(ws.catalog_path)) as con:
+        con.execute(
+            "UPDATE sim_power SET power_mw = power_mw * 1.01 WHERE t_s = (SELECT min(t_s) FROM sim_power)"
+        )
+    assert main(["analyse", "--workspace", str(ws.root), "--json"]) == 0
+    capsys.readouterr()
+    assert _drawn(ws) != drawn
+    drawn = _drawn(ws)
+    # the rehearsal's result, which the report shows, changes: drawn again
+    rehearsal = ws.root / "rehearsal" / "result.json"
+    rehearsal.parent.mkdir(exist_ok=True)
+    rehearsal.write_text(json.dumps({"details": {"passed": False, "problems": ["edited"]}, "curves": {}}))
+    assert main(["analyse", "--workspace", str(ws.root), "--json"]) == 0
+    capsys.readouterr()
+    assert _drawn(ws) != drawn
+    drawn = _drawn(ws)
+    # a report file removed: drawn again
+    (ws.report_dir / "report.md").unlink()
+    assert main(["analyse", "--workspace", str(ws.root), "--json"]) == 0
+    capsys.readouterr()
+    assert _drawn(ws) != drawn and (ws.report_dir / "report.md").is_file()

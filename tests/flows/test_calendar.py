@@ -318,3 +318,22 @@ def test_two_commits_launched_at_once_from_two_processes_book_once(team_ab, demo
 def test_every_calendar_command_has_help(command, capsys):
     assert main(["calendar", command, "--help"]) == 0
     assert "Usage" in capsys.readouterr().out
+
+
+def test_an_unchanged_calendar_is_printed_without_redrawing_and_a_change_redraws_it(
+    team_a, demo_inputs, capsys
+):
+    root = team_a
+    assert _commit(root / "a", [*demo_inputs, *SHARED]) == 0
+    first = _show(root, capsys)
+    png = Path(first["gantt_png"])
+    drawn = png.stat().st_ino
+    assert main(["calendar", "show", "--workspaces", str(root), "--json"]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out) == first and "not redrawn" in out.err
+    assert png.stat().st_ino == drawn  # the chart was not drawn again
+    # a booking changes: the report and its chart are drawn again
+    booking = first["bookings"][0]["commitment_id"]
+    assert main(["calendar", "cancel", booking, "--reason", "moved", "--workspaces", str(root)]) == 0
+    again = _show(root, capsys)
+    assert again["bookings"][0]["status"] == "cancelled" and png.stat().st_ino != drawn

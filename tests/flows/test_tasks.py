@@ -127,3 +127,42 @@ def test_a_flow_run_cancelled_in_prefect_is_a_stop_request_for_its_real_run():
         client.set_flow_run_state(run.id, Cancelling(), force=True)
         assert stop.requested() == f"the flow run {run.id} was cancelled"
     assert _cancel_poll(None) is None  # outside a flow run there is nothing to poll
+
+
+@pytest.mark.parametrize("target", ["helper", "execute"])
+def test_a_helper_module_or_the_execute_command_changed_after_validate_refuses_commit_naming_it(
+    prepared, demo_inputs, tmp_path, monkeypatch, target
+):
+    """The trainer's script imports its real body from a helper module; or execute.command is set after validate:
+    commit refuses (exit 3) naming the helper, or the command."""
+    from campaign.gates import REQUIRED_GATES, identity_gate
+
+    _, ws, _ = prepared
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "wrap.py").write_text("import helper\nhelper.main()\n")
+    (tmp_path / "helper.py").write_text("def main():\n    print('the trainer that was rehearsed')\n")
+    loaded = load_config(DEMO, [*demo_inputs, "rehearsal.command=[python, wrap.py]"])
+    with disable_run_logger():
+        evidence = load_evidence.fn(loaded.config, ws)
+        identity = identity_gate(evidence)
+        rows = [identity.as_row()] + [
+            (g, True, {"summary": "ok"}) for g in REQUIRED_GATES if g != identity.gate
+        ]
+        store.record_gates(ws, "validate-1", loaded.digest, evidence.digest, rows)
+        assert check_gates.fn(ws, loaded) == evidence.digest
+        if target == "helper":
+            (tmp_path / "helper.py").write_text("import sys\ndef main():\n    sys.exit(0)\n")
+        else:
+            loaded = load_config(
+                DEMO,
+                [*demo_inputs, "rehearsal.command=[python, wrap.py]", "execute.command=[python, fake.py]"],
+            )
+        with pytest.raises(Refused) as refused:
+            check_gates.fn(ws, loaded)
+    assert refused.value.exit_code == 3
+    expected = (
+        f"rehearsal.command[1] imports helper: {tmp_path / 'helper.py'} changed since the last validate"
+        if target == "helper"
+        else 'execute.command is now ["python", "fake.py"], not absent (rehearsal.command) as at the last validate'
+    )
+    assert expected in refused.value.message, refused.value.message

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class Shown:
@@ -309,4 +311,262 @@ def outputs_of(
         "gates-detail artifact": text("gates-detail"),
         "gates artifact": text("gates"),
         "gate message": gate_message,
+    }
+
+
+# ---- What-if surfaces: `campaign simulate` (text, --json, its artifacts, its report) and `campaign plan` ----------
+
+
+def _g4(v: Any) -> str:  # the command's distributions
+    return "n/a" if v is None else f"{v:.4g}"
+
+
+def _m4(v: Any) -> str:  # the simulate artifact's table
+    return "n/a" if v is None else (f"{v:,.4g}" if abs(v) < 1e6 else f"{v:,.4e}")
+
+
+def _html(digits: int) -> Callable[[Any], str]:  # the report's `num` filter
+    def fmt(v: Any) -> str:
+        from campaign.figures import num
+
+        return num(v, digits)
+
+    return fmt
+
+
+MONEY = r"(\d(?:[\d,]*\d)?)"  # a dollar figure with separators, without a sentence's comma after it
+
+
+def _money(v: Any) -> str:
+    return f"{v:,.0f}"
+
+
+VERDICT_WORDS = {
+    "cli": {"suffices": "ok", "is too short": "too_short"},
+    "plan": {
+        "fits the window": "ok",
+        "the window is too short": "too_short",
+        "the window is too long": "too_long",
+    },
+    "report": {"fits": "ok", "too short": "too_short", "longer than needed": "too_long"},
+}
+
+
+@dataclass(frozen=True)
+class Reads:
+    """Where an output shows a figure: `pattern` has one group, read as `fmt` writes the figure."""
+
+    output: str
+    pattern: str
+    fmt: Callable[[Any], str]
+
+
+def _dist_reads(key: str, label: str, html_digits: int, unit: str = "") -> list[tuple[str, Reads]]:
+    """Each statistic of one distribution as the command, the artifact's table and the report's table show it."""
+    unit_re = rf" {unit}" if unit else ""
+    out = []
+    for i, stat in enumerate(("mean", "p10", "p50", "p90")):
+        cells = r"(?:\S+ )" + f"{{{i}}}"
+        md_cells = r"(?:[^|]+ \| )" + f"{{{i}}}"
+        cli = rf"\n  {key} +mean (\S+)" if stat == "mean" else rf"\n  {key} +mean \S+ .*?{stat} (\S+)"
+        out += [
+            (stat, Reads("simulate text", cli, _g4)),
+            (stat, Reads("simulate artifact", rf"\| {re.escape(label)} \| {md_cells}([^| ]+) \|", _m4)),
+            (
+                stat,
+                Reads(
+                    "simulate report.html", rf"{re.escape(label)}{unit_re} {cells}(\S+)", _html(html_digits)
+                ),
+            ),
+        ]
+    return out
+
+
+def simulate_disagreements(
+    outputs: dict[str, str], result: dict[str, Any], plan: dict[str, Any]
+) -> list[str]:
+    """One line per figure of a what-if run that an output shows differently from `campaign simulate --json`
+    (`result`), or that `campaign plan --json` (`plan`, judged from the same replicas) states differently."""
+    from campaign.goodput import LOST_KEYS
+    from campaign.sim.summary import COMPLETION_DAYS_LABEL, TARGET_DAYS_LABEL
+    from campaign.window_verdict import DAY_S, empirical_quantile, window_sufficiency
+
+    s = result["summary"]
+    problems: list[str] = []
+
+    def check(name: str, value: Any, reads: Reads) -> None:
+        found = re.findall(reads.pattern, outputs[reads.output])
+        expected = reads.fmt(value)
+        if not found:
+            problems.append(f"{name}: not found in {reads.output} ({reads.pattern})")
+        elif any(v != expected for v in found):
+            problems.append(f"{name}: {reads.output} shows {found}, simulate --json {expected}")
+
+    # Distributions: the command, the artifact's table, the report's table; the table artifact carries the numbers.
+    dists = (
+        ("ettr", "ETTR", "ETTR while the job ran", 3, ""),
+        ("window_utilisation", "window utilisation", "window utilisation", 3, ""),
+        ("target_days", TARGET_DAYS_LABEL, TARGET_DAYS_LABEL, 2, "d"),
+        ("completion_days", COMPLETION_DAYS_LABEL, COMPLETION_DAYS_LABEL, 2, "d"),
+    )
+    table = {row["figure"]: row for row in json.loads(outputs["simulate-table artifact"])}
+    for key, md_label, html_label, digits, unit in dists:
+        for stat, reads in _dist_reads(key, md_label, digits, unit):
+            if reads.output == "simulate report.html":
+                reads = Reads(
+                    reads.output, reads.pattern.replace(re.escape(md_label), re.escape(html_label)), reads.fmt
+                )
+            check(f"{key} {stat}", s[key][stat], reads)
+            if table.get(md_label, {}).get(stat, "missing") != s[key][stat]:
+                problems.append(
+                    f"{key} {stat}: the table artifact has {table.get(md_label)}, simulate --json {s[key][stat]}"
+                )
+    # A narrower figure says so where it is shown.
+    for output in ("simulate text", "simulate artifact", "simulate report.html"):
+        for label in (TARGET_DAYS_LABEL, COMPLETION_DAYS_LABEL):
+            if label not in outputs[output]:
+                problems.append(f"label '{label}' missing from {output}")
+
+    p = s["p_target_in_window"]
+    for reads in (
+        Reads("simulate text", r"P\(target in window\) +(\S+) \(", lambda v: f"{v:.2f}"),
+        Reads("simulate artifact", r"P\(target reached in the window\): (\S+);", lambda v: f"{v:.2f}"),
+        Reads(
+            "simulate report.html",
+            r"(\S+)% P\(target reached inside the window\)",
+            lambda v: f"{v * 100:.1f}",
+        ),
+        Reads(
+            "simulate report artifact",
+            r"\*\*P\(target reached inside the window\)\*\* \| \*\*(\S+)%",
+            lambda v: f"{v * 100:.1f}",
+        ),
+    ):
+        check("P(target in window)", p, reads)
+    costs = (
+        (
+            "lost to failures (USD)",
+            s["cost_usd"]["lost"],
+            ("lost to failures", "lost to failures", "lost to failures"),
+        ),
+        ("compute (USD)", s["cost_usd"]["compute"], ("compute", "compute", "compute")),
+        ("energy cost (USD)", s["cost_usd"]["energy"], ("energy", "energy", "energy cost")),
+    )
+    for name, value, (cli, md, page) in costs:
+        check(name, value, Reads("simulate text", rf"{cli} \$" + MONEY, _money))
+        check(name, value, Reads("simulate artifact", rf"{md} \$" + MONEY, _money))
+        check(name, value, Reads("simulate report.html", rf"{page} \$" + MONEY, _money))
+    released = s["goodput_breakdown_gpu_h"]["idle_released"]
+    one = lambda v: f"{v:,.1f}"  # noqa: E731
+    check(
+        "released (GPU-hours)",
+        released,
+        Reads("simulate text", r"released \(mean\) +([\d,.]+) GPU-hours", one),
+    )
+    check(
+        "released (GPU-hours)",
+        released,
+        Reads("simulate artifact", r"released after an early finish ([\d,.]+) GPU-hours", one),
+    )
+    check(
+        "released (GPU-hours)",
+        released,
+        Reads(
+            "simulate report.html", r"released after an early finish \(not a loss\) ([\d,.]+) GPU-hours", one
+        ),
+    )
+
+    # The one definition of lost: (lost_rework + restart + waiting) GPU-hours x the GPU-hour price.
+    buckets = s["goodput_breakdown_gpu_h"]
+    total = sum(buckets[k] for k in ("productive", "lost_rework", "checkpoint", "restart", "waiting", "idle"))
+    price = s["cost_usd"]["compute"] / total
+    lost = sum(buckets[k] for k in LOST_KEYS) * price
+    if abs(s["cost_usd"]["lost"] - lost) > 1e-6 * max(1.0, lost):
+        problems.append(
+            f"summary.cost_usd.lost {s['cost_usd']['lost']!r} is not (lost_rework + restart + waiting) x price {lost!r}"
+        )
+
+    # The verdict: the same on every surface, and the same rule over the replicas' own values.
+    verdict = s["window_length"]["verdict"]
+    said = {
+        "simulate text": (r"the window (suffices|is too short)(?! when)", VERDICT_WORDS["cli"]),
+        "simulate artifact": (r"the window (suffices|is too short)(?! when)", VERDICT_WORDS["cli"]),
+        "simulate report artifact": (
+            r"Window length: (fits|too short|longer than needed)",
+            VERDICT_WORDS["report"],
+        ),
+        "plan text": (
+            r"window verdict \(.*?\): (fits the window|the window is too short|the window is too long)",
+            VERDICT_WORDS["plan"],
+        ),
+    }
+    for output, (pattern, words) in said.items():
+        found = {words[w] for w in re.findall(pattern, outputs[output])}
+        expected = {verdict}
+        if output in ("simulate text", "simulate artifact"):  # "suffices" or "is too short"
+            expected = {"too_short" if verdict == "too_short" else "ok"}
+        if found != expected:
+            problems.append(f"window verdict: {output} says {found}, simulate --json {verdict}")
+    values = result["replica_values"]
+    window_s = s["window_days"] * DAY_S
+    judged = window_sufficiency(
+        [None if d is None else d * DAY_S for d in values["target_days"]],
+        window_s,
+        s["window_length"]["trains_through"],
+    )
+    if judged.p_target_in_window != p or judged.verdict != verdict:
+        problems.append(
+            f"replica_values give P {judged.p_target_in_window} ({judged.verdict}), the summary {p} ({verdict})"
+        )
+    finished = [d for d in values["completion_days"] if d is not None]
+    if finished and float(np.percentile(finished, 90)) != s["completion_days"]["p90"]:
+        problems.append("completion_days p90 is not the p90 of the replicas that finished")
+    if judged.p90_target_days != s["target_days"]["p90"] or (
+        judged.p90_target_days is not None
+        and judged.p90_target_days
+        != empirical_quantile(
+            [d if d is not None and d * DAY_S <= window_s else np.inf for d in values["target_days"]], 0.9
+        )
+    ):
+        problems.append(
+            f"target_days p90 {s['target_days']['p90']} is not the replicas' {judged.p90_target_days}"
+        )
+    # plan states the verdict the gate reaches from the same replicas, with the same figures.
+    pv = plan.get("window_verdict")
+    if not pv:
+        return [*problems, "plan --json states no window verdict"]
+    if pv["basis"] != "replicas":
+        problems.append(f"plan's verdict rests on {pv['basis']}, not the gate's replicas")
+    for key, value in (
+        ("verdict", verdict),
+        ("p_target_in_window", p),
+        ("p90_target_days", s["window_length"]["p90_target_days"]),
+        ("p99_target_days", s["window_length"]["p99_target_days"]),
+    ):
+        if pv[key] != value:
+            problems.append(f"plan --json window_verdict.{key} {pv[key]!r}, simulate --json {value!r}")
+    if (verdict == "ok") != plan["fits"] or (verdict != "ok") != any(
+        v.startswith("schedule") for v in plan["violations"]
+    ):
+        problems.append(
+            f"plan --json fits {plan['fits']} / violations {plan['violations']} against the verdict {verdict}"
+        )
+    return problems
+
+
+def simulate_outputs(cli: str, artifacts: dict[str, Any], report_html: str, plan_text: str) -> dict[str, str]:
+    """The texts `simulate_disagreements` reads; `artifacts` maps simulate, simulate-table and simulate-report to
+    their data."""
+
+    def text(kind: str) -> str:
+        data = artifacts[kind]["data"]
+        return data if isinstance(data, str) else json.dumps(data)
+
+    return {
+        "simulate text": cli,
+        "simulate artifact": text("simulate"),
+        "simulate-table artifact": text("simulate-table"),
+        "simulate report artifact": text("simulate-report"),
+        "simulate report.html": html_text(report_html),
+        "plan text": plan_text,
     }

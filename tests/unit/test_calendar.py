@@ -492,7 +492,8 @@ def test_two_processes_racing_for_the_same_capacity_book_exactly_once(tmp_path):
 
 
 def test_window_length_between_p90_and_p99_passes_and_either_side_fails_saying_which_and_the_cost():
-    from campaign.calendar.window_length import assess_window_length, empirical_quantile
+    from campaign.calendar.window_length import assess_window_length
+    from campaign.window_verdict import empirical_quantile
 
     assert empirical_quantile([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 0.9) == 9
     day = 86_400.0
@@ -537,9 +538,9 @@ def test_window_length_between_p90_and_p99_passes_and_either_side_fails_saying_w
 
 
 def _schedule_gate(*sets: str):
-    from campaign.calendar.window_length import judge_window
     from campaign.gates import plan_gates, schedule_with_window_length
     from campaign.plan import make_plan
+    from campaign.window_judge import judge_window
 
     config = load_config(DEMO, list(sets)).config
     plan = make_plan(config)
@@ -573,8 +574,8 @@ def test_the_schedule_gate_fails_a_too_short_and_a_too_long_window_saying_which_
 
 
 def test_the_llama3_snapshot_window_is_judged_on_its_target_only():
-    from campaign.calendar.window_length import judge_window
     from campaign.plan import make_plan
+    from campaign.window_judge import judge_window
     from tests.helpers.paths import LLAMA
 
     config = load_config(LLAMA).config

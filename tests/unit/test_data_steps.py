@@ -358,3 +358,70 @@ def test_fast_pii_paths_equal_the_plain_regexes_on_real_text() -> None:
     ]
     for text in texts:
         assert redact_pii(text, PII_ON) == redact_pii_plain(text, PII_ON)
+
+
+BACKTRACKING = {  # each takes exponential time on a backtracking engine against the URL beside it
+    r"(a+)+$": "https://x.org/" + "a" * 40 + "!",
+    r"(x+x+)+y": "https://x.org/" + "x" * 40,
+    r"(a|aa)+$": "https://x.org/" + "a" * 60 + "!",
+    r"^(([a-z])+.)+[A-Z]([a-z])+$": "https://x.org/" + "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!",
+}
+
+
+def test_backtracking_rules_run_in_bounded_time(tmp_path: Path) -> None:
+    """Rules that take a backtracking engine exponential time finish at once (a hang guard, not a speed figure:
+    the child is given two minutes for what RE2 does in microseconds)."""
+    import subprocess
+    import sys
+
+    cfg = _url_rules(tmp_path, regexes="\n".join(BACKTRACKING) + "\n")
+    script = (
+        "import json, sys\nfrom campaign.config import UrlFilterConfig\n"
+        "from campaign.data.filters.url_filter import check_url, load_url_rules\n"
+        f"rules = load_url_rules(UrlFilterConfig(regexes_file={cfg.regexes_file!r}))\n"
+        f"print(json.dumps([check_url(u, rules) is None for u in {list(BACKTRACKING.values())!r}]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[true, true, true, true]"  # none of these URLs matches its rule
+
+
+@pytest.mark.parametrize("rule", [r"(a)\1", r"x(?=y)", r"(?<!z)q", r"(?P<n>a)(?P=n)", r"a{1000}{1000}"])
+def test_a_rule_that_cannot_be_bounded_is_refused_at_load_naming_its_line(tmp_path: Path, rule: str) -> None:
+    cfg = _url_rules(tmp_path, regexes=f"ok\\.org\n{rule}\n")
+    with pytest.raises(DataError) as err:
+        load_url_rules(cfg)
+    assert f"{cfg.regexes_file}:2" in (err.value.where or "")
+    assert err.value.fix
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (b"", "no texts"),  # an empty file
+        (b"\n   \n\t\n", "no texts"),  # blank lines
+        (b'{"question": ""}\n{"question": "   "}\n{"question": null}\n', "none with a word"),  # empty fields
+        (b'{"question": "?!"}\n', "none with a word"),  # punctuation only
+        (b'{"question": "four words only here"}\n', "none of its 1 texts has 13 words"),  # nothing can match
+    ],
+    ids=["empty", "blank", "empty-fields", "punctuation", "all-short"],
+)
+def test_a_benchmark_with_nothing_to_match_is_an_error_naming_it(
+    tmp_path: Path, content: bytes, words: str
+) -> None:
+    path = tmp_path / "eval.jsonl"
+    path.write_bytes(content)
+    bench = BenchmarkFileConfig(name="mmlu", path=str(path), text_fields=("question",))
+    for read in (load_benchmarks, check_benchmarks):
+        with pytest.raises(DataError) as err:
+            read(DecontaminateConfig(benchmarks=(bench,)))
+        assert "benchmark 'mmlu'" in err.value.message and words in err.value.message
+        assert (err.value.where or "").startswith(str(path)) and "benchmarks[0]" in (err.value.where or "")
+
+
+def test_an_empty_parquet_benchmark_is_an_error_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "eval.parquet"
+    pq.write_table(pa.table({"passage": pa.array([], pa.string())}), path)
+    bench = BenchmarkFileConfig(name="p", path=str(path), text_fields=("passage",))
+    with pytest.raises(DataError, match="no texts"):
+        check_benchmarks(DecontaminateConfig(benchmarks=(bench,)))

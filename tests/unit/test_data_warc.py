@@ -172,3 +172,93 @@ def test_every_record_is_accounted_for_with_every_step_on(tmp_path: Path) -> Non
     assert src["pii_by_kind"]["email"] >= 1  # the address added here, and any the pages carry
     contact_text = next(r["text"] for r in clean if r["url"] == "https://c.example.org/contact")
     assert "email@example.com" in contact_text and "docs@site.example.net" not in contact_text
+
+
+def _with_length(records: list, index: int, length: str, *, gzip: bool, path: Path) -> Path:
+    """The records written plainly with record `index`'s WARC Content-Length replaced by `length`, then compressed
+    as a whole if `gzip`."""
+    import gzip as gz
+    import re
+
+    plain = write_warc(path.with_suffix(".tmp"), records, gzip=False).read_bytes()
+    starts = [m.start() for m in re.finditer(rb"WARC/1\.[01]\r\n", plain)]
+    head_end = plain.index(b"\r\n\r\n", starts[index])
+    head = re.sub(
+        rb"Content-Length: \d+", b"Content-Length: " + length.encode(), plain[starts[index] : head_end]
+    )
+    data = plain[: starts[index]] + head + plain[head_end:]
+    path.write_bytes(gz.compress(data) if gzip else data)
+    return path
+
+
+def _read(path: Path, limit: int = 2**20) -> tuple[list, dict[str, int]]:
+    skipped: dict[str, int] = {}
+    source = SourceConfig(name="crawl", path=str(path), format="warc", weight=1)
+    docs = list(read_warc(path, path.name, source, limit, skipped, lambda exc: DataError(str(exc))))
+    return docs, skipped
+
+
+def _responses() -> list:  # new records each time: writing a FastWARC record consumes its content
+    return [
+        http_response(f"https://r.example.org/{i}", b"<p>page %d of prose text</p>" % i) for i in range(101)
+    ]
+
+
+@pytest.mark.parametrize("gzip", [False, True], ids=["plain", "gzip"])
+@pytest.mark.parametrize(
+    ("index", "length", "detail"),
+    [
+        (
+            30,
+            "1000000",
+            "Content-Length 1,000,000 does not end the record",
+        ),  # over-declared, within the limit
+        (
+            30,
+            "999999999999",
+            "Content-Length 999,999,999,999 does not end the record",
+        ),  # beyond max_record_bytes
+        (30, "20", "Content-Length 20 does not end the record"),  # under-declared
+        (30, "lots", "header does not parse"),  # not a number
+        (100, "1000000", "truncated"),  # the last record: nothing to resynchronise on
+    ],
+    ids=["over", "over-limit", "under", "not-a-number", "last"],
+)
+def test_a_record_whose_length_lies_is_its_own_reject_and_the_rest_are_read(
+    tmp_path, gzip, index, length, detail
+):
+    path = _with_length(
+        _responses(), index, length, gzip=gzip, path=tmp_path / ("a.warc.gz" if gzip else "a.warc")
+    )
+    docs, skipped = _read(path)
+    assert len(docs) == 101 and skipped == {}  # every record kept or rejected: none swallowed
+    bad = [d for d in docs if d.reason]
+    assert [(d.line, d.reason) for d in bad] == [(index + 1, "warc_malformed")], [d.detail for d in bad]
+    assert detail in bad[0].detail and bad[0].url == f"https://r.example.org/{index}"
+    assert [d.url for d in docs if not d.reason] == [
+        f"https://r.example.org/{i}" for i in range(101) if i != index
+    ]
+
+
+def test_a_non_page_record_whose_length_lies_is_rejected_not_lost(tmp_path):
+    records = crawl(PAGES[:3])  # warcinfo, then request/response pairs
+    docs, skipped = _read(_with_length(records, 1, "500000", gzip=False, path=tmp_path / "a.warc"))
+    assert [d.reason for d in docs] == ["warc_malformed", None, None, None]  # the request: rejected, named
+    assert skipped == {"warcinfo": 1, "request": 2}
+
+
+@pytest.mark.parametrize("gzip", [False, True], ids=["plain", "gzip"])
+@pytest.mark.parametrize("tail", [b"random", b"random-with-blank-line"])
+def test_random_bytes_after_a_warc_line_are_a_corrupt_file_exit_2(tmp_path, gzip, tail):
+    import gzip as gz
+    import random
+
+    noise = random.Random(7).randbytes(5000)
+    if tail == b"random-with-blank-line":
+        noise = noise[:100] + b"\r\n\r\n" + noise[100:]
+    data = b"WARC/1.0\r\n" + noise
+    (tmp_path / "warc").mkdir()
+    (tmp_path / "warc" / ("a.warc.gz" if gzip else "a.warc")).write_bytes(gz.compress(data) if gzip else data)
+    with pytest.raises(DataError) as err:
+        prepare_data(_config(tmp_path), tmp_path / "data")
+    assert err.value.exit_code == 2 and "a.warc" in str(err.value)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from campaign.calendar.window_length import judge_window
 from campaign.config import load_config
 from campaign.plan import make_plan
+from campaign.window_judge import judge_window
 from tests.helpers.paths import DEMO
 
 MARGIN = 0.02  # the demo passes at its target x (1 - MARGIN) and x (1 + MARGIN)

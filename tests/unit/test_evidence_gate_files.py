@@ -83,7 +83,8 @@ def test_the_gate_files_are_the_tokenizer_json_and_what_the_trainer_command_name
     ]
     # `python -m` names a module: its file is found on the path without importing it (the working folder first)
     assert command_files(["python", "-m", "mytrainer.run"], tmp_path) == [
-        ("rehearsal.command[2]", package / "run.py")
+        ("rehearsal.command[2]", package / "__init__.py"),  # `-m` runs the package's __init__ first
+        ("rehearsal.command[2]", package / "run.py"),
     ]
     assert module_file("campaign.rehearsal.trainer", tmp_path) == Path(
         sys.modules["campaign.evidence"].__file__

@@ -206,3 +206,73 @@ def test_the_artifact_markdown_carries_the_table_the_mttf_and_the_figures(known)
     assert all(c.name in text for c in truth.categories) and "| 16,384 |" in text
     assert all(node in text for node in truth.lemon_nodes)
     assert "As a config: `cluster.lemons: {count: 3, factor: " in text
+
+
+def test_llama3_table_5_names_match_the_shipped_profile_by_alias_and_unseen_categories_add_no_rate(
+    tmp_path, capsys
+):
+    from tests.helpers.paths import REPO
+
+    # One 16,384-GPU job and one 1,024-GPU job (two sizes, so the log itself can speak to scope), with incidents
+    # named as Llama 3's Table 5 names its root causes.
+    jobs = [
+        "big,2026-03-01T00:00:00Z,2026-03-11T00:00:00Z,16384",
+        "small,2026-03-01T00:00:00Z,2026-03-11T00:00:00Z,1024",
+    ]
+    names = ["GPU HBM3 Memory", "GPU SRAM Memory", "Host Maintenance", "NCCL Watchdog Timeouts", "Faulty GPU"]
+    incidents = [f"2026-03-0{1 + i}T06:00:00Z,big,{name},node{i}" for i, name in enumerate(names)]
+    jobs_path, incidents_path = write_log(tmp_path, jobs, incidents)
+    base = REPO / "configs" / "failures" / "llama3-405b.yaml"
+    out = tmp_path / "profile.yaml"
+    args = [
+        "--jobs",
+        str(jobs_path),
+        "--incidents",
+        str(incidents_path),
+        "--base",
+        str(base),
+        "--out",
+        str(out),
+    ]
+    assert main(["failures", "fit", *args, "--json"]) == 0
+    fit = json.loads(capsys.readouterr().out)
+    seen = {c["name"]: c for c in fit["categories"] if c["count"]}
+    assert set(seen) == {
+        "gpu_hbm3",
+        "gpu_sram",
+        "host_maintenance_unplanned",
+        "nccl_watchdog_timeout",
+        "faulty_gpu",
+    }
+    # Its rate is stated per GPU-year in the profile, so it grows with the job, as the profile says.
+    assert seen["nccl_watchdog_timeout"]["unit"] == "per_gpu_year"
+    assert not {"gpu_hbm3_memory", "gpu_sram_memory", "host_maintenance", "nccl_watchdog_timeouts"} & {
+        c["name"] for c in fit["categories"]
+    }
+    assert any("'GPU HBM3 Memory' as gpu_hbm3" in n for n in fit["notes"])
+    profile = {
+        c.name: c for c in (FailureCategoryConfig.model_validate(c) for c in yaml.safe_load(out.read_text()))
+    }
+    assert len(profile) == 18  # the shipped profile's categories, no duplicate under another name
+    # A category's scope comes from the category its name matched: an NCCL timeout costs the job, not a GPU.
+    assert (
+        profile["nccl_watchdog_timeout"].scope == "job"
+        and profile["host_maintenance_unplanned"].scope == "node"
+    )
+    # A category the log never saw adds no rate (and no posterior to draw one from).
+    assert profile["ssd"].per_gpu_year == 0.0 and profile["ssd"].observed is None
+    assert profile["gpu_hbm3"].observed is not None and profile["gpu_hbm3"].aliases == ("GPU HBM3 Memory",)
+
+
+def test_a_category_matching_nothing_in_the_base_is_said_and_keeps_its_own_name(tmp_path, capsys):
+    from tests.helpers.paths import REPO
+
+    jobs_path, incidents_path = write_log(
+        tmp_path, ["a,2026-03-01T00:00:00Z,2026-03-02T00:00:00Z,64"], ["2026-03-01T06:00:00Z,a,Cosmic Ray,"]
+    )
+    base = REPO / "configs" / "failures" / "llama3-405b.yaml"
+    args = ["--jobs", str(jobs_path), "--incidents", str(incidents_path), "--base", str(base), "--json"]
+    assert main(["failures", "fit", *args]) == 0
+    fit = json.loads(capsys.readouterr().out)
+    assert [c["name"] for c in fit["categories"] if c["count"]] == ["cosmic_ray"]
+    assert any("not in the base profile by name or alias: cosmic_ray" in n for n in fit["notes"])

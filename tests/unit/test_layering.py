@@ -128,3 +128,119 @@ def test_no_import_cycle():
         if module not in state:
             visit(module, [module])
     assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+def _campaign_imports_at_any_depth() -> dict[str, dict[str, list[str]]]:
+    """Every import between campaign's modules, wherever it is written: at module level, inside a function (it
+    runs later, but still ties the two modules together) or under `if TYPE_CHECKING:`. module -> target ->
+    the places ("file:line") that import it. Relative imports are resolved; `from package import name` points at
+    the submodule when `name` is one, and at the package (whose __init__ runs first) in every case."""
+    files = {}
+    for path in (REPO / "campaign").rglob("*.py"):
+        name = ".".join(path.relative_to(REPO).with_suffix("").parts)
+        files[name.removesuffix(".__init__")] = path
+    graph: dict[str, dict[str, list[str]]] = {name: {} for name in files}
+    for name, path in files.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                module = node.module
+                if node.level:
+                    parts = package.split(".")
+                    module = ".".join([*parts[: len(parts) - node.level + 1], node.module])
+                # `from package import submodule` runs the package's __init__ first: an edge to both
+                targets = [
+                    *(f"{module}.{a.name}" for a in node.names if f"{module}.{a.name}" in files),
+                    module,
+                ]
+            else:
+                continue
+            for target in targets:
+                while target and target not in files:
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    place = f"{path.relative_to(REPO).as_posix()}:{node.lineno}"
+                    graph[name].setdefault(target, []).append(place)
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+# Imports between campaign's packages that may close a circle, each with the reason it is needed. Empty: every
+# idea lives below the ideas that use it.
+ALLOWED_PACKAGE_CIRCLE_EDGES: dict[tuple[str, str], str] = {}
+
+
+def _unit(module: str) -> str:
+    """A module's package inside campaign (`campaign.sim.kernel` -> `campaign.sim`; `campaign.errors` stays)."""
+    return ".".join(module.split(".")[:2])
+
+
+def test_no_import_circle_among_campaign_modules_at_any_depth():
+    """An import inside a function or under TYPE_CHECKING that closes a circle hides an idea in the wrong place:
+    no circle among campaign's modules, wherever the import is written."""
+    graph = _campaign_imports_at_any_depth()
+    circles = _circles({m: set(targets) for m, targets in graph.items()})
+    lines = [
+        f"{' <-> '.join(c)}: "
+        + "; ".join(f"{a} -> {b} ({graph[a][b][0]})" for a in c for b in c if b in graph[a])
+        for c in circles
+    ]
+    assert not lines, "import circles among campaign's modules:\n" + "\n".join(lines)
+
+
+def test_no_package_of_campaign_reaches_up():
+    """Campaign's packages (config, data, plan, sim, calendar, analysis, ...) form layers: no import, at any depth,
+    goes from a package to one that (directly or not) imports it back."""
+    graph = _campaign_imports_at_any_depth()
+    units: dict[str, set[str]] = {}
+    places: dict[tuple[str, str], str] = {}
+    for module, targets in graph.items():
+        for target, where in targets.items():
+            a, b = _unit(module), _unit(target)
+            if a == b or b == "campaign" or (a, b) in ALLOWED_PACKAGE_CIRCLE_EDGES:
+                continue
+            units.setdefault(a, set()).add(b)
+            places.setdefault((a, b), where[0])
+    circles = _circles(units)
+    lines = [
+        f"{' <-> '.join(c)}: "
+        + "; ".join(f"{a} -> {b} ({places[a, b]})" for a in c for b in c if (a, b) in places)
+        for c in circles
+    ]
+    assert not lines, "packages of campaign that import each other (one reaches up):\n" + "\n".join(lines)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from campaign.calendar.window_length import plan_band, step_time_factors, with_p90_split
+from campaign.calendar.window_length import with_p90_split
 from campaign.config import LayoutConfig, load_config
 from campaign.errors import ConfigError
 from campaign.plan import evaluate_layout, make_plan, search_layouts
@@ -16,6 +16,8 @@ from campaign.plan.calibration import (
     fit_stack_efficiency,
 )
 from campaign.plan.layout import candidates, layout_violations
+from campaign.sim.replicas import step_time_factors
+from campaign.window_verdict import plan_band
 from tests.helpers.paths import DEMO, LLAMA
 
 
@@ -133,15 +135,15 @@ def test_the_search_ranks_by_the_calibrated_step() -> None:
 
 
 def test_step_time_draws_are_seeded_and_inside_the_band() -> None:
-    a = step_time_factors(7, (0.9, 1.3), 200)
-    assert a == step_time_factors(7, (0.9, 1.3), 200) != step_time_factors(8, (0.9, 1.3), 200)
+    a = step_time_factors(7, (0.9, 1.3), range(200))
+    assert a == step_time_factors(7, (0.9, 1.3), range(200)) != step_time_factors(8, (0.9, 1.3), range(200))
     assert min(a) >= 0.9 and max(a) <= 1.3 and max(a) - min(a) > 0.3
-    assert step_time_factors(7, (1.0, 1.0), 3) == [1.0, 1.0, 1.0]
+    assert step_time_factors(7, (1.0, 1.0), range(3)) == [1.0, 1.0, 1.0]
 
 
 def test_plan_band_is_relative_to_the_step() -> None:
     plan = make_plan(load_config(DEMO).config)
-    assert plan_band(plan) == pytest.approx(UNCALIBRATED_BAND)
+    assert plan_band(plan.step_time_s, plan.step_time_range_s) == pytest.approx(UNCALIBRATED_BAND)
 
 
 def test_the_p90_is_split_between_the_band_and_failures() -> None:

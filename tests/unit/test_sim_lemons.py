@@ -74,13 +74,14 @@ def test_lemons_add_arrivals_aimed_at_nodes_and_leave_every_other_arrival_alone(
 
 
 def test_a_lemon_fails_more_only_while_it_holds_a_slot():
-    # 2 lemons at 30x among 16 nodes and 2 spares nearly double the failures (a lemon waiting among the spares
-    # or in repair adds none), and the failed nodes of the event log include them.
+    # 2 lemons at 30x among 16 nodes and 2 spares add about half the failures again (1.51x over 200 replicas; a
+    # lemon waiting among the spares or in repair, as it mostly is, adds none), and the failed nodes of the event
+    # log include them.
     x = make_inputs(window_s=20 * DAY, planned_per_day=0.0, **LEMONS)
     plain = dataclasses.replace(x, lemon_nodes=0)
     more = sum(simulate_summary(x, r)["interruptions"]["unexpected"] for r in range(20))
     base = sum(simulate_summary(plain, r)["interruptions"]["unexpected"] for r in range(20))
-    assert more > 1.5 * base
+    assert more > 1.3 * base
     events = simulate(x, 0).events
     lemons = set(lemon_node_ids(x, 0).tolist())
     failed = events[(events.kind == "failure") & (events.node >= 0)]

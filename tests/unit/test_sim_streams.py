@@ -12,12 +12,12 @@ from hypothesis import strategies as st
 
 from campaign.config import load_config
 from campaign.sim.failures import (
+    ARRIVAL_BLOCK,
     FIRST_CATEGORY_STREAM,
     NODE_LOSING_SCOPES,
     PLANNED_STREAM,
     category_rate_per_s,
     draw_arrivals,
-    poisson_arrivals_s,
     random_streams,
     stream_states,
 )
@@ -44,18 +44,29 @@ def test_a_negative_seed_is_refused_as_numpy_refuses_it():
         stream_states(-1, 0, 2)
 
 
+def reference_history(rng, rate_per_s, horizon_s, nodes=0):
+    """A Poisson history drawn block by block: ARRIVAL_BLOCK exponential gaps, then (node-losing) their slots,
+    until a block passes the horizon."""
+    times, slots, last = [np.empty(0)], [np.empty(0, np.int64)], 0.0
+    while rate_per_s > 0 and last < horizon_s:
+        block = last + np.cumsum(rng.standard_exponential(ARRIVAL_BLOCK)) / rate_per_s
+        if nodes:
+            slots.append(rng.integers(0, nodes, size=ARRIVAL_BLOCK, dtype=np.int64))
+        times.append(block)
+        last = block[-1]
+    t = np.concatenate(times)
+    keep = t < horizon_s
+    return t[keep], (np.concatenate(slots)[keep] if nodes else np.full(keep.sum(), -1))
+
+
 def reference_arrivals(inputs, replica):
     """draw_arrivals as written before the direct states: one Generator object per source."""
     streams = random_streams(inputs.seed, replica, len(inputs.failures))
-    planned = poisson_arrivals_s(streams[PLANNED_STREAM], inputs.planned_per_day / DAY_S, inputs.window_s)
-    out = [(planned, np.full(planned.size, -1))]
+    out = [reference_history(streams[PLANNED_STREAM], inputs.planned_per_day / DAY_S, inputs.window_s)]
     for i, category in enumerate(inputs.failures):
         rng = streams[FIRST_CATEGORY_STREAM + i]
-        t = poisson_arrivals_s(rng, category_rate_per_s(category, inputs), inputs.window_s)
-        losing = category.scope in NODE_LOSING_SCOPES
-        out.append(
-            (t, rng.integers(0, inputs.nodes, size=t.size, dtype=np.int64) if losing else np.full(t.size, -1))
-        )
+        nodes = inputs.nodes if category.scope in NODE_LOSING_SCOPES else 0
+        out.append(reference_history(rng, category_rate_per_s(category, inputs), inputs.window_s, nodes))
     return out
 
 

@@ -10,9 +10,9 @@ import pytest
 
 from campaign.errors import ConfigError
 from campaign.sim import job_failure_rate_per_s, simulate_batch, summarise_replicas
+from campaign.sim.best import mark_best, replica_outcomes
 from campaign.sim.sweeps import (
     check_numeric_key,
-    mark_best,
     parse_sweep,
     sweep_grid,
     sweep_row,
@@ -69,12 +69,13 @@ def test_swept_key_must_exist_and_be_numeric():
 
 
 def _rows(values, inputs_for, replicas=6):
-    rows = []
+    rows, outcomes = [], []
     for i, v in enumerate(values):
         inputs = inputs_for(v)
-        summary = summarise_replicas(simulate_batch(inputs, range(replicas)), inputs.window_s)
-        rows.append(sweep_row(i, {"k": v}, summary))
-    return mark_best(rows)
+        summaries = simulate_batch(inputs, range(replicas))
+        rows.append(sweep_row(i, {"k": v}, summarise_replicas(summaries, inputs.window_s)))
+        outcomes.append(replica_outcomes(summaries, inputs.window_s))
+    return mark_best(rows, outcomes)
 
 
 def test_best_is_most_likely_to_finish_then_highest_ettr():
@@ -126,17 +127,21 @@ def test_a_snapshot_sweep_ranks_by_the_share_that_reaches_the_target_not_by_ettr
     # figure simulate and the schedule gate share, instead of falling through to ETTR.
     base = make_inputs(target_tokens=1.5e10, failures=(category("gpu", "gpu", 15.0, repair_h=36),))
     base = dataclasses.replace(base, stop_at_target=False)
-    rows = []
+    rows, outcomes = [], []
     for i, target in enumerate(
         (base.tokens_per_s * base.window_s * 2.0, base.tokens_per_s * base.window_s * 0.03)
     ):
         inputs = dataclasses.replace(base, target_tokens=target)
-        summary = summarise_replicas(simulate_batch(inputs, range(4)), inputs.window_s, stop_at_target=False)
-        rows.append(sweep_row(i, {"k": i}, summary))
+        summaries = simulate_batch(inputs, range(4))
+        rows.append(
+            sweep_row(i, {"k": i}, summarise_replicas(summaries, inputs.window_s, stop_at_target=False))
+        )
+        outcomes.append(replica_outcomes(summaries, inputs.window_s))
     assert [r["p_complete_in_window"] for r in rows] == [0.0, 0.0]
     assert [r["p_target_in_window"] for r in rows] == [0.0, 1.0]
     assert [r["window_suffices"] for r in rows] == [False, True]
-    rows[0]["ettr_mean"] = rows[1]["ettr_mean"] + 0.1  # a higher ETTR does not outrank reaching the target
-    assert [r["is_best"] for r in mark_best(rows)] == [False, True]
-    table = sweep_table_markdown(mark_best(rows))
+    # a higher ETTR does not outrank reaching the target
+    outcomes[0] = dataclasses.replace(outcomes[0], ettr_mean=tuple(e + 0.1 for e in outcomes[1].ettr_mean))
+    assert [r["is_best"] for r in mark_best(rows, outcomes)] == [False, True]
+    table = sweep_table_markdown(mark_best(rows, outcomes))
     assert "P(target)" in table and "too short" in table and "suffices" in table

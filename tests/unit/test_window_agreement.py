@@ -3,12 +3,13 @@ when each replica reaches the target (a snapshot window never completes) through
 
 from __future__ import annotations
 
-from campaign.calendar.window_length import judge_window
 from campaign.config import load_config
 from campaign.plan import make_plan
 from campaign.sim import simulate_batch, summarise_replicas
-from campaign.sim.sweeps import mark_best, sweep_row
+from campaign.sim.best import mark_best, replica_outcomes
+from campaign.sim.sweeps import sweep_row
 from campaign.window import window_inputs
+from campaign.window_judge import judge_window
 from tests.helpers.paths import LLAMA
 
 REPLICAS = 10
@@ -22,7 +23,9 @@ def test_llama3_what_if_sweep_and_schedule_gate_agree_that_the_window_suffices()
     summaries = simulate_batch(inputs, range(REPLICAS))
     summary = summarise_replicas(summaries, inputs.window_s, inputs.stop_at_target)
     gate = judge_window(config, plan, replicas=REPLICAS)
-    row = mark_best([sweep_row(0, {"window.days": 54}, summary)])[0]
+    row = mark_best(
+        [sweep_row(0, {"window.days": 54}, summary)], [replica_outcomes(summaries, inputs.window_s)]
+    )[0]
 
     assert summary["p_complete_in_window"] == 0.0  # it never "completes" ...
     assert summary["p_target_in_window"] >= 0.9  # ... but reaches its 10 T target inside the 54 days

@@ -19,7 +19,7 @@ from campaign.config.schema.data import DataConfig
 from campaign.config.schema.execute import ExecuteConfig
 from campaign.config.schema.gates import CommitConfig, GatesConfig, RuntimeConfig, SimConfig
 from campaign.config.schema.model import ModelConfig
-from campaign.config.schema.plan import PlanConfig
+from campaign.config.schema.plan import MEASURED_AGREEMENT, PlanConfig
 from campaign.config.schema.rehearsal import RehearsalConfig
 from campaign.config.schema.window import WindowConfig
 
@@ -73,6 +73,7 @@ class CampaignConfig(Frozen):
             )
         if lay.vpp > 1 and lay.pp == 1:
             raise ValueError("@plan.layout.vpp: vpp > 1 needs pp > 1 (interleaving splits pipeline stages)")
+        self._check_measured_identity()
         for i, run in enumerate(self.plan.measured):
             where = f"@plan.measured.{i}"
             if run.layout.world != run.nodes * cl.gpus_per_node:
@@ -98,6 +99,41 @@ class CampaignConfig(Frozen):
                 "lower pp or vpp"
             )
         return self
+
+    def _check_measured_identity(self) -> None:
+        """A measured row of another model or stack is refused, naming both; rows of one layout whose step times
+        contradict each other (beyond MEASURED_AGREEMENT) are named, not averaged."""
+        stack = self.plan.stack.preset
+        for i, run in enumerate(self.plan.measured):
+            if run.model is not None and run.model != self.model.name:
+                raise ValueError(
+                    f"@plan.measured.{i}.model: the run was measured on {run.model!r}, this config plans "
+                    f"{self.model.name!r}; a step time of another model does not calibrate this one (remove the row, "
+                    "or measure this model)"
+                )
+            if run.stack is not None and run.stack != stack:
+                raise ValueError(
+                    f"@plan.measured.{i}.stack: the run was measured on the {run.stack!r} stack, this config plans "
+                    f"on {stack!r}; remove the row, or measure on this stack"
+                )
+        seen: dict[tuple[object, ...], int] = {}
+        for i, run in enumerate(self.plan.measured):
+            key = (
+                run.nodes,
+                run.layout.model_dump_json(),
+                run.global_batch_tokens,
+                run.micro_batch or self.plan.micro_batch,
+            )
+            j = seen.setdefault(key, i)
+            first = self.plan.measured[j]
+            ratio = max(run.step_time_s, first.step_time_s) / min(run.step_time_s, first.step_time_s)
+            if j != i and ratio > MEASURED_AGREEMENT:
+                raise ValueError(
+                    f"@plan.measured.{i}.step_time_s: {run.step_time_s:g} s ({run.source}) and plan.measured[{j}]'s "
+                    f"{first.step_time_s:g} s ({first.source}) measure the same layout, batch and nodes "
+                    f"{ratio:.2f}x apart (more than the {MEASURED_AGREEMENT:g}x two measurements of one layout may "
+                    "differ): they contradict each other; keep the one that stands for the run"
+                )
 
     @model_validator(mode="after")
     def _representable(self) -> CampaignConfig:

@@ -181,6 +181,12 @@ class FailureCategoryConfig(Frozen):
     repair_h: float = Field(
         ge=0, le=8760, description="Hours to repair the failed hardware off the job's path."
     )
+    aliases: tuple[str, ...] = Field(
+        (),
+        max_length=64,
+        description="Other names an incident log may give this category (e.g. Llama 3 Table 5's 'GPU HBM3 Memory'); "
+        "`campaign failures fit` matches them as it matches the name (case, spaces and separators aside).",
+    )
     observed: ObservedRateConfig | None = Field(
         None,
         description="Failures and exposure the rate was fitted from; with them each simulated replica draws the "

@@ -185,7 +185,10 @@ class UrlFilterConfig(Frozen):
     substrings_file: str | None = Field(
         None, description="Blocked URL substrings, one a line (case-insensitive)."
     )
-    regexes_file: str | None = Field(None, description="Blocked URL regexes (Python syntax), one a line.")
+    regexes_file: str | None = Field(
+        None,
+        description="Blocked URL regexes (RE2: Python syntax without backreferences or look-around), one a line.",
+    )
     source: Source = Field(
         "FineWeb (Penedo et al. 2024, sec. 3): UT1 block list; datatrove URLFilter",
         description="Rules' origin.",

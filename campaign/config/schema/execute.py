@@ -74,8 +74,44 @@ class ExecuteConfig(Frozen):
         le=86_400,
         description="Seconds a start may take to write its first step before it is hung.",
     )
-    backoff_s: float = Field(1.0, ge=0, le=3600, description="Back-off before a restart, seconds.")
+    backoff_s: float = Field(
+        1.0, ge=0, le=3600, description="Back-off before a restart, seconds (the first, with exponential)."
+    )
+    restart_backoff: Literal["fixed", "exponential"] = Field(
+        "fixed",
+        description="fixed: every restart waits backoff_s; exponential: backoff_s doubled for each failure in a "
+        "row that passed no new step, at most backoff_max_s.",
+    )
+    backoff_max_s: float = Field(
+        300.0, ge=0, le=86_400, description="Cap of an exponential back-off, seconds."
+    )
     max_restarts: int = Field(20, ge=0, le=10_000, description="Restarts before the run is given up.")
+    max_no_progress_restarts: int = Field(
+        3,
+        ge=0,
+        le=10_000,
+        description="Restarts in a row that pass no new step (a crash before the first step, or at the same "
+        "step) before the run stops as a software failure; such failures never exclude a node.",
+    )
+    stop_signal: Literal["SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2", "SIGHUP", "SIGQUIT"] = Field(
+        "SIGTERM",
+        description="What a stop (a hang, the window's end, a cancel) sends the trainer first, so it can save.",
+    )
+    stop_grace_s: float = Field(
+        30.0, ge=0, le=3600, description="Seconds the trainer has after stop_signal before SIGKILL."
+    )
+    on_operator_cancel: Literal["stop", "requeue"] = Field(
+        "stop",
+        description="Slurm: the run's job cancelled by someone else (scancel): stop the run (a stop by a person), "
+        "or requeue it and go on.",
+    )
+    progress_every: int = Field(
+        0,
+        ge=0,
+        le=100_000_000,
+        description="A progress line every this many steps (0: every tenth of the target); a line at least "
+        "every 30 s whatever happens.",
+    )
     nodes: tuple[str, ...] = Field(
         ("local-0", "local-1", "local-2"),
         min_length=1,

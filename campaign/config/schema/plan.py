@@ -91,6 +91,12 @@ class OverlapConfig(Frozen):
     )
 
 
+# Two measurements of one layout (same nodes, layout, batch and micro-batch) further apart than this ratio contradict
+# each other: the config names them instead of fitting their average. A median step time over a few hundred steps
+# moves by a few percent between jobs of one layout (contention, a slower node); 25 % is beyond that.
+MEASURED_AGREEMENT = 1.25
+
+
 class MeasuredRunConfig(Frozen):
     """One measured run of the same model and stack (`campaign plan measure` prints one): the plan fits its
     stack-efficiency factors to these (docs/plan-model.md#calibrated-on-measured-steps)."""
@@ -110,6 +116,18 @@ class MeasuredRunConfig(Frozen):
     )
     step_time_s: float = Field(gt=0, le=1e7, description="Median seconds per optimizer step after warm-up.")
     source: str = Field(min_length=1, description="Where the figure comes from (job, date, metrics file).")
+    model: str | None = Field(
+        None,
+        min_length=1,
+        description="model.name of the model the run trained: a row of another model is refused (absent: taken "
+        "as this config's model, and the plan says so).",
+    )
+    stack: str | None = Field(
+        None,
+        min_length=1,
+        description="plan.stack preset the run used (megatron-core, megatron-lm-2021, pytorch-fsdp): a row of "
+        "another stack is refused (absent: taken as this config's stack).",
+    )
 
 
 # What each training stack preset can run (`plan.stack`): the search proposes nothing else, and the config's own

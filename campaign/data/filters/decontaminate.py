@@ -10,7 +10,8 @@ memory is 8 bytes per evaluation n-gram (and the table, 4 MB at most) plus 8 per
 size.
 The reason names the benchmark (`benchmark_overlap_<name>`, so the removal table counts each benchmark), and the
 detail the evaluation record (file:line) and the matched span. An evaluation text shorter than n words has no
-n-gram and cannot match (counted in the index as `n_short`). A bad evaluation file is a DataError naming file:line.
+n-gram and cannot match (counted in the index as `n_short`). A bad evaluation file is a DataError naming file:line,
+and so is one with nothing to match: empty, blank, or no text of n words.
 
 Source: Brown et al. 2020 (GPT-3), arXiv 2005.14165, App. C: training documents with a 13-gram overlap with any
 benchmark's test or development set were removed.
@@ -21,6 +22,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -136,7 +138,38 @@ def check_benchmarks(cfg: DecontaminateConfig) -> None:
     """Read every evaluation file, raising its first problem as a DataError naming file:line, without hashing
     (the command's process checks them before the shards run and never loads the compiled pass)."""
     for b_index, bench in enumerate(cfg.benchmarks):
-        _read_benchmark(bench, b_index)
+        _check_can_match(bench, b_index, _read_benchmark(bench, b_index)[0], cfg.ngram)
+
+
+# A word as the n-gram pass counts them: a maximal run of letters and digits (ASCII punctuation, symbols, control
+# characters and whitespace separate words; every non-ASCII character counts as a letter).
+_SEPARATORS = re.compile(r"[\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f]+")
+
+
+def _check_can_match(bench: BenchmarkFileConfig, b_index: int, texts: list[str], n: int) -> None:
+    """An evaluation file with no text to match (empty, blank lines, empty or null fields) or none of whose texts
+    has n words (so no training document could ever match it) is a DataError naming it: decontaminating against it
+    would say nothing while seeming to check."""
+    words = [len([w for w in _SEPARATORS.split(t) if w]) for t in texts]
+    if not any(words):
+        what = f"{len(texts)} texts, none with a word" if texts else "no texts"
+        raise _bad(
+            bench,
+            b_index,
+            bench.path,
+            f"{what} in its fields {', '.join(bench.text_fields)}: there is nothing to decontaminate against",
+            f"point data.decontaminate.benchmarks[{b_index}].path at the evaluation set's file (JSONL or Parquet with "
+            "the texts), or remove the benchmark",
+        )
+    if max(words) < n:
+        raise _bad(
+            bench,
+            b_index,
+            bench.path,
+            f"none of its {len(texts)} texts has {n} words (the longest has {max(words)}): no {n}-gram of it can "
+            "match a training document",
+            f"lower data.decontaminate.ngram to at most {max(words)}, or remove the benchmark",
+        )
 
 
 def _stamp(path: str) -> tuple[int, int] | None:
@@ -154,6 +187,7 @@ def _load(cfg: DecontaminateConfig, _stamps) -> BenchmarkIndex:
     n_texts, n_short = [], []
     for b_index, bench in enumerate(cfg.benchmarks):
         texts, wheres = _read_benchmark(bench, b_index)
+        _check_can_match(bench, b_index, texts, cfg.ngram)
         doc, _, _, hashes, _ = ngrams(texts, cfg.ngram)
         n_texts.append(len(texts))
         n_short.append(len(texts) - len(np.unique(doc)))

@@ -5,7 +5,10 @@ Three lists, each a UTF-8 file with one rule a line (blank lines and lines start
   "www.example.com", not "badexample.com"), compared in lowercase without a trailing dot, as datatrove's URLFilter
   and the UT1 lists FineWeb used match domains;
 * substrings: removed when the lowercased URL contains the rule;
-* regexes: removed when the rule (Python `re`) matches anywhere in the URL.
+* regexes: removed when the rule matches anywhere in the URL. Rules run on RE2 (google-re2), an engine without
+  backtracking whose time is linear in the URL's length whatever the rule (`(a+)+$` cannot hang a prepare). Its
+  syntax is Python's without backreferences and look-around: a rule that needs them cannot be bounded, and is
+  refused at load like one that does not compile, as is a rule too large for RE2's memory bound.
 The reason names the list and the matched rule with its file and line. A document without a URL is kept. A rule
 that does not compile, or a list that cannot be read, is a DataError naming file:line and the fix.
 
@@ -21,6 +24,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
+
+import re2
 
 from campaign.config import UrlFilterConfig
 from campaign.data.filters.base import Rejection
@@ -41,7 +46,7 @@ class UrlRules:
 
     domains: dict[str, str]  # domain -> where
     substrings: tuple[tuple[str, str], ...]  # (lowercased substring, where)
-    regexes: tuple[tuple[re.Pattern[str], str], ...]  # (compiled rule, where)
+    regexes: tuple[tuple[re2._Regexp, str], ...]  # (compiled rule, where)
 
     def __len__(self) -> int:
         return len(self.domains) + len(self.substrings) + len(self.regexes)
@@ -113,17 +118,50 @@ def _load(
         if substrings_file
         else ()
     )
-    regexes = []
-    for rule, where in _rule_lines(regexes_file, "regexes_file") if regexes_file else ():
-        try:
-            regexes.append((re.compile(rule), where))
-        except re.error as exc:
-            raise DataError(
-                f"URL block rule {rule!r} is not a valid regular expression: {exc}",
-                where=f"{where} (data.cleaning.url_filter.regexes_file)",
-                fix="fix or remove the line (Python `re` syntax; escape a literal '.' as '\\.')",
-            ) from None
+    regexes = [
+        (bounded_regex(rule, f"{where} (data.cleaning.url_filter.regexes_file)"), where)
+        for rule, where in (_rule_lines(regexes_file, "regexes_file") if regexes_file else ())
+    ]
     return UrlRules(domains, substrings, tuple(regexes))
+
+
+RE2_MAX_MEM = 8 << 20  # bytes of compiled program per rule: a rule larger than this is refused
+
+
+def bounded_regex(rule: str, where: str) -> re2._Regexp:
+    """A user's regular expression compiled for RE2 (linear time, no backtracking); DataError naming `where` (file:line
+    or the field) when it does not compile, or needs backtracking (backreferences, look-around) and so cannot be
+    bounded."""
+    options = re2.Options()
+    options.log_errors = False
+    options.max_mem = RE2_MAX_MEM
+    try:
+        re.compile(rule)
+    except re.error as exc:
+        raise DataError(
+            f"rule {rule!r} is not a valid regular expression: {exc}",
+            where=where,
+            fix="fix or remove the line (Python `re` syntax; escape a literal '.' as '\\.')",
+        ) from None
+    except RecursionError:
+        raise DataError(
+            f"rule {rule[:80]!r}... is nested too deeply", where=where, fix="simplify the rule"
+        ) from None
+    try:
+        return re2.compile(rule, options)
+    except re2.error as exc:
+        detail = (
+            exc.args[0].decode("utf-8", "replace")
+            if exc.args and isinstance(exc.args[0], bytes)
+            else str(exc)
+        )
+        raise DataError(
+            f"rule {rule!r} cannot be run in bounded time ({detail}): campaign runs user rules on RE2, which never "
+            "backtracks, so backreferences and look-around are not available and a rule must fit in "
+            f"{RE2_MAX_MEM >> 20} MiB once compiled",
+            where=where,
+            fix="rewrite the rule without backreferences or look-around (or split it into smaller rules)",
+        ) from None
 
 
 def url_host(url: str) -> str:

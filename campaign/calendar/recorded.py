@@ -1,0 +1,73 @@
+"""The calendar report as files beside the calendar (`<stem>-report.json`, `<stem>-gantt.png`), and when the ones
+there still stand: an unchanged report is read back, and its chart is not redrawn (campaign/reuse.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from campaign.calendar import calendar_report, read_calendar
+from campaign.calendar.horizon import horizon, report_files
+from campaign.files import write_output
+from campaign.reuse import code_version
+
+
+def chart_note(path: Path) -> Path:
+    """Beside the Gantt PNG of the calendar `path`: the digest of what it was drawn from."""
+    return report_files(path)[0].with_suffix(".inputs")
+
+
+def calendar_report_of(path: Path, start: str | None, end: str | None, now: datetime) -> dict[str, Any]:
+    """The calendar's bookings, gaps and totals over the horizon (no file written)."""
+    state = read_calendar(path)
+    t0, t1 = horizon(state, now, start, end)
+    report = calendar_report(
+        state.cluster, state.total_nodes, state.pricing, state.bookings, t0, t1, state.price_history
+    )
+    report["calendar"] = str(path)
+    return report
+
+
+def chart_digest(report: dict[str, Any]) -> str:
+    """What the Gantt chart is drawn from: the report (without the chart's own path) and the code version."""
+    shown = {k: v for k, v in report.items() if k != "gantt_png"}
+    return hashlib.sha256(
+        f"{code_version()}\n{json.dumps(shown, sort_keys=True, default=str)}".encode()
+    ).hexdigest()
+
+
+def gantt_chart(report: dict[str, Any], png: Path) -> bytes:
+    """The Gantt PNG of `report`, drawn only when what it shows changed (`chart_digest`, noted beside it); an
+    unchanged chart is read back."""
+    noted = chart_note(Path(report["calendar"]))
+    digest = chart_digest(report)
+    try:
+        if noted.read_text(encoding="utf-8").strip() == digest:
+            return png.read_bytes()
+    except OSError:
+        pass
+    from campaign.calendar.gantt import gantt_png  # matplotlib: only when a chart is drawn
+
+    chart = gantt_png(report)
+    write_output(png, chart)
+    write_output(noted, digest + "\n")
+    return chart
+
+
+def recorded_report(report: dict[str, Any]) -> dict[str, Any] | None:
+    """The report recorded beside the calendar when it is this very report with its chart drawn from it (so a
+    command can print it without drawing or publishing it again); else None."""
+    png, report_json = report_files(Path(report["calendar"]))
+    noted = chart_note(Path(report["calendar"]))
+    try:
+        recorded = json.loads(report_json.read_text(encoding="utf-8"))
+        drawn_from = noted.read_text(encoding="utf-8").strip()
+    except (OSError, ValueError):
+        return None
+    now = json.loads(json.dumps({**report, "gantt_png": str(png)}, default=str))
+    if recorded != now or drawn_from != chart_digest(report) or not png.is_file():
+        return None
+    return recorded
