@@ -48,6 +48,9 @@ def rates_figure(fit: dict[str, Any]) -> Figure:
         ax.set_xlabel(f"{UNIT_LABEL[unit]}: fitted rate and exact 95% interval")
         ax.grid(alpha=0.25, axis="x")
     axes[0, 0].set_title("Failure rates by category (failures seen in brackets)")
+    engine = fig.get_layout_engine()
+    if engine is not None:  # laid out before the SVG is cropped to the figure's extent
+        engine.execute(fig)
     return _figure("failure-rates", fig)
 
 
