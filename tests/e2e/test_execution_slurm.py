@@ -12,23 +12,15 @@ import sys
 import time
 
 import numpy as np
-import pytest
 
 from campaign.execution.injection import Injection
 from campaign.execution.measured import measured_summary
-from campaign.execution.slurm import ENDED
 from campaign.execution.supervisor import RealRunSettings, supervise
 from campaign.rehearsal.harness import HarnessSettings, contract_env
 from tests.helpers.paths import NUMPY_TRAINER
-from tests.helpers.slurm_cluster import start_cluster
+from tests.helpers.slurm_cluster import final_job_state as _final_state
 
 VOCAB, STEPS = 16, 60
-
-
-def _show(job: str) -> str:
-    return subprocess.run(
-        ["scontrol", "show", "job", "-o", job], capture_output=True, text=True, check=True
-    ).stdout
 
 
 def _node_state(node: str, limit_s: float = 10.0) -> str:
@@ -42,31 +34,6 @@ def _node_state(node: str, limit_s: float = 10.0) -> str:
         if shown.stdout.strip() == "idle" or time.monotonic() > until:
             return shown.stdout.strip()
         time.sleep(0.2)
-
-
-def _final_state(job: str, limit_s: float = 30.0) -> str:
-    """`scontrol show job` once the job is in a final state (COMPLETING is not one), or as it is after `limit_s`."""
-    until = time.monotonic() + limit_s
-    shown = _show(job)
-    while not any(f"JobState={state} " in shown for state in ENDED) and time.monotonic() < until:
-        time.sleep(0.1)
-        shown = _show(job)
-    return shown
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    running, reason = start_cluster(tmp_path_factory.mktemp("slurm"))
-    if running is None:
-        pytest.skip(reason)
-    old = os.environ.get("SLURM_CONF")
-    os.environ["SLURM_CONF"] = str(running.conf)
-    yield running
-    running.stop()
-    if old is None:
-        os.environ.pop("SLURM_CONF", None)
-    else:
-        os.environ["SLURM_CONF"] = old
 
 
 def test_a_slurm_job_is_requeued_after_a_kill_a_hang_and_a_node_slurm_failed_then_ends_on_another_node(

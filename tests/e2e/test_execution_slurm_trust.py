@@ -20,8 +20,8 @@ from campaign.execution.measured import measured_summary
 from campaign.execution.policy import outcome
 from campaign.execution.supervisor import RealRunSettings, supervise
 from campaign.rehearsal.harness import HarnessSettings, contract_env
-from tests.e2e.test_execution_slurm import _final_state, cluster  # noqa: F401  (the module's cluster fixture)
 from tests.helpers.paths import REPO
+from tests.helpers.slurm_cluster import final_job_state as _final_state
 
 TRAINER = REPO / "tests" / "helpers" / "contract_trainer.py"
 VOCAB, STEPS, EVERY = 16, 60, 10
@@ -31,7 +31,7 @@ SCRIPT = (
 )
 
 
-def settings(cluster, tmp_path, trainer=None, **kw):  # noqa: F811
+def settings(cluster, tmp_path, trainer=None, **kw):
     rows = np.random.default_rng(0).integers(0, VOCAB, size=(STEPS * 4, 33)).astype(np.uint32)
     np.save(tmp_path / "train.npy", rows)
     np.save(tmp_path / "heldout.npy", rows[:20])
@@ -79,7 +79,7 @@ def _supervisor(tmp_path, folder, run):
     return subprocess.Popen([sys.executable, "-c", SCRIPT, str(tmp_path / "s.pkl"), str(folder)])
 
 
-def test_a_restart_after_an_exclusion_requeues_the_ended_job_held_then_releases_it(cluster, tmp_path):  # noqa: F811
+def test_a_restart_after_an_exclusion_requeues_the_ended_job_held_then_releases_it(cluster, tmp_path):
     """A hang after progress points at its node; with exclude_after 1 the node is excluded and the job, already
     ended, goes back through requeuehold, ExcNodeList and release, then finishes on the other node."""
     folder, run = settings(cluster, tmp_path, {"CONTRACT_TRAINER_HANG_AT": "15"}, exclude_after=1)
@@ -93,7 +93,7 @@ def test_a_restart_after_an_exclusion_requeues_the_ended_job_held_then_releases_
     assert "SIGTERM" in journal.kinds("failure")[0]["detail"]  # stopped gracefully (scancel --signal=TERM)
 
 
-def test_an_adopting_supervisor_keeps_the_hang_limits_history_through_a_long_evaluation(cluster, tmp_path):  # noqa: F811
+def test_an_adopting_supervisor_keeps_the_hang_limits_history_through_a_long_evaluation(cluster, tmp_path):
     """Steps of 0.1 s and an evaluation of 1.2 s every 10 steps: the hang limit (8 median steps) holds it. A
     supervisor killed for 2.5 s leaves some 25 lines that a new one reads at once; the limit it works with is the
     one measured, not the floor, so the next evaluation is no hang."""
@@ -120,7 +120,7 @@ def test_an_adopting_supervisor_keeps_the_hang_limits_history_through_a_long_eva
     assert sorted(s["step"] for s in journal.steps) == list(range(1, STEPS + 1))
 
 
-def test_steps_and_checkpoints_trained_while_no_supervisor_watched_are_read_back(cluster, tmp_path):  # noqa: F811
+def test_steps_and_checkpoints_trained_while_no_supervisor_watched_are_read_back(cluster, tmp_path):
     """The supervisor dies; the job trains on until its heartbeat goes stale (3 s), writing steps and checkpoints
     nobody reads, then stops itself. The next supervisor reads them back into the journal before the gap is a
     failure, and restarts from the newest checkpoint: nothing trained is lost to the accounting."""
@@ -146,7 +146,7 @@ def test_steps_and_checkpoints_trained_while_no_supervisor_watched_are_read_back
 
 
 @pytest.mark.parametrize("mode", ["stop", "requeue"])
-def test_an_operators_scancel_is_a_stop_by_a_person_never_a_nodes_failure(cluster, tmp_path, mode):  # noqa: F811
+def test_an_operators_scancel_is_a_stop_by_a_person_never_a_nodes_failure(cluster, tmp_path, mode):
     folder, run = settings(cluster, tmp_path, {"CONTRACT_TRAINER_STEP_S": "0.1"}, on_operator_cancel=mode)
     proc = _supervisor(tmp_path, folder, run)
     _steps_seen(folder, 5)
