@@ -3,7 +3,7 @@
 On a finished demo workspace (`campaign run configs/campaigns/demo.yaml --workspace W`, made once beforehand, its
 calendar in W/../calendars), in alternating rounds, each command in a fresh process as a user runs it; wall seconds
 and CPU-seconds (user + sys of the command and its children; the kept Prefect server, started by an earlier command,
-is not a child and is not counted), and the 1-minute load average before each run:
+is not a child and is not counted), and the 1-minute load before each run:
 
 - `python -c pass` and `prefect version`: the interpreter, and Prefect's own command, as anchors;
 - `plan`: `campaign plan configs/campaigns/demo.yaml` (no flow);
