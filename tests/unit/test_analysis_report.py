@@ -430,7 +430,6 @@ def test_the_workspace_guide_lists_the_files_report_holds(report):
     cell = row.split("|")[1]
     assert all(re.fullmatch(r"\s*`[^`]+`\s*", item) for item in cell.split(",")), cell  # file names only
     documented = {name.removeprefix("report/") for name in re.findall(r"`([^`]+)`", cell)}
-    written = {p.name for p in ws.report_dir.iterdir()} | {
-        "analysis.json"
-    }  # analysis.json: the analyse flow's
+    # analysis.json and report-inputs.json: the analyse task's, beside the report this fixture draws
+    written = {p.name for p in ws.report_dir.iterdir()} | {"analysis.json", "report-inputs.json"}
     assert documented == written, (documented, written)
