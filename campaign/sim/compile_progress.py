@@ -8,10 +8,10 @@ cache) start the lines; nothing is printed when every kernel comes from the cach
 
 from __future__ import annotations
 
+import logging
 import sys
 import threading
 import time
-from datetime import datetime
 
 from numba.core import event
 
@@ -19,10 +19,21 @@ HEARTBEAT_S = 30.0
 MESSAGE = "compiling the simulator's kernels, once per install (about a minute)"
 
 
-def say(text: str) -> None:
-    print(
-        f"{datetime.now():%H:%M:%S.%f}"[:-3] + f" | INFO    | campaign - {text}", file=sys.stderr, flush=True
+# A logger of its own that always reaches the terminal (stderr), formatted as Prefect's console lines, whether or
+# not a flow run has configured logging: the compile can start in a worker or before any flow.
+log = logging.getLogger("campaign.compile")
+if not log.handlers:
+    _handler = logging.StreamHandler(sys.stderr)
+    _handler.setFormatter(
+        logging.Formatter("%(asctime)s.%(msecs)03d | %(levelname)-7s | campaign - %(message)s", "%H:%M:%S")
     )
+    log.addHandler(_handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+
+
+def say(text: str) -> None:
+    log.info(text)
 
 
 class CompileProgress(event.Listener):
