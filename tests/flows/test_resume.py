@@ -61,14 +61,18 @@ def _run(ws: Path, overrides: list[str], kill_when: Path | None = None) -> int:
     return proc.returncode
 
 
-def _observed_kill_point(row: tuple) -> tuple:
-    """A gate row with the rehearsal's observed kill point written as N: the supervisor kills the trainer once its
+def _gate_content(row: tuple) -> tuple:
+    """A gate row as content: which run a reused result came from left out, and the rehearsal's observed kill point
+    written as N: the supervisor kills the trainer once its
     metrics show the kill step, and whether the trainer wrote one more step before the signal landed is real timing
     (step 31 or 32 on the same data), not catalog content."""
     gate, passed, config_digest, data_digest, details = row
-    if gate != "rehearsal":
-        return row
     detail = json.loads(details)
+    # A resumed validate reuses the gates its killed predecessor judged (campaign/reuse.py): the run it names and
+    # when it checked are run identity and time, not content.
+    detail.pop("reused_from", None)
+    if gate != "rehearsal":
+        return gate, passed, config_digest, data_digest, json.dumps(detail, sort_keys=True)
     detail.pop("killed_at_step", None)
     text = json.dumps(detail, sort_keys=True)
     text = re.sub(r"killed at step \d+", "killed at step N", text)
@@ -89,7 +93,7 @@ def _snapshot(ws: Path) -> dict[str, list]:
             )
             snap[table] = con.execute(f"SELECT {cols} FROM {table} {where} ORDER BY ALL").fetchall()
             if table == "gates":
-                snap[table] = [_observed_kill_point(row) for row in snap[table]]
+                snap[table] = [_gate_content(row) for row in snap[table]]
             total, distinct = con.execute(
                 f"SELECT count(*), count(DISTINCT ({KEYS[table]})) FROM {table}"
             ).fetchone()
