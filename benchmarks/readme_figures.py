@@ -212,6 +212,9 @@ def artifact_screenshot(workspace: Path, out: Path) -> None:
                             "the Prefect server for the artifact screenshot did not start"
                         ) from None
                     time.sleep(1)
+            # A report whose inputs are unchanged is not drawn (or published) again: forget the record of its
+            # inputs, so analyse draws it and publishes its artifact to this server.
+            (workspace / "report" / "report-inputs.json").unlink(missing_ok=True)
             analyse = [str(bin_dir / "campaign"), "analyse", "--workspace", str(workspace)]
             subprocess.run(analyse, cwd=REPO, env=env, check=True, capture_output=True)
             (artifact,) = _api(
