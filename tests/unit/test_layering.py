@@ -5,6 +5,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.helpers.import_graph import campaign_imports_at_any_depth as _campaign_imports_at_any_depth
+from tests.helpers.import_graph import circles as _circles
+from tests.helpers.import_graph import package_graph, render_package_graph
+from tests.helpers.import_graph import package_of as _unit
+
 REPO = Path(__file__).resolve().parents[2]
 
 BLOCK = """
@@ -130,85 +135,9 @@ def test_no_import_cycle():
     assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
 
 
-def _campaign_imports_at_any_depth() -> dict[str, dict[str, list[str]]]:
-    """Every import between campaign's modules, wherever it is written: at module level, inside a function (it
-    runs later, but still ties the two modules together) or under `if TYPE_CHECKING:`. module -> target ->
-    the places ("file:line") that import it. Relative imports are resolved; `from package import name` points at
-    the submodule when `name` is one, and at the package (whose __init__ runs first) in every case."""
-    files = {}
-    for path in (REPO / "campaign").rglob("*.py"):
-        name = ".".join(path.relative_to(REPO).with_suffix("").parts)
-        files[name.removesuffix(".__init__")] = path
-    graph: dict[str, dict[str, list[str]]] = {name: {} for name in files}
-    for name, path in files.items():
-        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                module = node.module
-                if node.level:
-                    parts = package.split(".")
-                    module = ".".join([*parts[: len(parts) - node.level + 1], node.module])
-                # `from package import submodule` runs the package's __init__ first: an edge to both
-                targets = [
-                    *(f"{module}.{a.name}" for a in node.names if f"{module}.{a.name}" in files),
-                    module,
-                ]
-            else:
-                continue
-            for target in targets:
-                while target and target not in files:
-                    target = target.rpartition(".")[0]
-                if target and target != name:
-                    place = f"{path.relative_to(REPO).as_posix()}:{node.lineno}"
-                    graph[name].setdefault(target, []).append(place)
-    return graph
-
-
-def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The strongly connected components of more than one node (Tarjan), each sorted."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on_stack.add(v)
-        for w in sorted(graph.get(v, ())):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            component = []
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                component.append(w)
-                if w == v:
-                    break
-            if len(component) > 1:
-                found.append(sorted(component))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    return found
-
-
 # Imports between campaign's packages that may close a circle, each with the reason it is needed. Empty: every
 # idea lives below the ideas that use it.
 ALLOWED_PACKAGE_CIRCLE_EDGES: dict[tuple[str, str], str] = {}
-
-
-def _unit(module: str) -> str:
-    """A module's package inside campaign (`campaign.sim.kernel` -> `campaign.sim`; `campaign.errors` stays)."""
-    return ".".join(module.split(".")[:2])
 
 
 def test_no_import_circle_among_campaign_modules_at_any_depth():
@@ -244,3 +173,13 @@ def test_no_package_of_campaign_reaches_up():
         for c in circles
     ]
     assert not lines, "packages of campaign that import each other (one reaches up):\n" + "\n".join(lines)
+
+
+def test_design_draws_the_package_graph_as_it_is():
+    """docs/design.md draws campaign's packages and every arrow between them; the drawing is the imports' own
+    (`python -m tests.helpers.import_graph --write` redraws it)."""
+    design = (REPO / "docs" / "design.md").read_text(encoding="utf-8")
+    drawn = design.split("<!-- package-graph -->\n", 1)[1].split("<!-- /package-graph -->", 1)[0]
+    assert drawn == render_package_graph(package_graph()), (
+        "redraw: python -m tests.helpers.import_graph --write"
+    )
