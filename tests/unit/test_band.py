@@ -114,7 +114,7 @@ def test_analyse_metrics_shows_the_band_in_the_json_and_both_reports(tmp_path):
     lines += [{"step": k, "loss": 3.0 - k / 100, "tokens": 256, "time": T0 + 14 + k} for k in range(11, 31)]
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     inputs = external_report_inputs(tmp_path / "metrics.jsonl", None)
-    band = inputs.result["band"]
+    band = inputs.result.band
     assert [f["figure"] for f in band["figures"]] == ["ettr", "tokens_trained", "interruptions", "lost_gpu_h"]
     assert band["model"]["organic_rates"].startswith("the run's own failures")
     html, _, markdown = write_report(tmp_path / "report", inputs)
@@ -179,6 +179,6 @@ def test_a_short_measured_run_reads_at_its_own_scale(tmp_path):
     assert "replica -1" not in page and "a measured run" in page
     assert "of 0.0" not in page and "0.00000" not in page
     # One plan figure for the run as executed: the headline's is the plan-against-actual table's.
-    ettr = _row(inputs.result["band"], "ettr")["plan"]
-    assert inputs.result["plan_expected_ettr"] == ettr
+    ettr = _row(inputs.result.band, "ettr")["plan"]
+    assert inputs.result.plan_expected_ettr == ettr
     assert f"plan expected {ettr:.3f}, for the run as executed" in markdown
