@@ -21,7 +21,10 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from campaign import goodput
+from campaign.analysis.recorded_config import RecordedConfig
 from campaign.analysis.result import (
+    Band,
+    BandNotSimulated,
     CheckpointIntervals,
     CheckpointSection,
     CostFigures,
@@ -91,7 +94,7 @@ def analyse_window(
     )
     commitment_id, replica = window["commitment_id"], window["replica"]
     summary = json.loads(window["summary"])
-    config = json.loads(window["config_json"]) if window["config_json"] else None
+    config = RecordedConfig.from_json(window["config_json"])
     events = con.execute(
         "SELECT t_s, kind, category, scope, node, tokens_trained, detail FROM window_events ORDER BY event_id"
     ).df()
@@ -150,11 +153,11 @@ def as_measured(result: WindowAnalysis, measured: dict[str, Any]) -> WindowAnaly
     return replace(result, figures=replace(result.figures, interruptions=interruptions), measured=measured)
 
 
-def with_band(result: WindowAnalysis, band: dict[str, Any]) -> WindowAnalysis:
+def with_band(result: WindowAnalysis, band: Band | BandNotSimulated) -> WindowAnalysis:
     """A measured run's result with its plan-against-actual band, and the one plan figure for the run as executed
     (the band's closed form at its scale, pace, checkpoints and failures): the same in the headline and in the
     table; the committed plan's stays under `planned`."""
-    as_executed = next((f["plan"] for f in band["figures"] if f["figure"] == "ettr"), None)
+    as_executed = next((f.plan for f in band.figures if f.figure == "ettr"), None)
     return replace(
         result,
         band=band,
@@ -215,23 +218,17 @@ def power_figures(con: duckdb.DuckDBPyConnection, commitment_id: str, replica: i
 
 
 def released_early(
-    summary: ReplicaSummary, config: dict[str, Any] | None, gpu_hour_usd: float
+    summary: ReplicaSummary, config: RecordedConfig | None, gpu_hour_usd: float
 ) -> dict[str, float]:
     """The idle tail after this run's early finish with its price, by the one definition the calendar and the
     `schedule` gate use (`campaign.calendar.gaps.released_capacity`): the booking's nodes idle from the job's end,
     in whole seconds, at the GPU-hour price plus idle power. Without a whole recorded config: GPU-hours only."""
-    import pydantic
-
     from campaign.calendar.catalog import cluster_identity
     from campaign.calendar.gaps import Pricing, released_capacity, released_seconds
-    from campaign.config import CampaignConfig
 
     released_s = released_seconds(float(summary["window_s"]), summary.get("completion_s"))
-    try:
-        cluster = CampaignConfig.model_validate(config).cluster if config is not None else None
-    except pydantic.ValidationError:  # a partial record (not one commit wrote): priced by its GPU-hours
-        cluster = None
-    if cluster is None:
+    cluster = config.cluster if config is not None else None
+    if cluster is None:  # no config, or a partial record (not one commit wrote): priced by its GPU-hours
         gpus = int(summary["gpus"]) + int(summary["spare_gpus"])
         return released_capacity(released_s, gpus, Pricing(1, gpu_hour_usd, 0.0, 0.0))
     return released_capacity(released_s, cluster.booked_nodes, cluster_identity(cluster).pricing)
@@ -240,7 +237,7 @@ def released_early(
 def window_figures(
     summary: ReplicaSummary,
     events: pd.DataFrame,
-    config: dict[str, Any] | None,
+    config: RecordedConfig | None,
     power: dict[str, float] | None = None,
 ) -> WindowFigures:
     """Every figure of one window from its summary and event log (and the committed config, when recorded)."""
@@ -329,25 +326,25 @@ def window_figures(
         # When the committed tokens reached the target (a snapshot window trains on past it; never "completes").
         target_days=target_s / 86400.0 if target_s is not None else None,
         window_days=window_s / 86400.0,
-        smoothing=(config or {}).get("plan", {}).get("power_smoothing"),
+        smoothing=config.power_smoothing if config is not None else None,
     )
 
 
-def failure_table(by_category: pd.Series, config: dict[str, Any] | None, wall_h: float) -> list[FailureRow]:
+def failure_table(by_category: pd.Series, config: RecordedConfig | None, wall_h: float) -> list[FailureRow]:
     """Per category: observed count, the count the config's rate expected over the job's wall time, and the
     central 95% Poisson range of that expectation (observed outside it: the profile and the window disagree)."""
     observed = {str(k): int(v) for k, v in by_category.items()}
     expected: dict[str, float] = {}
     if config is not None:
-        cluster = config["cluster"]
-        for f in cluster.get("failures", []):
-            if f.get("per_gpu_year") is not None:
-                job_per_h = f["per_gpu_year"] * cluster["gpus_per_node"] * cluster["nodes"] / (365.0 * 24.0)
-            elif f.get("per_job_hour") is not None:
-                job_per_h = f["per_job_hour"]
+        gpus_per_node, nodes = config.gpus_per_node or 0, config.nodes or 0
+        for f in config.failure_rates:
+            if f.per_gpu_year is not None:
+                job_per_h = f.per_gpu_year * gpus_per_node * nodes / (365.0 * 24.0)
+            elif f.per_job_hour is not None:
+                job_per_h = f.per_job_hour
             else:
-                job_per_h = f["per_1k_node_days"] / 1000.0 / 24.0 * cluster["nodes"]
-            expected[f["name"]] = job_per_h * wall_h
+                job_per_h = (f.per_1k_node_days or 0.0) / 1000.0 / 24.0 * nodes
+            expected[f.name] = job_per_h * wall_h
     rows = []
     for name in sorted(set(observed) | set(expected), key=lambda n: (-expected.get(n, 0.0), n)):
         mean = expected.get(name)
@@ -399,14 +396,14 @@ def checkpoint_section(
 def spares_section(
     events: pd.DataFrame,
     summary: ReplicaSummary,
-    config: dict[str, Any] | None,
+    config: RecordedConfig | None,
     buckets: dict[str, float],
     gpu_hour_usd: float,
 ) -> SparesSection:
     """Did the spare pool run out, for how long, and would more spare nodes have paid for themselves?"""
     waits = events[events["kind"] == "waiting_start"]["detail"].fillna("")
     short = [int(d.split("slots_without_node=")[1].split()[0]) for d in waits if "slots_without_node=" in d]
-    gpus_per_node = (config or {}).get("cluster", {}).get("gpus_per_node")
+    gpus_per_node = config.gpus_per_node if config is not None else None
     spare_nodes = summary["spare_gpus"] // gpus_per_node if gpus_per_node else None
     n_exhausted = int((events["kind"] == "spares_exhausted").sum())
     more = max(short) if short else 0
@@ -442,16 +439,14 @@ def _spans_s(events: pd.DataFrame, start: str, end: str) -> float:
 
 
 def data_section(
-    con: duckdb.DuckDBPyConnection, config: dict[str, Any] | None = None, data_dir: Path | None = None
+    con: duckdb.DuckDBPyConnection, config: RecordedConfig | None = None, data_dir: Path | None = None
 ) -> DataSection:
     """Kept documents and tokens per source with the achieved token share against the planned one (the committed
     config's source weights, normalised), and rejected documents by reason."""
     mixture = con.execute(
         "SELECT source, n_input, n_documents, n_rejected, n_tokens, token_share FROM data_mixture"
     ).df()
-    weights = {
-        s["name"]: float(s.get("weight", 0.0)) for s in (config or {}).get("data", {}).get("sources", [])
-    }
+    weights = config.source_weights if config is not None else {}
     total = sum(weights.values())
     mixture["planned_share"] = [
         weights[s] / total if total and s in weights else None for s in mixture["source"]
@@ -460,7 +455,7 @@ def data_section(
         "SELECT reason, CAST(sum(n_documents) AS BIGINT) AS n_documents FROM rejections_by_reason "
         "GROUP BY reason ORDER BY n_documents DESC, reason"
     ).df()
-    tokens = rejected_tokens_by_reason(data_dir, (config or {}).get("data", {}).get("tokenizer"))
+    tokens = rejected_tokens_by_reason(data_dir, config.tokenizer if config is not None else None)
     rejections["n_tokens"] = [tokens.get(r) for r in rejections["reason"]] if tokens else None
     # The rows as DuckDB gave them (the values unconverted, so analysis.json keeps their exact figures).
     return DataSection(

@@ -100,7 +100,9 @@ def smoothing_effect(
         max_ramp_mw_per_s=WithWithout(on["max_ramp_mw_per_s"], off["max_ramp_mw_per_s"]),
         swing_mw=WithWithout(on["peak"] - on["min"], off["peak"] - off["min"]),
         tokens_trained=WithWithout(summary["tokens_trained"], without["tokens_trained"]),
-        completion_days=FinishWithWithout(*(completion_days(s.get("completion_s")) for s in (summary, without))),
+        completion_days=FinishWithWithout(
+            *(completion_days(s.get("completion_s")) for s in (summary, without))
+        ),
     )
 
 

@@ -256,6 +256,61 @@ class SmoothingEffect(JsonRecord):
 
 
 @dataclass(frozen=True, slots=True)
+class BandFigure(JsonRecord):
+    """One headline figure of a measured run beside the plan and the p10-p90 band of its replicas."""
+
+    figure: str
+    label: str
+    real: float
+    plan: float | None
+    p10: float
+    p50: float
+    p90: float
+    is_inside: bool | None  # None: the band has no spread, so it calls no figure outside
+    no_spread: bool
+
+
+@dataclass(frozen=True, slots=True)
+class BandModel(JsonRecord):
+    """The run as executed, as the band's replicas simulate it."""
+
+    slots: int
+    step_time_s: float
+    tokens_per_step: int
+    checkpoint_interval_s: float
+    checkpoint_write_s: float
+    window_s: float
+    startup_s: float
+    detect_s: float
+    restart_s: float
+    organic_rates: str  # where the organic rates came from
+    failures_per_hour: dict[str, float]
+
+
+@dataclass(frozen=True, slots=True)
+class Band(JsonRecord):
+    """A measured run's plan-against-actual band (`campaign.analysis.band.replica_band`)."""
+
+    replicas: int
+    seed: int
+    figures: list[BandFigure]
+    n_inside: int
+    n_judged: int
+    conditioned_on: str
+    cancelled: bool  # the run was stopped before its end; the replicas run to theirs
+    model: BandModel
+
+
+@dataclass(frozen=True, slots=True)
+class BandNotSimulated(JsonRecord):
+    """A measured run whose band could not be simulated, and why."""
+
+    replicas: int
+    figures: list[BandFigure]
+    not_simulated: str
+
+
+@dataclass(frozen=True, slots=True)
 class WindowAnalysis(JsonRecord):
     """The analysis of one executed window: its figures, where it came from, and the sections the report adds.
 
@@ -278,7 +333,7 @@ class WindowAnalysis(JsonRecord):
     plan_expected_ettr_basis: str | None
     recommendations: list[dict[str, str]] = field(default_factory=list)
     measured: Mapping[str, object] | None = None  # the measured-run summary (campaign.execution.measured)
-    band: Mapping[str, object] | None = None  # campaign.analysis.band.replica_band
+    band: Band | BandNotSimulated | None = None
     smoothing_compared: bool = False
     smoothing_effect: SmoothingEffect | None = None
     power_zoom: list[ZoomPanel] | None = None
@@ -303,7 +358,7 @@ class WindowAnalysis(JsonRecord):
         if self.measured is not None:
             out["measured"] = self.measured
         if self.band is not None:
-            out["band"] = self.band
+            out["band"] = self.band.to_json()
         out.update(
             plan_expected_ettr=self.plan_expected_ettr,
             plan_expected_ettr_basis=self.plan_expected_ettr_basis,

@@ -248,7 +248,7 @@ def external_report_inputs(metrics: Path, incidents: Path | None, gpu_hour_usd: 
         plan_expected_ettr=None,
         plan_expected_ettr_basis=None,
     )
-    result = with_band(as_measured(result, summary["measured"]), replica_band(dict(summary), events, None))
+    result = with_band(as_measured(result, summary["measured"]), replica_band(summary, events, None))
     result = with_recommendations(result)
     band = pd.DataFrame({"day": [], "min_mw": [], "mean_mw": [], "max_mw": []})
     return ReportInputs(

@@ -13,6 +13,7 @@ import pytest
 
 from campaign import goodput
 from campaign.analysis.analysis import analyse_window, analysis_workspace, window_figures
+from campaign.analysis.recorded_config import RecordedConfig
 from campaign.analysis.statistics import checkpoint_overhead, optimal_interval_s, poisson_interval
 from campaign.errors import ConfigError, DataError
 from campaign.store import catalog
@@ -230,7 +231,7 @@ def test_spares_that_ran_out_are_costed():
             ),
         ]
     )
-    config = {"cluster": {"gpus_per_node": 10, "nodes": 10, "failures": []}}
+    config = RecordedConfig.from_mapping({"cluster": {"gpus_per_node": 10, "nodes": 10, "failures": []}})
     r = window_figures(_summary(None), events, config)
     sp = r.spares
     assert sp.n_waits == 1 and sp.more_spare_nodes_needed == 2 and sp.spare_nodes == 2
