@@ -41,9 +41,9 @@ def analyse(ws: store.Workspace, report_dir: Path | None = None) -> dict:
 
     inputs = gather_report_inputs(ws)
     html, md, markdown = write_report(report_dir, inputs)
-    result, config_json = inputs.result, inputs.config_json
+    config_json = inputs.config_json
     campaign = json.loads(config_json).get("name", ws.root.name) if config_json else ws.root.name
-    result = {**result, "campaign": campaign, "report": str(md), "report_html": str(html)}
+    result = {**inputs.result.to_json(), "campaign": campaign, "report": str(md), "report_html": str(html)}
     atomic_write_json(report_dir / "analysis.json", result)
     record_drawn(report_dir, inputs_digest)
     return publish_report(result, markdown, html)

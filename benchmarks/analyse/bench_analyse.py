@@ -86,7 +86,7 @@ def build(root: Path) -> tuple[store.Workspace, dict, np.ndarray]:
 
 def campaign_analysis(ws: store.Workspace) -> dict:
     with store.catalog(ws, read_only=True) as con:
-        result = analyse_window(con, str(ws.catalog_path))
+        result = analyse_window(con, str(ws.catalog_path)).to_json()
         row = con.execute(query("power"), {"commitment_id": "c-bench-1s", "replica": 0}).fetchone()
     result["one_second_day"] = {"peak": row[0], "mean": row[1], "min": row[2], "max_ramp_mw_per_s": row[4]}
     return result

@@ -16,14 +16,20 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from campaign import goodput
+from campaign.analysis.result import Band, BandFigure, BandModel, BandNotSimulated
 from campaign.config import FailureCategoryConfig
 from campaign.plan.checkpointing import daly_expected_wall_s
+
+if TYPE_CHECKING:
+    from campaign.analysis.recorded_config import RecordedConfig
+    from campaign.sim.inputs import SimInputs
+    from campaign.sim.summary import ReplicaSummary
 
 BAND_REPLICAS = 200  # enough for a stable p10 and p90 (each from about 20 replicas), fast enough for analyse
 # The fewest replicas with the run's own failure count for a band conditioned on it (a p10 and p90 from fewer than
@@ -60,7 +66,7 @@ class RunAsExecuted:
 
 
 def run_as_executed(
-    summary: dict[str, Any], events: pd.DataFrame, config: dict[str, Any] | None
+    summary: ReplicaSummary, events: pd.DataFrame, config: RecordedConfig | None
 ) -> RunAsExecuted | str:
     """The run as executed, from its measured summary, events and config; or why it cannot be simulated."""
     m = summary["measured"]
@@ -151,14 +157,12 @@ def injected_rate_per_s(
 
 
 def _organic(
-    config: dict[str, Any] | None, failures: pd.DataFrame, wall_s: float
+    config: RecordedConfig | None, failures: pd.DataFrame, wall_s: float
 ) -> tuple[list[FailureCategoryConfig], str]:
     """The organic categories: the config's (scaled to one slot by the simulator), or, for a run with no config,
     the rates of its own organic failures over its wall time (the band then shows chance alone)."""
     if config is not None:
-        cats = [
-            FailureCategoryConfig.model_validate(c) for c in config.get("cluster", {}).get("failures", [])
-        ]
+        cats = [FailureCategoryConfig.model_validate(c) for c in config.failure_categories]
         return cats, "the committed config's failure categories, at one slot"
     own = failures[~failures["detail"].astype(str).str.startswith("injected")]
     hours = max(wall_s, 1e-9) / 3600.0
@@ -180,7 +184,7 @@ def _organic(
     return cats, "the run's own failures over its wall time (no config: the band shows chance alone)"
 
 
-def band_inputs(run: RunAsExecuted) -> Any:
+def band_inputs(run: RunAsExecuted) -> SimInputs:
     """The simulator's inputs for the run as executed (a campaign.sim.SimInputs)."""
     from campaign.sim.inputs import SimInputs
 
@@ -213,7 +217,7 @@ def band_inputs(run: RunAsExecuted) -> Any:
     )
 
 
-def replica_figures(summaries: list[Any], run: RunAsExecuted) -> dict[str, np.ndarray]:
+def replica_figures(summaries: list[ReplicaSummary], run: RunAsExecuted) -> dict[str, np.ndarray]:
     """Each headline figure per replica, with the run's first start-up added (the simulator starts at once)."""
     startup_h = run.startup_s / 3600.0
     productive = np.array([s["job_time_s"]["productive"] for s in summaries], dtype=float)
@@ -268,23 +272,23 @@ def figure_text(figure: str, value: float | None) -> str:
 
 
 def replica_band(
-    summary: dict[str, Any],
+    summary: ReplicaSummary,
     events: pd.DataFrame,
-    config: dict[str, Any] | None,
+    config: RecordedConfig | None,
     replicas: int = BAND_REPLICAS,
-) -> dict[str, Any]:
+) -> Band | BandNotSimulated:
     """The `band` section of a measured run's analysis: per headline figure the real value, the plan's
     expectation, the replicas' p10, p50 and p90, and whether the real run fell inside p10-p90."""
     run = run_as_executed(summary, events, config)
     if isinstance(run, str):
-        return {"replicas": 0, "figures": [], "not_simulated": run}
+        return BandNotSimulated(0, [], run)
     from campaign.errors import CampaignError
     from campaign.sim.fast import compiled_inputs, simulate_summary
 
     try:
         inputs = band_inputs(run)
     except CampaignError as err:  # a run the simulator cannot take (e.g. a window shorter than a checkpoint)
-        return {"replicas": 0, "figures": [], "not_simulated": str(err)}
+        return BandNotSimulated(0, [], str(err))
     prepared = compiled_inputs(inputs)
     per_replica = replica_figures([simulate_summary(inputs, r, prepared) for r in range(replicas)], run)
     real = {
@@ -305,43 +309,43 @@ def replica_band(
         flat = math.isclose(p10, p90, rel_tol=1e-9, abs_tol=1e-12)
         same_value = math.isclose(real[key], p10, rel_tol=1e-9, abs_tol=1e-12)
         rows.append(
-            {
-                "figure": key,
-                "label": label,
-                "real": real[key],
-                "plan": plan[key],
-                "p10": p10,
-                "p50": p50,
-                "p90": p90,
-                "is_inside": (True if same_value else None)
+            BandFigure(
+                figure=key,
+                label=label,
+                real=real[key],
+                plan=plan[key],
+                p10=p10,
+                p50=p50,
+                p90=p90,
+                is_inside=(True if same_value else None)
                 if flat
                 else bool(p10 - 1e-9 <= real[key] <= p90 + 1e-9),
-                "no_spread": flat,
-            }
+                no_spread=flat,
+            )
         )
-    return {
-        "replicas": replicas,
-        "seed": run.seed,
-        "figures": rows,
-        "n_inside": sum(r["is_inside"] is True for r in rows),
-        "n_judged": sum(r["is_inside"] is not None for r in rows),
-        "conditioned_on": conditioned,
+    return Band(
+        replicas=replicas,
+        seed=run.seed,
+        figures=rows,
+        n_inside=sum(r.is_inside is True for r in rows),
+        n_judged=sum(r.is_inside is not None for r in rows),
+        conditioned_on=conditioned,
         # a run stopped before its end (cancelled) is set beside replicas that run to theirs: read it so
-        "cancelled": str(summary["measured"].get("end") or "").startswith("cancelled"),
-        "model": {
-            "slots": run.slots,
-            "step_time_s": run.step_time_s,
-            "tokens_per_step": run.tokens_per_step,
-            "checkpoint_interval_s": run.checkpoint_interval_s,
-            "checkpoint_write_s": run.checkpoint_write_s,
-            "window_s": run.window_s,
-            "startup_s": run.startup_s,
-            "detect_s": run.detect_s,
-            "restart_s": run.restart_s,
-            "organic_rates": run.organic_source,
-            "failures_per_hour": {c.name: c.job_rate_per_hour(1, 1) for c in run.failures},
-        },
-    }
+        cancelled=str(summary["measured"].get("end") or "").startswith("cancelled"),
+        model=BandModel(
+            slots=run.slots,
+            step_time_s=run.step_time_s,
+            tokens_per_step=run.tokens_per_step,
+            checkpoint_interval_s=run.checkpoint_interval_s,
+            checkpoint_write_s=run.checkpoint_write_s,
+            window_s=run.window_s,
+            startup_s=run.startup_s,
+            detect_s=run.detect_s,
+            restart_s=run.restart_s,
+            organic_rates=run.organic_source,
+            failures_per_hour={c.name: c.job_rate_per_hour(1, 1) for c in run.failures},
+        ),
+    )
 
 
 def conditioned_on_failures(interruptions: np.ndarray, real: float) -> tuple[np.ndarray | None, str]:

@@ -197,7 +197,7 @@ def load_run(target: str) -> dict[str, Any]:
     ws = analysis_workspace(path)
     with catalog(ws, read_only=True) as con:
         result = analyse_window(con, str(ws.catalog_path))
-    return {"target": target, "kind": "window", "name": ws.root.name, "data": result}
+    return {"target": target, "kind": "window", "name": ws.root.name, "data": result.to_json()}
 
 
 def _get(data: dict[str, Any], dotted: str) -> float | None:

@@ -8,7 +8,7 @@ markers, shaded spans, twin panels). Dense series are decimated to the figure's 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -17,6 +17,9 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator
 from campaign.figures import num, token_unit
 from campaign.svg import Figure, plt
 from campaign.svg import svg_figure as _figure
+
+if TYPE_CHECKING:
+    from campaign.analysis.result import FailureRow, WindowFigures, ZoomPanel
 
 _TAB10 = plt.get_cmap("tab10")
 CATEGORY_COLOURS = [_TAB10(i)[:3] for i in range(_TAB10.N)]
@@ -76,19 +79,17 @@ def _events(events: pd.DataFrame, kind: str) -> pd.DataFrame:
     return events[events["kind"] == kind]
 
 
-def timeline(events: pd.DataFrame, result: dict[str, Any]) -> Figure:
+def timeline(events: pd.DataFrame, result: WindowFigures) -> Figure:
     """Tokens against the plan, interruptions by category, checkpoints, waiting and spares in use, by day."""
     fig, (ax, ax2) = plt.subplots(2, 1, figsize=(10, 4.6), sharex=True, height_ratios=[3, 1])
     day = (events["t_s"] / 86400.0).to_numpy()
-    end_day = result["window_days"]
+    end_day = result.window_days
     tokens = events["tokens_trained"].to_numpy(dtype=float)
     # A step plot needs only the rows where the value changes (and the last one), and no more than the pixels show.
     keep = np.append(np.diff(tokens, prepend=np.nan) != 0, True)[: len(tokens)]
     keep[-1:] = True
     x, y = decimate_steps(day[keep], tokens[keep], end_day)
-    scale, unit = token_unit(
-        result["tokens_target"]
-    )  # the run's own size: B for a campaign, K for a rehearsal
+    scale, unit = token_unit(result.tokens_target)  # the run's own size: B for a campaign, K for a rehearsal
     ax.step(
         x,
         y / scale,
@@ -98,15 +99,13 @@ def timeline(events: pd.DataFrame, result: dict[str, Any]) -> Figure:
         label=f"tokens kept ({unit})",
         rasterized=len(x) > DENSE,
     )
-    plan = result["planned"]
-    if plan.get("tokens_per_s") and plan.get("expected_ettr"):
+    plan = result.planned
+    if plan.tokens_per_s and plan.expected_ettr:
         t = np.linspace(0, end_day, 200)
-        planned = np.minimum(
-            plan["tokens_per_s"] * plan["expected_ettr"] * t * 86400.0, result["tokens_target"]
-        )
+        planned = np.minimum(plan.tokens_per_s * plan.expected_ettr * t * 86400.0, result.tokens_target)
         ax.plot(t, planned / scale, ls="--", color="grey", lw=1, label="plan (expected ETTR)")
-    ax.axhline(result["tokens_target"] / scale, color="black", lw=0.6, ls=":", label="target")
-    categories = [row["category"] for row in result["failures"]] or sorted(
+    ax.axhline(result.tokens_target / scale, color="black", lw=0.6, ls=":", label="target")
+    categories = [row.category for row in result.failures] or sorted(
         _events(events, "failure")["category"].unique()
     )
     for i, name in enumerate(categories):
@@ -149,16 +148,16 @@ def timeline(events: pd.DataFrame, result: dict[str, Any]) -> Figure:
         lw=1,
         label=f"checkpoints ({len(ckpt)})",
     )
-    if result.get("completion_days"):
-        ax.axvline(result["completion_days"], color="#2a9d4b", lw=1.2)
-        ax.axvspan(result["completion_days"], end_day, color="#d9d9d9", alpha=0.5, label="released early")
+    if result.completion_days:
+        ax.axvline(result.completion_days, color="#2a9d4b", lw=1.2)
+        ax.axvspan(result.completion_days, end_day, color="#d9d9d9", alpha=0.5, label="released early")
     ax.set_ylabel(f"tokens trained ({unit})")
     ax.set_title("Window timeline")
     # Beside the panel, not on it: the failure lines and the target run the whole height and width.
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, fontsize=7, frameon=False)
     ax.grid(alpha=0.25)
     swaps = (events["kind"] == "spare_swap").astype(int) - (events["kind"] == "repair_done").astype(int)
-    spare_nodes = result["spares"]["spare_nodes"]
+    spare_nodes = result.spares.spare_nodes
     in_use = np.clip(
         swaps.cumsum().to_numpy(dtype=float), 0, spare_nodes if spare_nodes is not None else None
     )
@@ -236,29 +235,27 @@ def waterfall(buckets: dict[str, float], window_gpu_h: float) -> Figure:
     return _figure("waterfall", fig)
 
 
-def failures(rows: list[dict[str, Any]]) -> Figure:
+def failures(rows: list[FailureRow]) -> Figure:
     """Observed count per category against the expected mean and its 95% Poisson range."""
     fig, ax = plt.subplots(figsize=(10, max(2.2, 0.42 * len(rows) + 1.2)))
     y = np.arange(len(rows))
     for i, row in enumerate(rows):
-        if row["expected"] is not None:
+        if row.expected is not None and row.interval_lo is not None and row.interval_hi is not None:
             ax.plot(
-                [row["interval_lo"], row["interval_hi"]],
+                [row.interval_lo, row.interval_hi],
                 [i, i],
                 color="#8fb3d9",
                 lw=6,
                 solid_capstyle="butt",
                 label="95% Poisson range of the plan" if i == 0 else None,
             )
-            ax.plot(
-                row["expected"], i, "|", color="#1f4e79", ms=14, mew=2, label="expected" if i == 0 else None
-            )
-        colour = "#2a9d4b" if row["is_within"] in (True, None) else "#d62728"
-        ax.plot(row["observed"], i, "o", color=colour, ms=7, label="observed" if i == 0 else None)
-    ax.set_yticks(y, [r["category"] for r in rows] or [])
+            ax.plot(row.expected, i, "|", color="#1f4e79", ms=14, mew=2, label="expected" if i == 0 else None)
+        colour = "#2a9d4b" if row.is_within in (True, None) else "#d62728"
+        ax.plot(row.observed, i, "o", color=colour, ms=7, label="observed" if i == 0 else None)
+    ax.set_yticks(y, [r.category for r in rows] or [])
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     # A little room left of 0, so an observed 0 shows its whole dot instead of half of it on the axis.
-    right = max([1.0, *(v for r in rows for v in (r["observed"], r["interval_hi"]) if v is not None)])
+    right = max([1.0, *(v for r in rows for v in (r.observed, r.interval_hi) if v is not None)])
     ax.set_xlim(left=-0.03 * right)
     ax.set_xlabel("unexpected interruptions (count)")
     ax.set_title("Failures by category: observed against the plan's expectation")
@@ -324,20 +321,19 @@ def power_band(band: pd.DataFrame, events: pd.DataFrame, window_days: float) -> 
     return _figure("power", fig)
 
 
-def power_zoom(panels: list[dict[str, Any]]) -> Figure:
+def power_zoom(panels: list[ZoomPanel]) -> Figure:
     """Per-second power around chosen moments, with the swing (max - min) and the steepest ramp marked."""
     fig, axes = plt.subplots(1, max(len(panels), 1), figsize=(10, 2.8), squeeze=False)
     for ax, panel in zip(axes[0], panels, strict=False):
-        t, mw = panel["t_s"], panel["power_mw"]
-        ax.plot(t - panel["centre_s"], mw, color="#1f4e79", lw=1)
+        t, mw = panel.t_s, panel.power_mw
+        ax.plot(t - panel.centre_s, mw, color="#1f4e79", lw=1)
         ax.axvline(0, color="#d62728", lw=0.8, ls=":")
         ax.axhline(mw.max(), color="grey", lw=0.6, ls="--")
         ax.axhline(mw.min(), color="grey", lw=0.6, ls="--")
         k = int(np.argmax(np.abs(np.diff(mw)))) if len(mw) > 1 else 0
-        ax.plot(t[k : k + 2] - panel["centre_s"], mw[k : k + 2], color="#d62728", lw=2.5)
+        ax.plot(t[k : k + 2] - panel.centre_s, mw[k : k + 2], color="#d62728", lw=2.5)
         ax.set_title(
-            f"{panel['title']}\nswing {panel['swing_mw']:.2f} MW, steepest ramp "
-            f"{panel['max_ramp_mw_per_s']:.2f} MW/s",
+            f"{panel.title}\nswing {panel.swing_mw:.2f} MW, steepest ramp {panel.max_ramp_mw_per_s:.2f} MW/s",
             fontsize=8,
         )
         ax.set_xlabel("seconds from the event")

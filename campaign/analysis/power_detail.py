@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from campaign.analysis.result import FinishWithWithout, SmoothingEffect, WithWithout, ZoomPanel
 from campaign.sim.power import one_second_series
 from campaign.sim.summary import ReplicaSummary
 
@@ -47,20 +47,20 @@ def rebuild_one_second(
     return one_second_series(result.power_curve), ""
 
 
-def zoom(series_mw: np.ndarray, centre_s: float, title: str, half_width_s: int = 300) -> dict[str, Any]:
+def zoom(series_mw: np.ndarray, centre_s: float, title: str, half_width_s: int = 300) -> ZoomPanel:
     """The per-second series from centre - half_width to centre + half_width, with its swing and steepest ramp."""
     lo = max(int(centre_s) - half_width_s, 0)
     hi = min(int(centre_s) + half_width_s, len(series_mw))
     mw = series_mw[lo:hi]
     steps = np.abs(np.diff(mw)) if len(mw) > 1 else np.zeros(1)
-    return {
-        "title": title,
-        "centre_s": float(centre_s),
-        "t_s": np.arange(lo, hi, dtype=float),
-        "power_mw": mw,
-        "swing_mw": float(mw.max() - mw.min()) if len(mw) else 0.0,
-        "max_ramp_mw_per_s": float(steps.max()),
-    }
+    return ZoomPanel(
+        title=title,
+        centre_s=float(centre_s),
+        t_s=np.arange(lo, hi, dtype=float),
+        power_mw=mw,
+        swing_mw=float(mw.max() - mw.min()) if len(mw) else 0.0,
+        max_ramp_mw_per_s=float(steps.max()),
+    )
 
 
 def zoom_moments(events: pd.DataFrame) -> list[tuple[float, str]]:
@@ -76,7 +76,9 @@ def zoom_moments(events: pd.DataFrame) -> list[tuple[float, str]]:
     return out
 
 
-def smoothing_effect(config_json: str | None, replica: int, summary: ReplicaSummary) -> dict[str, Any] | None:
+def smoothing_effect(
+    config_json: str | None, replica: int, summary: ReplicaSummary
+) -> SmoothingEffect | None:
     """What the window's power smoothing cost against the swing it removed: the same window (same seed, so the same
     failures) simulated again without smoothing, set beside the recorded one. None when smoothing was off."""
     if not config_json:
@@ -92,14 +94,17 @@ def smoothing_effect(config_json: str | None, replica: int, summary: ReplicaSumm
     plain = config.model_copy(update={"plan": config.plan.model_copy(update={"power_smoothing": None})})
     without = simulate(window_inputs(plain, make_plan(plain)), replica=replica).summary
     on, off = summary["power_mw"], without["power_mw"]
-    return {
-        "energy_mwh": {"with": summary["energy_mwh"], "without": without["energy_mwh"]},
-        "extra_energy_mwh": summary["energy_mwh"] - without["energy_mwh"],
-        "max_ramp_mw_per_s": {"with": on["max_ramp_mw_per_s"], "without": off["max_ramp_mw_per_s"]},
-        "swing_mw": {"with": on["peak"] - on["min"], "without": off["peak"] - off["min"]},
-        "tokens_trained": {"with": summary["tokens_trained"], "without": without["tokens_trained"]},
-        "completion_days": {
-            k: (completion_s / 86400.0 if (completion_s := s.get("completion_s")) else None)
-            for k, s in (("with", summary), ("without", without))
-        },
-    }
+    return SmoothingEffect(
+        energy_mwh=WithWithout(summary["energy_mwh"], without["energy_mwh"]),
+        extra_energy_mwh=summary["energy_mwh"] - without["energy_mwh"],
+        max_ramp_mw_per_s=WithWithout(on["max_ramp_mw_per_s"], off["max_ramp_mw_per_s"]),
+        swing_mw=WithWithout(on["peak"] - on["min"], off["peak"] - off["min"]),
+        tokens_trained=WithWithout(summary["tokens_trained"], without["tokens_trained"]),
+        completion_days=FinishWithWithout(
+            *(completion_days(s.get("completion_s")) for s in (summary, without))
+        ),
+    )
+
+
+def completion_days(completion_s: float | None) -> float | None:
+    return completion_s / 86400.0 if completion_s else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,6 +25,7 @@ from campaign.goodput import BUCKETS
 
 if TYPE_CHECKING:
     from campaign.analysis.plots import Figure
+    from campaign.analysis.result import WindowAnalysis
 
 
 def _is_html(name: str | None) -> bool:
@@ -58,37 +60,37 @@ def css() -> markupsafe.Markup:
 
 
 def window_figures(
-    result: dict[str, Any], events: pd.DataFrame, power_band: pd.DataFrame, one_second: np.ndarray | None
-) -> dict[str, Figure]:
-    """Every figure of the window report (`power_band`: per-bin min/mean/max, `report_inputs.power_band`)."""
+    result: WindowAnalysis, events: pd.DataFrame, power_band: pd.DataFrame, one_second: np.ndarray | None
+) -> tuple[dict[str, Figure], WindowAnalysis]:
+    """Every figure of the window report (`power_band`: per-bin min/mean/max, `report_inputs.power_band`), and the
+    analysis with the zoom panels' figures (`power_zoom`)."""
     from campaign.analysis import plots  # matplotlib loads only when a report is drawn
 
+    r = result.figures
     figs = {
-        "timeline": plots.timeline(events, result),
-        "waterfall": plots.waterfall(result["goodput_breakdown_gpu_h"], result["window_gpu_h"]),
-        "failures": plots.failures(result["failures"]),
-        "power": plots.power_band(power_band, events, result["window_days"]),
+        "timeline": plots.timeline(events, r),
+        "waterfall": plots.waterfall(r.goodput_breakdown_gpu_h, r.window_gpu_h),
+        "failures": plots.failures(r.failures),
+        "power": plots.power_band(power_band, events, r.window_days),
     }
-    ck = result["checkpoint"]
-    if ck.get("optimal_for_observed_mtbf_s"):
-        mtbf_s = result["observed_job_mtbf_h"] * 3600.0
+    ck = r.checkpoint
+    if ck.optimal_for_observed_mtbf_s and r.observed_job_mtbf_h is not None:
+        mtbf_s = r.observed_job_mtbf_h * 3600.0
+        write_s, restart_s = ck.write_s or 0.0, ck.mean_restart_s or 0.0  # both set wherever the optimum is
         figs["checkpoint"] = plots.checkpoint_cost(
-            ck["used_s"],
-            ck["optimal_for_observed_mtbf_s"],
-            lambda t: checkpoint_overhead(t, ck["write_s"], ck["mean_restart_s"], mtbf_s),
+            ck.used_s,
+            ck.optimal_for_observed_mtbf_s,
+            lambda t: checkpoint_overhead(t, write_s, restart_s, mtbf_s),
         )
     panels = (
         [zoom(one_second, t, title) for t, title in zoom_moments(events)] if one_second is not None else []
     )
-    result["power_zoom"] = [
-        {k: p[k] for k in ("title", "centre_s", "swing_mw", "max_ramp_mw_per_s")} for p in panels
-    ]
     figs["power_zoom"] = plots.power_zoom(panels)
-    return figs
+    return figs, replace(result, power_zoom=panels)
 
 
 def render_html(
-    result: dict[str, Any],
+    result: WindowAnalysis,
     figures: dict[str, Figure],
     zoom_note: str = "",
     rehearsal: dict[str, Any] | None = None,
@@ -97,7 +99,7 @@ def render_html(
         environment()
         .get_template("report.html.j2")
         .render(
-            r=result,
+            r=result.to_json(),
             figures={k: f.svg for k, f in figures.items()}
             | {"checkpoint": figures.get("checkpoint") and figures["checkpoint"].svg},
             buckets=BUCKETS,
@@ -118,14 +120,14 @@ def svg_data_uri(svg: str) -> str:
 
 
 def render_markdown(
-    result: dict[str, Any], figures: dict[str, Figure], rehearsal: dict[str, Any] | None = None
+    result: WindowAnalysis, figures: dict[str, Figure], rehearsal: dict[str, Any] | None = None
 ) -> str:
     """The summary for the Prefect UI and report.md: headline with definitions, recommendations, tables, figures."""
     return (
         environment()
         .get_template("summary.md.j2")
         .render(
-            r=result,
+            r=result.to_json(),
             images={k: svg_data_uri(f.svg) for k, f in figures.items()},
             buckets=BUCKETS,
             rehearsal=rehearsal,
@@ -171,16 +173,18 @@ def fitted_rates(config_json: str | None) -> list[dict[str, Any]]:
 
 def write_report(report_dir: Path, inputs: ReportInputs) -> tuple[Path, Path, str]:
     """Write report.html and report.md from `gather_report_inputs`; returns their paths and the Markdown (for the
-    artifact). Adds `power_zoom` (the zoom panels' figures) and `fitted_rates` to `inputs.result`."""
-    figures = window_figures(inputs.result, inputs.events, inputs.power_band, inputs.one_second)
-    inputs.result["fitted_rates"] = fitted_rates(inputs.config_json)
-    if inputs.result["fitted_rates"]:
+    artifact). Sets `inputs.result` to the analysis as drawn: with `power_zoom` (the zoom panels' figures) and
+    `fitted_rates`."""
+    figures, drawn = window_figures(inputs.result, inputs.events, inputs.power_band, inputs.one_second)
+    drawn = replace(drawn, fitted_rates=fitted_rates(inputs.config_json))
+    if drawn.fitted_rates:
         from campaign.failures.report import rates_figure
 
-        figures["fitted_rates"] = rates_figure({"categories": inputs.result["fitted_rates"]})
+        figures["fitted_rates"] = rates_figure({"categories": drawn.fitted_rates})
+    inputs.result = drawn
     section = rehearsal_section(inputs.rehearsal)
-    html = render_html(inputs.result, figures, inputs.zoom_note, section)
-    markdown = render_markdown(inputs.result, figures, section)
+    html = render_html(drawn, figures, inputs.zoom_note, section)
+    markdown = render_markdown(drawn, figures, section)
     html_path = atomic_write_text(report_dir / "report.html", html)
     md_path = atomic_write_text(report_dir / "report.md", markdown)
     return html_path, md_path, markdown

@@ -6,19 +6,20 @@ read the report's inputs through `gather_report_inputs`."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import duckdb
 import numpy as np
 import pandas as pd
 
-from campaign.analysis.analysis import analyse_window, query, recommendations
+from campaign.analysis.analysis import analyse_window, query, with_recommendations
 from campaign.analysis.power_detail import rebuild_one_second, smoothing_effect
 from campaign.sql.rows import one_row
 from campaign.store import Workspace, catalog
 
 if TYPE_CHECKING:  # the simulator package imports its compiled kernels: not needed to read a summary
+    from campaign.analysis.result import WindowAnalysis
     from campaign.sim.summary import ReplicaSummary
 
 # The power band is drawn with this many bins across the window (about one per horizontal pixel of the figure);
@@ -28,9 +29,9 @@ BAND_BINS = 720
 
 @dataclass
 class ReportInputs:
-    """The report's inputs. `result` is the analysis.json object (the report adds `power_zoom` to it)."""
+    """The report's inputs. `result` is the analysis (the report sets it to the drawn one, with `power_zoom`)."""
 
-    result: dict[str, Any]
+    result: WindowAnalysis
     events: pd.DataFrame
     power_band: pd.DataFrame  # day, min_mw, mean_mw, max_mw per bin
     one_second: np.ndarray | None  # MW per second of the window, or None (then `zoom_note` says why)
@@ -57,11 +58,11 @@ def gather_report_inputs(ws: Workspace) -> ReportInputs:
         events = con.execute("SELECT * FROM window_events ORDER BY event_id").df()
         window = one_row(con, "SELECT config_json, summary FROM executed_window")
         config_json, summary = window["config_json"], json.loads(window["summary"])
-        band = power_band(con, result["commitment_id"], result["replica"], float(summary["window_s"]))
-    one_second, note = rebuild_one_second(config_json, result["replica"], summary, len(events))
+        band = power_band(con, result.commitment_id, result.replica, float(summary["window_s"]))
+    one_second, note = rebuild_one_second(config_json, result.replica, summary, len(events))
     if note == "":  # the committed config simulates the recorded window again: ask what smoothing changed
-        result["smoothing_effect"] = smoothing_effect(config_json, result["replica"], summary)
-        result["recommendations"] = recommendations(result)
+        effect = smoothing_effect(config_json, result.replica, summary)
+        result = with_recommendations(replace(result, smoothing_compared=True, smoothing_effect=effect))
     rehearsal_file = ws.root / "rehearsal" / "result.json"
     rehearsal = json.loads(rehearsal_file.read_text(encoding="utf-8")) if rehearsal_file.is_file() else None
     return ReportInputs(result, events, band, one_second, note, config_json, summary, rehearsal)

@@ -208,9 +208,16 @@ def external_report_inputs(metrics: Path, incidents: Path | None, gpu_hour_usd: 
     figures and keys as an executed window's, titled as measured, with no commitment, data or gates."""
     import numpy as np
 
-    from campaign.analysis.analysis import measured_note, recommendations, window_figures, with_band
+    from campaign.analysis.analysis import (
+        as_measured,
+        measured_note,
+        window_figures,
+        with_band,
+        with_recommendations,
+    )
     from campaign.analysis.band import replica_band
     from campaign.analysis.report_inputs import ReportInputs
+    from campaign.analysis.result import DataSection, WindowAnalysis, WindowSpan
     from campaign.execution.measured import measured_summary
 
     rows = read_timed_metrics(metrics)
@@ -223,36 +230,26 @@ def external_report_inputs(metrics: Path, incidents: Path | None, gpu_hour_usd: 
         "incidents": str(incidents) if incidents else None,
     }
     events = journal.frame()
-    result = window_figures(summary, events, None, None)
+    figures = window_figures(summary, events, None, None)
     start = summary["measured"]["started_at"]
-    result.update(
-        {
-            "commitment_id": "external",
-            "replica": -1,
-            "seed": 0,
-            "window": {
-                "start": start,
-                "end": _iso(rows, summary["window_s"]),
-                "hours": summary["window_s"] / 3600.0,
-            },
-            "simulated": False,
-            "title": "Measured run report",
-            "simulation_note": measured_note(summary),
-            "config_digest": "",
-            "data_digest": "",
-            "data": {"mixture": [], "rejections": []},
-            "gates": [],
-            "measured": summary["measured"],
-        }
+    result = WindowAnalysis(
+        figures=figures,
+        commitment_id="external",
+        replica=-1,
+        seed=0,
+        window=WindowSpan(start, _iso(rows, summary["window_s"]), summary["window_s"] / 3600.0),
+        simulated=False,
+        title="Measured run report",
+        simulation_note=measured_note(summary),
+        config_digest="",
+        data_digest="",
+        data=DataSection(mixture=[], rejections=[]),
+        gates=[],
+        plan_expected_ettr=None,
+        plan_expected_ettr_basis=None,
     )
-    injected = summary["measured"]["injected_by_category"]
-    result["interruptions"].update(
-        injected=sum(injected.values()),
-        organic=result["interruptions"]["unexpected"] - sum(injected.values()),
-        injected_by_category=injected,
-    )
-    with_band(result, replica_band(dict(summary), events, None))
-    result["recommendations"] = recommendations(result)
+    result = with_band(as_measured(result, summary["measured"]), replica_band(summary, events, None))
+    result = with_recommendations(result)
     band = pd.DataFrame({"day": [], "min_mw": [], "mean_mw": [], "max_mw": []})
     return ReportInputs(
         result, events, band, None, "power is not metered on a measured run", None, summary, None

@@ -149,7 +149,7 @@ def analyse(
         )
         inputs = external_report_inputs(Path(metrics), Path(incidents) if incidents else None)
         html, _, _ = write_report(claim_output_dir(report_dir), inputs)
-        result = {**inputs.result, "report_html": str(html)}
+        result = {**inputs.result.to_json(), "report_html": str(html)}
         atomic_write_json(report_dir / "analysis.json", result)
         if json_:
             typer.echo(json.dumps(result, indent=2, default=str))

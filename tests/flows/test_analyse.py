@@ -242,7 +242,7 @@ def test_a_window_run_for_real_is_recorded_and_analysed_as_a_measured_run(tmp_pa
         e["resource"]["prefect.resource.id"].startswith(f"campaign.{config.name}.execute.") for e in emitted
     )
     assert all(e["occurred"] is not None for e in emitted)
-    result = gather_report_inputs(ws).result
+    result = gather_report_inputs(ws).result.to_json()  # analysis.json of the measured run
     assert result["title"] == "Measured run report" and result["simulated"] is False
     assert result["interruptions"]["unexpected"] == result["interruptions"]["injected"] == 2
     assert goodput.buckets_sum_gpu_h(result["goodput_breakdown_gpu_h"]) == pytest.approx(

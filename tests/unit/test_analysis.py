@@ -13,6 +13,7 @@ import pytest
 
 from campaign import goodput
 from campaign.analysis.analysis import analyse_window, analysis_workspace, window_figures
+from campaign.analysis.recorded_config import RecordedConfig
 from campaign.analysis.statistics import checkpoint_overhead, optimal_interval_s, poisson_interval
 from campaign.errors import ConfigError, DataError
 from campaign.store import catalog
@@ -23,7 +24,9 @@ from tests.helpers.analysis_fixtures import empty_catalog, executed_workspace
 def analysed(tmp_path_factory):
     ws = executed_workspace(tmp_path_factory.mktemp("analysed") / "w")
     with catalog(ws, read_only=True) as con:
-        return ws, analyse_window(con, str(ws.catalog_path))
+        return ws, analyse_window(
+            con, str(ws.catalog_path)
+        ).to_json()  # analysis.json, as the contract reads it
 
 
 # ------------------------------------------------------------------------------------------- statistics
@@ -103,31 +106,30 @@ def _events() -> pd.DataFrame:
 
 def test_an_early_finish_is_released_capacity_not_a_loss():
     r = window_figures(_summary(completion_s=90_000.0), _events(), None)
-    detail = r["goodput_breakdown_gpu_h"]
-    assert r["ettr"] == pytest.approx(80_000 / 90_000)  # over the job's wall time, not the window
-    assert r["ettr_whole_window"] == pytest.approx(0.8)
+    detail = r.goodput_breakdown_gpu_h
+    assert r.ettr == pytest.approx(80_000 / 90_000)  # over the job's wall time, not the window
+    assert r.ettr_whole_window == pytest.approx(0.8)
     assert detail["idle_released"] == pytest.approx(120 * 10_000 / 3600)
     assert detail["idle_spares"] == pytest.approx(20 * 90_000 / 3600)
-    assert r["cost_usd"]["lost"] == pytest.approx((2_000 + 3_000 + 4_000) * 100 / 3600 * 2.0)
-    assert r["cost_usd"]["released_early"] == pytest.approx(detail["idle_released"] * 2.0, abs=0.005)  # cents
-    assert r["released_early_h"] == pytest.approx(10_000 / 3600)
+    assert r.cost_usd.lost == pytest.approx((2_000 + 3_000 + 4_000) * 100 / 3600 * 2.0)
+    assert r.cost_usd.released_early == pytest.approx(detail["idle_released"] * 2.0, abs=0.005)  # cents
+    assert r.released_early_h == pytest.approx(10_000 / 3600)
     total = 120 * 100_000 / 3600
-    assert math.fsum(r["goodput_breakdown_gpu_h"][k] for k in goodput.CONTRACT_KEYS) == pytest.approx(total)
+    assert math.fsum(r.goodput_breakdown_gpu_h[k] for k in goodput.CONTRACT_KEYS) == pytest.approx(total)
     assert goodput.buckets_sum_gpu_h(detail) == pytest.approx(total)
-    assert r["window_utilisation"] == pytest.approx(detail["productive"] / total)
+    assert r.window_utilisation == pytest.approx(detail["productive"] / total)
 
 
 def test_a_window_that_ran_out_has_no_released_time():
     r = window_figures(_summary(completion_s=None), _events(), None)
-    assert r["goodput_breakdown_gpu_h"]["idle_released"] == 0.0
-    assert r["ettr"] == pytest.approx(0.8) and r["completion_days"] is None
+    assert r.goodput_breakdown_gpu_h["idle_released"] == 0.0
+    assert r.ettr == pytest.approx(0.8) and r.completion_days is None
     assert any(rec["topic"] == "window length" and "too short" in rec["advice"] for rec in _recs(r))
 
 
 def _recs(r):
     from campaign.analysis.analysis import recommendations
 
-    r = {**r, "spares": {**r["spares"]}, "power_mw": r["power_mw"]}
     return recommendations(r)
 
 
@@ -229,15 +231,13 @@ def test_spares_that_ran_out_are_costed():
             ),
         ]
     )
-    config = {"cluster": {"gpus_per_node": 10, "nodes": 10, "failures": []}}
+    config = RecordedConfig.from_mapping({"cluster": {"gpus_per_node": 10, "nodes": 10, "failures": []}})
     r = window_figures(_summary(None), events, config)
-    sp = r["spares"]
-    assert sp["n_waits"] == 1 and sp["more_spare_nodes_needed"] == 2 and sp["spare_nodes"] == 2
-    assert sp["waiting_for_spare_gpu_h"] == pytest.approx(3600 * 100 / 3600)
-    assert sp["cost_of_more_usd"] == pytest.approx(2 * 10 * 100_000 / 3600 * 2.0)
-    assert (
-        sp["would_pay"] is False
-    )  # 100 GPU-h of waiting is cheaper than two more nodes for the whole window
+    sp = r.spares
+    assert sp.n_waits == 1 and sp.more_spare_nodes_needed == 2 and sp.spare_nodes == 2
+    assert sp.waiting_for_spare_gpu_h == pytest.approx(3600 * 100 / 3600)
+    assert sp.cost_of_more_usd == pytest.approx(2 * 10 * 100_000 / 3600 * 2.0)
+    assert sp.would_pay is False  # 100 GPU-h of waiting is cheaper than two more nodes for the whole window
 
 
 # -------------------------------------------------------------------------------------------- bad input

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+from dataclasses import replace
 from html.parser import HTMLParser
 
 import pytest
@@ -65,9 +66,9 @@ class _Cells(HTMLParser):
 def test_the_one_second_series_is_rebuilt_from_the_committed_config(report):
     _, result, _, _, one_second, note, _ = report
     assert note == "" and one_second is not None
-    assert len(one_second) == pytest.approx(result["window"]["hours"] * 3600, abs=1)
-    assert one_second.max() == pytest.approx(result["power_mw"]["peak"], rel=1e-9)
-    assert len(result["power_zoom"]) == 2 and all(p["swing_mw"] >= 0 for p in result["power_zoom"])
+    assert len(one_second) == pytest.approx(result.window.hours * 3600, abs=1)
+    assert one_second.max() == pytest.approx(result.figures.power_mw.peak, rel=1e-9)
+    assert len(result.power_zoom) == 2 and all(p.swing_mw >= 0 for p in result.power_zoom)
 
 
 def test_report_html_is_self_contained_real_html(report):
@@ -217,12 +218,10 @@ def test_smoothing_is_costed_against_the_same_window_without_it(tmp_path):
         ("plan.power_smoothing.floor_fraction=0.6", "plan.power_smoothing.ramp_mw_per_s=0.005"),
     )
     result = gather_report_inputs(ws).result  # as the analyse task reads it
-    effect = result["smoothing_effect"]
-    assert effect["extra_energy_mwh"] > 0  # a floor burns energy...
-    assert (
-        effect["max_ramp_mw_per_s"]["with"] <= 0.005 + 1e-9 < effect["max_ramp_mw_per_s"]["without"]
-    )  # ...for this
-    advice = next(r for r in result["recommendations"] if r["topic"] == "power smoothing")
+    effect = result.smoothing_effect
+    assert effect is not None and effect.extra_energy_mwh > 0  # a floor burns energy...
+    assert effect.max_ramp_mw_per_s.with_ <= 0.005 + 1e-9 < effect.max_ramp_mw_per_s.without  # ...for this
+    advice = next(r for r in result.recommendations if r["topic"] == "power smoothing")
     assert "MWh" in advice["advice"] and "MW/s" in advice["figure"]
     plain = executed_workspace(tmp_path / "plain")
     with catalog(plain, read_only=True) as con:
@@ -254,7 +253,7 @@ def test_the_rehearsal_loss_curve_is_embedded_in_both_reports(report, tmp_path):
     }
     section = rehearsal_section({"details": details, "curves": curves, "timings": {"tokens_per_s": 1234.0}})
     assert section["image"].startswith("data:image/png;base64,") and "bit-identical" in section["line"]
-    figures = window_figures(result, inputs.events, inputs.power_band, None)
+    figures, result = window_figures(result, inputs.events, inputs.power_band, None)
     html = render_html(result, figures, "", section)
     assert 'alt="rehearsal loss curve"' in html and "1,234 tokens/s" in html
     assert "![rehearsal loss curve](data:image/png;base64," in render_markdown(result, figures, section)
@@ -303,19 +302,19 @@ def test_the_power_band_is_the_per_minute_min_mean_max_per_bin(report):
 
 
 def test_a_markdown_special_in_a_category_name_keeps_report_md_tables_whole(report):
-    import copy
     from types import SimpleNamespace
 
     from campaign.analysis.report import render_markdown
 
-    result = copy.deepcopy(report[6].result)
-    assert result["failures"], "the demo window has failure categories"
-    result["failures"][0]["category"] = "gpu|hbm *bold* `code` [link](x) <b>x</b> a\\|b"
+    result = report[6].result
+    assert result.figures.failures, "the demo window has failure categories"
+    odd = replace(result.figures.failures[0], category="gpu|hbm *bold* `code` [link](x) <b>x</b> a\\|b")
+    result = replace(result, figures=replace(result.figures, failures=[odd, *result.figures.failures[1:]]))
     figures = {k: SimpleNamespace(svg="<svg/>") for k in ("timeline", "waterfall", "failures", "power")}
     markdown = render_markdown(result, figures)  # type: ignore[arg-type]
     lines = markdown.splitlines()
     header = lines.index("| category | observed | expected | 95% Poisson range |")
-    rows = lines[header + 2 : header + 2 + len(result["failures"])]
+    rows = lines[header + 2 : header + 2 + len(result.figures.failures)]
 
     def cells(line: str) -> int:
         return len(re.findall(r"(?<!\\)\|", line.replace("\\\\", "")))
@@ -328,15 +327,14 @@ def test_a_markdown_special_in_a_category_name_keeps_report_md_tables_whole(repo
 
 def test_report_md_is_not_html_escaped_and_report_html_is(report):
     """An apostrophe stays one in Markdown (not `&#39;`); the HTML report still escapes it and any tag."""
-    import copy
     from types import SimpleNamespace
 
     from campaign.analysis.report import render_html, render_markdown
 
-    result = copy.deepcopy(report[6].result)
-    result["simulation_note"] = "the campaign's own run <b>x</b>"
-    result["tokens_trained"], result["tokens_target"] = 81_920.0, 163_840.0
-    result.setdefault("power_zoom", [])
+    result = report[6].result
+    tokens = replace(result.figures, tokens_trained=81_920.0, tokens_target=163_840.0)
+    result = replace(result, figures=tokens, simulation_note="the campaign's own run <b>x</b>")
+    result = replace(result, power_zoom=result.power_zoom or [])
     kinds = ("timeline", "waterfall", "failures", "power", "power_zoom")
     figures = {k: SimpleNamespace(svg="<svg/>") for k in kinds}
     markdown = render_markdown(result, figures)  # type: ignore[arg-type]
@@ -364,7 +362,7 @@ def test_a_runaway_sql_query_is_stopped_at_its_time_limit(tmp_path):
 
 def test_the_report_says_it_is_a_simulated_window_with_its_seed_and_replica(report):
     _, result, html, markdown, _, _, _ = report
-    seed, replica = result["seed"], result["replica"]
+    seed, replica = result.seed, result.replica
     title = re.search(r"<title>(.*?)</title>", html).group(1)
     heading = re.search(r"<h1>(.*?)</h1>", html).group(1)
     assert title.startswith("Simulated window report") and heading == "Simulated window report"
@@ -373,18 +371,17 @@ def test_the_report_says_it_is_a_simulated_window_with_its_seed_and_replica(repo
     first = markdown.splitlines()[0]
     assert first.startswith("# Simulated window report")
     assert f"replica {replica} of the discrete-event simulator, seed {seed}," in markdown.split("## ")[0]
-    assert result["simulated"] is True
+    assert result.simulated is True
 
 
 def test_fitted_failure_rates_show_in_both_reports_with_their_intervals(report):
-    import copy
     from types import SimpleNamespace
 
     from campaign.analysis.report import fitted_rates, render_html, render_markdown
     from campaign.config import FailureCategoryConfig, ObservedRateConfig
 
     inputs = report[6]
-    assert inputs.result["fitted_rates"] == []  # the demo's rates are typed in: no section
+    assert inputs.result.fitted_rates == []  # the demo's rates are typed in: no section
     config = json.loads(inputs.config_json)
     fitted = FailureCategoryConfig(
         name="faulty_gpu",
@@ -402,7 +399,7 @@ def test_fitted_failure_rates_show_in_both_reports_with_their_intervals(report):
     assert rows[0]["unit"] == "per_gpu_year" and rows[0]["rate"] == pytest.approx(1.0512)
     assert low < rows[0]["rate"] < high
     assert fitted_rates(None) == [] and fitted_rates('{"cluster": {}}') == []
-    result = copy.deepcopy(inputs.result) | {"fitted_rates": rows}
+    result = replace(inputs.result, fitted_rates=rows)
     figures = {
         k: SimpleNamespace(svg="<svg/>")
         for k in ("timeline", "waterfall", "failures", "power", "power_zoom", "fitted_rates")

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from campaign.analysis.band import BAND_REPLICAS, injected_rate_per_s, replica_band, run_as_executed
+from campaign.analysis.recorded_config import RecordedConfig
 from campaign.execution.external import external_report_inputs, journal_from_metrics
 from campaign.execution.measured import measured_summary
 from campaign.plan.checkpointing import daly_expected_wall_s
@@ -49,7 +50,7 @@ def _config(per_job_hour):
             "repair_h": 0,
         }
     ]
-    return {"cluster": {"failures": failures}}
+    return RecordedConfig.from_mapping({"cluster": {"failures": failures}})
 
 
 def _row(band, figure):
@@ -58,7 +59,7 @@ def _row(band, figure):
 
 def test_a_run_without_failures_lies_on_the_plan_and_every_replica_agrees():
     summary, events = _run()
-    band = replica_band(summary, events, {"cluster": {"failures": []}})
+    band = replica_band(summary, events, RecordedConfig.from_mapping({"cluster": {"failures": []}})).to_json()
     assert band["replicas"] == BAND_REPLICAS and len(band["figures"]) == 4
     for f in band["figures"]:
         assert f["p10"] == pytest.approx(f["p90"]) and f["p10"] <= f["p50"] <= f["p90"]
@@ -81,11 +82,11 @@ def test_the_replicas_simulate_the_run_at_its_own_scale_and_pace():
     assert all(
         c.detect_s == run.detect_s for c in run.failures
     )  # the run's own restart path, not the cluster's
-    band = replica_band(summary, events, _config(0.01))
-    assert band == replica_band(summary, events, _config(0.01))  # seeded
+    band = replica_band(summary, events, _config(0.01)).to_json()
+    assert band == replica_band(summary, events, _config(0.01)).to_json()  # seeded
     assert band["cancelled"] is False
     summary["measured"]["end"] = "cancelled: SIGTERM received; stopped after step 30"
-    assert replica_band(summary, events, _config(0.01))["cancelled"] is True  # the report says so
+    assert replica_band(summary, events, _config(0.01)).cancelled is True  # the report says so
     hits = _row(band, "interruptions")
     assert hits["real"] == 2 and hits["plan"] == pytest.approx(2.0, abs=0.01) and hits["is_inside"]
     assert hits["p10"] < hits["p90"]  # failures come by chance in the replicas
@@ -99,7 +100,7 @@ def test_the_injected_faults_rate_expects_their_count_over_the_expected_wall_tim
 
 def test_a_run_with_far_more_failures_than_its_rates_falls_outside_the_band():
     summary, events = _run(failed_after=(7, 13, 22, 33))
-    band = replica_band(summary, events, _config(0.01))
+    band = replica_band(summary, events, _config(0.01)).to_json()
     hits, ettr = _row(band, "interruptions"), _row(band, "ettr")
     assert hits["real"] == 4 and hits["p90"] == 0 and not hits["is_inside"]
     assert ettr["real"] < ettr["p10"] and not ettr["is_inside"] and band["n_inside"] < 4
@@ -114,7 +115,7 @@ def test_analyse_metrics_shows_the_band_in_the_json_and_both_reports(tmp_path):
     lines += [{"step": k, "loss": 3.0 - k / 100, "tokens": 256, "time": T0 + 14 + k} for k in range(11, 31)]
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     inputs = external_report_inputs(tmp_path / "metrics.jsonl", None)
-    band = inputs.result["band"]
+    band = inputs.result.to_json()["band"]  # as analysis.json has it
     assert [f["figure"] for f in band["figures"]] == ["ettr", "tokens_trained", "interruptions", "lost_gpu_h"]
     assert band["model"]["organic_rates"].startswith("the run's own failures")
     html, _, markdown = write_report(tmp_path / "report", inputs)
@@ -137,7 +138,7 @@ def test_the_band_conditions_on_the_runs_failure_count_when_enough_replicas_had_
 
     # A run whose two failures the modelled rate makes common: its band is over the replicas that had two.
     summary, events = _run(failed_after=(12, 27))
-    band = replica_band(summary, events, _config(2 * 3600.0 / STEPS))
+    band = replica_band(summary, events, _config(2 * 3600.0 / STEPS)).to_json()
     assert (
         band["conditioned_on"].startswith("the ") and "had the run's 2 unexpected" in band["conditioned_on"]
     )
@@ -147,7 +148,7 @@ def test_a_band_without_spread_places_no_figure_outside_and_says_why():
     """A run with failures its modelled rates almost never give: every replica alike, so no figure is called
     outside a band of zero width; the band says it could not condition on the run's failures."""
     summary, events = _run(failed_after=(7, 13, 22, 33))
-    band = replica_band(summary, events, _config(0.01))
+    band = replica_band(summary, events, _config(0.01)).to_json()
     flat = [f for f in band["figures"] if f["no_spread"]]
     assert flat and all(f["is_inside"] is not False for f in flat)
     assert any(
@@ -179,6 +180,6 @@ def test_a_short_measured_run_reads_at_its_own_scale(tmp_path):
     assert "replica -1" not in page and "a measured run" in page
     assert "of 0.0" not in page and "0.00000" not in page
     # One plan figure for the run as executed: the headline's is the plan-against-actual table's.
-    ettr = _row(inputs.result["band"], "ettr")["plan"]
-    assert inputs.result["plan_expected_ettr"] == ettr
+    ettr = _row(inputs.result.to_json()["band"], "ettr")["plan"]
+    assert inputs.result.plan_expected_ettr == ettr
     assert f"plan expected {ettr:.3f}, for the run as executed" in markdown

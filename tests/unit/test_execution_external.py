@@ -28,7 +28,7 @@ def test_a_restart_in_the_metrics_is_a_failure_classified_by_the_incident_log(tm
         "time,job_id,category,node\n2027-01-15T08:00:09Z,j1,gpu_xid,n7\n2027-01-15T09:00:00Z,j2,software_bug,n1\n"
     )
     inputs = external_report_inputs(_metrics(tmp_path), tmp_path / "incidents.csv", gpu_hour_usd=2.0)
-    r = inputs.result
+    r = inputs.result.to_json()  # the analysis.json of a run campaign did not launch
     assert r["title"] == "Measured run report" and not r["simulated"]
     assert r["interruptions"]["by_category"] == {"gpu_xid": 1} and r["interruptions"]["organic"] == 1
     assert goodput.buckets_sum_gpu_h(r["goodput_breakdown_gpu_h"]) == pytest.approx(r["window_gpu_h"])

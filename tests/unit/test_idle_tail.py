@@ -10,6 +10,7 @@ import pytest
 
 from campaign import calendar as cal
 from campaign.analysis.analysis import window_figures
+from campaign.analysis.recorded_config import RecordedConfig
 from campaign.calendar.window_length import assess_window_length
 from campaign.config import load_config
 from campaign.sim import simulate
@@ -30,7 +31,8 @@ def test_the_report_the_gate_and_the_calendar_price_one_run_s_idle_tail_the_same
     nodes = config.cluster.booked_nodes
 
     # The report of this run.
-    report = window_figures(summary, run.events, config.model_dump(mode="json", by_alias=True))
+    recorded = RecordedConfig.from_mapping(config.model_dump(mode="json", by_alias=True))
+    report = window_figures(summary, run.events, recorded)
     # The calendar: the booking ends when the job did (rounded up to the second, as execute records it).
     end = START + timedelta(seconds=round(window_s))
     actual_end = START + timedelta(seconds=math.ceil(completion_s))
@@ -40,13 +42,11 @@ def test_the_report_the_gate_and_the_calendar_price_one_run_s_idle_tail_the_same
     # The schedule gate, judging this one replica.
     gate = assess_window_length([completion_s], window_s, nodes, identity.pricing)
 
-    price = report["cost_usd"]["released_early"]
+    price = report.cost_usd.released_early
     assert price > 0
     assert price == tail_gap["cost_usd"] == gate.expected_idle_tail_cost_usd
-    assert report["released_early_h"] == pytest.approx(tail_gap["hours"], abs=1e-12)
-    assert report["released_early"]["node_hours"] == pytest.approx(tail_gap["idle_node_hours"], abs=1e-9)
-    assert report["released_early"]["node_hours"] == pytest.approx(
-        gate.expected_idle_tail_node_hours, abs=1e-9
-    )
+    assert report.released_early_h == pytest.approx(tail_gap["hours"], abs=1e-12)
+    assert report.released_early["node_hours"] == pytest.approx(tail_gap["idle_node_hours"], abs=1e-9)
+    assert report.released_early["node_hours"] == pytest.approx(gate.expected_idle_tail_node_hours, abs=1e-9)
     # And it is more than the GPU-hours alone: idle nodes draw power too.
-    assert price > report["goodput_breakdown_gpu_h"]["idle_released"] * report["gpu_hour_usd"]
+    assert price > report.goodput_breakdown_gpu_h["idle_released"] * report.gpu_hour_usd

@@ -1,11 +1,14 @@
 """The report's figures laid out so a reader sees everything: no legend on the data, no axis label under another
 panel, no marker cut in half by the axis. Measured on the matplotlib figures themselves (their drawn extents)."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from campaign.analysis import plots
+from campaign.analysis.result import FailureRow
 from campaign.failures import report as failures_report
 
 
@@ -42,14 +45,15 @@ def _timeline_inputs():
             "tokens_trained": np.linspace(0, 4.3e11, len(times)),
         }
     )
-    result = {
-        "window_days": 2.0,
-        "planned": {"tokens_per_s": 3.5e6, "expected_ettr": 0.95},
-        "tokens_target": 4.3e11,
-        "failures": [{"category": "faulty_gpu"}, {"category": "software_bug"}],
-        "spares": {"spare_nodes": 3},
-        "completion_days": 1.5,
-    }
+    # Only the figures the timeline reads (a WindowFigures holds them among the rest).
+    result = SimpleNamespace(
+        window_days=2.0,
+        planned=SimpleNamespace(tokens_per_s=3.5e6, expected_ettr=0.95),
+        tokens_target=4.3e11,
+        failures=[SimpleNamespace(category="faulty_gpu"), SimpleNamespace(category="software_bug")],
+        spares=SimpleNamespace(spare_nodes=3),
+        completion_days=1.5,
+    )
     return events, result
 
 
@@ -67,30 +71,30 @@ def test_the_timeline_legends_sit_beside_the_panels_not_on_the_lines(drawn) -> N
 
 def _failure_rows():
     return [
-        {
-            "category": "faulty_gpu",
-            "expected": 1.2,
-            "interval_lo": 0,
-            "interval_hi": 4,
-            "observed": 1,
-            "is_within": True,
-        },
-        {
-            "category": "host_maintenance",
-            "expected": 0.4,
-            "interval_lo": 0,
-            "interval_hi": 2,
-            "observed": 0,
-            "is_within": True,
-        },
-        {
-            "category": "network",
-            "expected": 0.3,
-            "interval_lo": 0,
-            "interval_hi": 4,
-            "observed": 3,
-            "is_within": False,
-        },
+        FailureRow(
+            category="faulty_gpu",
+            expected=1.2,
+            interval_lo=0,
+            interval_hi=4,
+            observed=1,
+            is_within=True,
+        ),
+        FailureRow(
+            category="host_maintenance",
+            expected=0.4,
+            interval_lo=0,
+            interval_hi=2,
+            observed=0,
+            is_within=True,
+        ),
+        FailureRow(
+            category="network",
+            expected=0.3,
+            interval_lo=0,
+            interval_hi=4,
+            observed=3,
+            is_within=False,
+        ),
     ]
 
 

@@ -287,7 +287,7 @@ def test_a_megatron_log_with_a_restart_is_a_measured_run_for_analyse(tmp_path: P
         lines.append(megatron_line(i, 20, 2.0, 8, when=t))
     path = tmp_path / "train.log"
     path.write_text("\n".join(lines) + "\n")
-    r = external_report_inputs(path, None, gpu_hour_usd=2.0).result
+    r = external_report_inputs(path, None, gpu_hour_usd=2.0).result.to_json()
     assert r["measured"]["final_step"] == 10 and r["measured"]["steps_trained_again"] == 3
     assert r["tokens_trained"] == 10 * 8 * 4096 and r["interruptions"]["by_category"] == {"unclassified": 1}
     bare = tmp_path / "bare.log"

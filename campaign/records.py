@@ -1,0 +1,40 @@
+"""Typed records that leave as JSON: a frozen dataclass read by attribute inside campaign, and `to_json()` where
+it is written (a file, the catalog, `--json`, a Prefect result). The one place a record becomes a JSON object.
+
+At the bottom of the package (it imports nothing of campaign), so every layer's records can use it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import fields
+from typing import Any, ClassVar
+
+
+class JsonRecord:
+    """Mixin for a frozen dataclass: `to_json()` gives its fields in declaration order, each nested record by its
+    own `to_json()`. `OMIT_WHEN_NONE` names the keys the JSON leaves out while None (keys only some records have);
+    `JSON_KEYS` renames a field whose key is no Python name (`with`); `NOT_IN_JSON` names fields kept for the
+    code only (a series that is drawn, not written)."""
+
+    __slots__ = ()
+    OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset()
+    NOT_IN_JSON: ClassVar[frozenset[str]] = frozenset()
+    JSON_KEYS: ClassVar[Mapping[str, str]] = {}
+
+    def to_json(self) -> dict[str, Any]:
+        out = {}
+        for f in fields(self):  # type: ignore[arg-type]  # every subclass is a dataclass
+            value = getattr(self, f.name)
+            if f.name in self.NOT_IN_JSON or (value is None and f.name in self.OMIT_WHEN_NONE):
+                continue
+            out[self.JSON_KEYS.get(f.name, f.name)] = json_value(value)
+        return out
+
+
+def json_value(value: object) -> object:
+    """A value inside a record as JSON: records by their `to_json()`, lists and tuples item by item."""
+    if isinstance(value, JsonRecord):
+        return value.to_json()
+    if isinstance(value, list | tuple):
+        return [json_value(v) for v in value]
+    return value
