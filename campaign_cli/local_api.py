@@ -54,6 +54,7 @@ STAMP_NAME = "prefect-version"
 INFO_NAME = "server.json"
 LOCK_NAME = "server.lock"
 LEASES_DIR = "clients"
+WORKER_INFO = "worker.json"  # the kept worker beside the server (campaign_cli/kept_worker.py)
 IDLE_ENV = "CAMPAIGN_SERVER_IDLE_S"
 HOME_ENV = "CAMPAIGN_SERVER_HOME"  # set for a kept server: the folder of its database, leases and server.json
 DEFAULT_IDLE_S = 600.0
@@ -93,7 +94,7 @@ def _healthy(url: str, timeout_s: float = 2.0) -> bool:
         return False
 
 
-def _flush_to_api() -> None:
+def flush_to_api() -> None:
     if "prefect" not in sys.modules:
         return
     with contextlib.suppress(Exception):  # best effort: a log line that cannot be sent is not worth a failure
@@ -264,6 +265,33 @@ def _terminate(pid: int, port: int, timeout_s: float = 10.0) -> None:
             return
 
 
+def worker_info(home: Path) -> dict[str, Any] | None:
+    """The kept worker beside `home`'s server (its `worker.json`, campaign_cli/kept_worker.py) if it still runs."""
+    try:
+        info = json.loads((home / WORKER_INFO).read_text())
+        pid, start = int(info["pid"]), str(info["start"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return info if process_start(pid) == start else None
+
+
+def stop_worker(home: Path, timeout_s: float = 10.0) -> None:
+    """Stop the kept worker beside `home`'s server, if one runs (SIGTERM: it stops listening at once and ends after
+    the command it is serving, if any; SIGKILL after `timeout_s`)."""
+    info = worker_info(home)
+    if info is None:
+        return
+    pid, start = int(info["pid"]), str(info["start"])
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+        deadline = time.monotonic() + timeout_s
+        while process_start(pid) == start and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if process_start(pid) != start:
+            return
+
+
 def stop_server(home: Path) -> dict[str, Any] | None:
     """Stop the server kept for `home` now, if one runs; its info (with the pids of the commands that were using
     it, `clients`), or None."""
@@ -272,6 +300,7 @@ def stop_server(home: Path) -> dict[str, Any] | None:
         if info is not None:
             info["clients"] = live_leases(home)
             _terminate(int(info["pid"]), int(info["port"]))
+        stop_worker(home)
         (home / INFO_NAME).unlink(missing_ok=True)
         _unregister(home)
         return info
@@ -315,8 +344,17 @@ def running_servers() -> list[dict[str, Any]]:
             if info is None:
                 entry.unlink(missing_ok=True)
                 continue
+            worker = worker_info(home)
             found.append(
-                {**info, "home": str(home), "workspace": workspace_of(home), "clients": live_leases(home)}
+                {
+                    **info,
+                    "home": str(home),
+                    "workspace": workspace_of(home),
+                    "clients": live_leases(home),
+                    "worker": None
+                    if worker is None
+                    else {k: worker[k] for k in ("pid", "holds", "started_at")},
+                }
             )
     return found
 
@@ -540,6 +578,34 @@ def _find_or_start(home: Path) -> tuple[dict[str, Any], Path, subprocess.Popen |
 
 
 @contextlib.contextmanager
+def leased_server(home: Path) -> Iterator[tuple[dict[str, Any], subprocess.Popen | None]]:
+    """The server kept for `home` (its `server.json` info, and its process when this call started it), held by this
+    command's lease until the block ends. Imports no Prefect: a command whose flow runs in the kept worker beside
+    the server (campaign_cli/kept_worker.py) never needs it."""
+    info, lease, proc = _find_or_start(home)
+    try:
+        yield info, proc
+    finally:
+        lease.unlink(missing_ok=True)
+
+
+def wait_until_healthy(home: Path, info: dict[str, Any], proc: subprocess.Popen | None) -> None:
+    """Wait for the server of `leased_server` to answer; one that never does is stopped (not left for the next
+    command to find) and reported."""
+    pid, port = int(info["pid"]), int(info["port"])
+    try:
+        _wait_healthy(
+            (lambda: proc.poll() is None) if proc is not None else (lambda: _is_server(pid, port)),
+            str(info["url"]),
+            home,
+        )
+    except InternalError:
+        (_lease_dir(home) / f"{os.getpid()}-{process_start(os.getpid())}").unlink(missing_ok=True)
+        stop_server(home)
+        raise
+
+
+@contextlib.contextmanager
 def local_api(home: Path | None, warm: Callable[[], object] | None = None) -> Iterator[str]:
     """Yield the API URL the command's flows talk to: PREFECT_API_URL's server (checked to answer), else the
     local server kept for `home` (a workspace's `.prefect`; None or read-only: the shared temporary one),
@@ -553,10 +619,8 @@ def local_api(home: Path | None, warm: Callable[[], object] | None = None) -> It
         yield configured
         return
     home = usable_home(home)
-    info, lease, proc = _find_or_start(home)
-    url = str(info["url"])
-    with contextlib.ExitStack() as stack:
-        stack.callback(lease.unlink, missing_ok=True)
+    with leased_server(home) as (info, proc), contextlib.ExitStack() as stack:
+        url = str(info["url"])
         os.environ["PREFECT_HOME"] = str(home)  # the client's files too (before this process imports prefect)
         os.environ["PREFECT_API_URL"] = url  # for a process this one starts (Dask workers, replica processes)
         try:
@@ -578,18 +642,8 @@ def local_api(home: Path | None, warm: Callable[[], object] | None = None) -> It
             )
             if warm and proc is not None:  # a server is starting: overlap the imports with it
                 warm()
-            pid, port = int(info["pid"]), int(info["port"])
-            try:
-                _wait_healthy(
-                    (lambda: proc.poll() is None) if proc is not None else (lambda: _is_server(pid, port)),
-                    url,
-                    home,
-                )
-            except InternalError:
-                lease.unlink(missing_ok=True)
-                stop_server(home)  # a server that never answered is not left for the next command to find
-                raise
+            wait_until_healthy(home, info, proc)
             yield url
         finally:
-            _flush_to_api()  # the run logs and events still queued go out while their server is up
+            flush_to_api()  # the run logs and events still queued go out while their server is up
             os.environ.pop("PREFECT_API_URL", None)

@@ -164,16 +164,23 @@ def prefect_api(ws: Any = None, warm: Callable[[], object] | None = None) -> Ite
         if isinstance(exc, DiskFull) and exc.where is None and ws is not None:
             # a library said "no space" without the file: the workspace is the place the user can free
             raise DiskFull(f"{exc.message} in this workspace", where=str(ws.root), fix=exc.fix) from None
-        # The private API keeps its run history on the workspace's disk: when that disk is full, the API answers
-        # 500 to every call, and the full disk (not the HTTP error) is what the user must hear about.
-        if isinstance(exc, CampaignError) or home is None or not disk_is_full(home):
+        known = None if isinstance(exc, CampaignError) or home is None else api_disk_full(exc, home)
+        if known is None:
             raise
-        raise DiskFull(
-            "the disk is full: the command's Prefect API keeps its run history here and failed "
-            f"({type(exc).__name__})",
-            where=str(home),
-            fix=DiskFull.RESUME_FIX,
-        ) from None
+        raise known from None
+
+
+def api_disk_full(exc: BaseException, home: Path) -> DiskFull | None:
+    """The private API keeps its run history on the workspace's disk (`home`): when that disk is full, the API
+    answers 500 to every call, and the full disk (not the HTTP error) is what the user must hear about."""
+    if not disk_is_full(home):
+        return None
+    return DiskFull(
+        "the disk is full: the command's Prefect API keeps its run history here and failed "
+        f"({type(exc).__name__})",
+        where=str(home),
+        fix=DiskFull.RESUME_FIX,
+    )
 
 
 # Each stage's flow and its module. A command imports only its own stage's flow: importing all of them (Great

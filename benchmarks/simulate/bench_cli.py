@@ -1,15 +1,25 @@
-"""`campaign simulate CONFIG --replicas N` end to end through the CLI, as a user runs it, Prefect included.
+"""`campaign simulate CONFIG --replicas N` end to end through the CLI, beside the same replicas in-process.
 
-Alternates two variants in fresh processes: `private` (no PREFECT_API_URL: the command starts its private API,
-campaign_cli/local_api.py) and `reuse` (PREFECT_API_URL naming a `prefect server start` this script started first, as
-`make ui` leaves one running). Prints each run's wall and CPU seconds (the command and its children), the medians,
-and the system's 1-minute load. The target: 1,000 Llama 3 405B replicas under 10 s end to end on 2 cores.
-Results: benchmarks/results/.
+Three variants alternate in every round, each in a fresh process as a user runs it:
+- `in-process`: a Python process loads the config and the kernels (from Numba's cache), then times the command's
+  own replicas (`simulate_batch` over the same inputs, step-time band and seeds, on one thread): their wall time
+  is the reference of the "within 2x" target; the process's whole wall and CPU are shown beside it;
+- `cli, kept worker`: `campaign simulate ... --json --workspace W`, its flow run in the worker kept beside the
+  workspace's local server (campaign_cli/kept_worker.py; both started by a first, unmeasured call);
+- `cli, own process`: the same with CAMPAIGN_KEPT_WORKER=0: Prefect, the flow and the kernels imported by the
+  command itself.
+CPU-seconds are user + sys of the command and its children (RUSAGE_CHILDREN). The kept worker and the server are
+not the command's children: what they spent during the run (the growth of utime + stime in /proc/PID/stat) is
+shown beside it, and their sum is the command's whole CPU cost.
+`--layers` also times, once, in one fresh process, each layer the command in its own process pays for.
+Prints a Markdown table of medians, the 1-minute load (/proc/loadavg) before each run, and the commit.
 
-Run: .venv/bin/python benchmarks/simulate/bench_cli.py [--replicas 1000] [--runs 5]
+Run: .venv/bin/python benchmarks/simulate/bench_cli.py [--replicas 1000] [--rounds 5] [--layers]
+Results: benchmarks/results/2026-12-05-simulate-cli.md
 """
 
 import argparse
+import json
 import os
 import resource
 import statistics
@@ -20,31 +30,117 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+LLAMA = str(REPO / "configs" / "campaigns" / "llama3-405b.yaml")
+IN_PROCESS = """
+import json, sys, time
+sys.path.insert(0, {repo!r})
+from campaign.config import load_config
+from campaign.sim.compiled import warm
+from campaign.sim.replicas import simulate_batch
+from campaign.window import window_replicas_inputs
+inputs, band = window_replicas_inputs(load_config({config!r}).config)
+warm()
+started = time.perf_counter()
+simulate_batch(inputs, range({replicas}), band)
+print(json.dumps({{"replicas_s": time.perf_counter() - started}}))
+"""
+LAYERS = """
+import json, os, resource, sys, time
+sys.path.insert(0, {repo!r})
+out = {{}}
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+def layer(name, fn):
+    c, t = cpu(), time.perf_counter()
+    value = fn()
+    out[name] = [time.perf_counter() - t, cpu() - c]
+    return value
+layer("CLI: typer app and commands", lambda: __import__("campaign_cli.cli"))
+from campaign.sim.sweeps import check_sweeps
+layer("CLI: config read and checked", lambda: check_sweeps({config!r}, [], []))
+layer("import prefect", lambda: __import__("prefect.flows"))
+layer("import the simulate flow and its tasks", lambda: [__import__("flows.simulate"), __import__("tasks.analyse")])
+layer("import matplotlib (the report's plots)", lambda: __import__("campaign.analysis.plots"))
+from campaign.sim.compiled import warm
+layer("kernels loaded from Numba's cache", warm)
+from campaign_cli.terminal import finish, prefect_api, workspace_if_any
+api = prefect_api(workspace_if_any({workspace!r}))
+layer("local API: the kept server found and leased", api.__enter__)
+from flows.simulate import SimulateParams, simulate_with_runner
+params = SimulateParams(config={config!r}, replicas={replicas}, workspace={workspace!r})
+r = layer("flow run, first in the process", lambda: finish(simulate_with_runner(params)))
+out["  of which the replicas (2 threads)"] = [r["wall_s"], None]
+r = layer("flow run, second in the process (warm)", lambda: finish(simulate_with_runner(params)))
+out["  of which the replicas (2 threads) "] = [r["wall_s"], None]
+from campaign.analysis.simulate_report import simulate_figures
+layer("  the report's three figures alone", lambda: simulate_figures(r["replica_values"], r["summary"]["window_days"]))
+layer("logs and events sent before exit", lambda: api.__exit__(None, None, None))
+print(json.dumps(out))
+"""
 
-from benchmarks.local_api.bench_local_api import _server
+
+def cpu_of(pid: int | None) -> float:
+    """utime + stime of a live process, in seconds (0 when it is gone)."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _run(args: list[str], env: dict) -> tuple[float, float]:
+def kept_pids(home: Path) -> tuple[int | None, int | None]:
+    """The workspace's kept server and worker, if they run."""
+
+    def pid(name: str) -> int | None:
+        try:
+            return int(json.loads((home / name).read_text())["pid"])
+        except (OSError, ValueError, KeyError):
+            return None
+
+    return pid("server.json"), pid("worker.json")
+
+
+def run(args: list[str], env: dict[str, str], home: Path | None = None) -> dict[str, float | str]:
+    """Wall, CPU of the command and its children, CPU of the kept server and worker over it, load before."""
+    load = float(Path("/proc/loadavg").read_text().split()[0])
+    server, worker = kept_pids(home) if home else (None, None)
+    kept_before = cpu_of(server), cpu_of(worker)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    subprocess.run(args, env=env, check=True, capture_output=True)
-    wall = time.perf_counter() - start
+    started = time.perf_counter()
+    out = subprocess.run(args, capture_output=True, text=True, env=env, check=False)
+    wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if out.returncode != 0:
+        raise SystemExit(f"{' '.join(args)} exited {out.returncode}:\n{out.stderr[-2000:]}")
+    return {
+        "wall_s": wall,
+        "cpu_s": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
+        "server_cpu_s": cpu_of(server) - kept_before[0],
+        "worker_cpu_s": cpu_of(worker) - kept_before[1],
+        "load": load,
+        "stdout": out.stdout,
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--config", default=str(REPO / "configs" / "campaigns" / "llama3-405b.yaml"))
+    parser.add_argument("--config", default=LLAMA)
     parser.add_argument("--replicas", type=int, default=1000)
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--layers", action="store_true", help="Also time each layer once, in one process.")
     args = parser.parse_args()
-    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_HOME")}
+    base = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_HOME")}
+    base.pop("CAMPAIGN_KEPT_WORKER", None)
     campaign = str(Path(sys.executable).with_name("campaign"))
-    results: dict[str, list[tuple[float, float]]] = {"private": [], "reuse": []}
+    commit = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    runs: dict[str, list[dict]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        server, url = _server(Path(tmp) / "server")  # its CPU is not counted: it is not the command's child
+        ws = Path(tmp) / "ws"
         command = [
             campaign,
             "simulate",
@@ -53,29 +149,65 @@ def main() -> None:
             str(args.replicas),
             "--json",
             "--workspace",
-            f"{tmp}/ws",
         ]
-        try:
-            _run(
-                command, env
-            )  # the workspace's first run (and the template database, if this machine has none)
-            for _ in range(args.runs):
-                results["private"].append(_run(command, env))
-                results["reuse"].append(_run(command, {**env, "PREFECT_API_URL": url}))
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
-    for name, runs in results.items():
-        walls = [w for w, _ in runs]
-        cpus = [c for _, c in runs]
-        print(
-            f"{name:8s} median {statistics.median(walls):5.2f} s wall, {statistics.median(cpus):5.2f} s CPU   runs: "
-            + ", ".join(f"{w:.2f}" for w in walls)
-        )
+        command.append(str(ws))
+        run(command, base)  # makes the workspace (this first run uses the shared server), unmeasured
+        run(command, base)  # starts the workspace's kept server and worker, unmeasured
+        in_process = [
+            sys.executable,
+            "-c",
+            IN_PROCESS.format(repo=str(REPO), config=args.config, replicas=args.replicas),
+        ]
+        for _ in range(args.rounds):
+            r = run(in_process, base)
+            r["replicas_s"] = json.loads(r["stdout"].strip().splitlines()[-1])["replicas_s"]
+            runs.setdefault("in-process", []).append(r)
+            runs.setdefault("cli, kept worker", []).append(run(command, base, ws / ".prefect"))
+            own = run(command, {**base, "CAMPAIGN_KEPT_WORKER": "0"}, ws / ".prefect")
+            runs.setdefault("cli, own process", []).append(own)
+            for name in ("in-process", "cli, kept worker", "cli, own process"):
+                row = {k: round(v, 3) for k, v in runs[name][-1].items() if k != "stdout"}
+                print(json.dumps({"variant": name, **row}), flush=True)
+        layers = None
+        if args.layers:
+            code = LAYERS.format(
+                repo=str(REPO), config=args.config, replicas=args.replicas, workspace=str(ws)
+            )
+            layers = json.loads(run([sys.executable, "-c", code], base)["stdout"].strip().splitlines()[-1])
+        subprocess.run([campaign, "server", "stop", str(ws)], env=base, capture_output=True, check=False)
+
+    def med(name: str, key: str) -> float:
+        return statistics.median(r[key] for r in runs[name])
+
+    reference = med("in-process", "replicas_s")
     print(
-        f"{args.replicas} replicas of {Path(args.config).name}; 1-minute system load at the end: "
-        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+        f"\ncommit {commit}; {args.replicas} replicas of {Path(args.config).name}; {args.rounds} rounds, medians"
     )
+    print(
+        "\n| variant | median wall | x in-process replicas | CPU-s (command) | CPU-s (kept worker + server) |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: |")
+    print(f"| in-process: the replicas alone (one thread) | {reference:.2f} s | 1.00 | | |")
+    print(
+        f"| in-process: the whole process | {med('in-process', 'wall_s'):.2f} s | | {med('in-process', 'cpu_s'):.2f} | |"
+    )
+    for name in ("cli, kept worker", "cli, own process"):
+        kept = statistics.median(r["worker_cpu_s"] + r["server_cpu_s"] for r in runs[name])
+        print(
+            f"| `campaign simulate` end to end, {name.split(', ')[1]} | {med(name, 'wall_s'):.2f} s | "
+            f"{med(name, 'wall_s') / reference:.2f} | {med(name, 'cpu_s'):.2f} | {kept:.2f} |"
+        )
+    ratios = [
+        k["wall_s"] / p["replicas_s"]
+        for k, p in zip(runs["cli, kept worker"], runs["in-process"], strict=True)
+    ]
+    print(f"\nkept worker / in-process replicas, per round: {', '.join(f'{x:.2f}' for x in ratios)}")
+    loads = [r["load"] for rows in runs.values() for r in rows]
+    print(f"1-minute load before each run: {min(loads):.2f}-{max(loads):.2f} on {os.cpu_count()} cores")
+    if layers:
+        print("\n| layer (one process, in order) | wall | CPU-s |\n| --- | ---: | ---: |")
+        for name, (wall, cpu) in layers.items():
+            print(f"| {name} | {wall:.2f} s | {'' if cpu is None else f'{cpu:.2f}'} |")
 
 
 if __name__ == "__main__":

@@ -1,28 +1,34 @@
 """The workspace of one campaign (`workspace.py`: folders, marker, lock) and its DuckDB catalog (`tables.py`:
 the schema and the rows each stage writes and reads). `store.catalog(ws)` opens the catalog.
+The catalog's names are imported from `tables.py` on first use (PEP 562): a command that only looks at a folder
+(is it a workspace?) does not import DuckDB.
 """
 
-from campaign.store.tables import (
-    SCHEMA_VERSION,
-    Commitment,
-    GateRecord,
-    catalog,
-    commitments,
-    ever_validated,
-    finish_run,
-    has_replica,
-    latest_gate_details,
-    latest_gates,
-    record_commitment,
-    record_dataset,
-    record_execution,
-    record_gates,
-    record_replica,
-    replica_summary,
-    sql,
-    start_run,
-    transaction,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from campaign.store.tables import (
+        SCHEMA_VERSION,
+        Commitment,
+        GateRecord,
+        catalog,
+        commitments,
+        ever_validated,
+        finish_run,
+        has_replica,
+        latest_gate_details,
+        latest_gates,
+        record_commitment,
+        record_dataset,
+        record_execution,
+        record_gates,
+        record_replica,
+        replica_summary,
+        sql,
+        start_run,
+        transaction,
+    )
 from campaign.store.workspace import (
     DEFAULT_LOCK_WAIT_S,
     DEFAULT_ROOT,
@@ -81,3 +87,36 @@ __all__ = [
     "transaction",
     "workspace_for",
 ]
+
+
+_TABLES = frozenset(
+    {
+        "SCHEMA_VERSION",
+        "Commitment",
+        "GateRecord",
+        "catalog",
+        "commitments",
+        "ever_validated",
+        "finish_run",
+        "has_replica",
+        "latest_gate_details",
+        "latest_gates",
+        "record_commitment",
+        "record_dataset",
+        "record_execution",
+        "record_gates",
+        "record_replica",
+        "replica_summary",
+        "sql",
+        "start_run",
+        "transaction",
+    }
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _TABLES:
+        value = getattr(importlib.import_module("campaign.store.tables"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'campaign.store' has no attribute {name!r}")

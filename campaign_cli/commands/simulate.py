@@ -34,24 +34,29 @@ def simulate(
 ) -> None:
     """What-if replicas of the window with percentiles; no gates, no commitment."""
     from campaign.sim.sweeps import check_sweeps
+    from campaign_cli import kept_worker
 
     check_sweeps(
         config, list(set_ or []), list(sweep or [])
     )  # bad input fails here, before a Prefect API starts
-    with _prefect_api(
-        _workspace_if_any(workspace), warm=_imports("flows.simulate", "campaign.analysis.plots")
-    ):
-        from flows.simulate import SimulateParams, simulate_with_runner
+    args = {
+        "config": config,
+        "overrides": list(set_ or []),
+        "replicas": replicas,
+        "seed": seed,
+        "sweeps": list(sweep or []),
+        "workspace": workspace,
+    }
+    ws = _workspace_if_any(workspace)
+    if kept_worker.enabled():
+        # The flow runs in the worker kept beside the local server, which holds Prefect, the kernels and the
+        # report's plotting already imported: this process imports none of them.
+        result = kept_worker.run_in_worker(ws.root / ".prefect" if ws is not None else None, "simulate", args)
+    else:
+        with _prefect_api(ws, warm=_imports("flows.simulate", "campaign.analysis.plots")):
+            from flows.simulate import SimulateParams, simulate_with_runner
 
-        params = SimulateParams(
-            config=config,
-            overrides=list(set_ or []),
-            replicas=replicas,
-            seed=seed,
-            sweeps=list(sweep or []),
-            workspace=workspace,
-        )
-        result = _finish(simulate_with_runner(params))
+            result = _finish(simulate_with_runner(SimulateParams(**args)))
     if json_:
         typer.echo(json.dumps(result, indent=2, default=str))
         return
