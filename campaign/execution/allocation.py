@@ -118,8 +118,10 @@ def submit(
     nodes: int,
     exclude: list[str],
     partition: str | None = None,
+    nodelist: list[str] | None = None,
 ) -> str:
-    """Submit the allocation of `nodes` nodes (job nodes and spares); its job id, recorded."""
+    """Submit the allocation of `nodes` nodes (job nodes and spares), with `nodelist` among them; its job id,
+    recorded."""
     ctl = control_dir(folder)
     ctl.mkdir(parents=True, exist_ok=True)
     for old in ctl.iterdir():  # a new allocation numbers its starts from the supervisor's next attempt
@@ -149,6 +151,7 @@ def submit(
         "--export=ALL",
         *([f"--partition={partition}"] if partition else []),
         *([f"--exclude={','.join(exclude)}"] if exclude else []),
+        *([f"--nodelist={','.join(nodelist)}"] if nodelist else []),
         str(script),
         *command,
     ]

@@ -97,8 +97,28 @@ class _Start:
     resumed_steps: int = 0  # steps an adopted start trained before this supervisor (seen by the one before)
 
 
+def _named(event: dict[str, object]) -> str:
+    return str(event["detail"]).split()[0].removeprefix("node=")
+
+
 def _excluded(journal: Journal) -> list[str]:
-    return [str(e["detail"]).split()[0].removeprefix("node=") for e in journal.kinds("node_excluded")]
+    """The nodes excluded and not readmitted since (a `repair_done` readmits a repaired node)."""
+    out: list[str] = []
+    for e in sorted(
+        journal.kinds("node_excluded") + journal.kinds("repair_done"), key=lambda e: e["event_id"]
+    ):
+        name = _named(e)
+        if e["kind"] == "node_excluded":
+            out.append(name)
+        elif name in out:
+            out.remove(name)
+    return out
+
+
+def _repairable(journal: Journal) -> list[str]:
+    """The excluded nodes a repair can bring back: those lost (a straggler stays excluded: Slurm repairs nothing)."""
+    lost = {_named(e) for e in journal.kinds("node_excluded") if e["category"] == NODE_LOST}
+    return [n for n in _excluded(journal) if n in lost]
 
 
 def _port(job_id: str, attempt: int) -> int:
@@ -175,6 +195,7 @@ class _Supervisor:
         self.metrics_path = folder / "metrics.jsonl"
         self.heartbeat = folder / slurm.HEARTBEAT
         self.names: list[str] = []
+        self.want: list[str] = []  # the nodes the next allocation asks for by name (a repaired node back)
         self.journal = Journal.open(folder)
         self.t0 = 0.0
 
@@ -265,6 +286,8 @@ class _Supervisor:
                 self.add("window_end", detail=alloc, attempt=attempt)
                 return j
             ranks = self.place(alloc, attempt, deadline) if not adopt else self.adopted_ranks(attempt)
+            if ranks is None:
+                continue  # a new allocation, with the repaired node
             if isinstance(ranks, str):
                 self.add("window_end", detail=ranks, attempt=attempt)
                 return j
@@ -294,7 +317,9 @@ class _Supervisor:
                     nodes,
                     _excluded(self.journal),
                     self.s.partition,
+                    self.want,
                 )
+                self.want = []
             except (RuntimeError, OSError) as exc:
                 return f"cannot submit the allocation: {exc}"
             self.add("job_submitted", detail=f"slurm_job={job} nodes={nodes}", attempt=attempt)
@@ -306,9 +331,10 @@ class _Supervisor:
             self.sleep(0.5)
         return alloc
 
-    def place(self, alloc: allocation.Allocation, attempt: int, deadline: float) -> list[str] | str:
+    def place(self, alloc: allocation.Allocation, attempt: int, deadline: float) -> list[str] | str | None:
         """The nodes of the next start: the job's nodes, a spare for each excluded one; with none left, the
-        elastic policy's answer (fewer nodes, a wait, or why the run stops)."""
+        elastic policy's answer (fewer nodes, a wait, or why the run stops); None when a repaired node needs a new
+        allocation."""
         j, s = self.journal, self.s
         while True:
             excluded = set(_excluded(j))
@@ -334,7 +360,9 @@ class _Supervisor:
                 return healthy[:world]
             if s.elastic != "wait":
                 return f"no spare left ({len(healthy)} of {s.job_nodes} nodes healthy; elastic={s.elastic})"
-            back = [n for n in excluded if n in alloc.nodes and n not in lost]
+            back = [
+                n for n in _repairable(j) if (state := slurm.node_state(n)) and not slurm.is_node_lost(state)
+            ]
             if back:  # a repaired node is back in service: readmitted
                 self.add(
                     "waiting_end",
@@ -343,7 +371,16 @@ class _Supervisor:
                     node=self.node(back[0]),
                 )
                 self.add("repair_done", node=self.node(back[0]), detail=f"node={back[0]}", attempt=attempt)
-                return [*healthy, back[0]][: s.job_nodes]
+                if back[0] in alloc.nodes:
+                    return [*healthy, back[0]][: s.job_nodes]
+                # Slurm took the failed node out of the allocation (--no-kill) and cannot give it back to a
+                # running job: the allocation is given up and one of the same nodes submitted
+                self.want = [*healthy, back[0]]
+                allocation.release(self.folder)
+                until = time.monotonic() + STEP_END_WAIT_S
+                while allocation.alive(self.folder) and time.monotonic() < until:
+                    self.sleep(0.2)
+                return None
             if not j.kinds("waiting_start") or j.kinds("waiting_start")[-1]["attempt"] != attempt:
                 self.add(
                     "waiting_start", detail="no spare left; waiting for a repaired node", attempt=attempt

@@ -2,8 +2,9 @@
 `scripts/slurm-local-cluster` starts): the reference trainer data-parallel over JAX's gloo CPU collectives, one rank
 per node, supervised rank by rank. A node set DOWN mid-run ends the step on every rank; the node is excluded, a spare
 takes its place with the same world size, the run resumes from the last complete sharded checkpoint, and its losses
-are the uninterrupted run's bit for bit. With no spare, `elastic: shrink` finishes on fewer nodes; a slowed node is
-named a straggler; a supervisor killed with SIGKILL is replaced by one that adopts every rank."""
+are the uninterrupted run's (of the same world size, on the cluster) bit for bit. With no spare, `elastic: shrink`
+finishes on fewer nodes; a slowed node is named a straggler and, with `stragglers: exclude`, replaced by the spare; a
+supervisor killed with SIGKILL is replaced by one that adopts every rank."""
 
 import json
 import os
@@ -96,16 +97,31 @@ def _losses(folder):
     return out
 
 
-def _reference(data, tmp_path):
-    """The uninterrupted run of the same layout (3 gradient shards) in one process: its shard-ordered sum is the
-    same bits whatever the world size (tests/unit/test_distributed_checkpoint.py)."""
-    folder = tmp_path / "reference"
-    env = _env(data, folder, {"CAMPAIGN_DIST_SHARDS": "3"})
-    subprocess.run(TRAINER, env=env, check=True, timeout=170, capture_output=True)
-    return _losses(folder)
+@pytest.fixture(scope="module")
+def reference(cluster, data, tmp_path_factory):
+    """The uninterrupted run of the same world size and layout (3 ranks, 3 gradient shards) on the cluster, once per
+    module: every run of 3 job nodes below is compared with its losses bit for bit."""
+    folder = tmp_path_factory.mktemp("reference") / "run"
+    journal = supervise_multinode(_settings(data, folder, 3, 0), folder)
+    assert journal.end_detail() == "target step reached", journal.events[-3:]
+    assert not journal.kinds("failure") and [s["detail"].split()[0] for s in journal.kinds("start")] == [
+        "world=3"
+    ]
+    losses = _losses(folder)
+    assert sorted(losses) == list(range(1, STEPS + 1)) and all(len(v) == 1 for v in losses.values())
+    return {step: values[0] for step, values in losses.items()}
 
 
-def test_a_lost_node_is_replaced_by_the_spare_and_the_run_ends_bit_identical(cluster, data, tmp_path):
+def _bit_identical(folder, reference):
+    """Every loss line of the run (a step trained again has two) the same bits as the uninterrupted run's."""
+    losses = _losses(folder)
+    assert sorted(losses) == list(range(1, STEPS + 1))
+    return all(value == reference[step] for step, values in losses.items() for value in values)
+
+
+def test_a_lost_node_is_replaced_by_the_spare_and_the_run_ends_bit_identical(
+    cluster, data, reference, tmp_path
+):
     folder = tmp_path / "run"
     settings = _settings(data, folder, 3, 1, [Injection(8, "node_loss")])
     journal = supervise_multinode(settings, folder)
@@ -126,10 +142,34 @@ def test_a_lost_node_is_replaced_by_the_spare_and_the_run_ends_bit_identical(clu
     ]
     assert m["steps_trained_again"] == m["rework_steps_expected"] and m["final_step"] == STEPS
     assert m["recoveries"][0]["node"] == lost and m["recoveries"][0]["restart_s"] is not None
-    # the losses: each step's every line the same bits as the uninterrupted run's
-    losses, reference = _losses(folder), _reference(data, tmp_path)
-    assert sorted(losses) == list(range(1, STEPS + 1))
-    assert all(value == reference[step][0] for step, values in losses.items() for value in values)
+    # the losses: each step's every line the same bits as the uninterrupted run's of the same world size
+    assert _bit_identical(folder, reference)
+
+
+def test_a_straggler_is_excluded_and_replaced_by_the_spare(cluster, data, reference, tmp_path):
+    folder = tmp_path / "run"
+    settings = _settings(data, folder, 3, 1, extra={"CAMPAIGN_DIST_SLOW": "n1=0.3"}, stragglers="exclude")
+    journal = supervise_multinode(settings, folder)
+    assert journal.end_detail() == "target step reached", journal.events[-3:]
+    (named,) = journal.kinds("straggler")
+    assert named["detail"].startswith("node=n1 rank=1 ") and "stragglers=exclude" in named["detail"]
+    assert [(f["category"], f["detail"]) for f in journal.kinds("failure")] == [
+        ("straggler", "organic: node n1 straggled; the start was ended to replace it")
+    ]
+    assert [e["detail"].split()[0] for e in journal.kinds("node_excluded")] == ["node=n1"]
+    (swap,) = journal.kinds("spare_swap")
+    assert "replaces=n1" in swap["detail"]
+    spare = swap["detail"].split("node=")[1].split()[0]
+    starts = journal.kinds("start")
+    assert [s["detail"].split()[0] for s in starts] == ["world=3", "world=3"]
+    assert "n1" in starts[0]["nodes"] and "n1" not in starts[1]["nodes"] and spare in starts[1]["nodes"]
+    m = multinode_summary(journal, STEPS, BATCH * 16, EVERY, 3, 2.0, 3, 1)["measured"]
+    assert (
+        m["stragglers"][0]["node"] == "n1" and m["nodes_excluded"] == ["n1"] and m["spares_used"] == [spare]
+    )
+    assert m["per_node"]["n1"]["straggler"] and m["per_node"]["n1"]["excluded"]
+    assert m["per_node"][spare]["role"] == "spare" and m["final_step"] == STEPS
+    assert _bit_identical(folder, reference)
 
 
 def test_with_no_spare_a_lost_node_shrinks_the_world_and_a_slowed_node_is_named_a_straggler(
