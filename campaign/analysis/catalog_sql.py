@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -41,31 +42,20 @@ def run_query(
         )
     ws = _workspace(workspace)
     con = open_read_only(ws)
+    # everything on one cursor of its own: the query runs on it in another thread, and only a cursor can be
+    # interrupted from this one while it executes (the connection refuses a second call while busy)
+    cur = con.cursor()
     try:
         for statement in view_sql("views").split(";\n"):
             if statement.strip() and "CREATE" in statement:
                 # an older catalog lacks a table a view needs: that view is simply absent
                 with contextlib.suppress(duckdb.Error):
-                    con.execute(statement)
-        con.execute("SET enable_external_access = false")
-        con.execute("SET lock_configuration = true")
-        timed_out = threading.Event()
-
-        def stop() -> None:
-            timed_out.set()
-            con.interrupt()
-
-        timer = threading.Timer(timeout_s, stop) if timeout_s > 0 else None
+                    cur.execute(statement)
+        cur.execute("SET enable_external_access = false")
+        cur.execute("SET lock_configuration = true")
         try:
-            if timer is not None:
-                timer.daemon = True
-                timer.start()
-            cursor = con.execute(text)
-            columns = [d[0] for d in cursor.description or []]
-            rows = cursor.fetchmany(MAX_ROWS)
-        except duckdb.InterruptException:
-            if not timed_out.is_set():
-                raise  # not our interruption (Ctrl-C): the command's own handling says "interrupted"
+            columns, rows = _run_interruptibly(cur, text, timeout_s)
+        except _TimedOut:
             raise ConfigError(
                 f"the query was still running after {timeout_s:g} s and was stopped (while it runs, no stage can "
                 "write the catalog)",
@@ -79,12 +69,52 @@ def run_query(
                 where="campaign sql",
                 fix=query_fix(exc),
             ) from None
-        finally:
-            if timer is not None:
-                timer.cancel()
     finally:
+        cur.close()
         con.close()
     return columns, rows
+
+
+class _TimedOut(Exception):
+    """The query outlived its --timeout and was interrupted."""
+
+
+def _run_interruptibly(
+    con: duckdb.DuckDBPyConnection, text: str, timeout_s: float
+) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """Run the query in a thread of its own while this (main) thread waits: Python handles Ctrl-C only between
+    bytecodes, and DuckDB's execute is one long C call, so a query on the main thread would hear Ctrl-C only when
+    it ended. On Ctrl-C or at the timeout the query is interrupted, and its thread has ended before anything else."""
+    outcome: list[tuple[list[str], list[tuple[Any, ...]]]] = []
+    failure: list[BaseException] = []
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            cursor = con.execute(text)
+            outcome.append(([d[0] for d in cursor.description or []], cursor.fetchmany(MAX_ROWS)))
+        except BaseException as exc:  # handed to the waiting thread, which raises it
+            failure.append(exc)
+        finally:
+            done.set()
+
+    # waits on an Event, never on Thread.join: a Ctrl-C landing inside join() can mark a running thread as ended
+    threading.Thread(target=work, name="campaign-sql", daemon=True).start()
+    deadline = time.monotonic() + timeout_s if timeout_s > 0 else math.inf
+    try:
+        while not done.is_set() and time.monotonic() < deadline:
+            done.wait(min(0.1, max(deadline - time.monotonic(), 0.0)))
+    except KeyboardInterrupt:
+        con.interrupt()
+        done.wait()
+        raise
+    if not done.is_set():
+        con.interrupt()
+        done.wait()
+        raise _TimedOut
+    if failure:
+        raise failure[0]
+    return outcome[0]
 
 
 TABLES_HINT = 'see docs/report-and-sql.md for the tables and views (or run: campaign sql "show tables")'
