@@ -59,7 +59,7 @@ def test_a_slurm_job_is_requeued_after_a_kill_a_hang_and_a_node_slurm_failed_the
         steps=STEPS,
         tokens_per_step=128,
         max_wall_s=120,
-        hang_min_s=0.5,
+        hang_min_s=2.0,  # the default: a busy machine stalls a 0.03 s step for half a second now and then
         backoff_s=0.1,
         stop_grace_s=2.0,  # the hung (SIGSTOPped) start: SIGTERM, then SIGKILL after 2 s
         nodes=tuple(cluster.nodes),
