@@ -233,16 +233,10 @@ class PlanContext:
             f"{r.measured_s:.3g} s"
             for r in self.calibration.rows
         )
-        unnamed = [i for i, r in enumerate(self.config.plan.measured) if r.model is None]
-        taken = (
-            f"; plan.measured{unnamed} name no model and are taken as {self.config.model.name!r} on this stack"
-            if unnamed
-            else ""
-        )
         note = f"; {self.calibration.note}" if self.calibration.note else ""
         return (
             f"calibrated on {len(self.calibration.rows)} measured run(s) ({runs}): stack efficiency x{f.compute:.3f} "
-            f"on compute, x{f.communication:.3f} on exposed communication{taken}{note}"
+            f"on compute, x{f.communication:.3f} on exposed communication{note}"
         )
 
     def micro_batches(self, layout: LayoutShape, micro_batch: int) -> int:

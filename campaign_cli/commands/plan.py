@@ -113,6 +113,11 @@ def plan_measure(
         typer.echo(
             result.entry_yaml(entry["nodes"], entry["layout"], got.global_batch_tokens, got.source, extra)
         )
+        if "model" not in entry:
+            typer.echo(
+                "# add `model: NAME` (the model.name of the model this run trained) to the entry, or pass --config: "
+                "plan.measured refuses a row that names no model"
+            )
     for problem in result.problems:
         typer.echo(f"# not stationary: {problem}", err=True)
 

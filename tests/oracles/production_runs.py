@@ -275,6 +275,7 @@ def with_measured(target: ProductionRun, measured: ProductionRun) -> CampaignCon
         "micro_batch": cfg.plan.micro_batch,
         "step_time_s": measured.step_s,
         "source": f"{measured.name} ({measured.source})",
+        "model": cfg.model.name,
     }
     if cfg.model.seq_len != target.config.model.seq_len:
         raise ValueError(f"{measured.name} and {target.name} are not the same model (sequence length)")

@@ -25,7 +25,7 @@ def _measured(step_s: float, nodes: int = 2, dp: int = 8, batch: int = 2097152, 
     extra = f", micro_batch: {mb}" if mb else ""
     return (
         f"plan.measured=[{{nodes: {nodes}, layout: {{tp: 2, pp: 1, dp: {dp}, cp: 1}}, "
-        f"global_batch_tokens: {batch}, step_time_s: {step_s}, source: a short run{extra}}}]"
+        f"global_batch_tokens: {batch}, step_time_s: {step_s}, source: a short run, model: demo-2b{extra}}}]"
     )
 
 

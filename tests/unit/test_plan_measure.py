@@ -93,7 +93,7 @@ def test_the_entry_pastes_into_the_config_and_calibrates_it(tmp_path: Path) -> N
     )
     result = measure(read_step_times(path))
     assert result.median_s == pytest.approx(5.0, abs=0.02) and 0 < result.spread < 0.05
-    text = result.entry_yaml(2, parse_layout("tp=2,dp=8"), 2097152, "m.jsonl")
+    text = result.entry_yaml(2, parse_layout("tp=2,dp=8"), 2097152, "m.jsonl", ", model: demo-2b")
     entry = yaml.safe_load(text)["measured"]
     config = load_config(DEMO, [f"plan.measured={json.dumps(entry)}"]).config
     assert config.plan.measured[0].step_time_s == pytest.approx(result.median_s, rel=1e-3)

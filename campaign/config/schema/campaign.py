@@ -105,7 +105,13 @@ class CampaignConfig(Frozen):
         contradict each other (beyond MEASURED_AGREEMENT) are named, not averaged."""
         stack = self.plan.stack.preset
         for i, run in enumerate(self.plan.measured):
-            if run.model is not None and run.model != self.model.name:
+            if run.model is None:  # a step of another model, pasted without its name, would calibrate this one
+                raise ValueError(
+                    f"@plan.measured.{i}.model: name the model the run trained (model: {self.model.name} if it was "
+                    "this config's model): a step time calibrates only the model it was measured on, and a row "
+                    "without a name cannot be checked (campaign plan measure writes it)"
+                )
+            if run.model != self.model.name:
                 raise ValueError(
                     f"@plan.measured.{i}.model: the run was measured on {run.model!r}, this config plans "
                     f"{self.model.name!r}; a step time of another model does not calibrate this one (remove the row, "

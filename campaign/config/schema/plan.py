@@ -119,8 +119,8 @@ class MeasuredRunConfig(Frozen):
     model: str | None = Field(
         None,
         min_length=1,
-        description="model.name of the model the run trained: a row of another model is refused (absent: taken "
-        "as this config's model, and the plan says so).",
+        description="model.name of the model the run trained (required): a row of another model, or one that "
+        "names none, is refused.",
     )
     stack: str | None = Field(
         None,
