@@ -105,7 +105,8 @@ class CampaignConfig(Frozen):
         contradict each other (beyond MEASURED_AGREEMENT) are named, not averaged."""
         stack = self.plan.stack.preset
         for i, run in enumerate(self.plan.measured):
-            if run.model is None:  # a step of another model, pasted without its name, would calibrate this one
+            # a step of another model, pasted without its name, would calibrate this one
+            if run.model is None:
                 raise ValueError(
                     f"@plan.measured.{i}.model: name the model the run trained (model: {self.model.name} if it was "
                     "this config's model): a step time calibrates only the model it was measured on, and a row "
