@@ -15,6 +15,8 @@ from campaign.records import JsonRecord, json_value
 if TYPE_CHECKING:
     import numpy as np
 
+    from campaign.failures.fit import FittedRate
+
 
 @dataclass(frozen=True, slots=True)
 class PlannedFigures(JsonRecord):
@@ -337,7 +339,7 @@ class WindowAnalysis(JsonRecord):
     smoothing_compared: bool = False
     smoothing_effect: SmoothingEffect | None = None
     power_zoom: list[ZoomPanel] | None = None
-    fitted_rates: list[dict[str, object]] | None = None  # campaign.failures.profile.observed_rates
+    fitted_rates: list[FittedRate] | None = None  # campaign.failures.profile.observed_rates
 
     def to_json(self) -> dict[str, Any]:
         """The analysis.json object, key for key and in the order the report and the contract tests read."""
@@ -369,5 +371,5 @@ class WindowAnalysis(JsonRecord):
         if self.power_zoom is not None:
             out["power_zoom"] = json_value(self.power_zoom)
         if self.fitted_rates is not None:
-            out["fitted_rates"] = self.fitted_rates
+            out["fitted_rates"] = json_value(self.fitted_rates)
         return out

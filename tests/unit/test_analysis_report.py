@@ -252,7 +252,7 @@ def test_the_rehearsal_loss_curve_is_embedded_in_both_reports(report, tmp_path):
         "faulted": {"resumed_step": 50, "loss": [[i, 5.5 - i / 50] for i in range(50, 120)]},
     }
     section = rehearsal_section({"details": details, "curves": curves, "timings": {"tokens_per_s": 1234.0}})
-    assert section["image"].startswith("data:image/png;base64,") and "bit-identical" in section["line"]
+    assert section.image.startswith("data:image/png;base64,") and "bit-identical" in section.line
     figures, result = window_figures(result, inputs.events, inputs.power_band, None)
     html = render_html(result, figures, "", section)
     assert 'alt="rehearsal loss curve"' in html and "1,234 tokens/s" in html
@@ -260,7 +260,7 @@ def test_the_rehearsal_loss_curve_is_embedded_in_both_reports(report, tmp_path):
     failed = rehearsal_section(
         {"details": {"passed": False, "problems": ["loss did not fall"]}, "curves": {}}
     )
-    assert failed["line"] == "failed: loss did not fall"
+    assert failed.line == "failed: loss did not fall"
     assert "No rehearsal result" in render_html(result, figures)
 
 
@@ -394,10 +394,10 @@ def test_fitted_failure_rates_show_in_both_reports_with_their_intervals(report):
     )
     config["cluster"]["failures"] = [fitted.model_dump(mode="json"), *config["cluster"]["failures"][1:]]
     rows = fitted_rates(json.dumps(config))
-    assert [r["name"] for r in rows] == ["faulty_gpu"]
-    low, high = rows[0]["ci95"]
-    assert rows[0]["unit"] == "per_gpu_year" and rows[0]["rate"] == pytest.approx(1.0512)
-    assert low < rows[0]["rate"] < high
+    assert [r.name for r in rows] == ["faulty_gpu"]
+    low, high = rows[0].ci95
+    assert rows[0].unit == "per_gpu_year" and rows[0].rate == pytest.approx(1.0512)
+    assert low < rows[0].rate < high
     assert fitted_rates(None) == [] and fitted_rates('{"cluster": {}}') == []
     result = replace(inputs.result, fitted_rates=rows)
     figures = {
