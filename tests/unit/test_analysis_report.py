@@ -157,11 +157,11 @@ def test_compare_two_windows_highlights_what_differs(report, tmp_path):
     other = executed_workspace(tmp_path / "other", ("plan.checkpoint.interval_s=3600",))
     check_targets([str(ws.root), str(other.root)])
     comparison = render_compare([load_run(str(ws.root)), load_run(str(other.root))])
-    out = comparison["json"]
+    out = comparison.to_json()
     interval = next(m for m in out["metrics"] if m["key"] == "checkpoint_interval_s.used")
     assert interval["differs"] == [False, True] and interval["values"][1] == 3600
     assert "checkpoint interval" in out["differences"]
-    assert 'class="n diff"' in comparison["html"] and "<svg" in comparison["html"]
+    assert 'class="n diff"' in comparison.html and "<svg" in comparison.html
     _html, path = write_compare(tmp_path / "cmp", comparison)
     assert json.loads(path.read_text())["runs"][1]["name"] == "other"
 
@@ -188,11 +188,11 @@ def test_compare_simulate_runs(tmp_path):
     a.write_text(json.dumps(sim(0.9)))
     b.write_text(json.dumps(sim(0.8)))
     comparison = render_compare([load_run(str(a)), load_run(str(b))])
-    assert "ETTR (p50 of replicas)" in comparison["json"]["differences"]
-    assert "P(finish inside the window)" not in comparison["json"]["differences"]
-    assert comparison["json"]["runs"][0]["window_length"].startswith("fits: 90%")
+    assert "ETTR (p50 of replicas)" in comparison.to_json()["differences"]
+    assert "P(finish inside the window)" not in comparison.to_json()["differences"]
+    assert comparison.to_json()["runs"][0]["window_length"].startswith("fits: 90%")
     b.write_text(json.dumps({**sim(0.8), "summary": {**sim(0.8)["summary"], "p_complete_in_window": 0.5}}))
-    short = render_compare([load_run(str(a)), load_run(str(b))])["json"]["runs"][1]["window_length"]
+    short = render_compare([load_run(str(a)), load_run(str(b))]).to_json()["runs"][1]["window_length"]
     assert short.startswith("too short: only 50%")
 
 
