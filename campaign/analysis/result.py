@@ -15,6 +15,7 @@ from campaign.records import JsonRecord, json_value
 if TYPE_CHECKING:
     import numpy as np
 
+    from campaign.calendar.report_records import ReleasedCapacity
     from campaign.failures.fit import FittedRate
 
 
@@ -139,7 +140,7 @@ class WindowFigures(JsonRecord):
     energy_usd_per_mwh: float
     cost_usd: CostFigures
     released_early_h: float
-    released_early: dict[str, float]  # calendar.gaps.released_capacity
+    released_early: ReleasedCapacity  # calendar.gaps.released_capacity
     tokens_trained: float
     tokens_target: float
     completed: bool
