@@ -57,15 +57,6 @@ class WindowLength(JsonRecord):
     p90_target_days: float | None
     p99_target_days: float | None
 
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> WindowLength:
-        return cls(
-            verdict=data["verdict"],
-            p_target_in_window=data["p_target_in_window"],
-            p90_target_days=data["p90_target_days"],
-            p99_target_days=data.get("p99_target_days"),
-        )
-
 
 @dataclass(frozen=True, slots=True)
 class SimulateSummary:
@@ -110,7 +101,14 @@ class SimulateSummary:
             observed_job_mtbf_h=Spread.from_json(data.get("observed_job_mtbf_h")),
             power_mw=SimulatePower(_number(power.get("peak"))) if isinstance(power, dict) else None,
             energy_mwh=_number(data.get("energy_mwh")),
-            window_length=WindowLength.from_json(length) if length else None,
+            window_length=WindowLength(
+                verdict=length["verdict"],
+                p_target_in_window=length["p_target_in_window"],
+                p90_target_days=length["p90_target_days"],
+                p99_target_days=length.get("p99_target_days"),
+            )
+            if length
+            else None,
         )
 
 
