@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
@@ -16,6 +16,9 @@ from campaign.files import atomic_write_json, atomic_write_text
 from campaign.goodput import BUCKETS
 from campaign.reuse import drawn_report, record_drawn, report_inputs_digest
 from tasks.artifacts import COMPARE_HTML_KEY, COMPARE_KEY, artifact_key, local_file_markdown
+
+if TYPE_CHECKING:
+    from campaign.sim.summary import ReplicaSummary
 
 # The analysis stack (pandas, matplotlib, the simulator) is imported by the task that draws a report, when it draws
 # one: a report whose inputs are unchanged is read back instead (campaign/reuse.py).
@@ -96,15 +99,17 @@ def compare(targets: list[str], out_dir: str) -> dict:
     comparison = render_compare(runs)
     html, path_json = write_compare(Path(out_dir), comparison)
     create_markdown_artifact(
-        key=COMPARE_KEY, markdown=comparison["markdown"], description=f"{len(runs)} runs side by side"
+        key=COMPARE_KEY, markdown=comparison.markdown, description=f"{len(runs)} runs side by side"
     )
     create_markdown_artifact(key=COMPARE_HTML_KEY, markdown=local_file_markdown("compare.html", html))
     get_run_logger().info("comparison of %d runs written to %s", len(runs), html)
-    return {**comparison["json"], "report_html": str(html), "json_path": str(path_json)}
+    return {**comparison.to_json(), "report_html": str(html), "json_path": str(path_json)}
 
 
 @task(name="simulate-report", cache_policy=None)
-def simulate_report(result: dict, summaries: list[dict], campaign: str, workspace: str | None) -> dict:
+def simulate_report(
+    result: dict, summaries: list[ReplicaSummary], campaign: str, workspace: str | None
+) -> dict:
     """The distributions over a simulate run's replicas: `simulate/<stem>.html` and `.md` in the campaign's workspace,
     a markdown artifact and a link artifact; returns what the simulate result adds (`replica_values`,
     `p_target_interval`, `p_complete_interval`, `report_html`)."""
@@ -114,14 +119,16 @@ def simulate_report(result: dict, summaries: list[dict], campaign: str, workspac
         replica_values,
         report_stem,
     )
+    from campaign.analysis.simulate_run import SimulateRun
 
+    run = SimulateRun.from_json(result)
     values = replica_values(summaries)
-    html, markdown, facts = render_simulate_report(result, campaign, values)
-    finish = facts["finish"]
+    html, markdown, facts = render_simulate_report(run, campaign, values)
+    finish = facts.finish
     out: dict[str, Any] = {
-        "replica_values": values,
+        "replica_values": values.to_json() if values is not None else None,
         "report_html": None,
-        "p_target_interval": [finish["interval_lo"], finish["interval_hi"]] if finish else None,
+        "p_target_interval": [finish.interval_lo, finish.interval_hi] if finish else None,
         "p_complete_interval": completion_interval(summaries) if summaries else None,
     }
     logger = get_run_logger()
@@ -131,7 +138,7 @@ def simulate_report(result: dict, summaries: list[dict], campaign: str, workspac
         logger.warning("simulate report not written to a file: %s (%s)", err.message, err.fix)
         out["report_note"] = f"not written: {err.message} ({err.where}); fix: {err.fix}"
     else:
-        stem = report_stem(result)
+        stem = report_stem(run)
         path = atomic_write_text(ws.root / "simulate" / f"{stem}.html", html)
         atomic_write_text(ws.root / "simulate" / f"{stem}.md", markdown)
         out["report_html"] = str(path)
@@ -143,11 +150,11 @@ def simulate_report(result: dict, summaries: list[dict], campaign: str, workspac
     create_markdown_artifact(
         key=artifact_key(campaign, "simulate-report"),
         markdown=markdown,
-        description=f"{result['replicas']} what-if replicas of {campaign}",
+        description=f"{run.replicas} what-if replicas of {campaign}",
     )
     logger.info(
         "simulate report: P(target reached inside the window) %.3f%s",
-        result["summary"].get("p_target_in_window", result["summary"]["p_complete_in_window"]),
+        run.summary.p_target_in_window,
         f", written to {out['report_html']}" if out["report_html"] else "",
     )
     return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -33,29 +34,30 @@ def report_calendar(path: Path, start: str | None, end: str | None, now: datetim
     report = calendar_report_of(path, start, end, now)
     png, report_json = report_files(path)
     chart = gantt_chart(report, png)  # drawn only when what it shows changed
-    report["gantt_png"] = str(png)
-    write_output(report_json, json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
-    totals = report["totals"]
+    report = replace(report, gantt_png=str(png))
+    out = report.to_json()
+    write_output(report_json, json.dumps(out, indent=2, sort_keys=True, default=str) + "\n")
+    totals = report.totals
     create_markdown_artifact(
-        key=calendar_key(report["cluster"]),
+        key=calendar_key(report.cluster),
         markdown=calendar_markdown(report, chart, str(png)),
-        description=f"calendar of cluster {report['cluster']}",
+        description=f"calendar of cluster {report.cluster}",
     )
-    if report["gaps"]:
+    if report.gaps:
         create_table_artifact(
-            key=calendar_key(report["cluster"], "gaps"),
-            table=report["gaps"],
-            description=f"idle gaps of cluster {report['cluster']}, priced",
+            key=calendar_key(report.cluster, "gaps"),
+            table=out["gaps"],
+            description=f"idle gaps of cluster {report.cluster}, priced",
         )
     get_run_logger().info(
         "calendar %s: %d bookings, %d gaps, utilisation %.1f%%, idle cost $%.2f",
-        report["cluster"],
-        len(report["bookings"]),
-        len(report["gaps"]),
-        totals["utilisation"] * 100,
-        totals["idle_cost_usd"],
+        report.cluster,
+        len(report.bookings),
+        len(report.gaps),
+        totals.utilisation * 100,
+        totals.idle_cost_usd,
     )
-    return report
+    return out
 
 
 def _book(

@@ -32,30 +32,30 @@ def fit_failure_profile(
         key=artifact_key(cluster, "failure-rates"),
         table=[
             {
-                "category": c["name"],
-                "scope": c["scope"],
-                "count": c["count"],
-                "rate": c["rate"],
-                "ci95_low": c["ci95"][0],
-                "ci95_high": c["ci95"][1],
-                "unit": c["unit"],
+                "category": c.name,
+                "scope": c.scope,
+                "count": c.count,
+                "rate": c.rate,
+                "ci95_low": c.ci95[0],
+                "ci95_high": c.ci95[1],
+                "unit": c.unit,
             }
-            for c in result["categories"]
+            for c in fit.categories
         ],
         description=f"failure rates fitted from {Path(incidents).name}",
     )
     create_markdown_artifact(
         key=artifact_key(cluster, "failure-profile"),
         markdown=fit_report_markdown(
-            result, f"Failure profile of {cluster}, fitted from {Path(incidents).name}"
+            fit, f"Failure profile of {cluster}, fitted from {Path(incidents).name}"
         ),
         description="rates with intervals, job MTTF by size, lemon nodes",
     )
     get_run_logger().info(
         "failures fit: %d incidents, %d categories, %d lemon nodes; profile %s",
-        result["incidents"],
-        len(result["categories"]),
-        len(result["lemon_nodes"]),
+        fit.incidents,
+        len(fit.categories),
+        len(fit.lemon_nodes),
         out_path or "not written",
     )
     return {"profile": out_path, "fit": result}

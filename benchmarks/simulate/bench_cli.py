@@ -74,7 +74,10 @@ out["  of which the replicas (2 threads)"] = [r["wall_s"], None]
 r = layer("flow run, second in the process (warm)", lambda: finish(simulate_with_runner(params)))
 out["  of which the replicas (2 threads) "] = [r["wall_s"], None]
 from campaign.analysis.simulate_report import simulate_figures
-layer("  the report's three figures alone", lambda: simulate_figures(r["replica_values"], r["summary"]["window_days"]))
+from campaign.analysis.simulate_run import ReplicaValues
+
+values = ReplicaValues.from_json(r["replica_values"])
+layer("  the report's three figures alone", lambda: simulate_figures(values, r["summary"]["window_days"]))
 layer("logs and events sent before exit", lambda: api.__exit__(None, None, None))
 print(json.dumps(out))
 """

@@ -56,6 +56,7 @@ from campaign.sql.rows import one_row, rows
 if TYPE_CHECKING:  # the simulator package imports its compiled kernels: not needed to read a summary
     import pandas as pd
 
+    from campaign.calendar.report_records import ReleasedCapacity
     from campaign.sim.summary import ReplicaSummary
 
 LOST_KEYS = goodput.LOST_KEYS
@@ -219,7 +220,7 @@ def power_figures(con: duckdb.DuckDBPyConnection, commitment_id: str, replica: i
 
 def released_early(
     summary: ReplicaSummary, config: RecordedConfig | None, gpu_hour_usd: float
-) -> dict[str, float]:
+) -> ReleasedCapacity:
     """The idle tail after this run's early finish with its price, by the one definition the calendar and the
     `schedule` gate use (`campaign.calendar.gaps.released_capacity`): the booking's nodes idle from the job's end,
     in whole seconds, at the GPU-hour price plus idle power. Without a whole recorded config: GPU-hours only."""
@@ -315,9 +316,9 @@ def window_figures(
             checkpoint=buckets["checkpoint"] * gpu_hour_usd,
             idle_spares=buckets["idle_spares"] * gpu_hour_usd,
             # The idle tail priced as the calendar prices its early-finish gap (calendar.gaps.released_capacity).
-            released_early=released["cost_usd"],
+            released_early=released.cost_usd,
         ),
-        released_early_h=released["hours"],
+        released_early_h=released.hours,
         released_early=released,
         tokens_trained=summary["tokens_trained"],
         tokens_target=summary["tokens_target"],

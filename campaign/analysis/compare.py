@@ -10,14 +10,17 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from campaign import goodput
 from campaign.analysis.analysis import analyse_window, analysis_workspace
 from campaign.analysis.report import css, environment
+from campaign.analysis.result import WindowAnalysis
+from campaign.analysis.simulate_run import SimulateRun, Spread, window_length_advice
 from campaign.errors import ConfigError, DataError
 from campaign.figures import md_cell, num
 from campaign.files import (
@@ -28,6 +31,7 @@ from campaign.files import (
     check_output_dir,
     read_bounded,
 )
+from campaign.records import JsonRecord
 
 # Two figures differ when they differ in their first SIGNIFICANT digits (or one is missing): equal up to float
 # noise is equal. A differing pair is shown with as many decimals as it takes to see the difference.
@@ -36,7 +40,8 @@ MAX_DECIMALS = 9
 COMPARE_MARKER = ".campaign-compare"
 MAX_SIMULATE_JSON_BYTES = 256 << 20  # 100,000 replicas' values are about 10 MB
 
-# (key path, label, unit, digits) for executed windows and simulate runs (p50 of the replicas).
+# (attribute path, label, unit, digits) for executed windows (of the analysis' figures, analysis.json's keys) and
+# simulate runs (of the result, `campaign simulate --json`'s keys; p50 of the replicas).
 WINDOW_METRICS = (
     ("ettr", "ETTR while the job ran", "", 3),
     ("window_utilisation", "window utilisation", "", 3),
@@ -66,6 +71,79 @@ SIMULATE_METRICS = (
     ("summary.power_mw.peak", "peak power", "MW", 3),
     ("summary.energy_mwh", "energy (mean)", "MWh", 1),
 )
+# A mix of windows and simulate runs: figures both kinds have, windows read as one replica, simulate runs by mean.
+MIXED_METRICS = (
+    ("ettr", "ETTR", "", 3),
+    ("completion_days", "finished on day", "d", 2),
+    ("interruptions.unexpected", "unexpected interruptions", "", 1),
+    ("energy_mwh", "energy", "MWh", 1),
+)
+_MIXED_SIMULATE = {
+    "ettr": "summary.ettr.mean",
+    "completion_days": "summary.completion_days.mean",
+    "interruptions.unexpected": "summary.interruptions_unexpected.mean",
+    "energy_mwh": "summary.energy_mwh",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class CompareRun:
+    """One run of a comparison: an executed window's analysis or a simulate result, as `target` named it."""
+
+    target: str
+    name: str
+    window: WindowAnalysis | None = None
+    simulate: SimulateRun | None = None
+
+    @property
+    def kind(self) -> Literal["window", "simulate"]:
+        return "window" if self.window is not None else "simulate"
+
+    @property
+    def window_advice(self) -> str | None:
+        """For a simulate run: was the window too short or too long for the completion distribution?"""
+        return window_length_advice(self.simulate) if self.simulate is not None else None
+
+    def result_json(self) -> dict[str, Any]:
+        """The run's own JSON: analysis.json of a window, the simulate file as it was read."""
+        if self.window is not None:
+            return self.window.to_json()
+        assert self.simulate is not None  # a run is one or the other
+        return self.simulate.data
+
+
+@dataclass(frozen=True, slots=True)
+class CompareRow(JsonRecord):
+    """One figure across the runs: its value in each (scaled to `unit`, None: n/a) and whether each differs from
+    the first run's, shown with `digits` decimals."""
+
+    key: str
+    label: str
+    unit: str
+    digits: int
+    values: list[float | None]
+    differs: list[bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """Runs side by side: the table, the self-contained page and the Markdown; `to_json()` is compare.json."""
+
+    runs: list[CompareRun]
+    table: list[CompareRow]
+    html: str
+    markdown: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "runs": [
+                {"target": r.target, "kind": r.kind, "name": r.name, "window_length": r.window_advice}
+                for r in self.runs
+            ],
+            "metrics": [row.to_json() for row in self.table],
+            "differences": [row.label for row in self.table if any(row.differs)],
+            "results": [r.result_json() for r in self.runs],
+        }
 
 
 def check_targets(targets: list[str]) -> None:
@@ -92,7 +170,7 @@ def check_targets(targets: list[str]) -> None:
             )
 
 
-def _read_simulate(path: Path) -> dict[str, Any]:
+def _read_simulate(path: Path) -> SimulateRun:
     fix = "pass a file written by `campaign simulate CONFIG --json > run.json`"
     try:
         data = json.loads(read_bounded(path, MAX_SIMULATE_JSON_BYTES).decode("utf-8"))
@@ -108,7 +186,7 @@ def _read_simulate(path: Path) -> dict[str, Any]:
             fix=fix,
         )
     _check_simulate_figures(data, path)
-    return data
+    return SimulateRun.from_json(data)
 
 
 # Every figure of a simulate file that compare reads, with its range ((low, high); None: unbounded).
@@ -187,25 +265,24 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def load_run(target: str) -> dict[str, Any]:
+def load_run(target: str) -> CompareRun:
     """One run's figures: an executed window (read-only) or a simulate result."""
     path = Path(target)
     if path.exists() and not path.is_dir():
-        return {"target": target, "kind": "simulate", "name": path.stem, "data": _read_simulate(path)}
+        return CompareRun(target, path.stem, simulate=_read_simulate(path))
     from campaign.store import catalog
 
     ws = analysis_workspace(path)
     with catalog(ws, read_only=True) as con:
         result = analyse_window(con, str(ws.catalog_path))
-    return {"target": target, "kind": "window", "name": ws.root.name, "data": result.to_json()}
+    return CompareRun(target, ws.root.name, window=result)
 
 
-def _get(data: dict[str, Any], dotted: str) -> float | None:
-    value: Any = data
+def _get(record: object, dotted: str) -> float | None:
+    """The figure at an attribute path of a record (None where a record on the way is missing)."""
+    value = record
     for part in dotted.split("."):
-        if not isinstance(value, dict) or part not in value:
-            return None
-        value = value[part]
+        value = getattr(value, part, None)
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
@@ -228,63 +305,42 @@ def shown_digits(values: list[float | None], differs: list[bool], digits: int) -
     return digits
 
 
-def comparison_table(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def comparison_table(runs: list[CompareRun]) -> list[CompareRow]:
     """One row per figure: its value in each run and whether each differs from the first run."""
-    kinds = {r["kind"] for r in runs}
-    metrics: tuple[tuple[str, str, str, int], ...] = (
-        WINDOW_METRICS if kinds == {"window"} else SIMULATE_METRICS if kinds == {"simulate"} else ()
+    kinds = {r.kind for r in runs}
+    metrics = (
+        WINDOW_METRICS
+        if kinds == {"window"}
+        else SIMULATE_METRICS
+        if kinds == {"simulate"}
+        else MIXED_METRICS
     )
-    if not metrics:  # a mix: figures both kinds have, windows read as one replica
-        metrics = (
-            ("ettr", "ETTR", "", 3),
-            ("completion_days", "finished on day", "d", 2),
-            ("interruptions.unexpected", "unexpected interruptions", "", 1),
-            ("energy_mwh", "energy", "MWh", 1),
-        )
     rows = []
     for key, label, unit, digits in metrics:
         values = [_value(r, key) for r in runs]
         scale = 1e9 if unit == "B" else 1.0
         scaled = [None if v is None else v / scale for v in values]
         differs = [False] + [_differs(values[0], v) for v in values[1:]]
-        rows.append(
-            {
-                "key": key,
-                "label": label,
-                "unit": unit,
-                "digits": shown_digits(scaled, differs, digits),
-                "values": scaled,
-                "differs": differs,
-            }
-        )
+        rows.append(CompareRow(key, label, unit, shown_digits(scaled, differs, digits), scaled, differs))
     return rows
 
 
-def _value(run: dict[str, Any], key: str) -> float | None:
-    if key == "summary.p_target_in_window" and "p_target_in_window" not in run["data"]["summary"]:
-        # A file written before the figure existed: its windows stopped at the target, so finishing was reaching it.
-        key = "summary.p_complete_in_window"
-    if run["kind"] == "simulate" and not key.startswith("summary."):
-        mapped = {
-            "ettr": "summary.ettr.mean",
-            "completion_days": "summary.completion_days.mean",
-            "interruptions.unexpected": "summary.interruptions_unexpected.mean",
-            "energy_mwh": "summary.energy_mwh",
-        }[key]
-        return _get(run["data"], mapped)
-    return _get(run["data"], key)
+def _value(run: CompareRun, key: str) -> float | None:
+    if run.window is not None:
+        return _get(run.window.figures, key)
+    return _get(run.simulate, _MIXED_SIMULATE.get(key, key))
 
 
-def _goodput_figure(runs: list[dict[str, Any]]) -> Any:
-    windows = [r for r in runs if r["kind"] == "window"]
+def _goodput_figure(runs: list[CompareRun]) -> Any:
+    windows = [r.window for r in runs if r.window is not None]
     if not windows:
         return None
     from campaign.analysis.plots import BUCKET_COLOURS, _figure, plt  # plots sets the Agg backend first
 
     fig, ax = plt.subplots(figsize=(10, 0.5 * len(windows) + 1.4))
-    for i, run in enumerate(windows):
+    for i, window in enumerate(windows):
         left = 0.0
-        buckets = run["data"]["goodput_breakdown_gpu_h"]
+        buckets = window.figures.goodput_breakdown_gpu_h
         total = goodput.buckets_sum_gpu_h(buckets)
         for key in goodput.BUCKET_KEYS:
             share = buckets[key] / total if total else 0.0
@@ -296,7 +352,7 @@ def _goodput_figure(runs: list[dict[str, Any]]) -> Any:
                 label=key.replace("_", " ") if i == 0 else None,
             )
             left += share
-    ax.set_yticks(range(len(windows)), [r["name"] for r in windows])
+    ax.set_yticks(range(len(windows)), [r.name for r in runs if r.window is not None])
     ax.set_xlim(0, 1)
     ax.set_xlabel("share of the window's GPU-hours (job + spares)")
     ax.set_title("Goodput side by side")
@@ -304,15 +360,15 @@ def _goodput_figure(runs: list[dict[str, Any]]) -> Any:
     return _figure("goodput", fig)
 
 
-def _spread_figure(runs: list[dict[str, Any]]) -> Any:
-    sims = [r for r in runs if r["kind"] == "simulate"]
-    if not sims:
+def _spread_figure(runs: list[CompareRun]) -> Any:
+    named = [(r.name, r.simulate) for r in runs if r.simulate is not None]
+    if not named:
         return None
-    if all(isinstance(r["data"].get("replica_values"), dict) for r in sims):
-        return _distribution_figure(sims)
+    if all(sim.replica_values is not None for _, sim in named):
+        return _distribution_figure(named)
     from campaign.analysis.plots import _figure, plt  # plots sets the Agg backend first
 
-    fig, axes = plt.subplots(1, 3, figsize=(10, 0.45 * len(sims) + 1.6), sharey=True)
+    fig, axes = plt.subplots(1, 3, figsize=(10, 0.45 * len(named) + 1.6), sharey=True)
     for ax, (key, label) in zip(
         axes,
         (
@@ -322,19 +378,19 @@ def _spread_figure(runs: list[dict[str, Any]]) -> Any:
         ),
         strict=True,
     ):
-        for i, run in enumerate(sims):
-            s = run["data"]["summary"].get(key) or {}
-            if s.get("p10") is not None and s.get("p90") is not None:
-                ax.plot([s["p10"], s["p90"]], [i, i], color="#8fb3d9", lw=6, solid_capstyle="butt")
-            if s.get("p50") is not None:
-                ax.plot(s["p50"], i, "o", color="#1f4e79")
+        for i, (_, sim) in enumerate(named):
+            s = getattr(sim.summary, key) or Spread()
+            if s.p10 is not None and s.p90 is not None:
+                ax.plot([s.p10, s.p90], [i, i], color="#8fb3d9", lw=6, solid_capstyle="butt")
+            if s.p50 is not None:
+                ax.plot(s.p50, i, "o", color="#1f4e79")
         ax.set_title(f"{label} (p10-p90, p50)", fontsize=8)
         ax.grid(alpha=0.25, axis="x")
-    axes[0].set_yticks(range(len(sims)), [r["name"] for r in sims])
+    axes[0].set_yticks(range(len(named)), [name for name, _ in named])
     return _figure("spread", fig)
 
 
-def _distribution_figure(sims: list[dict[str, Any]]) -> Any:
+def _distribution_figure(sims: list[tuple[str, SimulateRun]]) -> Any:
     """Simulate runs that carry their replicas' values: the share of replicas at or below each value (ECDF) of the
     completion day (unfinished replicas never get there, so each curve ends at its P(finish)), ETTR and unexpected
     interruptions, one line per run."""
@@ -350,8 +406,9 @@ def _distribution_figure(sims: list[dict[str, Any]]) -> Any:
         ),
         strict=True,
     ):
-        for i, run in enumerate(sims):
-            raw = run["data"]["replica_values"].get(key) or []
+        for i, (name, sim) in enumerate(sims):
+            assert sim.replica_values is not None  # drawn only when every run carries them
+            raw: list[Any] = getattr(sim.replica_values, key)
             data = np.sort(np.array([v for v in raw if v is not None], dtype=float))
             if not len(raw) or not len(data):
                 continue
@@ -362,10 +419,10 @@ def _distribution_figure(sims: list[dict[str, Any]]) -> Any:
                 where="post",
                 lw=1.3,
                 color=CATEGORY_COLOURS[i % 10],
-                label=run["name"],
+                label=name,
             )
         if key == "completion_days":
-            days = {r["data"]["summary"].get("window_days") for r in sims} - {None}
+            days = {d for _, sim in sims if (d := sim.summary.window_days) is not None}
             for d in sorted(days):
                 ax.axvline(d, color="#d62728", lw=1, ls=":")
         ax.set_ylim(0, 1.02)
@@ -376,52 +433,11 @@ def _distribution_figure(sims: list[dict[str, Any]]) -> Any:
     return _figure("spread", fig)
 
 
-def window_length_advice(run: dict[str, Any]) -> str | None:
-    """For a simulate run: was the window too short or too long for the completion distribution?"""
-    if run["kind"] != "simulate":
-        return None
-    s = run["data"]["summary"]
-    length = s.get("window_length")
-    if length:  # the schedule gate's rule (campaign.window_verdict.window_sufficiency)
-        p90 = length["p90_target_days"]
-        reached = f"{length['p_target_in_window']:.0%} of replicas reach the target inside the window"
-        if length["verdict"] == "too_short":
-            return f"too short: only {reached}" + (f"; p90 is day {p90:.1f}" if p90 is not None else "")
-        if length["verdict"] == "too_long":
-            return f"longer than needed: {reached}, all but 1% of them by day {length['p99_target_days']:.1f}"
-        return f"fits: {reached}" + (f", 90% by day {p90:.1f}" if p90 is not None else "")
-    p = s.get("p_complete_in_window")
-    done = s.get("completion_days") or {}
-    window_days = run["data"].get("window_days") or s.get("window_days")
-    if p is None:
-        return None
-    if p < 0.9:
-        return f"too short: only {p:.0%} of replicas finish inside the window" + (
-            f"; p90 of those that finish is day {done['p90']:.1f}" if done.get("p90") is not None else ""
-        )
-    if window_days and done.get("p90") is not None and done["p90"] < 0.8 * window_days:
-        return f"longer than needed: 90% of replicas finish by day {done['p90']:.1f} of {window_days:.1f}"
-    return f"fits: {p:.0%} of replicas finish inside the window" + (
-        f", 90% by day {done['p90']:.1f}" if done.get("p90") is not None else ""
-    )
-
-
-def render_compare(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The comparison as JSON, HTML and Markdown."""
+def render_compare(runs: list[CompareRun]) -> Comparison:
+    """The comparison as JSON (`Comparison.to_json()`), HTML and Markdown."""
     table = comparison_table(runs)
-    for run in runs:
-        run["window_advice"] = window_length_advice(run)
     figures = {k: f for k, f in (("goodput", _goodput_figure(runs)), ("spread", _spread_figure(runs))) if f}
-    names = [r["name"] for r in runs]
-    out_json = {
-        "runs": [
-            {"target": r["target"], "kind": r["kind"], "name": r["name"], "window_length": r["window_advice"]}
-            for r in runs
-        ],
-        "metrics": table,
-        "differences": [row["label"] for row in table if any(row["differs"])],
-        "results": [r["data"] for r in runs],
-    }
+    names = [r.name for r in runs]
     env = environment()
     html = env.get_template("compare.html.j2").render(
         runs=runs, table=table, css=css(), figures={k: f.svg for k, f in figures.items()}
@@ -434,13 +450,13 @@ def render_compare(runs: list[dict[str, Any]]) -> dict[str, Any]:
     ]
     for row in table:
         cells = [
-            ("**" + num(v, row["digits"]) + "**") if d else num(v, row["digits"])
-            for v, d in zip(row["values"], row["differs"], strict=True)
+            ("**" + num(v, row.digits) + "**") if d else num(v, row.digits)
+            for v, d in zip(row.values, row.differs, strict=True)
         ]
-        md.append(f"| {row['label']} | {row['unit']} | " + " | ".join(cells) + " |")
+        md.append(f"| {row.label} | {row.unit} | " + " | ".join(cells) + " |")
     md += ["", "Bold: differs from the first run.", ""]
-    md += [f"- {md_cell(r['name'])}: window {r['window_advice']}" for r in runs if r["window_advice"]]
-    return {"json": out_json, "html": html, "markdown": "\n".join(md) + "\n"}
+    md += [f"- {md_cell(r.name)}: window {r.window_advice}" for r in runs if r.window_advice]
+    return Comparison(runs, table, html, "\n".join(md) + "\n")
 
 
 def compare_out_dir(out: str | Path, inputs: Mapping[str, str | Path | None] | None = None) -> Path:
@@ -451,7 +467,7 @@ def compare_out_dir(out: str | Path, inputs: Mapping[str, str | Path | None] | N
     return root
 
 
-def write_compare(out_dir: Path, comparison: dict[str, Any]) -> tuple[Path, Path]:
+def write_compare(out_dir: Path, comparison: Comparison) -> tuple[Path, Path]:
     """compare.html and compare.json in campaign's own folder `out_dir` (checked again here: the flow may run
     later than the command that named it)."""
     out_dir = compare_out_dir(out_dir)
@@ -461,8 +477,8 @@ def write_compare(out_dir: Path, comparison: dict[str, Any]) -> tuple[Path, Path
             out_dir / COMPARE_MARKER,
             {"note": "campaign's own folder: `campaign analyse --compare` writes here"},
         )
-    html = atomic_write_text(out_dir / "compare.html", comparison["html"])
-    path_json = atomic_write_json(out_dir / "compare.json", comparison["json"])
+    html = atomic_write_text(out_dir / "compare.html", comparison.html)
+    path_json = atomic_write_json(out_dir / "compare.json", comparison.to_json())
     return html, path_json
 
 

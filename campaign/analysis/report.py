@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +26,15 @@ from campaign.goodput import BUCKETS
 if TYPE_CHECKING:
     from campaign.analysis.plots import Figure
     from campaign.analysis.result import WindowAnalysis
+    from campaign.failures.fit import FittedRate
+
+
+@dataclass(frozen=True, slots=True)
+class RehearsalSection:
+    """The rehearsal gate's part of the report: its one-line verdict and its loss curve (a PNG data URI)."""
+
+    line: str
+    image: str
 
 
 def _is_html(name: str | None) -> bool:
@@ -93,7 +102,7 @@ def render_html(
     result: WindowAnalysis,
     figures: dict[str, Figure],
     zoom_note: str = "",
-    rehearsal: dict[str, Any] | None = None,
+    rehearsal: RehearsalSection | None = None,
 ) -> str:
     return (
         environment()
@@ -120,7 +129,7 @@ def svg_data_uri(svg: str) -> str:
 
 
 def render_markdown(
-    result: WindowAnalysis, figures: dict[str, Figure], rehearsal: dict[str, Any] | None = None
+    result: WindowAnalysis, figures: dict[str, Figure], rehearsal: RehearsalSection | None = None
 ) -> str:
     """The summary for the Prefect UI and report.md: headline with definitions, recommendations, tables, figures."""
     return (
@@ -135,8 +144,9 @@ def render_markdown(
     )
 
 
-def rehearsal_section(rehearsal: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The rehearsal gate's loss curve (PNG data URI, drawn by campaign.rehearsal.plot) and its one-line verdict."""
+def rehearsal_section(rehearsal: dict[str, Any] | None) -> RehearsalSection | None:
+    """The rehearsal gate's loss curve (PNG data URI, drawn by campaign.rehearsal.plot) and its one-line verdict,
+    from its result.json as read (`rehearsal`: the JSON object, or None without one)."""
     if rehearsal is None:
         return None
     from campaign.rehearsal.plot import plot_loss_curve
@@ -151,10 +161,10 @@ def rehearsal_section(rehearsal: dict[str, Any] | None) -> dict[str, Any] | None
             f"resumed at {d['resumed_step']}: {d['restore_check']}; "
             f"{num(timings.get('tokens_per_s'))} tokens/s"
         )
-    return {"line": line, "image": data_uri(plot_loss_curve(rehearsal.get("curves") or {}, d))}
+    return RehearsalSection(line, data_uri(plot_loss_curve(rehearsal.get("curves") or {}, d)))
 
 
-def fitted_rates(config_json: str | None) -> list[dict[str, Any]]:
+def fitted_rates(config_json: str | None) -> list[FittedRate]:
     """The committed config's failure rates fitted from an incident log, each with its exact 95% interval
     (docs/failures.md); empty when no category carries `observed` counts or no whole config was recorded."""
     import pydantic
@@ -180,7 +190,7 @@ def write_report(report_dir: Path, inputs: ReportInputs) -> tuple[Path, Path, st
     if drawn.fitted_rates:
         from campaign.failures.report import rates_figure
 
-        figures["fitted_rates"] = rates_figure({"categories": drawn.fitted_rates})
+        figures["fitted_rates"] = rates_figure(drawn.fitted_rates)
     inputs.result = drawn
     section = rehearsal_section(inputs.rehearsal)
     html = render_html(drawn, figures, inputs.zoom_note, section)

@@ -15,6 +15,9 @@ from campaign.records import JsonRecord, json_value
 if TYPE_CHECKING:
     import numpy as np
 
+    from campaign.calendar.report_records import ReleasedCapacity
+    from campaign.failures.fit import FittedRate
+
 
 @dataclass(frozen=True, slots=True)
 class PlannedFigures(JsonRecord):
@@ -137,7 +140,7 @@ class WindowFigures(JsonRecord):
     energy_usd_per_mwh: float
     cost_usd: CostFigures
     released_early_h: float
-    released_early: dict[str, float]  # calendar.gaps.released_capacity
+    released_early: ReleasedCapacity  # calendar.gaps.released_capacity
     tokens_trained: float
     tokens_target: float
     completed: bool
@@ -337,7 +340,7 @@ class WindowAnalysis(JsonRecord):
     smoothing_compared: bool = False
     smoothing_effect: SmoothingEffect | None = None
     power_zoom: list[ZoomPanel] | None = None
-    fitted_rates: list[dict[str, object]] | None = None  # campaign.failures.profile.observed_rates
+    fitted_rates: list[FittedRate] | None = None  # campaign.failures.profile.observed_rates
 
     def to_json(self) -> dict[str, Any]:
         """The analysis.json object, key for key and in the order the report and the contract tests read."""
@@ -369,5 +372,5 @@ class WindowAnalysis(JsonRecord):
         if self.power_zoom is not None:
             out["power_zoom"] = json_value(self.power_zoom)
         if self.fitted_rates is not None:
-            out["fitted_rates"] = self.fitted_rates
+            out["fitted_rates"] = json_value(self.fitted_rates)
         return out

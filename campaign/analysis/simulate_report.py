@@ -11,48 +11,75 @@ the score interval of P(finish inside the window) from n replicas.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from campaign.analysis.report import css, environment, svg_data_uri
+from campaign.analysis.simulate_run import ReplicaValues, SimulateRun, SimulateSummary, window_length_advice
+from campaign.records import JsonRecord
 from campaign.sim.summary import COMPLETION_DAYS_LABEL, TARGET_DAYS_LABEL
 from campaign.window_verdict import DAY_S, window_sufficiency
 
 if TYPE_CHECKING:
     from campaign.analysis.plots import Figure
+    from campaign.sim.summary import ReplicaSummary
 
 # Above this many replicas the result carries percentiles only: ten numbers a replica would make the printed JSON
 # tens of megabytes, and a histogram of 100,000 draws already shows the shape.
 MAX_REPLICA_VALUES = 100_000
-VALUE_KEYS = (
-    "ettr",
-    "window_utilisation",
-    "completion_days",
-    "target_days",
-    "interruptions_unexpected",
-    "interruptions_planned",
-    "tokens_trained",
-)
 
 
-def replica_values(summaries: list[dict[str, Any]]) -> dict[str, list[Any]] | None:
+@dataclass(frozen=True, slots=True)
+class FinishProbability(JsonRecord):
+    """P(reaching the target inside the window) over the replicas, with its 95% Wilson interval and the days by
+    which 50% and 90% of all replicas had reached it (None: fewer than that ever did)."""
+
+    replicas: int
+    finished: int
+    p: float
+    interval_lo: float
+    interval_hi: float
+    day_50pct: float | None
+    day_90pct: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class SimulateFacts:
+    """What the simulate report found besides its pages: P(finish) (None without replica values) and the window
+    length advice."""
+
+    finish: FinishProbability | None
+    window_length: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PercentileRow:
+    """One row of the report's percentile table, scaled to its unit."""
+
+    label: str
+    unit: str
+    digits: int
+    mean: float | None
+    p10: float | None
+    p50: float | None
+    p90: float | None
+
+
+def replica_values(summaries: Sequence[ReplicaSummary]) -> ReplicaValues | None:
     """Each replica's figures as lists in replica order (`completion_days` None where a replica did not finish), or
     None above MAX_REPLICA_VALUES replicas."""
     if len(summaries) > MAX_REPLICA_VALUES:
         return None
-    return {
-        "ettr": [float(s["ettr"]) for s in summaries],
-        "window_utilisation": [float(s["window_utilisation"]) for s in summaries],
-        "completion_days": [
-            s["completion_s"] / DAY_S if s.get("completion_s") is not None else None for s in summaries
-        ],
-        "target_days": [
-            s["target_reached_s"] / DAY_S if s.get("target_reached_s") is not None else None
-            for s in summaries
-        ],
-        "interruptions_unexpected": [int(s["interruptions"]["unexpected"]) for s in summaries],
-        "interruptions_planned": [int(s["interruptions"]["planned"]) for s in summaries],
-        "tokens_trained": [float(s["tokens_trained"]) for s in summaries],
-    }
+    return ReplicaValues(
+        ettr=[float(s["ettr"]) for s in summaries],
+        window_utilisation=[float(s["window_utilisation"]) for s in summaries],
+        completion_days=[c / DAY_S if (c := s.get("completion_s")) is not None else None for s in summaries],
+        target_days=[t / DAY_S if (t := s.get("target_reached_s")) is not None else None for s in summaries],
+        interruptions_unexpected=[int(s["interruptions"]["unexpected"]) for s in summaries],
+        interruptions_planned=[int(s["interruptions"]["planned"]) for s in summaries],
+        tokens_trained=[float(s["tokens_trained"]) for s in summaries],
+    )
 
 
 def wilson_interval(successes: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
@@ -65,67 +92,64 @@ def wilson_interval(successes: int, n: int, z: float = 1.959963984540054) -> tup
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def finish_probability(values: dict[str, list[Any]], window_days: float) -> dict[str, Any]:
+def finish_probability(values: ReplicaValues, window_days: float) -> FinishProbability:
     """P(reaching the target inside the window) from the replicas, with its 95% Wilson interval and the days by
     which 50% and 90% of all replicas (those that never reach it counted as never) have reached it. For a window
     that stops at the target this is P(finish); a snapshot window never finishes but does reach its target.
     Results saved before target days existed fall back to the completion days."""
-    days = values.get("target_days") or values["completion_days"]
+    days = values.target_or_completion_days()
     # The schedule gate's rule (campaign.window_verdict), on the same seconds the summary judged.
     judged = window_sufficiency(
         [None if d is None else d * DAY_S for d in days], window_days * DAY_S, trains_through=False
     )
     lo, hi = wilson_interval(judged.reached, judged.replicas)
-    return {
-        "replicas": judged.replicas,
-        "finished": judged.reached,
-        "p": judged.p_target_in_window,
-        "interval_lo": lo,
-        "interval_hi": hi,
-        "day_50pct": judged.p50_target_days,
-        "day_90pct": judged.p90_target_days,
-    }
+    return FinishProbability(
+        replicas=judged.replicas,
+        finished=judged.reached,
+        p=judged.p_target_in_window,
+        interval_lo=lo,
+        interval_hi=hi,
+        day_50pct=judged.p50_target_days,
+        day_90pct=judged.p90_target_days,
+    )
 
 
-def completion_interval(summaries: list[dict[str, Any]]) -> list[float]:
+def completion_interval(summaries: Sequence[ReplicaSummary]) -> list[float]:
     """The 95% Wilson interval of P(finish inside the window): of completing, not of reaching the target (a
     snapshot window reaches its target but never completes)."""
     lo, hi = wilson_interval(sum(1 for s in summaries if s["completed"]), len(summaries))
     return [lo, hi]
 
 
-def simulate_figures(values: dict[str, list[Any]], window_days: float) -> dict[str, Figure]:
+def simulate_figures(values: ReplicaValues, window_days: float) -> dict[str, Figure]:
     from campaign.analysis import plots  # matplotlib loads only when a report is drawn
 
     return {
-        "completion": plots.completion_distribution(
-            values.get("target_days") or values["completion_days"], window_days
-        ),
-        "ettr": plots.distribution(values["ettr"], "ETTR over replicas", "ETTR (productive / job wall time)"),
+        "completion": plots.completion_distribution(values.target_or_completion_days(), window_days),
+        "ettr": plots.distribution(values.ettr, "ETTR over replicas", "ETTR (productive / job wall time)"),
         "interruptions": plots.interruption_distribution(
-            values["interruptions_unexpected"], values["interruptions_planned"]
+            values.interruptions_unexpected, values.interruptions_planned
         ),
     }
 
 
 def render_simulate_report(
-    result: dict[str, Any], name: str, values: dict[str, list[Any]] | None
-) -> tuple[str, str, dict[str, Any]]:
+    result: SimulateRun, name: str, values: ReplicaValues | None
+) -> tuple[str, str, SimulateFacts]:
     """HTML, Markdown and the figures' facts (P(finish) with its interval) of one simulate result."""
-    from campaign.analysis.compare import window_length_advice
-
-    summary = result["summary"]
-    window_days = float(summary["window_days"])
+    window_days = result.summary.window_days
+    if window_days is None:
+        raise ValueError("a simulate result's summary carries its window_days")
     finish = finish_probability(values, window_days) if values else None
     figures = simulate_figures(values, window_days) if values else {}
-    advice = window_length_advice({"kind": "simulate", "data": result})
-    context = {
-        "s": summary,
-        "res": result,
+    advice = window_length_advice(result)
+    context = {  # the pages show the result's every figure as it was written
+        "s": result.data["summary"],
+        "res": result.data,
         "name": name,
         "finish": finish,
         "advice": advice,
-        "rows": percentile_rows(summary),
+        "rows": percentile_rows(result.summary),
         "max_values": MAX_REPLICA_VALUES,
     }
     env = environment()
@@ -135,34 +159,36 @@ def render_simulate_report(
     markdown = env.get_template("simulate.md.j2").render(
         **context, images={k: svg_data_uri(f.svg) for k, f in figures.items()}
     )
-    return html, markdown, {"finish": finish, "window_length": advice}
+    return html, markdown, SimulateFacts(finish, advice)
 
 
-def percentile_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
+def percentile_rows(summary: SimulateSummary) -> list[PercentileRow]:
     rows = []
-    for key, label, unit, scale, digits in (
-        ("target_days", TARGET_DAYS_LABEL, "d", 1.0, 2),
-        ("completion_days", COMPLETION_DAYS_LABEL, "d", 1.0, 2),
-        ("ettr", "ETTR while the job ran", "", 1.0, 3),
-        ("window_utilisation", "window utilisation", "", 1.0, 3),
-        ("interruptions_unexpected", "unexpected interruptions", "", 1.0, 1),
-        ("interruptions_planned", "planned interruptions", "", 1.0, 1),
-        ("tokens_trained", "tokens trained", "B", 1e9, 1),
-        ("observed_job_mtbf_h", "observed job MTBF", "h", 1.0, 2),
+    for spread, label, unit, scale, digits in (
+        (summary.target_days, TARGET_DAYS_LABEL, "d", 1.0, 2),
+        (summary.completion_days, COMPLETION_DAYS_LABEL, "d", 1.0, 2),
+        (summary.ettr, "ETTR while the job ran", "", 1.0, 3),
+        (summary.window_utilisation, "window utilisation", "", 1.0, 3),
+        (summary.interruptions_unexpected, "unexpected interruptions", "", 1.0, 1),
+        (summary.interruptions_planned, "planned interruptions", "", 1.0, 1),
+        (summary.tokens_trained, "tokens trained", "B", 1e9, 1),
+        (summary.observed_job_mtbf_h, "observed job MTBF", "h", 1.0, 2),
     ):
-        d = summary.get(key)
-        if isinstance(d, dict):
+        if spread is not None:
             rows.append(
-                {
-                    "label": label,
-                    "unit": unit,
-                    "digits": digits,
-                    **{k: None if d.get(k) is None else d[k] / scale for k in ("mean", "p10", "p50", "p90")},
-                }
+                PercentileRow(
+                    label,
+                    unit,
+                    digits,
+                    *(
+                        None if v is None else v / scale
+                        for v in (spread.mean, spread.p10, spread.p50, spread.p90)
+                    ),
+                )
             )
     return rows
 
 
-def report_stem(result: dict[str, Any]) -> str:
+def report_stem(result: SimulateRun) -> str:
     """The file name of a simulate run's report: config digest, seed and replica count (a rerun replaces its own)."""
-    return f"{str(result.get('config_digest') or 'config')[:12]}-seed{result['seed']}-{result['replicas']}"
+    return f"{str(result.config_digest or 'config')[:12]}-seed{result.seed}-{result.replicas}"

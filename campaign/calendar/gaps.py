@@ -15,10 +15,20 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
+from campaign.calendar.report_records import (
+    BookingRow,
+    CalendarReport,
+    CalendarTotals,
+    Gap,
+    Horizon,
+    IdleCost,
+    PriceChange,
+    PriceRow,
+    ReleasedCapacity,
+)
 from campaign.calendar.timeline import MAINTENANCE, Booking, segments, utc_seconds
 
 SECONDS_PER_HOUR = 3600
@@ -35,11 +45,21 @@ class Pricing:
     def idle_node_hour_usd(self) -> float:
         return self.gpus_per_node * self.gpu_hour_usd + self.idle_node_w / 1e6 * self.energy_usd_per_mwh
 
-    def cost(self, idle_node_hours: float) -> dict[str, float]:
+    def cost(self, idle_node_hours: float) -> IdleCost:
         """The cost of idle node-hours, to the cent: GPU-hours and idle energy, and their sum."""
         gpu = idle_node_hours * self.gpus_per_node * self.gpu_hour_usd
         energy = idle_node_hours * self.idle_node_w / 1e6 * self.energy_usd_per_mwh
-        return {"gpu_usd": round(gpu, 2), "energy_usd": round(energy, 2), "cost_usd": round(gpu + energy, 2)}
+        return IdleCost(round(gpu, 2), round(energy, 2), round(gpu + energy, 2))
+
+    def shown(self) -> PriceRow:
+        """The price as the calendar report shows it, with what an idle node-hour costs."""
+        return PriceRow(
+            self.gpus_per_node,
+            self.gpu_hour_usd,
+            self.energy_usd_per_mwh,
+            self.idle_node_w,
+            self.idle_node_hour_usd,
+        )
 
 
 def released_seconds(window_s: float, completion_s: float | None) -> int:
@@ -50,12 +70,15 @@ def released_seconds(window_s: float, completion_s: float | None) -> int:
     return max(0, round(window_s) - math.ceil(completion_s))
 
 
-def released_capacity(released_s: float, nodes: int, pricing: Pricing) -> dict[str, float]:
+def released_capacity(released_s: float, nodes: int, pricing: Pricing) -> ReleasedCapacity:
     """The idle tail after an early finish, priced as the calendar prices its early-finish gap: the booking's nodes
     idle for `released_s` (GPU-hours at the GPU-hour price plus idle power at the energy price). The one
     definition the report, the `schedule` gate and the calendar show."""
     node_hours = released_s / SECONDS_PER_HOUR * nodes
-    return {"hours": released_s / SECONDS_PER_HOUR, "node_hours": node_hours, **pricing.cost(node_hours)}
+    cost = pricing.cost(node_hours)
+    return ReleasedCapacity(
+        released_s / SECONDS_PER_HOUR, node_hours, cost.gpu_usd, cost.energy_usd, cost.cost_usd
+    )
 
 
 def idle_node_w(gpus_per_node: int, idle_w: float, node_overhead_w: float, pue: float) -> float:
@@ -92,8 +115,8 @@ def calendar_report(
     start: datetime,
     end: datetime,
     history: PriceHistory = (),
-) -> dict[str, Any]:
-    """Bookings, gaps and totals over the horizon [start, end) as one JSON-ready dict.
+) -> CalendarReport:
+    """Bookings, gaps and totals over the horizon [start, end) (`to_json()`: the report's JSON).
 
     `pricing` is the newest price (shown as `prices`); `history` (valid_from, pricing), oldest first, prices each
     gap at the price in force over it; without it every gap is priced at `pricing`. Node-seconds are whole numbers,
@@ -120,68 +143,77 @@ def calendar_report(
             price = price_at(history, t0, pricing)
             idle_ns_by_price[price] = idle_ns_by_price.get(price, 0) + idle * seconds
             idle_nh = _hours(idle * seconds)
+            cost = price.cost(idle_nh)
             gaps.append(
-                {
-                    "start": _iso(t0),
-                    "end": _iso(t1),
-                    "hours": _hours(seconds),
-                    "idle_nodes": idle,
-                    "idle_node_hours": idle_nh,
-                    **price.cost(idle_nh),
-                    "kind": "early_finish" if seg.released_by else "unbooked",
-                    "released_by": seg.released_by,
-                    "gpu_hour_usd": price.gpu_hour_usd,
-                    "idle_node_hour_usd": price.idle_node_hour_usd,
-                }
+                Gap(
+                    start=_iso(t0),
+                    end=_iso(t1),
+                    hours=_hours(seconds),
+                    idle_nodes=idle,
+                    idle_node_hours=idle_nh,
+                    gpu_usd=cost.gpu_usd,
+                    energy_usd=cost.energy_usd,
+                    cost_usd=cost.cost_usd,
+                    kind="early_finish" if seg.released_by else "unbooked",
+                    released_by=seg.released_by,
+                    gpu_hour_usd=price.gpu_hour_usd,
+                    idle_node_hour_usd=price.idle_node_hour_usd,
+                )
             )
     total_ns = capacity * horizon_s
     idle_ns = total_ns - busy_ns
     costs = [p.cost(_hours(ns)) for p, ns in idle_ns_by_price.items()]
-    idle_cost = {k: round(sum(c[k] for c in costs), 2) for k in ("gpu_usd", "energy_usd", "cost_usd")}
     shown = [b for b in bookings if b.start < end and max(b.end, b.held_until) > start]
-    return {
-        "cluster": cluster,
-        "horizon": {"start": _iso(start), "end": _iso(end), "hours": _hours(horizon_s)},
-        "prices": {**asdict(pricing), "idle_node_hour_usd": pricing.idle_node_hour_usd},
-        "price_history": [
-            {"valid_from": _iso(t), **asdict(p), "idle_node_hour_usd": p.idle_node_hour_usd}
+    return CalendarReport(
+        cluster=cluster,
+        horizon=Horizon(_iso(start), _iso(end), _hours(horizon_s)),
+        prices=pricing.shown(),
+        price_history=[
+            PriceChange(
+                _iso(t),
+                p.gpus_per_node,
+                p.gpu_hour_usd,
+                p.energy_usd_per_mwh,
+                p.idle_node_w,
+                p.idle_node_hour_usd,
+            )
             for t, p in history
         ],
-        "bookings": [_booking_json(b) for b in sorted(shown, key=lambda b: (b.start, b.commitment_id))],
-        "gaps": gaps,
-        "totals": {
-            "cluster_nodes": capacity,
-            "horizon_node_hours": _hours(total_ns),
-            "busy_node_hours": _hours(busy_ns),
-            "maintenance_node_hours": _hours(maintenance_ns),
-            "idle_node_hours": _hours(idle_ns),
-            "idle_cost_usd": idle_cost["cost_usd"],
-            "idle_gpu_cost_usd": idle_cost["gpu_usd"],
-            "idle_energy_cost_usd": idle_cost["energy_usd"],
-            "early_finish_node_hours": _hours(
+        bookings=[_booking_row(b) for b in sorted(shown, key=lambda b: (b.start, b.commitment_id))],
+        gaps=gaps,
+        totals=CalendarTotals(
+            cluster_nodes=capacity,
+            horizon_node_hours=_hours(total_ns),
+            busy_node_hours=_hours(busy_ns),
+            maintenance_node_hours=_hours(maintenance_ns),
+            idle_node_hours=_hours(idle_ns),
+            idle_cost_usd=round(sum(c.cost_usd for c in costs), 2),
+            idle_gpu_cost_usd=round(sum(c.gpu_usd for c in costs), 2),
+            idle_energy_cost_usd=round(sum(c.energy_usd for c in costs), 2),
+            early_finish_node_hours=_hours(
                 sum(
                     (capacity - s.used_nodes) * s.seconds
                     for s in segs
                     if s.released_by and s.used_nodes < capacity
                 )
             ),
-            "utilisation": busy_ns / total_ns if total_ns else 0.0,
-            "n_gaps": len(gaps),
-        },
-    }
+            utilisation=busy_ns / total_ns if total_ns else 0.0,
+            n_gaps=len(gaps),
+        ),
+    )
 
 
-def _booking_json(b: Booking) -> dict[str, Any]:
-    return {
-        "commitment_id": b.commitment_id,
-        "booking_id": b.booking_id,
-        "kind": b.kind,
-        "campaign": b.campaign,
-        "start": _iso(b.start),
-        "end": _iso(b.end),
-        "nodes": b.nodes,
-        "status": b.status,
-        "actual_end": _iso(b.actual_end) if b.actual_end else None,
-        "workspace": b.workspace,
-        "note": b.note or None,
-    }
+def _booking_row(b: Booking) -> BookingRow:
+    return BookingRow(
+        commitment_id=b.commitment_id,
+        booking_id=b.booking_id,
+        kind=b.kind,
+        campaign=b.campaign,
+        start=_iso(b.start),
+        end=_iso(b.end),
+        nodes=b.nodes,
+        status=b.status,
+        actual_end=_iso(b.actual_end) if b.actual_end else None,
+        workspace=b.workspace,
+        note=b.note or None,
+    )

@@ -95,13 +95,13 @@ def assess_window_length(
     # job trains on, releasing nothing.
     tail_s = 0.0 if trains_through else (sum(released_seconds(window_s, t) for t in done) / n if n else 0.0)
     tail = released_capacity(tail_s, booked_nodes, pricing)
-    tail_nh, tail_cost = tail["node_hours"], tail["cost_usd"]
+    tail_nh, tail_cost = tail.node_hours, tail.cost_usd
     days = window_s / DAY_S
     needed = p90
     if not math.isfinite(p90) and longer_completions_s:
         needed = empirical_quantile([math.inf if t is None else float(t) for t in longer_completions_s], 0.90)
     short_nh = (needed - window_s) / 3600.0 * booked_nodes if window_s < needed < math.inf else 0.0
-    short_cost = pricing.cost(short_nh)["cost_usd"]
+    short_cost = pricing.cost(short_nh).cost_usd
 
     verdict = judged.verdict
     if verdict == "too_short":
@@ -122,7 +122,7 @@ def assess_window_length(
             f"window of {days:.2f} days is shorter than the campaign's p90 completion time ({_days(p90)}): "
             f"{1 - p_done:.0%} of {n} replicas do not finish in it (reach the target), and such a window costs its whole "
             f"booking ({window_s / 3600 * booked_nodes:,.0f} node-hours, "
-            f"${pricing.cost(window_s / 3600 * booked_nodes)['cost_usd']:,.2f}) without reaching "
+            f"${pricing.cost(window_s / 3600 * booked_nodes).cost_usd:,.2f}) without reaching "
             f"plan.target_tokens; {lengthen}, or lower plan.target_tokens"
         )
     elif verdict == "too_long":

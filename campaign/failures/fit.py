@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -30,6 +29,7 @@ from scipy import special, stats
 
 from campaign.errors import DataError
 from campaign.failures.log import IncidentLog, category_key
+from campaign.records import JsonRecord
 
 HOURS_PER_YEAR = 365.0 * 24.0
 DEFAULT_SIZES = (1024, 2048, 4096, 8192, 16384)
@@ -42,8 +42,29 @@ MIN_GAPS = 5
 UNITS = {"gpu": "per_gpu_year", "node": "per_1k_node_days", "job": "per_job_hour"}
 
 
-@dataclass(frozen=True)
-class CategoryFit:
+@dataclass(frozen=True, slots=True)
+class ScopeEvidence(JsonRecord):
+    """How a category's rate scales, judged from the log: both log-likelihoods, their ratio and what it says."""
+
+    loglik_per_gpu: float
+    loglik_per_job_hour: float
+    log_likelihood_ratio: float
+    job_sizes: int  # distinct job sizes in the log: with one, the scope cannot be judged
+    verdict: str
+
+
+@dataclass(frozen=True, slots=True)
+class Interarrival(JsonRecord):
+    """The Weibull shape of the gaps between failures on their exposure clock, its p-value against the
+    exponential (None: too few gaps to fit), and a verdict in words."""
+
+    weibull_shape: float | None
+    p_value: float | None
+    verdict: str
+
+
+@dataclass(frozen=True, slots=True)
+class CategoryFit(JsonRecord):
     name: str
     scope: str  # gpu, node (the rate grows with the job's GPUs or nodes) or job (per job-hour)
     count: int
@@ -51,29 +72,41 @@ class CategoryFit:
     unit: str  # per_gpu_year, per_1k_node_days or per_job_hour
     ci95: tuple[float, float]
     exposure_h: float  # GPU-, node- or job-hours the count was seen over (the rate's own hours)
-    evidence: dict[str, Any]  # the scope's log-likelihoods and their ratio, in words too
-    interarrival: dict[
-        str, Any
-    ]  # the Weibull shape of the gaps, its p-value against the exponential, a verdict
+    evidence: ScopeEvidence
+    interarrival: Interarrival
 
 
-@dataclass(frozen=True)
-class LemonNode:
+@dataclass(frozen=True, slots=True)
+class FittedRate(JsonRecord):
+    """A config category's rate as it was fitted (its `observed` failures and exposure), with its exact 95%
+    interval in its config unit: the fit's figures for a category, as the window report shows them."""
+
+    name: str
+    scope: str
+    count: int
+    exposure_h: float
+    rate: float  # in `unit`
+    ci95: tuple[float, float]
+    unit: str
+
+
+@dataclass(frozen=True, slots=True)
+class LemonNode(JsonRecord):
     node: str
     failures: int
     expected: float
     p_value: float  # Bonferroni-corrected for the number of nodes
 
 
-@dataclass(frozen=True)
-class MttfPoint:
+@dataclass(frozen=True, slots=True)
+class MttfPoint(JsonRecord):
     gpus: int
     mttf_h: float
     ci95: tuple[float, float]
 
 
-@dataclass(frozen=True)
-class ObservedMttf:
+@dataclass(frozen=True, slots=True)
+class ObservedMttf(JsonRecord):
     gpus: int
     job_hours: float
     failures: int
@@ -81,9 +114,30 @@ class ObservedMttf:
     ci95: tuple[float, float | None]
 
 
-@dataclass(frozen=True)
-class FailureFit:
-    exposure: dict[str, float]  # gpu_hours, job_hours, node_days
+@dataclass(frozen=True, slots=True)
+class Exposure(JsonRecord):
+    """What the log's jobs ran: GPU-hours, job-hours and node-days."""
+
+    gpu_hours: float
+    job_hours: float
+    node_days: float
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterLemons(JsonRecord):
+    """The lemons found as the simulator's `cluster.lemons` (`cluster_lemons`)."""
+
+    count: int
+    fraction: float  # of the nodes
+    factor: float  # their failures over what the other nodes' mean gives them
+    healthy_divisor: float  # a fitted gpu- or node-scope rate over this is the healthy nodes' rate
+
+
+@dataclass(frozen=True, slots=True)
+class FailureFit(JsonRecord):
+    """Everything fitted from one incident log; `to_json()` is `campaign failures fit --json`."""
+
+    exposure: Exposure
     categories: list[CategoryFit]
     lemon_nodes: list[LemonNode]
     job_mttf_h: list[MttfPoint]
@@ -98,15 +152,7 @@ class FailureFit:
     incidents: int
     notes: list[str] = field(default_factory=list)
     # The lemons found as the simulator's cluster.lemons, with the divisor to the healthy rates (cluster_lemons).
-    cluster_lemons: dict[str, float] | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
-        for c in out["categories"]:
-            c["ci95"] = list(c["ci95"])
-        for m in out["job_mttf_h"] + out["observed_mttf_h"] + out["mttf_curve_h"]:
-            m["ci95"] = list(m["ci95"])
-        return out
+    cluster_lemons: ClusterLemons | None = None
 
 
 def poisson_rate_interval(count: int, exposure: float, level: float = 0.95) -> tuple[float, float]:
@@ -131,7 +177,7 @@ def _loglik(counts: np.ndarray, x: np.ndarray) -> float:
 
 def _scope_evidence(
     counts: np.ndarray, gpus: np.ndarray, hours: np.ndarray, default: str
-) -> tuple[str, dict[str, Any]]:
+) -> tuple[str, ScopeEvidence]:
     """'grows', 'job', or `default` when the log cannot tell, and the evidence: both log-likelihoods, their
     ratio and what it says."""
     ll_grows = _loglik(counts, gpus * hours)
@@ -159,14 +205,7 @@ def _scope_evidence(
             f"{strength} evidence for a rate {better}: log-likelihood ratio {abs(ratio):.1f} across "
             f"{sizes.size} job sizes"
         )
-    evidence = {
-        "loglik_per_gpu": ll_grows,
-        "loglik_per_job_hour": ll_job,
-        "log_likelihood_ratio": ratio,
-        "job_sizes": int(sizes.size),
-        "verdict": words,
-    }
-    return verdict, evidence
+    return verdict, ScopeEvidence(ll_grows, ll_job, ratio, int(sizes.size), words)
 
 
 def exposure_clock(jobs: pd.DataFrame, load: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -181,23 +220,15 @@ def exposure_clock(jobs: pd.DataFrame, load: np.ndarray) -> tuple[np.ndarray, np
     return t, cumulative
 
 
-def _interarrival(clock: tuple[np.ndarray, np.ndarray], times_h: np.ndarray) -> dict[str, Any]:
+def _interarrival(clock: tuple[np.ndarray, np.ndarray], times_h: np.ndarray) -> Interarrival:
     """Weibull against exponential for the gaps between arrivals on the exposure clock."""
     on_clock = np.sort(np.interp(times_h, clock[0], clock[1]))
     gaps = np.diff(on_clock)
     if gaps.size < MIN_GAPS:
-        return {
-            "weibull_shape": None,
-            "p_value": None,
-            "verdict": f"too few failures ({times_h.size}) to judge how they arrive",
-        }
+        return Interarrival(None, None, f"too few failures ({times_h.size}) to judge how they arrive")
     mean = gaps.mean()
     if mean <= 0:
-        return {
-            "weibull_shape": None,
-            "p_value": 0.0,
-            "verdict": "all at the same moment: one event logged many times, or a burst",
-        }
+        return Interarrival(None, 0.0, "all at the same moment: one event logged many times, or a burst")
     # Simultaneous failures (one event in several jobs) would make log(0): floor them at a millionth of the mean.
     x = np.maximum(gaps / mean, 1e-6)
     shape, _, scale = stats.weibull_min.fit(x, floc=0)
@@ -213,7 +244,7 @@ def _interarrival(clock: tuple[np.ndarray, np.ndarray], times_h: np.ndarray) -> 
         verdict = f"more regular than independent arrivals (Weibull shape {shape:.2f}, p {p:.2g})"
     else:
         verdict = f"consistent with independent (Poisson) arrivals (Weibull shape {shape:.2f}, p {p:.2g})"
-    return {"weibull_shape": float(shape), "p_value": p, "verdict": verdict}
+    return Interarrival(float(shape), p, verdict)
 
 
 def find_lemon_nodes(
@@ -231,7 +262,7 @@ def find_lemon_nodes(
     return [n for n in tested if n.p_value < alpha], tested
 
 
-def cluster_lemons(lemons: Sequence[LemonNode], nodes: int) -> dict[str, float] | None:
+def cluster_lemons(lemons: Sequence[LemonNode], nodes: int) -> ClusterLemons | None:
     """The lemons found as the simulator's `cluster.lemons`: `count`, `fraction` of the nodes and `factor` (their
     failures over what the other nodes' mean gives them), and
     `healthy_divisor`, 1 + fraction x (factor - 1): a fitted gpu- or node-scope rate is the average over every
@@ -242,12 +273,7 @@ def cluster_lemons(lemons: Sequence[LemonNode], nodes: int) -> dict[str, float] 
         return None
     factor = max(1.0, sum(n.failures for n in lemons) / expected)
     fraction = len(lemons) / nodes
-    return {
-        "count": len(lemons),
-        "fraction": fraction,
-        "factor": factor,
-        "healthy_divisor": 1.0 + fraction * (factor - 1.0),
-    }
+    return ClusterLemons(len(lemons), fraction, factor, 1.0 + fraction * (factor - 1.0))
 
 
 def _posterior_draws(fits: Sequence[CategoryFit], draws: int) -> np.ndarray:
@@ -421,11 +447,7 @@ def fit_failures(
     )
     observed = observed_job_mttf(log)
     return FailureFit(
-        exposure={
-            "gpu_hours": gpu_hours,
-            "job_hours": job_hours,
-            "node_days": gpu_hours / gpus_per_node / 24.0,
-        },
+        exposure=Exposure(gpu_hours, job_hours, gpu_hours / gpus_per_node / 24.0),
         categories=fits,
         lemon_nodes=lemons,
         job_mttf_h=predict_job_mttf(fits, sizes, gpus_per_node),

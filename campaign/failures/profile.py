@@ -18,7 +18,13 @@ from pydantic import TypeAdapter, ValidationError
 
 from campaign.config import FailureCategoryConfig
 from campaign.errors import ConfigError, DataError
-from campaign.failures.fit import DEFAULT_SIZES, FailureFit, fit_failures, poisson_rate_interval
+from campaign.failures.fit import (
+    DEFAULT_SIZES,
+    FailureFit,
+    FittedRate,
+    fit_failures,
+    poisson_rate_interval,
+)
 from campaign.failures.log import category_key, read_incident_log
 from campaign.failures.slurm import (
     read_events,
@@ -120,7 +126,7 @@ def profile_categories(
 UNIT_HOURS = {"per_gpu_year": 365.0 * 24.0, "per_1k_node_days": 24.0 * 1000.0, "per_job_hour": 1.0}
 
 
-def observed_rates(categories: Sequence[FailureCategoryConfig]) -> list[dict[str, Any]]:
+def observed_rates(categories: Sequence[FailureCategoryConfig]) -> list[FittedRate]:
     """The categories that carry the failures and exposure they were fitted from (`observed`), each with its rate
     and exact 95% interval in its config unit, in the shape of the fit's `categories` (for the report's table and
     `report.rates_figure`). Empty when no category was fitted."""
@@ -138,15 +144,15 @@ def observed_rates(categories: Sequence[FailureCategoryConfig]) -> list[dict[str
         scale = UNIT_HOURS[unit]
         lo, hi = poisson_rate_interval(c.observed.failures, c.observed.exposure_h)
         rows.append(
-            {
-                "name": c.name,
-                "scope": c.scope,
-                "count": c.observed.failures,
-                "exposure_h": c.observed.exposure_h,
-                "rate": c.unit_rate_per_h * scale,
-                "ci95": [lo * scale, hi * scale],
-                "unit": unit,
-            }
+            FittedRate(
+                name=c.name,
+                scope=c.scope,
+                count=c.observed.failures,
+                exposure_h=c.observed.exposure_h,
+                rate=c.unit_rate_per_h * scale,
+                ci95=(lo * scale, hi * scale),
+                unit=unit,
+            )
         )
     return rows
 
@@ -168,7 +174,7 @@ def profile_yaml(
         name = categories[row]["name"] if row is not None else "a category"
         raise DataError(
             f"the fitted profile is one a config refuses: {name}: {'.'.join(map(str, first['loc'][1:]))}: "
-            f"{first['msg']} (the log's exposure, {fit.exposure['gpu_hours']:,.3g} GPU-hours, is too short for "
+            f"{first['msg']} (the log's exposure, {fit.exposure.gpu_hours:,.3g} GPU-hours, is too short for "
             "a rate a plan can use)",
             where="--out",
             fix="fit a longer log (weeks of jobs), or leave --out away to read the fit alone",
@@ -177,7 +183,7 @@ def profile_yaml(
         "# Failure profile fitted from an incident log by `campaign failures fit` (docs/failures.md).\n"
         "# Name it from a campaign: cluster: {failures: path/to/this.yaml}. Each rate carries the failures and\n"
         "# exposure it was fitted from (observed), so each simulated replica draws it from its posterior.\n"
-        f"# exposure: {fit.exposure['gpu_hours']:,.0f} GPU-hours, {fit.exposure['job_hours']:,.0f} job-hours over "
+        f"# exposure: {fit.exposure.gpu_hours:,.0f} GPU-hours, {fit.exposure.job_hours:,.0f} job-hours over "
         f"{fit.jobs:,} jobs; {fit.incidents:,} incidents\n"
     )
     return header + yaml.safe_dump(categories, sort_keys=False, width=200)

@@ -3,7 +3,7 @@
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -12,6 +12,9 @@ from campaign_cli.commands.app import CalendarOpt, ConfigArg, JsonOpt, SetOpt, W
 from campaign_cli.terminal import calendar_env as _calendar_env
 from campaign_cli.terminal import finish as _finish
 from campaign_cli.terminal import prefect_api as _prefect_api
+
+if TYPE_CHECKING:
+    from campaign.calendar.report_records import CalendarReport
 
 calendar_app = typer.Typer(
     no_args_is_help=True, help="The cluster's calendar: bookings, idle gaps and their cost."
@@ -57,10 +60,13 @@ def calendar_show(
 
     # The report recorded beside the calendar, when it is this very report: printed as is, with no flow run (the
     # run that drew it published it); anything changed, and the flow draws and publishes it again.
-    report = recorded_report(calendar_report_of(path, from_, to, store.now()))
-    if report is not None:
+    recorded = recorded_report(calendar_report_of(path, from_, to, store.now()))
+    if recorded is not None:
         typer.echo("calendar unchanged since its report was drawn: not redrawn", err=True)
-        typer.echo(json.dumps(report, indent=2) if json_ else _calendar_text(report))
+        # As the file beside the calendar holds it (its keys sorted).
+        typer.echo(
+            json.dumps(recorded.to_json(), indent=2, sort_keys=True) if json_ else _calendar_text(recorded)
+        )
         return
     with _prefect_api(None, warm=_imports("flows.calendar")):
         from flows.calendar import CalendarParams, calendar_report_flow
@@ -71,32 +77,34 @@ def calendar_show(
     if json_:
         typer.echo(json.dumps(report, indent=2))
         return
-    typer.echo(_calendar_text(report))
+    from campaign.calendar.report_records import CalendarReport
+
+    typer.echo(_calendar_text(CalendarReport.from_json(report)))
 
 
-def _calendar_text(r: dict[str, Any]) -> str:
-    t, h = r["totals"], r["horizon"]
+def _calendar_text(r: "CalendarReport") -> str:
+    t, h = r.totals, r.horizon
     lines = [
-        f"cluster {r['cluster']}: {t['cluster_nodes']} nodes, {h['start']} .. {h['end']} ({h['hours']:,.1f} h)",
+        f"cluster {r.cluster}: {t.cluster_nodes} nodes, {h.start} .. {h.end} ({h.hours:,.1f} h)",
         (
-            f"utilisation {t['utilisation']:.1%}: busy {t['busy_node_hours']:,.1f} node-h, idle "
-            f"{t['idle_node_hours']:,.1f} node-h costing ${t['idle_cost_usd']:,.2f}"
+            f"utilisation {t.utilisation:.1%}: busy {t.busy_node_hours:,.1f} node-h, idle "
+            f"{t.idle_node_hours:,.1f} node-h costing ${t.idle_cost_usd:,.2f}"
         ),
         "bookings:",
     ]
     lines += [
-        f"  {b['commitment_id']:16s} {b['campaign']:16s} {b['start']} .. {b['actual_end'] or b['end']}  "
-        f"{b['nodes']:5d} nodes  {b['status']}"
-        for b in r["bookings"]
+        f"  {b.commitment_id:16s} {b.campaign:16s} {b.start} .. {b.actual_end or b.end}  "
+        f"{b.nodes:5d} nodes  {b.status}"
+        for b in r.bookings
     ] or ["  (none)"]
     lines.append("gaps:")
     lines += [
-        f"  {g['start']} .. {g['end']}  {g['hours']:8.1f} h  {g['idle_nodes']:5d} idle nodes  "
-        f"{g['idle_node_hours']:10,.1f} node-h  ${g['cost_usd']:,.2f}"
-        + ("  (early finish of " + g["released_by"] + ")" if g["released_by"] else "")
-        for g in r["gaps"]
+        f"  {g.start} .. {g.end}  {g.hours:8.1f} h  {g.idle_nodes:5d} idle nodes  "
+        f"{g.idle_node_hours:10,.1f} node-h  ${g.cost_usd:,.2f}"
+        + ("  (early finish of " + g.released_by + ")" if g.released_by else "")
+        for g in r.gaps
     ]
-    lines.append(f"gantt: {r['gantt_png']}")
+    lines.append(f"gantt: {r.gantt_png}")
     return "\n".join(lines)
 
 
@@ -131,7 +139,7 @@ def calendar_propose(
         cfg.window.align,
     )
     if json_:
-        typer.echo(json.dumps(out, indent=2))
+        typer.echo(json.dumps(out.to_json(), indent=2))
         return
     from campaign.calendar.proposals import proposal_text
 

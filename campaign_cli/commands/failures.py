@@ -2,12 +2,15 @@
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from campaign.errors import ConfigError
 from campaign_cli.commands.app import JsonOpt, app
+
+if TYPE_CHECKING:
+    from campaign.failures.fit import FailureFit
 
 failures_app = typer.Typer(
     no_args_is_help=True, help="Failure profiles fitted from your own incident log (docs/failures.md)."
@@ -159,57 +162,55 @@ def failures_fit(
         from campaign.failures.report import fit_report_html
 
         title = f"Failure profile fitted from {Path(incidents or slurm or '').name}"
-        write_output(report, fit_report_html(fit.to_json(), title))
+        write_output(report, fit_report_html(fit, title))
     if json_:
         typer.echo(json.dumps(fit.to_json(), indent=2))
         return
-    typer.echo(_failures_text(fit.to_json(), out, report))
+    typer.echo(_failures_text(fit, out, report))
 
 
-def _failures_text(f: dict[str, Any], out: str | None, report: str | None) -> str:
-    e = f["exposure"]
+def _failures_text(f: "FailureFit", out: str | None, report: str | None) -> str:
+    e = f.exposure
     lines = [
-        f"{f['incidents']:,} incidents in {f['jobs']:,} jobs ({f['segments']:,} segments): "
-        f"{e['gpu_hours']:,.0f} GPU-hours, {e['job_hours']:,.0f} job-hours, {e['node_days']:,.0f} node-days",
+        f"{f.incidents:,} incidents in {f.jobs:,} jobs ({f.segments:,} segments): "
+        f"{e.gpu_hours:,.0f} GPU-hours, {e.job_hours:,.0f} job-hours, {e.node_days:,.0f} node-days",
         "",
         f"{'category':<28} {'scope':<5} {'count':>7} {'rate':>10}  {'95% interval':<22} unit",
     ]
-    seen = [c for c in f["categories"] if c["count"]]
+    seen = [c for c in f.categories if c.count]
     for c in seen:
-        lo, hi = c["ci95"]
+        lo, hi = c.ci95
         lines.append(
-            f"{c['name']:<28} {c['scope']:<5} {c['count']:>7,} {c['rate']:>10.4g}  "
-            f"{f'{lo:.4g} .. {hi:.4g}':<22} {c['unit']}"
+            f"{c.name:<28} {c.scope:<5} {c.count:>7,} {c.rate:>10.4g}  {f'{lo:.4g} .. {hi:.4g}':<22} {c.unit}"
         )
-    unseen = [c["name"] for c in f["categories"] if not c["count"]]
+    unseen = [c.name for c in f.categories if not c.count]
     if unseen:
         lines.append(f"not in the log (rate 0, each with its 95% upper bound in --json): {', '.join(unseen)}")
     lines.append("")
     for c in seen:
-        lines.append(f"  {c['name']}: {c['evidence']['verdict']}; {c['interarrival']['verdict']}")
+        lines.append(f"  {c.name}: {c.evidence.verdict}; {c.interarrival.verdict}")
     lines.append("")
-    if f["lemon_nodes"]:
-        lines.append(f"lemon nodes (of {f['nodes']:,}; p-values corrected for the number of nodes):")
+    if f.lemon_nodes:
+        lines.append(f"lemon nodes (of {f.nodes:,}; p-values corrected for the number of nodes):")
         lines += [
-            f"  {n['node']}: {n['failures']} failures where the other nodes average {n['expected']:.2f} "
-            f"(p {n['p_value']:.2g})"
-            for n in f["lemon_nodes"]
+            f"  {n.node}: {n.failures} failures where the other nodes average {n.expected:.2f} "
+            f"(p {n.p_value:.2g})"
+            for n in f.lemon_nodes
         ]
-        if f["cluster_lemons"]:
-            cl = f["cluster_lemons"]
+        if f.cluster_lemons is not None:
+            cl = f.cluster_lemons
             lines.append(
-                f"  as a config: cluster.lemons: {{count: {cl['count']}, factor: {cl['factor']:.3g}}}, with the fitted "
-                f"gpu- and node-scope rates divided by {cl['healthy_divisor']:.4g} (the healthy nodes' rates)"
+                f"  as a config: cluster.lemons: {{count: {cl.count}, factor: {cl.factor:.3g}}}, with the fitted "
+                f"gpu- and node-scope rates divided by {cl.healthy_divisor:.4g} (the healthy nodes' rates)"
             )
     else:
-        lines.append(f"no lemon nodes among {f['nodes']:,}")
+        lines.append(f"no lemon nodes among {f.nodes:,}")
     lines.append("")
     lines.append("job MTTF by size (h, 95% interval):")
     lines += [
-        f"  {m['gpus']:>7,} GPUs: {m['mttf_h']:8.2f}  ({m['ci95'][0]:.2f} .. {m['ci95'][1]:.2f})"
-        for m in f["job_mttf_h"]
+        f"  {m.gpus:>7,} GPUs: {m.mttf_h:8.2f}  ({m.ci95[0]:.2f} .. {m.ci95[1]:.2f})" for m in f.job_mttf_h
     ]
-    lines += [f"note: {n}" for n in f["notes"]]
+    lines += [f"note: {n}" for n in f.notes]
     if out:
         lines.append(f"profile written to {out} (name it from a campaign: cluster.failures)")
     if report:

@@ -10,7 +10,7 @@ import pytest
 
 from campaign.config import load_config
 from campaign.failures import SyntheticCategory, fit_failures, read_incident_log, synthetic_log
-from campaign.failures.fit import CategoryFit, predict_job_mttf
+from campaign.failures.fit import CategoryFit, Interarrival, ScopeEvidence, predict_job_mttf
 from campaign.plan.reliability import job_mtbf_h
 from tests.helpers.incident_logs import write_log
 from tests.helpers.paths import LLAMA
@@ -41,7 +41,7 @@ def test_llama3_table5_counts_fit_back_to_the_shipped_rates_and_job_mtbf(tmp_pat
     rates = {c.name: c for c in fit.categories}
     for c in shipped.failures:
         assert rates[c.name].rate == pytest.approx(c.per_gpu_year, rel=1e-3), c.name
-        assert "cannot be judged" in rates[c.name].evidence["verdict"]  # one job size
+        assert "cannot be judged" in rates[c.name].evidence.verdict  # one job size
     (at_llama,) = predict_job_mttf(fit.categories, [LLAMA3_GPUS], 8)
     assert at_llama.mttf_h == pytest.approx(LLAMA3_JOB_MTBF_H, rel=2e-3)
     assert job_mtbf_h(shipped) == pytest.approx(LLAMA3_JOB_MTBF_H, rel=2e-3)
@@ -74,7 +74,15 @@ def test_kokolis_job_mttf_across_sizes_comes_from_a_mix_of_job_and_gpu_rates(tmp
     # The same log read with every failure growing with the job misses the small job as the study describes.
     per_node_only = [
         CategoryFit(
-            "all", "gpu", fit.incidents, 0.0, "per_gpu_year", (0.0, 0.0), fit.exposure["gpu_hours"], {}, {}
+            "all",
+            "gpu",
+            fit.incidents,
+            0.0,
+            "per_gpu_year",
+            (0.0, 0.0),
+            fit.exposure.gpu_hours,
+            ScopeEvidence(0.0, 0.0, 0.0, 1, ""),
+            Interarrival(None, None, ""),
         )
     ]
     (constant,) = predict_job_mttf(per_node_only, [small], 8)

@@ -157,11 +157,11 @@ def test_compare_two_windows_highlights_what_differs(report, tmp_path):
     other = executed_workspace(tmp_path / "other", ("plan.checkpoint.interval_s=3600",))
     check_targets([str(ws.root), str(other.root)])
     comparison = render_compare([load_run(str(ws.root)), load_run(str(other.root))])
-    out = comparison["json"]
+    out = comparison.to_json()
     interval = next(m for m in out["metrics"] if m["key"] == "checkpoint_interval_s.used")
     assert interval["differs"] == [False, True] and interval["values"][1] == 3600
     assert "checkpoint interval" in out["differences"]
-    assert 'class="n diff"' in comparison["html"] and "<svg" in comparison["html"]
+    assert 'class="n diff"' in comparison.html and "<svg" in comparison.html
     _html, path = write_compare(tmp_path / "cmp", comparison)
     assert json.loads(path.read_text())["runs"][1]["name"] == "other"
 
@@ -188,11 +188,11 @@ def test_compare_simulate_runs(tmp_path):
     a.write_text(json.dumps(sim(0.9)))
     b.write_text(json.dumps(sim(0.8)))
     comparison = render_compare([load_run(str(a)), load_run(str(b))])
-    assert "ETTR (p50 of replicas)" in comparison["json"]["differences"]
-    assert "P(finish inside the window)" not in comparison["json"]["differences"]
-    assert comparison["json"]["runs"][0]["window_length"].startswith("fits: 90%")
+    assert "ETTR (p50 of replicas)" in comparison.to_json()["differences"]
+    assert "P(finish inside the window)" not in comparison.to_json()["differences"]
+    assert comparison.to_json()["runs"][0]["window_length"].startswith("fits: 90%")
     b.write_text(json.dumps({**sim(0.8), "summary": {**sim(0.8)["summary"], "p_complete_in_window": 0.5}}))
-    short = render_compare([load_run(str(a)), load_run(str(b))])["json"]["runs"][1]["window_length"]
+    short = render_compare([load_run(str(a)), load_run(str(b))]).to_json()["runs"][1]["window_length"]
     assert short.startswith("too short: only 50%")
 
 
@@ -252,7 +252,7 @@ def test_the_rehearsal_loss_curve_is_embedded_in_both_reports(report, tmp_path):
         "faulted": {"resumed_step": 50, "loss": [[i, 5.5 - i / 50] for i in range(50, 120)]},
     }
     section = rehearsal_section({"details": details, "curves": curves, "timings": {"tokens_per_s": 1234.0}})
-    assert section["image"].startswith("data:image/png;base64,") and "bit-identical" in section["line"]
+    assert section.image.startswith("data:image/png;base64,") and "bit-identical" in section.line
     figures, result = window_figures(result, inputs.events, inputs.power_band, None)
     html = render_html(result, figures, "", section)
     assert 'alt="rehearsal loss curve"' in html and "1,234 tokens/s" in html
@@ -260,7 +260,7 @@ def test_the_rehearsal_loss_curve_is_embedded_in_both_reports(report, tmp_path):
     failed = rehearsal_section(
         {"details": {"passed": False, "problems": ["loss did not fall"]}, "curves": {}}
     )
-    assert failed["line"] == "failed: loss did not fall"
+    assert failed.line == "failed: loss did not fall"
     assert "No rehearsal result" in render_html(result, figures)
 
 
@@ -394,10 +394,10 @@ def test_fitted_failure_rates_show_in_both_reports_with_their_intervals(report):
     )
     config["cluster"]["failures"] = [fitted.model_dump(mode="json"), *config["cluster"]["failures"][1:]]
     rows = fitted_rates(json.dumps(config))
-    assert [r["name"] for r in rows] == ["faulty_gpu"]
-    low, high = rows[0]["ci95"]
-    assert rows[0]["unit"] == "per_gpu_year" and rows[0]["rate"] == pytest.approx(1.0512)
-    assert low < rows[0]["rate"] < high
+    assert [r.name for r in rows] == ["faulty_gpu"]
+    low, high = rows[0].ci95
+    assert rows[0].unit == "per_gpu_year" and rows[0].rate == pytest.approx(1.0512)
+    assert low < rows[0].rate < high
     assert fitted_rates(None) == [] and fitted_rates('{"cluster": {}}') == []
     result = replace(inputs.result, fitted_rates=rows)
     figures = {

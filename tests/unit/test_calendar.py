@@ -70,32 +70,32 @@ def test_cancelled_bookings_hold_nothing_and_an_early_finish_releases_the_rest()
     assert cal.earliest_fit([a, b], 32, DAY, 32, T0) == T0
     assert cal.earliest_fit([a, b], 32, 2 * DAY, 32, T0 + DAY) == T0 + 3 * DAY
     report = cal.calendar_report("x", 32, PRICING, [a, b], T0, T0 + 4 * DAY)
-    early = [g for g in report["gaps"] if g["kind"] == "early_finish"]
+    early = [g for g in report.gaps if g.kind == "early_finish"]
     assert early == [
-        {
-            **early[0],
-            "start": "2027-01-07T00:00:00Z",
-            "end": "2027-01-08T00:00:00Z",
-            "idle_nodes": 32,
-            "released_by": "b",
-        }
+        replace(
+            early[0],
+            start="2027-01-07T00:00:00Z",
+            end="2027-01-08T00:00:00Z",
+            idle_nodes=32,
+            released_by="b",
+        )
     ]
-    assert report["totals"]["early_finish_node_hours"] == 32 * 24
+    assert report.totals.early_finish_node_hours == 32 * 24
 
 
 def test_each_gap_is_priced_to_the_cent():
     report = cal.calendar_report("x", 32, PRICING, [_b("a", 19, T0, T0 + DAY)], T0, T0 + 2 * DAY)
-    first, second = report["gaps"]
-    assert (first["idle_nodes"], first["idle_node_hours"]) == (13, 13 * 24)
+    first, second = report.gaps
+    assert (first.idle_nodes, first.idle_node_hours) == (13, 13 * 24)
     idle_w = (8 * 90 + 2800) * 1.2
-    for gap in report["gaps"]:
-        expected = gap["idle_node_hours"] * 8 * 2.5 + gap["idle_node_hours"] * idle_w / 1e6 * 75
-        assert abs(gap["cost_usd"] - expected) < 0.005
+    for gap in report.gaps:
+        expected = gap.idle_node_hours * 8 * 2.5 + gap.idle_node_hours * idle_w / 1e6 * 75
+        assert abs(gap.cost_usd - expected) < 0.005
         assert (
-            gap["cost_usd"] == round(gap["gpu_usd"] + gap["energy_usd"], 2)
-            or abs(gap["cost_usd"] - gap["gpu_usd"] - gap["energy_usd"]) <= 0.01
+            gap.cost_usd == round(gap.gpu_usd + gap.energy_usd, 2)
+            or abs(gap.cost_usd - gap.gpu_usd - gap.energy_usd) <= 0.01
         )
-    assert second["idle_nodes"] == 32 and second["cost_usd"] == round(32 * 24 * (20 + idle_w / 1e6 * 75), 2)
+    assert second.idle_nodes == 32 and second.cost_usd == round(32 * 24 * (20 + idle_w / 1e6 * 75), 2)
 
 
 _moments = st.integers(0, 30 * 24 * 3600).map(lambda s: T0 + timedelta(seconds=s))
@@ -130,10 +130,10 @@ def test_busy_plus_idle_is_capacity_times_horizon_exactly(raw, h0, length):
     ]
     h1 = h0 + timedelta(seconds=length)
     report = cal.calendar_report("x", 400, PRICING, bookings, h0, h1)
-    t = report["totals"]
-    assert round((t["busy_node_hours"] + t["idle_node_hours"]) * 3600) == 400 * length
-    assert abs(t["busy_node_hours"] + t["idle_node_hours"] - 400 * report["horizon"]["hours"]) < 1e-6
-    assert abs(sum(g["idle_node_hours"] for g in report["gaps"]) - t["idle_node_hours"]) < 1e-6
+    t = report.totals
+    assert round((t.busy_node_hours + t.idle_node_hours) * 3600) == 400 * length
+    assert abs(t.busy_node_hours + t.idle_node_hours - 400 * report.horizon.hours) < 1e-6
+    assert abs(sum(g.idle_node_hours for g in report.gaps) - t.idle_node_hours) < 1e-6
     segs = cal.segments(bookings, h0, h1)
     assert segs[0].start == h0 and segs[-1].end == h1
     assert all(a.end == b.start for a, b in itertools.pairwise(segs))
@@ -162,11 +162,11 @@ def test_least_idle_start_touches_its_neighbours():
     b = _b("b", 32, T0 + 8 * DAY, T0 + 9 * DAY)
     state = cal.CalendarState(Path("x"), "x", "d", 32, PRICING, (a, b))
     out = cal.propose(state, 32, 2 * DAY, T0, None)
-    assert out["earliest"]["start"] == "2027-01-04T00:00:00Z"
-    assert out["earliest"]["idle_after_h"] == 72.0
-    assert out["earliest"]["gap_cost_usd"] == PRICING.cost(72 * 32)["cost_usd"]
-    assert out["least_idle"]["start"] == "2027-01-10T00:00:00Z"  # fills the hole between `a` and `b` exactly
-    assert out["least_idle"]["gap_idle_node_hours"] == 0 and out["least_idle"]["gap_cost_usd"] == 0
+    assert out.earliest.start == "2027-01-04T00:00:00Z"
+    assert out.earliest.idle_after_h == 72.0
+    assert out.earliest.gap_cost_usd == PRICING.cost(72 * 32).cost_usd
+    assert out.least_idle.start == "2027-01-10T00:00:00Z"  # fills the hole between `a` and `b` exactly
+    assert out.least_idle.gap_idle_node_hours == 0 and out.least_idle.gap_cost_usd == 0
 
 
 # ------------------------------------------------------------------------------------------------ config
@@ -292,7 +292,7 @@ def test_a_hold_takes_the_capacity_until_a_yes_books_exactly_it_or_a_no_releases
     with pytest.raises(Refused, match="held while its approval is pending"):  # nobody else takes it meanwhile
         cal.book(path, ident, _request("c-2", start=NOW), NOW)
     report = cal.calendar_report("x", 32, PRICING, cal.read_calendar(path).bookings, NOW, NOW + 2 * DAY)
-    assert [b["status"] for b in report["bookings"]] == ["held"]  # shown as held by `calendar show`
+    assert [b.status for b in report.bookings] == ["held"]  # shown as held by `calendar show`
     booked = cal.confirm_hold(path, hold.booking_id, NOW)
     assert (booked.booking_id, booked.start, booked.end, booked.nodes, booked.status) == (
         hold.booking_id,
@@ -334,7 +334,7 @@ def test_the_actual_end_releases_the_rest_of_the_window(tmp_path):
     report = cal.calendar_report(
         state.cluster, state.total_nodes, state.pricing, state.bookings, T0, T0 + 2 * DAY
     )
-    assert report["gaps"][-1]["kind"] == "early_finish" and report["gaps"][-1]["hours"] == 18.0
+    assert report.gaps[-1].kind == "early_finish" and report.gaps[-1].hours == 18.0
     with pytest.raises(Refused, match="already executed"):
         cal.cancel(path, "c-1", "too late", NOW)
 
@@ -360,23 +360,18 @@ def test_a_gap_is_priced_at_the_price_in_force_over_it_not_the_newest(tmp_path):
         state.price_history,
     )
     # The stretch between the bookings is cut where the price changed: the past at $2.50, the rest at $3.00.
-    old, new = (g for g in report["gaps"] if g["idle_nodes"] == 32)
-    assert (old["end"], new["start"]) == ("2027-01-10T12:00:00Z", "2027-01-10T12:00:00Z")
-    assert (old["gpu_hour_usd"], new["gpu_hour_usd"]) == (2.5, 3.0)
+    old, new = (g for g in report.gaps if g.idle_nodes == 32)
+    assert (old.end, new.start) == ("2027-01-10T12:00:00Z", "2027-01-10T12:00:00Z")
+    assert (old.gpu_hour_usd, new.gpu_hour_usd) == (2.5, 3.0)
     old_price, new_price = (p for _, p in state.price_history)
-    assert old["cost_usd"] == old_price.cost(old["idle_node_hours"])["cost_usd"]
-    assert new["cost_usd"] == new_price.cost(new["idle_node_hours"])["cost_usd"]
-    assert report["gaps"][0]["gpu_hour_usd"] == 2.5  # beside c-1, before any change: the first price
-    assert abs(report["totals"]["idle_cost_usd"] - sum(g["cost_usd"] for g in report["gaps"])) < 0.01 * len(
-        report["gaps"]
-    )
-    assert (
-        report["totals"]["busy_node_hours"] + report["totals"]["idle_node_hours"]
-        == 32 * report["horizon"]["hours"]
-    )
+    assert old.cost_usd == old_price.cost(old.idle_node_hours).cost_usd
+    assert new.cost_usd == new_price.cost(new.idle_node_hours).cost_usd
+    assert report.gaps[0].gpu_hour_usd == 2.5  # beside c-1, before any change: the first price
+    assert abs(report.totals.idle_cost_usd - sum(g.cost_usd for g in report.gaps)) < 0.01 * len(report.gaps)
+    assert report.totals.busy_node_hours + report.totals.idle_node_hours == 32 * report.horizon.hours
     # Without a history (one price), every gap is at that price, as before.
     flat = cal.calendar_report(state.cluster, 32, PRICING, state.bookings, T0, later + 2 * DAY)
-    assert {g["gpu_hour_usd"] for g in flat["gaps"]} == {2.5}
+    assert {g.gpu_hour_usd for g in flat.gaps} == {2.5}
 
 
 def test_the_calendar_markdown_embeds_the_chart():
@@ -390,7 +385,7 @@ def test_the_calendar_markdown_embeds_the_chart():
     text = calendar_markdown(report, png, "/tmp/x-gantt.png")
     uri = text.split("![Gantt chart of cluster x", 1)[1].split("](", 1)[1].split(")", 1)[0]
     assert uri.startswith("data:image/png;base64,") and base64.b64decode(uri.split(",", 1)[1]) == png
-    assert "| a | a |" in text and f"| {report['gaps'][0]['cost_usd']:,.2f} |" in text
+    assert "| a | a |" in text and f"| {report.gaps[0].cost_usd:,.2f} |" in text
 
 
 def test_the_gantt_chart_ticks_whole_nodes_on_a_small_cluster():
@@ -485,7 +480,9 @@ def test_two_processes_racing_for_the_same_capacity_book_exactly_once(tmp_path):
     assert f"commitment {winner}" in loser[1] and "Earliest free start" in loser[1]
     state = cal.read_calendar(path)
     assert [b.commitment_id for b in state.bookings] == [winner]
-    json.dumps(cal.calendar_report(state.cluster, 32, state.pricing, state.bookings, T0, T0 + 3 * DAY))
+    json.dumps(
+        cal.calendar_report(state.cluster, 32, state.pricing, state.bookings, T0, T0 + 3 * DAY).to_json()
+    )
 
 
 # ------------------------------------------------------------------------------------------ window length
@@ -507,7 +504,7 @@ def test_window_length_between_p90_and_p99_passes_and_either_side_fails_saying_w
         and "longer than the campaign's p99 completion time (1.59 days)" in long.message
     )
     assert abs(long.expected_idle_tail_h - tail_h) < 1e-9
-    assert long.expected_idle_tail_cost_usd == PRICING.cost(tail_h * 19)["cost_usd"]
+    assert long.expected_idle_tail_cost_usd == PRICING.cost(tail_h * 19).cost_usd
     assert f"${long.expected_idle_tail_cost_usd:,.2f} of released capacity" in long.message
     assert "between 1.58 and 1.59" in long.message
     short = assess_window_length([*finishes[:8], None, None], 1.58 * day, 19, PRICING)
@@ -516,7 +513,7 @@ def test_window_length_between_p90_and_p99_passes_and_either_side_fails_saying_w
         "shorter than the campaign's p90" in short.message
         and "20% of 10 replicas do not finish" in short.message
     )
-    booking = PRICING.cost(1.58 * 24 * 19)["cost_usd"]
+    booking = PRICING.cost(1.58 * 24 * 19).cost_usd
     assert f"costs its whole booking ({1.58 * 24 * 19:,.0f} node-hours, ${booking:,.2f})" in short.message
     # Replicas run past the window price what lengthening it costs: here to the p90 of 1.68 days (+2.4 h x 19).
     priced = assess_window_length(
@@ -528,7 +525,7 @@ def test_window_length_between_p90_and_p99_passes_and_either_side_fails_saying_w
     )
     assert priced.verdict == "too_short" and abs(priced.shortfall_node_hours - 0.1 * 24 * 19) < 1e-6
     assert (
-        f"${PRICING.cost(0.1 * 24 * 19)['cost_usd']:,.2f}" in priced.message
+        f"${PRICING.cost(0.1 * 24 * 19).cost_usd:,.2f}" in priced.message
         and "at least 1.68" in priced.message
     )
     # A snapshot job trains through the window: no idle tail, so only the p90 side applies.
@@ -629,11 +626,11 @@ def test_the_least_idle_start_is_on_the_same_grid_and_never_before_the_earliest(
     bookings = [_b(f"c{i}", n, s, s + timedelta(seconds=d)) for i, (n, s, d) in enumerate(raw)]
     state = cal.CalendarState(Path("x"), "x", "d", 32, PRICING, tuple(bookings))
     out = cal.propose(state, nodes, timedelta(seconds=seconds), T0 + timedelta(seconds=17), None, align)
-    earliest, tight = out["earliest"]["start"], out["least_idle"]["start"]
+    earliest, tight = out.earliest.start, out.least_idle.start
     assert earliest <= tight
     if earliest == tight:  # one start, one idle stretch, however it was found
-        assert out["earliest"]["gap_idle_node_hours"] == out["least_idle"]["gap_idle_node_hours"]
-    assert out["least_idle"]["gap_idle_node_hours"] <= out["earliest"]["gap_idle_node_hours"]
+        assert out.earliest.gap_idle_node_hours == out.least_idle.gap_idle_node_hours
+    assert out.least_idle.gap_idle_node_hours <= out.earliest.gap_idle_node_hours
     step = {"second": 1, "minute": 60, "hour": 3600, "day": 86_400}[align]
     for start in (earliest, tight):
         moment = datetime.fromisoformat(start.replace("Z", "+00:00"))
@@ -649,7 +646,7 @@ def test_propose_says_whether_the_configured_start_fits_and_puts_least_idle_afte
     held = _b("c-held", 32, T0, ends)
     state = cal.CalendarState(Path("x"), "x", "d", 32, PRICING, (held,))
     out = cal.propose(state, 32, 2 * DAY, T0, None, "day")
-    assert out["earliest"]["start"] == out["least_idle"]["start"] == "2027-01-06T00:00:00Z"
+    assert out.earliest.start == out.least_idle.start == "2027-01-06T00:00:00Z"
     text = proposal_text(out)
     assert "window.start in the config  auto: commit books the earliest start that fits, 2027-01-06" in text
     assert text.index("earliest start that fits") < text.index("least idle start that fits")

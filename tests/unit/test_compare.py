@@ -109,7 +109,7 @@ def test_only_a_real_difference_is_highlighted_and_shown_with_the_digits_to_see_
     a = _write(tmp_path / "a.json", simulate_json(days=3.6))
     b = _write(tmp_path / "b.json", simulate_json(days=3.6 + 1e-12))  # float noise: equal
     c = _write(tmp_path / "c.json", simulate_json(days=3.604))  # a difference the usual 2 decimals hide
-    table = render_compare([load_run(a), load_run(b), load_run(c)])["json"]["metrics"]
+    table = render_compare([load_run(a), load_run(b), load_run(c)]).to_json()["metrics"]
     days = next(row for row in table if row["key"] == "summary.completion_days.p50")
     assert days["differs"] == [False, False, True]
     assert days["digits"] == 3  # 3.600 and 3.604: the highlighted figure reads differently from the first
@@ -122,8 +122,8 @@ def test_a_small_difference_is_highlighted(tmp_path):
     a = _write(tmp_path / "a.json", simulate_json(ettr=0.950))
     b = _write(tmp_path / "b.json", simulate_json(ettr=0.951))
     comparison = render_compare([load_run(a), load_run(b)])
-    assert "ETTR (p50 of replicas)" in comparison["json"]["differences"]
-    assert "0.951" in comparison["markdown"] and "**0.951**" in comparison["markdown"]
+    assert "ETTR (p50 of replicas)" in comparison.to_json()["differences"]
+    assert "0.951" in comparison.markdown and "**0.951**" in comparison.markdown
 
 
 def test_compare_writes_only_into_a_folder_it_owns(tmp_path):
@@ -174,7 +174,7 @@ def test_the_window_row_reads_p_target_in_window_as_every_other_output(tmp_path)
     }
     older = simulate_json(p=0.75)
     runs = [load_run(_write(tmp_path / "a.json", snapshot)), load_run(_write(tmp_path / "b.json", older))]
-    rows = {row["key"]: row for row in render_compare(runs)["json"]["metrics"]}
+    rows = {row["key"]: row for row in render_compare(runs).to_json()["metrics"]}
     assert "summary.p_complete_in_window" not in rows
     assert rows["summary.p_target_in_window"]["values"] == [1.0, 0.75]
     assert rows["summary.p_target_in_window"]["label"] == "P(target reached inside the window)"

@@ -32,8 +32,8 @@ def test_rates_are_recovered_inside_their_intervals_with_the_right_scopes(known)
         rate = truth.mean_rate_per_h(c) * (365 * 24 if c.scope == "gpu" else 1)
         assert f.ci95[0] <= rate <= f.ci95[1], (c.name, rate, f.ci95)
         assert f.unit == ("per_gpu_year" if c.scope == "gpu" else "per_job_hour")
-        assert "strong evidence" in f.evidence["verdict"]
-        assert f.interarrival["verdict"].startswith("consistent with independent")
+        assert "strong evidence" in f.evidence.verdict
+        assert f.interarrival.verdict.startswith("consistent with independent")
 
 
 def test_planted_lemon_nodes_are_found_and_no_healthy_node_is_named(known):
@@ -42,9 +42,9 @@ def test_planted_lemon_nodes_are_found_and_no_healthy_node_is_named(known):
     assert all(n.p_value < 0.05 and n.failures > 5 * n.expected for n in fit.lemon_nodes)
     # As the simulator's cluster.lemons: the demo plants 3 of 512 at 20x.
     lemons = fit.cluster_lemons
-    assert lemons is not None and lemons["count"] == 3 and lemons["fraction"] == 3 / 512
-    assert 10 < lemons["factor"] < 40
-    assert lemons["healthy_divisor"] == 1 + 3 / 512 * (lemons["factor"] - 1)
+    assert lemons is not None and lemons.count == 3 and lemons.fraction == 3 / 512
+    assert 10 < lemons.factor < 40
+    assert lemons.healthy_divisor == 1 + 3 / 512 * (lemons.factor - 1)
 
 
 def test_job_mttf_is_predicted_from_job_and_gpu_rates_and_matches_the_observed_sizes(known):
@@ -85,8 +85,8 @@ def test_bursts_of_failures_are_told_from_poisson_arrivals(tmp_path):
     jobs, incidents = write_log(tmp_path, ["j,2026-01-01T00:00:00Z,2027-01-01T00:00:00Z,64"], times)
     fit = fit_failures(read_incident_log(jobs, incidents))
     (flaky,) = fit.categories
-    assert flaky.interarrival["weibull_shape"] < 1 and flaky.interarrival["p_value"] < 0.01
-    assert flaky.interarrival["verdict"].startswith("clustered")
+    assert flaky.interarrival.weibull_shape < 1 and flaky.interarrival.p_value < 0.01
+    assert flaky.interarrival.verdict.startswith("clustered")
 
 
 def test_the_exposure_clock_counts_the_load_of_overlapping_jobs():
@@ -105,7 +105,7 @@ def test_one_job_size_cannot_tell_the_scope_and_says_so(tmp_path):
     )
     log = read_incident_log(jobs, incidents)
     (grows,) = fit_failures(log).categories
-    assert grows.scope == "gpu" and "cannot be judged" in grows.evidence["verdict"]
+    assert grows.scope == "gpu" and "cannot be judged" in grows.evidence.verdict
     (per_job,) = fit_failures(log, base_scopes={"sw": "job"}).categories
     assert per_job.scope == "job" and per_job.rate == pytest.approx(2 / 192)
 
@@ -201,7 +201,7 @@ def test_the_artifact_markdown_carries_the_table_the_mttf_and_the_figures(known)
     from campaign.failures.report import fit_report_markdown
 
     truth, _, _, fit = known
-    text = fit_report_markdown(fit.to_json(), "t")
+    text = fit_report_markdown(fit, "t")
     assert text.count("data:image/svg+xml;base64,") == 3
     assert all(c.name in text for c in truth.categories) and "| 16,384 |" in text
     assert all(node in text for node in truth.lemon_nodes)

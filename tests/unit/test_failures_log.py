@@ -37,7 +37,7 @@ def test_a_good_log_reads_every_row_with_its_segment_and_exposure(tmp_path):
     fit = fit_failures(log, base_scopes={"faulty_gpu": "gpu", "software_bug": "job"})
     # Mapped to the config's names by category_key; an unknown category kept under its own name.
     assert {c.name for c in fit.categories} == {"faulty_gpu", "software_bug", "my_new_thing"}
-    assert fit.exposure == {
+    assert fit.exposure.to_json() == {
         "gpu_hours": 640 + 8 * 36,
         "job_hours": 46.0,
         "node_days": (640 + 8 * 36) / 8 / 24,

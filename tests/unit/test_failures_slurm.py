@@ -47,7 +47,7 @@ def test_sacct_segments_states_and_steps(tmp_path: Path) -> None:
     assert (
         fit.jobs == 5 and fit.segments == 7
     )  # job 100's three segments are one job; the pending job held no time
-    assert fit.exposure["gpu_hours"] == 16 * (10 + 9 + 12) + 8 * (5 + 24 + 2) + 8 * 1  # 104: 1 node x 8 GPUs
+    assert fit.exposure.gpu_hours == 16 * (10 + 9 + 12) + 8 * (5 + 24 + 2) + 8 * 1  # 104: 1 node x 8 GPUs
 
 
 def test_a_node_event_makes_a_failed_segment_hardware_with_its_reasons_category(tmp_path: Path) -> None:

@@ -306,7 +306,7 @@ def _simulate_file(ettr: float) -> dict[str, Any]:
 def test_a_tampered_simulate_file_compares_or_is_bad_input_naming_it(tmp_path_factory, field, value):
     """Any value at any field compare reads: the comparison's table holds finite figures (or n/a), or it is a
     DataError (exit 2) naming the file; never another exception, never "differences: none" over a NaN."""
-    from campaign.analysis.compare import comparison_table, load_run, window_length_advice
+    from campaign.analysis.compare import comparison_table, load_run
 
     folder = tmp_path_factory.mktemp("compare")
     first = folder / "a.json"
@@ -325,8 +325,8 @@ def test_a_tampered_simulate_file_compares_or_is_bad_input_naming_it(tmp_path_fa
         assert err.where == str(second) and err.exit_code == 2
         return
     for row in comparison_table(runs):  # the figures' plots are drawn from the same checked values
-        assert all(v is None or math.isfinite(v) for v in row["values"]), (field, value, row)
-    assert all(window_length_advice(run) != "" for run in runs)
+        assert all(v is None or math.isfinite(v) for v in row.values), (field, value, row)
+    assert all(run.window_advice != "" for run in runs)
 
 
 # ------------------------------------------------------------------------------------------------- special files

@@ -37,16 +37,16 @@ def test_the_report_the_gate_and_the_calendar_price_one_run_s_idle_tail_the_same
     end = START + timedelta(seconds=round(window_s))
     actual_end = START + timedelta(seconds=math.ceil(completion_s))
     booking = cal.Booking("b-1", "c-1", cal.CAMPAIGN, "demo", nodes, START, end, "executed", actual_end)
-    gaps = cal.calendar_report("demo", nodes, identity.pricing, [booking], START, end)["gaps"]
-    [tail_gap] = [g for g in gaps if g["kind"] == "early_finish"]
+    gaps = cal.calendar_report("demo", nodes, identity.pricing, [booking], START, end).gaps
+    [tail_gap] = [g for g in gaps if g.kind == "early_finish"]
     # The schedule gate, judging this one replica.
     gate = assess_window_length([completion_s], window_s, nodes, identity.pricing)
 
     price = report.cost_usd.released_early
     assert price > 0
-    assert price == tail_gap["cost_usd"] == gate.expected_idle_tail_cost_usd
-    assert report.released_early_h == pytest.approx(tail_gap["hours"], abs=1e-12)
-    assert report.released_early["node_hours"] == pytest.approx(tail_gap["idle_node_hours"], abs=1e-9)
-    assert report.released_early["node_hours"] == pytest.approx(gate.expected_idle_tail_node_hours, abs=1e-9)
+    assert price == tail_gap.cost_usd == gate.expected_idle_tail_cost_usd
+    assert report.released_early_h == pytest.approx(tail_gap.hours, abs=1e-12)
+    assert report.released_early.node_hours == pytest.approx(tail_gap.idle_node_hours, abs=1e-9)
+    assert report.released_early.node_hours == pytest.approx(gate.expected_idle_tail_node_hours, abs=1e-9)
     # And it is more than the GPU-hours alone: idle nodes draw power too.
     assert price > report.goodput_breakdown_gpu_h["idle_released"] * report.gpu_hour_usd

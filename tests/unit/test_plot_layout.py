@@ -10,6 +10,7 @@ import pytest
 from campaign.analysis import plots
 from campaign.analysis.result import FailureRow
 from campaign.failures import report as failures_report
+from campaign.failures.fit import FittedRate
 
 
 @pytest.fixture
@@ -115,12 +116,12 @@ def test_an_observed_zero_shows_its_whole_dot_and_the_legend_covers_no_range(dra
 
 def test_each_fitted_rate_panels_axis_label_sits_above_the_next_panel(drawn) -> None:
     categories = [
-        {"name": "gpu", "count": 40, "unit": "per_gpu_year", "rate": 0.08, "ci95": [0.06, 0.11]},
-        {"name": "nic", "count": 12, "unit": "per_gpu_year", "rate": 0.02, "ci95": [0.01, 0.04]},
-        {"name": "host", "count": 9, "unit": "per_1k_node_days", "rate": 3.1, "ci95": [1.4, 5.9]},
-        {"name": "job", "count": 5, "unit": "per_job_hour", "rate": 0.004, "ci95": [0.001, 0.009]},
+        FittedRate("gpu", "gpu", 40, 1e6, 0.08, (0.06, 0.11), "per_gpu_year"),
+        FittedRate("nic", "gpu", 12, 1e6, 0.02, (0.01, 0.04), "per_gpu_year"),
+        FittedRate("host", "node", 9, 1e5, 3.1, (1.4, 5.9), "per_1k_node_days"),
+        FittedRate("job", "job", 5, 1e3, 0.004, (0.001, 0.009), "per_job_hour"),
     ]
-    failures_report.rates_figure({"categories": categories})
+    failures_report.rates_figure(categories)
     (fig,) = drawn
     renderer = fig.canvas.get_renderer()
     assert len(fig.axes) == 3

@@ -38,11 +38,11 @@ def test_the_report_carries_the_rehearsal():
     from campaign.analysis.report import rehearsal_section
 
     section = rehearsal_section({"details": DETAILS, "curves": CURVES, "timings": {"tokens_per_s": 5000.0}})
-    assert "killed at step 97, resumed at 90: bit-identical" in section["line"]
-    assert "5,000 tokens/s" in section["line"] or "5000 tokens/s" in section["line"]
-    assert section["image"].startswith("data:image/png;base64,")
+    assert "killed at step 97, resumed at 90: bit-identical" in section.line
+    assert "5,000 tokens/s" in section.line or "5000 tokens/s" in section.line
+    assert section.image.startswith("data:image/png;base64,")
     failed = rehearsal_section(
         {"details": {"passed": False, "problems": ["training loss is nan at step 3"]}, "curves": {}}
     )
-    assert failed["line"] == "failed: training loss is nan at step 3"
+    assert failed.line == "failed: training loss is nan at step 3"
     assert rehearsal_section(None) is None

@@ -16,6 +16,7 @@ from campaign.analysis.simulate_report import (
     report_stem,
     wilson_interval,
 )
+from campaign.analysis.simulate_run import ReplicaValues, SimulateRun
 from campaign.config import load_config
 from campaign.sim import simulate_batch, summarise_replicas
 from campaign.window import window_inputs
@@ -40,10 +41,10 @@ def simulated():
 def test_replica_values_are_the_replicas_own_figures(simulated):
     result, summaries = simulated
     values = replica_values(summaries)
-    assert {len(v) for v in values.values()} == {12}
-    assert values["ettr"] == [s["ettr"] for s in summaries]
-    assert values["interruptions_unexpected"] == [s["interruptions"]["unexpected"] for s in summaries]
-    finished = [d for d in values["completion_days"] if d is not None]
+    assert {len(v) for v in values.to_json().values()} == {12}
+    assert values.ettr == [s["ettr"] for s in summaries]
+    assert values.interruptions_unexpected == [s["interruptions"]["unexpected"] for s in summaries]
+    finished = [d for d in values.completion_days if d is not None]
     assert len(finished) == sum(s["completed"] for s in summaries)
     assert min(finished) == pytest.approx(result["summary"]["completion_days"]["p10"], abs=0.2)
     assert (
@@ -54,10 +55,10 @@ def test_replica_values_are_the_replicas_own_figures(simulated):
 def test_finish_probability_agrees_with_the_summary(simulated):
     result, summaries = simulated
     finish = finish_probability(replica_values(summaries), result["summary"]["window_days"])
-    assert finish["p"] == result["summary"]["p_complete_in_window"]
-    assert finish["interval_lo"] <= finish["p"] <= finish["interval_hi"]
-    never = finish_probability({"completion_days": [None, None, 1.0, None]}, 2.0)
-    assert never["p"] == 0.25 and never["day_50pct"] is None and never["day_90pct"] is None
+    assert finish.p == result["summary"]["p_complete_in_window"]
+    assert finish.interval_lo <= finish.p <= finish.interval_hi
+    never = finish_probability(ReplicaValues.from_json({"completion_days": [None, None, 1.0, None]}), 2.0)
+    assert never.p == 0.25 and never.day_50pct is None and never.day_90pct is None
 
 
 def test_wilson_interval_matches_published_values():
@@ -72,20 +73,25 @@ def test_wilson_interval_matches_published_values():
 
 def test_the_report_draws_the_distributions(simulated):
     result, summaries = simulated
-    html, markdown, facts = render_simulate_report(result, "demo", replica_values(summaries))
+    html, markdown, facts = render_simulate_report(
+        SimulateRun.from_json(result), "demo", replica_values(summaries)
+    )
     assert html.count("<svg") == 3 and "<script" not in html and "**" not in html
     assert "P(target reached inside the window)" in html and "95% Wilson interval" in html and "ECDF" in html
     images = re.findall(r"!\[[^\]]*\]\(([^)]*)\)", markdown)
     assert len(images) == 3 and all(src.startswith("data:image/svg+xml;base64,") for src in images)
     assert "P(target inside the window)" in base64.b64decode(images[0].split(",", 1)[1]).decode()
-    assert facts["finish"]["replicas"] == 12 and facts["window_length"]
-    assert report_stem(result) == f"{result['config_digest'][:12]}-seed{result['seed']}-12"
+    assert facts.finish.replicas == 12 and facts.window_length
+    assert (
+        report_stem(SimulateRun.from_json(result))
+        == f"{result['config_digest'][:12]}-seed{result['seed']}-12"
+    )
 
 
 def test_a_result_without_replica_values_still_reports_its_percentiles(simulated):
     result, _ = simulated
-    html, markdown, facts = render_simulate_report(result, "demo", None)
-    assert "<svg" not in html and "percentiles only" in html and facts["finish"] is None
+    html, markdown, facts = render_simulate_report(SimulateRun.from_json(result), "demo", None)
+    assert "<svg" not in html and "percentiles only" in html and facts.finish is None
     assert "P(finish inside the window)" in markdown and "![" not in markdown
 
 
@@ -95,7 +101,7 @@ def test_compare_of_simulate_runs_draws_their_distributions(simulated, tmp_path)
     from campaign.analysis.compare import load_run, render_compare
 
     result, summaries = simulated
-    with_values = {**result, "replica_values": replica_values(summaries)}
+    with_values = {**result, "replica_values": replica_values(summaries).to_json()}
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     a.write_text(json.dumps(with_values))
     b.write_text(
@@ -106,10 +112,10 @@ def test_compare_of_simulate_runs_draws_their_distributions(simulated, tmp_path)
             }
         )
     )
-    html = render_compare([load_run(str(a)), load_run(str(b))])["html"]
+    html = render_compare([load_run(str(a)), load_run(str(b))]).html
     assert "ECDF over replicas" in html
     b.write_text(json.dumps(result))  # a file from before replica_values: the percentile spread instead
-    html = render_compare([load_run(str(a)), load_run(str(b))])["html"]
+    html = render_compare([load_run(str(a)), load_run(str(b))]).html
     assert "ECDF" not in html and "p10-p90, p50" in html
 
 
@@ -132,9 +138,11 @@ def test_a_snapshot_window_leads_with_the_share_that_reaches_its_target():
         "wall_s": 0.1,
         "summary": summary,
     }
-    html, markdown, facts = render_simulate_report(result, "demo", replica_values(summaries))
-    assert facts["finish"]["p"] == summary["p_target_in_window"] and facts["finish"]["finished"] == 6
+    html, markdown, facts = render_simulate_report(
+        SimulateRun.from_json(result), "demo", replica_values(summaries)
+    )
+    assert facts.finish.p == summary["p_target_in_window"] and facts.finish.finished == 6
     assert "100.0%</div><b>P(target reached inside the window)" in html and "never" in html
-    assert facts["window_length"].startswith("fits")
+    assert facts.window_length.startswith("fits")
     assert "**P(target reached inside the window)** | **100.0%**" in markdown
     assert "the window suffices" in summary_markdown("demo", 6, loaded.config.seed, summary)
