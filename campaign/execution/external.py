@@ -1,6 +1,7 @@
 """A run campaign did not launch, read back as a measured run: its metrics file (the trainer contract's lines,
 each step and checkpoint line with a wall-clock `time` in Unix seconds, or Megatron-LM's or TorchTitan's own log,
-each line with its timestamp: campaign.plan.trainer_logs.timed_records) and, optionally, an incident log's
+each line with its timestamp, or NeMo's TensorBoard event files, each step with its event's time:
+campaign.plan.trainer_logs.timed_records) and, optionally, an incident log's
 incidents file (`time,category[,node]`, CSV or Parquet, as `campaign failures fit` reads it, docs/failures.md).
 
 A restart is where the metrics say so: a `resumed` event, or a step number that goes back. Each restart is a
@@ -21,6 +22,7 @@ import pandas as pd
 from campaign.errors import DataError
 from campaign.execution.journal import Journal
 from campaign.files import check_regular
+from campaign.plan.tensorboard_events import is_event_path
 from campaign.plan.trainer_logs import timed_records
 from campaign.rehearsal.contract import Metrics, MetricsError, parse_metrics_line
 
@@ -35,9 +37,17 @@ def _time_of(record: dict[str, Any]) -> float | None:
     return float(value)
 
 
+def _framework_rows(path: Path, rows: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    if not rows or not any(r["kind"] == "step" for r in rows):
+        raise DataError("the log has no step line", where=str(path), fix="give the run's training log")
+    return rows
+
+
 def read_timed_metrics(path: Path) -> list[dict[str, Any]]:
     """The step, checkpoint and resumed lines of a metrics file with their times, in file order; every bad line
     is reported at once (DataError, exit 2) with its line number."""
+    if is_event_path(path):  # NeMo's TensorBoard event files: a binary file, or the folder holding them
+        return _framework_rows(path, timed_records(path))
     try:
         check_regular(path)
         raw = path.read_bytes()
@@ -49,9 +59,7 @@ def read_timed_metrics(path: Path) -> list[dict[str, Any]]:
         ) from exc
     framework = timed_records(path)  # Megatron-LM's or TorchTitan's own log, as its lines time it
     if framework is not None:
-        if not any(r["kind"] == "step" for r in framework):
-            raise DataError("the log has no step line", where=str(path), fix="give the run's training log")
-        return framework
+        return _framework_rows(path, framework)
     rows: list[dict[str, Any]] = []
     problems: list[str] = []
     for line_no, line in enumerate(raw.decode("utf-8", errors="replace").splitlines(), start=1):

@@ -1,7 +1,7 @@
 """From a short run's metrics file to a `plan.measured` entry: step times, warm-up dropped, median and spread.
 
-Reads a training log (campaign.plan.trainer_logs: Megatron-LM, TorchTitan, NeMo's metrics.csv, the rehearsal
-contract's JSON lines) as timed samples. The first `skip_steps` samples of the log, and of each restart inside it (the
+Reads a training log (campaign.plan.trainer_logs: Megatron-LM, TorchTitan, NeMo's metrics.csv or TensorBoard event
+files, the rehearsal contract's JSON lines) as timed samples. The first `skip_steps` samples of the log, and of each restart inside it (the
 step going back), are warm-up (compilation, allocator growth, data loader start): by default the first 10 % and at
 least one. Intervals with skipped or NaN iterations are left out and named. A series that is not stationary is named, since its
 median would not be the step time of a long run: drifting (the last third's median more than 5 % from the first
@@ -93,7 +93,7 @@ def read_step_times(
         for sample in samples[skip:]:
             if sample.excluded:
                 notes.append(
-                    f"{path}:{sample.line}: left out the {sample.steps} iteration{'s' if sample.steps != 1 else ''} "
+                    f"{sample.where or f'{path}:{sample.line}'}: left out the {sample.steps} iteration{'s' if sample.steps != 1 else ''} "
                     f"to {sample.step}, which had {sample.excluded}"
                 )
             else:

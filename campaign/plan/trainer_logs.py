@@ -12,6 +12,10 @@
   a step takes global batch tokens / (X x GPUs).
 - `nemo`: Lightning's CSV logger (`metrics.csv`) of a NeMo run, whose `TimingCallback` (nemo/utils/exp_manager.py)
   logs `train_step_timing in s` per step beside `step`/`global_step` and `consumed_samples`.
+- `nemo-tensorboard`: the same scalars in Lightning's TensorBoard logger's `events.out.tfevents.*` files (a file or
+  the folder holding them, one file per start; campaign.plan.tensorboard_events), each event's step Lightning's step
+  and its wall time the writer's; `reduced_train_loss` (the GPT model's or the Megatron strategy's `training_step`)
+  names the steps whose loss is NaN.
 - `jsonl`: the rehearsal contract's JSON lines (docs/rehearsal.md), the reference trainer's metrics among them:
   `{"step": k, "step_time_s": s}` or a wall-clock `time_s` / `timestamp` / `time` (the external-run metrics of
   `analyse --metrics`), and `tokens` per step.
@@ -35,8 +39,9 @@ import pandas as pd
 
 from campaign.errors import DataError
 from campaign.files import check_regular
+from campaign.plan.tensorboard_events import EventFile, Scalar, is_event_path, read_event_files
 
-FORMATS = ("megatron", "torchtitan", "nemo", "jsonl")
+FORMATS = ("megatron", "torchtitan", "nemo", "nemo-tensorboard", "jsonl")
 MAX_LINE_CHARS = 1 << 20  # a log line longer than this is not one a trainer printed
 MAX_NOTES = 8
 
@@ -46,6 +51,11 @@ MEGATRON_ARG = re.compile(r"^\s{0,8}([a-z_0-9]{1,80}) \.{2,80} (\S{1,200})\s*$")
 TITAN_STEP = re.compile(r"\bstep:\s{0,20}(\d{1,12})\s{1,20}loss:")
 TITAN_TPS = re.compile(r"\btps:\s{0,20}([\d,]{1,30})")
 NEMO_TIMING = "train_step_timing in s"
+# torch's SummaryWriter (Lightning's choice when the tensorboard package is there) keeps the tag as logged;
+# tensorboardX's (its fallback) replaces the spaces with '_' (tensorboardX/summary.py _clean_tag)
+NEMO_TB_TIMING = (NEMO_TIMING, "train_step_timing_in_s")
+NEMO_TB_LOSS = "reduced_train_loss"
+NEMO_TB_CONSUMED = "consumed_samples"
 
 
 @dataclass(frozen=True)
@@ -58,6 +68,7 @@ class StepSample:
     line: int
     segment: int
     excluded: str = ""  # why the sample is left out ("" when it counts)
+    where: str = ""  # where it was read, when `path:line` cannot say (an event file and its step)
 
 
 @dataclass(frozen=True)
@@ -120,31 +131,33 @@ def detect_format(path: Path, lines: list[str]) -> str:
             return "jsonl"
     raise DataError(
         "not a training log campaign reads: no Megatron-LM iteration line, TorchTitan step line, NeMo metrics.csv "
-        "header or JSON-lines step record",
+        "header, TensorBoard event record or JSON-lines step record",
         where=str(path),
-        fix="give Megatron-LM's training log, TorchTitan's log, NeMo's metrics.csv or the rehearsal contract's "
-        "metrics (docs/plan-model.md#from-a-short-run-to-a-measurement), or name one with --format",
+        fix="give Megatron-LM's training log, TorchTitan's log, NeMo's metrics.csv or TensorBoard event files, or the "
+        "rehearsal contract's metrics (docs/plan-model.md#from-a-short-run-to-a-measurement), or name one with "
+        "--format",
     )
 
 
 def _segmented(
-    raw: list[tuple[int, float, int, str]], what: str, path: Path
+    raw: list[tuple[int, float, int, str]], what: str, path: Path, places: list[str] | None = None
 ) -> tuple[list[StepSample], list[str]]:
     """(step, seconds per step, line, excluded) in file order -> samples with steps covered and segments; the
-    step going back (or repeating) starts a segment, named in the notes."""
+    step going back (or repeating) starts a segment, named in the notes (at `places[i]` when given)."""
     samples: list[StepSample] = []
     notes: list[str] = []
     segment, previous = 0, None
-    for step, seconds, line, excluded in raw:
+    for i, (step, seconds, line, excluded) in enumerate(raw):
+        where = places[i] if places else ""
         if previous is not None and step <= previous:
             segment += 1
             notes.append(
-                f"{path}:{line}: the {what} went back from {previous} to {step}, a restart inside the log; the steps "
-                "before it are kept, and the restart's first steps are warm-up again"
+                f"{where or f'{path}:{line}'}: the {what} went back from {previous} to {step}, a restart inside the "
+                "log; the steps before it are kept, and the restart's first steps are warm-up again"
             )
             previous = None
         steps = 1 if previous is None else step - previous
-        samples.append(StepSample(step, seconds, steps, line, segment, excluded))
+        samples.append(StepSample(step, seconds, steps, line, segment, excluded, where))
         previous = step
     return samples, notes
 
@@ -304,20 +317,84 @@ def read_nemo(path: Path, lines: list[str]) -> TrainerLog:
         if c_i is not None and row[c_i].strip():
             consumed.append((step, float(_count(row[c_i], f"{path}:{number}", "consumed_samples"))))
     samples, notes = _segmented(raw, "step", path)
+    batch, note = _consumed_batch(consumed)
+    if not samples:
+        return _none(path)
+    return TrainerLog("nemo", tuple(samples), None, batch, None, note, None, tuple(notes))
+
+
+def _consumed_batch(consumed: list[tuple[int, float]]) -> tuple[int | None, str]:
+    """The global batch (sequences) from NeMo's consumed_samples at successive steps, when it is one."""
     per_step = {
         round((b[1] - a[1]) / (b[0] - a[0]))
         for a, b in itertools.pairwise(consumed)
         if b[0] > a[0] and b[1] > a[1]
     }
-    batch = int(next(iter(per_step))) if len(per_step) == 1 else None
-    note = (
-        f"global batch {batch} sequences (consumed_samples per step)"
-        if batch
-        else "no global batch in the metrics"
+    if len(per_step) == 1:
+        batch = int(next(iter(per_step)))
+        return batch, f"global batch {batch} sequences (consumed_samples per step)"
+    if per_step:
+        return None, f"consumed_samples per step changes ({', '.join(map(str, sorted(per_step)))}): a ramp-up"
+    return None, "no global batch in the metrics"
+
+
+def _nemo_timing(file: EventFile) -> tuple[Scalar, ...]:
+    tag = next((t for t in NEMO_TB_TIMING if t in file.scalars), None)
+    return file.scalars[tag] if tag else ()
+
+
+def _nemo_event_files(path: Path) -> list[EventFile]:
+    files = read_event_files(path)
+    if not any(_nemo_timing(f) for f in files):
+        seen = sorted({t for f in files for t in f.scalars})
+        raise DataError(
+            f"no '{NEMO_TIMING}' scalar (NeMo's TimingCallback) in {len(files)} event file(s); the scalars are "
+            f"{', '.join(seen[:12]) or 'none'}",
+            where=str(path),
+            fix="give the TensorBoard log of a NeMo training run (exp_manager's TimingCallback is on by default)",
+        )
+    return files
+
+
+def read_nemo_tensorboard(path: Path) -> TrainerLog:
+    """NeMo's TensorBoard scalars: `train_step_timing in s` per logged step, the steps whose `reduced_train_loss`
+    is NaN or infinite (or whose timing is) left out and named, the batch from `consumed_samples`."""
+    files = _nemo_event_files(path)
+    raw: list[tuple[int, float, int, str]] = []
+    places: list[str] = []
+    consumed: list[tuple[int, float]] = []
+    notes = [n for f in files for n in f.notes]
+    for file in files:
+        losses = {s.step: s.value for s in file.scalars.get(NEMO_TB_LOSS, ())}
+        for number, point in enumerate(_nemo_timing(file), start=1):
+            loss = losses.get(point.step, 0.0)
+            excluded = (
+                f"a step time of {point.value}"
+                if not math.isfinite(point.value) or point.value <= 0
+                else f"a {'NaN' if math.isnan(loss) else 'infinite'} loss"
+                if not math.isfinite(loss)
+                else ""
+            )
+            raw.append((point.step, point.value, number, excluded))
+            places.append(f"{file.path} (step {point.step})")
+        consumed += [
+            (s.step, s.value) for s in file.scalars.get(NEMO_TB_CONSUMED, ()) if math.isfinite(s.value)
+        ]
+    samples, restarts = _segmented(raw, "step", path, places)
+    batch, note = _consumed_batch(consumed)
+    return TrainerLog(
+        "nemo-tensorboard", tuple(samples), None, batch, None, note, None, tuple(notes + restarts)
     )
-    if not samples:
-        return _none(path)
-    return TrainerLog("nemo", tuple(samples), None, batch, None, note, None, tuple(notes))
+
+
+def nemo_tensorboard_records(path: Path) -> list[dict[str, object]]:
+    """NeMo's TensorBoard scalars as the step records of a run campaign did not launch: each logged step at the
+    wall time its writer stamped, in the order the files were begun (a step going back is a restart)."""
+    return [
+        {"t": point.wall_time, "kind": "step", "step": point.step, "tokens": None}
+        for file in _nemo_event_files(path)
+        for point in _nemo_timing(file)
+    ]
 
 
 def _number(record: dict, key: str, where: str) -> float:
@@ -391,7 +468,9 @@ def _none(path: Path) -> TrainerLog:
 def read_trainer_log(
     path: Path, fmt: str | None = None, *, gpus: int | None = None, global_batch_tokens: int | None = None
 ) -> TrainerLog:
-    """Read `path` as `fmt` (default: detected from its content)."""
+    """Read `path` as `fmt` (default: detected from its content; a folder or event file is TensorBoard's)."""
+    if fmt == "nemo-tensorboard" or (fmt is None and is_event_path(path)):
+        return read_nemo_tensorboard(path)
     lines = _lines(path)
     kind = fmt or detect_format(path, lines)
     if kind == "megatron":
@@ -417,7 +496,10 @@ TITAN_STAMP = re.compile(r"^\[titan\] (\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}),(\d{
 def timed_records(path: Path) -> list[dict[str, object]] | None:
     """A Megatron-LM or TorchTitan log as the step and checkpoint records of a run campaign did not launch
     (`t` in Unix seconds from each line's own timestamp, `kind`, `step`, `tokens`), for `campaign analyse
-    --metrics`; None for JSON lines, which that reader reads itself. DataError for a log without timestamps."""
+    --metrics`; None for JSON lines, which that reader reads itself. DataError for a log without timestamps.
+    NeMo's TensorBoard event files (a file or their folder) carry each step's time in the event."""
+    if is_event_path(path):
+        return nemo_tensorboard_records(path)
     lines = _lines(path)
     kind = detect_format(path, lines)
     if kind == "jsonl":
@@ -426,7 +508,8 @@ def timed_records(path: Path) -> list[dict[str, object]] | None:
         raise DataError(
             f"a {kind} log has no wall-clock time per step, which analysing a run needs",
             where=str(path),
-            fix="give the run's Megatron-LM or TorchTitan log, or JSON-lines metrics with a time per step",
+            fix="give the run's Megatron-LM or TorchTitan log, NeMo's TensorBoard event files, or JSON-lines metrics "
+            "with a time per step",
         )
     tokens = None
     if kind == "megatron":

@@ -119,7 +119,8 @@ def analyse(
         typer.Option(
             "--metrics",
             help="Analyse a run campaign did not launch from its metrics file (JSON lines with a `time` on each "
-            "step; docs/execution.md); the report goes to --out (default report).",
+            "step; Megatron-LM's or TorchTitan's log; NeMo's TensorBoard event files or their folder; "
+            "docs/execution.md); the report goes to --out (default report).",
         ),
     ] = None,
     incidents: Annotated[

@@ -21,8 +21,8 @@ def plan_measure(
     metrics: Annotated[
         str,
         typer.Argument(
-            help="A training log: Megatron-LM's, TorchTitan's, NeMo's metrics.csv or JSON-lines metrics (the "
-            "reference trainer's), detected by content."
+            help="A training log: Megatron-LM's, TorchTitan's, NeMo's metrics.csv or TensorBoard event files (a "
+            "file or their folder) or JSON-lines metrics (the reference trainer's), detected by content."
         ),
     ],
     nodes: Annotated[int | None, typer.Option("--nodes", help="Nodes the run used.", min=1)] = None,
@@ -61,7 +61,8 @@ def plan_measure(
     fmt: Annotated[
         str | None,
         typer.Option(
-            "--format", help="megatron, torchtitan, nemo or jsonl (default: detected from the content)."
+            "--format",
+            help="megatron, torchtitan, nemo, nemo-tensorboard or jsonl (default: detected from the content).",
         ),
     ] = None,
     skip_steps: Annotated[
