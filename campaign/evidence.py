@@ -32,7 +32,7 @@ from campaign.command_files import trainer_files
 from campaign.config import CampaignConfig, DataConfig
 from campaign.data.indexed import TOKENIZED_DIR
 from campaign.data.inputs import source_files
-from campaign.data.manifest import CLEAN_DIR, MANIFEST_NAME, REJECTED_DIR, manifest_data_digest
+from campaign.data.manifest import CLEAN_DIR, MANIFEST_NAME, REJECTED_DIR, InputEntry, manifest_data_digest
 from campaign.errors import CampaignError, DataError
 from campaign.files import sha256_file
 
@@ -309,9 +309,9 @@ def read_evidence(
     )
 
 
-def input_identities(data: DataConfig) -> list[dict[str, Any]]:
+def input_identities(data: DataConfig) -> list[InputEntry]:
     """Path, size and sha256 of every file the sources' globs match (the identities of prepare's inputs)."""
-    out = []
+    out: list[InputEntry] = []
     for index, source in enumerate(data.sources):
         for path, _ in source_files(source, index):
             out.append(

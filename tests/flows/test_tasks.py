@@ -41,8 +41,8 @@ def test_volume_gates_read_the_files(prepared):
 
 def test_configuration_gates_pass_for_the_demo_and_fail_on_memory():
     with disable_run_logger():
-        results, plan_json = configuration_gates.fn(load_config(DEMO).config)
-        assert all(r.passed for r in results) and plan_json["fits"]
+        results, plan = configuration_gates.fn(load_config(DEMO).config)
+        assert all(r.passed for r in results) and plan.fits
         results, _ = configuration_gates.fn(load_config(DEMO, ["cluster.accelerator.hbm_gib=4"]).config)
     assert {r.gate for r in results if not r.passed} == {"memory"}
 
