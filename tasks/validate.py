@@ -182,7 +182,7 @@ def record_gates(
     each gate with its figure and threshold, linked to Great Expectations' Data Docs."""
     from campaign.analysis.data_quality_page import OFFLINE_PAGE
 
-    store.record_gates(ws, run_id, config_digest, data_digest, [r.as_row() for r in results])
+    store.record_gates(ws, run_id, config_digest, data_digest, results)
     rows = gate_rows(results, config, plan)
     create_table_artifact(
         key=artifact_key(config.name, "gates"),
