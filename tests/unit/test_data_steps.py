@@ -327,7 +327,7 @@ def test_prepare_with_every_step_on(tmp_path: Path) -> None:
         rejected.filter(pa.compute.equal(rejected["reason"], URL_BLOCKED_DOMAIN))["language"].null_count == 1
     )
     assert stats["pii_by_kind"] == {"email": 1, "ip_address": 1, "phone_number": 1}
-    assert {(x["kind"], x["n_replaced"]) for x in pii_by_source(tmp_path / "data")} == {
+    assert {(x.kind, x.n_replaced) for x in pii_by_source(tmp_path / "data")} == {
         ("email", 1),
         ("ip_address", 1),
         ("phone_number", 1),
