@@ -22,12 +22,18 @@ import math
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from campaign.calendar.timeline import Booking
 from campaign.config import CampaignConfig
 from campaign.files import atomic_write_json
 from campaign.gates import REQUIRED_GATES
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from campaign.plan import Plan
+    from campaign.store import GateRecord
 
 PENDING_FILE = "approval-pending.json"
 WRITER = "campaign commit"
@@ -63,9 +69,6 @@ class ApprovalRequest:
     hold_id: str | None = None  # the calendar booking held while the approval waits
     commitment_id: str | None = None
     cluster: str | None = None
-
-    def as_json(self) -> dict[str, Any]:
-        return asdict(self)
 
     def headline(self) -> str:
         """One line: what a yes books."""
@@ -142,7 +145,7 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def replica_p90_days(config: CampaignConfig, plan: Any, replicas: int) -> float | None:
+def replica_p90_days(config: CampaignConfig, plan: Plan, replicas: int) -> float | None:
     """The p90 day, of `replicas` seeded replicas of the window, on which the target is reached (inf: beyond the
     window), when the schedule gate did not judge the window (`gates.config.window_replicas` 0): the gate's own
     judgement with that many replicas."""
@@ -157,10 +160,10 @@ def approval_request(
     config: CampaignConfig,
     config_digest: str,
     data_digest: str,
-    gates: dict[str, Any],
+    gates: Mapping[str, GateRecord],
     expected_days: float | None,
     p90_days: float | None = None,
-    plan: Any = None,
+    plan: Plan | None = None,
     hold: Booking | None = None,
 ) -> ApprovalRequest:
     """The request for these digests from the recorded gates (`store.latest_gates`) and the plan's expected days;
@@ -210,17 +213,19 @@ def approval_request(
         config_digest,
         data_digest,
         _days_range(finite, plan),
-        str(getattr(plan, "basis", "")),
+        plan.basis if plan is not None else "",
         hold.booking_id if hold else None,
         hold.commitment_id if hold else None,
         config.cluster.name if hold else None,
     )
 
 
-def _days_range(expected_days: float | None, plan: Any) -> tuple[float, float] | None:
+def _days_range(expected_days: float | None, plan: Plan | None) -> tuple[float, float] | None:
     """The expected length at the ends of the plan's step-time band (length scales with the step time)."""
-    band = getattr(plan, "step_time_range_s", None)
-    if expected_days is None or not band or not band[0] > 0 or not plan.step_time_s > 0:
+    if plan is None or expected_days is None:
+        return None
+    band = plan.step_time_range_s
+    if not band or not band[0] > 0 or not plan.step_time_s > 0:
         return None
     return expected_days * band[0] / plan.step_time_s, expected_days * band[1] / plan.step_time_s
 

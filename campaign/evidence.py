@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -32,7 +32,14 @@ from campaign.command_files import trainer_files
 from campaign.config import CampaignConfig, DataConfig
 from campaign.data.indexed import TOKENIZED_DIR
 from campaign.data.inputs import source_files
-from campaign.data.manifest import CLEAN_DIR, MANIFEST_NAME, REJECTED_DIR, manifest_data_digest
+from campaign.data.manifest import (
+    CLEAN_DIR,
+    MANIFEST_NAME,
+    REJECTED_DIR,
+    InputEntry,
+    Manifest,
+    manifest_data_digest,
+)
 from campaign.errors import CampaignError, DataError
 from campaign.files import sha256_file
 
@@ -70,7 +77,7 @@ class DataEvidence:
     """The prepared data of a workspace as a gate sees it."""
 
     digest: str
-    manifest: dict[str, Any]
+    manifest: Manifest
     files: tuple[DataFile, ...]
     problems: tuple[str, ...] = field(default_factory=tuple)  # why the data does not stand for this config
     gate_files: tuple[GateFile, ...] = field(default_factory=tuple)  # covered by the digest too
@@ -309,9 +316,9 @@ def read_evidence(
     )
 
 
-def input_identities(data: DataConfig) -> list[dict[str, Any]]:
+def input_identities(data: DataConfig) -> list[InputEntry]:
     """Path, size and sha256 of every file the sources' globs match (the identities of prepare's inputs)."""
-    out = []
+    out: list[InputEntry] = []
     for index, source in enumerate(data.sources):
         for path, _ in source_files(source, index):
             out.append(
@@ -325,7 +332,7 @@ def input_identities(data: DataConfig) -> list[dict[str, Any]]:
     return out
 
 
-def _input_problems(manifest: dict[str, Any]) -> list[str]:
+def _input_problems(manifest: Manifest) -> list[str]:
     problems = []
     for entry in manifest.get("inputs", []):
         path = Path(entry["path"])
@@ -346,7 +353,7 @@ def _input_problems(manifest: dict[str, Any]) -> list[str]:
     return problems
 
 
-def _parse_manifest(raw: bytes, path: Path) -> dict[str, Any]:
+def _parse_manifest(raw: bytes, path: Path) -> Manifest:
     """The manifest as JSON, its shape checked field by field (it may have been edited by hand)."""
     try:
         obj = json.loads(raw.decode("utf-8"))
@@ -387,7 +394,7 @@ def _parse_manifest(raw: bytes, path: Path) -> dict[str, Any]:
         for e in inputs
     ):
         raise _bad_manifest(path, "field 'inputs' should be a list of {path, sha256}")
-    return obj
+    return cast(Manifest, obj)  # the fields the gates read, checked above
 
 
 def _bad_manifest(path: Path, what: str) -> CampaignError:

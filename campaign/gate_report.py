@@ -12,6 +12,7 @@ from typing import Any
 
 from campaign.config import CampaignConfig
 from campaign.gates import GateResult
+from campaign.plan import Plan
 from campaign.window_verdict import rule_threshold
 
 
@@ -46,7 +47,7 @@ def _num(value: Any, digits: int = 3) -> str:
     return f"{value:,.{digits}g}" if abs(value) < 1000 else f"{value:,.0f}"
 
 
-def gate_rows(results: list[GateResult], config: CampaignConfig, plan: dict[str, Any]) -> list[GateRow]:
+def gate_rows(results: list[GateResult], config: CampaignConfig, plan: Plan) -> list[GateRow]:
     """The figure and threshold of every gate in `results`, in their order."""
     g, c = config.gates.data, config.gates.config
     memory_limit = c.max_memory_fraction * config.cluster.accelerator.hbm_gib
@@ -87,27 +88,25 @@ def gate_rows(results: list[GateResult], config: CampaignConfig, plan: dict[str,
             )
             threshold = f"<= {_num(g.mixture_tolerance)} relative gap for every source"
         elif r.gate == "layout":
-            lay = plan.get("layout", {})
+            lay = plan.layout
             figure = (
                 f"tp={lay.get('tp')} pp={lay.get('pp')} dp={lay.get('dp')} cp={lay.get('cp')} on "
-                f"{_num(plan.get('gpus'))} GPUs"
+                f"{_num(plan.gpus)} GPUs"
             )
             threshold = "world size = GPUs; tp inside the NVLink domain; layers divide over pp"
         elif r.gate == "memory":
-            figure = f"{_num(plan.get('memory_gib_per_gpu'))} GiB per GPU"
+            figure = f"{_num(plan.memory_gib_per_gpu)} GiB per GPU"
             threshold = (
                 f"<= {_num(memory_limit)} GiB ({_num(100 * c.max_memory_fraction)} % of "
                 f"{_num(config.cluster.accelerator.hbm_gib)} GiB HBM)"
             )
         elif r.gate == "schedule":
-            figure = (
-                f"{_num(plan.get('expected_days'))} days expected (ETTR {_num(plan.get('expected_ettr'))})"
-            )
-            band = plan.get("step_time_range_s") or []
+            figure = f"{_num(plan.expected_days)} days expected (ETTR {_num(plan.expected_ettr)})"
+            band = plan.step_time_range_s
             if len(band) == 2:
                 figure += (
-                    f"; step {_num(plan.get('step_time_s'))} s, band {_num(band[0])}-{_num(band[1])} s "
-                    f"({'calibrated' if plan.get('calibration') else 'uncalibrated'})"
+                    f"; step {_num(plan.step_time_s)} s, band {_num(band[0])}-{_num(band[1])} s "
+                    f"({'calibrated' if plan.calibration else 'uncalibrated'})"
                 )
             threshold = (
                 f"expected days <= {_num(days_limit)} (window {_num(config.window.days)} days, margin "

@@ -13,7 +13,4 @@ class GateResult:
     gate: str
     passed: bool
     summary: str
-    details: dict[str, Any] = field(default_factory=dict)
-
-    def as_row(self) -> tuple[str, bool, dict[str, Any]]:
-        return self.gate, self.passed, {"summary": self.summary, **self.details}
+    details: dict[str, Any] = field(default_factory=dict)  # the catalog's JSON details column, with `summary`

@@ -9,13 +9,19 @@ digests still match. No flag skips a gate: this module has no bypass.
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from campaign.data.tokenizer import load_tokenizer
 from campaign.evidence import DataEvidence
 from campaign.gate_result import GateResult
+
+if TYPE_CHECKING:
+    from campaign.plan.planner import Plan
+    from campaign.store import Commitment, GateRecord
 
 # Order is the order the validate table prints.
 REQUIRED_GATES: tuple[str, ...] = (
@@ -30,19 +36,28 @@ REQUIRED_GATES: tuple[str, ...] = (
 )
 
 
-def data_figures(evidence: DataEvidence, tokenizer: str) -> dict[str, dict[str, Any]]:
+@dataclass(frozen=True, slots=True)
+class SourceFigures:
+    """One source's documents and tokens as counted from the prepared files."""
+
+    n_kept: int
+    n_rejected: int
+    n_tokens: int  # counted again from the clean text
+    n_tokens_column: int  # the sum of the clean files' n_tokens column
+    n_token_mismatches: int  # clean documents whose n_tokens column differs from the count
+
+    @property
+    def n_input(self) -> int:
+        return self.n_kept + self.n_rejected
+
+
+def data_figures(evidence: DataEvidence, tokenizer: str) -> dict[str, SourceFigures]:
     """Per-source figures recomputed from the files themselves (never from the manifest's claims).
 
     Documents are the rows of the clean and rejected files, attributed by each row's own `source` column; tokens
     are counted again from the clean text with the campaign's tokenizer and compared with the `n_tokens` column."""
-    figures: dict[str, dict[str, Any]] = {}
-
-    def fig(source: str) -> dict[str, Any]:
-        return figures.setdefault(
-            source,
-            {"n_kept": 0, "n_rejected": 0, "n_tokens": 0, "n_tokens_column": 0, "n_token_mismatches": 0},
-        )
-
+    # Per source, in order of first sight: kept, rejected, tokens, tokens in the column, mismatches.
+    counts: dict[str, list[int]] = {}
     for f in evidence.files:
         if f.table is None:
             continue
@@ -52,18 +67,16 @@ def data_figures(evidence: DataEvidence, tokenizer: str) -> dict[str, dict[str, 
             counted = np.asarray(load_tokenizer(tokenizer).count_many(texts), dtype=np.int64)
             column = _column(f.table, "n_tokens", default=None)
             for i, (source, n) in enumerate(zip(names, counted.tolist(), strict=True)):
-                row = fig(str(source))
-                row["n_kept"] += 1
-                row["n_tokens"] += int(n)
+                row = counts.setdefault(str(source), [0, 0, 0, 0, 0])
                 claimed = column[i]
-                row["n_tokens_column"] += int(claimed or 0)
-                row["n_token_mismatches"] += int(claimed != n)
+                row[0] += 1
+                row[2] += int(n)
+                row[3] += int(claimed or 0)
+                row[4] += int(claimed != n)
         else:
             for source in names:
-                fig(str(source))["n_rejected"] += 1
-    for row in figures.values():
-        row["n_input"] = row["n_kept"] + row["n_rejected"]
-    return figures
+                counts.setdefault(str(source), [0, 0, 0, 0, 0])[1] += 1
+    return {source: SourceFigures(*row) for source, row in counts.items()}
 
 
 def _column(table: Any, name: str, default: Any) -> list[Any]:
@@ -89,7 +102,7 @@ def identity_gate(evidence: DataEvidence) -> GateResult:
 
 
 def data_gates(
-    figures: dict[str, dict[str, Any]],
+    figures: Mapping[str, SourceFigures],
     weights: dict[str, float],
     min_documents: int,
     min_tokens: float,
@@ -99,10 +112,10 @@ def data_gates(
     """Volume and mixture gates from figures recomputed from the files, judged against the current weights.
 
     Every comparison is written so that NaN fails it."""
-    n_docs = sum(f["n_kept"] for f in figures.values())
-    n_input = sum(f["n_input"] for f in figures.values())
-    tokens = sum(f["n_tokens"] for f in figures.values())
-    mismatches = sum(f["n_token_mismatches"] for f in figures.values())
+    n_docs = sum(f.n_kept for f in figures.values())
+    n_input = sum(f.n_input for f in figures.values())
+    tokens = sum(f.n_tokens for f in figures.values())
+    mismatches = sum(f.n_token_mismatches for f in figures.values())
     rejected = (n_input - n_docs) / n_input if n_input else 1.0
     problems = []
     if not n_docs >= min_documents:
@@ -134,7 +147,7 @@ def data_gates(
     total_w = sum(weights.values())
     gaps = {}
     for name, weight in weights.items():
-        share = figures.get(name, {}).get("n_tokens", 0) / tokens if tokens else 0.0
+        share = (figures[name].n_tokens if name in figures else 0) / tokens if tokens else 0.0
         planned = weight / total_w
         gaps[name] = {"share": share, "planned": planned, "relative_gap": abs(share - planned) / planned}
     worst_name, worst = max(gaps.items(), key=lambda kv: (kv[1]["relative_gap"], kv[0]))
@@ -150,32 +163,32 @@ def data_gates(
     return [volume, mixture]
 
 
-def _band_text(plan_json: dict[str, Any]) -> str:
+def _band_text(plan: Plan) -> str:
     """', step S s (band LOW-HIGH s, calibrated|uncalibrated)' when the plan states its band."""
-    band = plan_json.get("step_time_range_s") or []
+    band = plan.step_time_range_s
     if len(band) != 2:
         return ""
-    basis = "calibrated" if plan_json.get("calibration") else "uncalibrated"
-    return f", step {plan_json['step_time_s']:.3g} s (band {band[0]:.3g}-{band[1]:.3g} s, {basis})"
+    basis = "calibrated" if plan.calibration else "uncalibrated"
+    return f", step {plan.step_time_s:.3g} s (band {band[0]:.3g}-{band[1]:.3g} s, {basis})"
 
 
-def _overheads_text(plan_json: dict[str, Any]) -> str:
+def _overheads_text(plan: Plan) -> str:
     """' (framework: NCCL X, CUDA context Y, allocator Z GiB)': the overheads the memory figure counts."""
-    gib = plan_json.get("memory_breakdown_gib") or {}
+    gib = plan.memory_breakdown_gib
     kinds = (("nccl", "NCCL"), ("cuda_context", "CUDA context"), ("allocator", "allocator"))
     parts = [f"{name} {gib[key]:.2f}" for key, name in kinds if isinstance(gib.get(key), (int, float))]
     return f" (framework: {', '.join(parts)} GiB)" if parts else ""
 
 
-def plan_gates(plan_json: dict[str, Any], violations: list[tuple[str, str]]) -> list[GateResult]:
+def plan_gates(plan: Plan, violations: list[tuple[str, str]]) -> list[GateResult]:
     """Layout, memory and schedule gates from a plan's violations (rule, message)."""
     results = []
+    lay = plan.layout
     summaries = {
-        "layout": f"tp={plan_json['layout']['tp']} pp={plan_json['layout']['pp']} dp={plan_json['layout']['dp']} "
-        f"cp={plan_json['layout']['cp']} on {plan_json['gpus']:,} GPUs",
-        "memory": f"{plan_json['memory_gib_per_gpu']:.1f} GiB per GPU" + _overheads_text(plan_json),
-        "schedule": f"expected {plan_json['expected_days']:.2f} days at ETTR {plan_json['expected_ettr']:.3f}"
-        + _band_text(plan_json),
+        "layout": f"tp={lay['tp']} pp={lay['pp']} dp={lay['dp']} cp={lay['cp']} on {plan.gpus:,} GPUs",
+        "memory": f"{plan.memory_gib_per_gpu:.1f} GiB per GPU" + _overheads_text(plan),
+        "schedule": f"expected {plan.expected_days:.2f} days at ETTR {plan.expected_ettr:.3f}"
+        + _band_text(plan),
     }
     # Defence in depth: a figure that is not a finite number fails the gate that reads it.
     finite = {
@@ -185,7 +198,7 @@ def plan_gates(plan_json: dict[str, Any], violations: list[tuple[str, str]]) -> 
     for gate in ("layout", "memory", "schedule"):
         messages = [m for rule, m in violations if rule == gate]
         for key in finite.get(gate, ()):
-            value = plan_json.get(key)
+            value = getattr(plan, key)
             if not (isinstance(value, (int, float)) and math.isfinite(value)):
                 messages.append(
                     f"plan figure {key} is {value!r}, not a finite number; check the config's numbers"
@@ -197,7 +210,7 @@ def plan_gates(plan_json: dict[str, Any], violations: list[tuple[str, str]]) -> 
 
 
 def commit_problems(
-    recorded: dict[str, Any], config_digest: str, data_digest: str, ever_validated: bool = True
+    recorded: Mapping[str, GateRecord], config_digest: str, data_digest: str, ever_validated: bool = True
 ) -> list[str]:
     """What stops a commitment: each required gate missing or failed in the newest validate run for exactly
     these digests (`recorded`, from `store.latest_gates`). A workspace never validated (`ever_validated` False:
@@ -224,11 +237,11 @@ def commit_problems(
 
 
 def execute_problems(
-    commitments: list[Any],
+    commitments: Sequence[Commitment],
     config_digest: str,
     data_digest: str | None,
     changed_files: list[str],
-    recorded: dict[str, Any],
+    recorded: Mapping[str, GateRecord],
     ever_validated: bool = True,
 ) -> list[str]:
     """What stops execute: no commitment, or one whose config or data digest no longer matches."""

@@ -13,13 +13,17 @@ from typing import Any, ClassVar
 class JsonRecord:
     """Mixin for a frozen dataclass: `to_json()` gives its fields in declaration order, each nested record by its
     own `to_json()`. `OMIT_WHEN_NONE` names the keys the JSON leaves out while None (keys only some records have);
+    `OMIT_WHEN_EMPTY` those left out while empty (a note written only when there is one);
     `JSON_KEYS` renames a field whose key is no Python name (`with`); `NOT_IN_JSON` names fields kept for the
-    code only (a series that is drawn, not written)."""
+    code only (a series that is drawn, not written); `JSON_PROPERTIES` names properties written after the fields
+    (a figure derived from them, such as a verdict's `suffices`)."""
 
     __slots__ = ()
     OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset()
+    OMIT_WHEN_EMPTY: ClassVar[frozenset[str]] = frozenset()
     NOT_IN_JSON: ClassVar[frozenset[str]] = frozenset()
     JSON_KEYS: ClassVar[Mapping[str, str]] = {}
+    JSON_PROPERTIES: ClassVar[tuple[str, ...]] = ()
 
     def to_json(self) -> dict[str, Any]:
         out = {}
@@ -27,7 +31,11 @@ class JsonRecord:
             value = getattr(self, f.name)
             if f.name in self.NOT_IN_JSON or (value is None and f.name in self.OMIT_WHEN_NONE):
                 continue
+            if f.name in self.OMIT_WHEN_EMPTY and not value:
+                continue
             out[self.JSON_KEYS.get(f.name, f.name)] = json_value(value)
+        for name in self.JSON_PROPERTIES:
+            out[name] = json_value(getattr(self, name))
         return out
 
 

@@ -8,8 +8,8 @@ prices a booking (`campaign.calendar.window_length.assess_window_length`).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
 
 from campaign.calendar.catalog import cluster_identity
 from campaign.calendar.window_length import (
@@ -21,6 +21,7 @@ from campaign.calendar.window_length import (
 )
 from campaign.config import CampaignConfig
 from campaign.plan import Plan
+from campaign.records import JsonRecord
 from campaign.sim.replicas import simulate_batch, step_time_factors
 from campaign.window import window_replicas_inputs
 from campaign.window_verdict import DAY_S, empirical_quantile, plan_band, rule_threshold
@@ -76,8 +77,8 @@ def judge_window(config: CampaignConfig, plan: Plan, replicas: int | None = None
     return with_p90_split(verdict, band, factors, inputs.target_tokens / inputs.tokens_per_s, p90_s)
 
 
-@dataclass(frozen=True)
-class WindowVerdict:
+@dataclass(frozen=True, slots=True)
+class WindowVerdict(JsonRecord):
     """The window verdict `campaign plan` states: the schedule gate's (its replicas, `basis` "replicas"), or, when
     the gate runs none (`gates.config.window_replicas` 0), the plan's own estimate with its band, labelled so."""
 
@@ -91,13 +92,12 @@ class WindowVerdict:
     p99_target_days: float | None
     rule: str
 
+    # `to_json()` is `campaign plan --json`'s `window_verdict`.
+    JSON_PROPERTIES: ClassVar[tuple[str, ...]] = ("suffices",)
+
     @property
     def suffices(self) -> bool:
         return self.verdict != "too_short"
-
-    def to_json(self) -> dict[str, Any]:
-        """`campaign plan --json`'s `window_verdict`."""
-        return {**asdict(self), "suffices": self.suffices}
 
 
 def plan_window_verdict(config: CampaignConfig, plan: Plan) -> WindowVerdict:
@@ -147,9 +147,10 @@ def plan_window_verdict(config: CampaignConfig, plan: Plan) -> WindowVerdict:
     )
 
 
-def plan_json_with_verdict(plan_json: dict[str, Any], verdict: WindowVerdict | None) -> dict[str, Any]:
+def plan_json_with_verdict(plan: Plan, verdict: WindowVerdict | None) -> dict[str, Any]:
     """`campaign plan --json` with the window verdict: a verdict other than ok is a schedule violation, so `fits`
     is false (the exit code stays 0: a schedule miss is an answer, not a layout that cannot run)."""
+    plan_json = plan.to_json()
     if verdict is None:
         return {**plan_json, "window_verdict": None}
     violations = list(plan_json["violations"])

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
+from typing import ClassVar
+
+from campaign.records import JsonRecord
 
 DAY_S = 86_400.0
 
@@ -37,8 +39,8 @@ def rule_threshold(window_days: float, trains_through: bool) -> str:
     return f"{RULE_SHORT_STOPPING} ({window_days:g} days)"
 
 
-@dataclass(frozen=True)
-class WindowSufficiency:
+@dataclass(frozen=True, slots=True)
+class WindowSufficiency(JsonRecord):
     """Whether the target is reached inside the window often enough: the shared verdict of every output.
 
     The days are empirical percentiles (inverted CDF) of the day each replica reaches the target (None: the
@@ -55,13 +57,16 @@ class WindowSufficiency:
     p10_target_days: float | None = None
     p50_target_days: float | None = None
 
+    # `to_json()` is the `campaign simulate --json` `summary.window_length` object (keys: docs/design.md).
+    JSON_PROPERTIES: ClassVar[tuple[str, ...]] = ("suffices", "rule")
+
     @property
     def suffices(self) -> bool:
         return self.verdict != "too_short"
 
-    def to_json(self) -> dict[str, Any]:
-        """The `campaign simulate --json` `summary.window_length` object (keys: docs/design.md)."""
-        return {**asdict(self), "suffices": self.suffices, "rule": SUFFICIENCY_RULE}
+    @property
+    def rule(self) -> str:
+        return SUFFICIENCY_RULE
 
 
 def empirical_quantile(values: Sequence[float], q: float) -> float:

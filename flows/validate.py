@@ -44,13 +44,13 @@ def validate_flow(params: StageParams = StageParams(), rerun: list[str] | None =
         results += kept("data_volume", "data_mixture") or volume_gates(loaded.config, evidence)
         plan_results = kept("layout", "memory", "schedule")
         if plan_results is None:
-            plan_results, plan_json = configuration_gates(loaded.config)
+            plan_results, plan = configuration_gates(loaded.config)
         else:
-            plan_json = plan_of(loaded.config)
+            plan = plan_of(loaded.config)
         results += plan_results
         results += kept("rehearsal") or [rehearsal_gate(loaded.config, ws, evidence)]
         results = stamped(results)
-        rows = record_gates(ws, run_id, loaded.config, loaded.digest, evidence.digest, results, plan_json)
+        rows = record_gates(ws, run_id, loaded.config, loaded.digest, evidence.digest, results, plan)
         # One run per gate: a failed gate is red in the graph, with its figure and threshold.
         for row in rows:
             judge_gate(row, return_state=True)

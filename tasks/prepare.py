@@ -50,9 +50,9 @@ def ensure_demo_inputs(data: DataConfig, seed: int) -> int:
         return 0
     from campaign.data import write_demo_corpus
 
-    counts = write_demo_corpus(Path(data.demo_corpus_dir), seed=seed)
+    corpus = write_demo_corpus(Path(data.demo_corpus_dir), seed=seed)
     get_run_logger().info("demo corpus written to %s", data.demo_corpus_dir)
-    return len(counts)
+    return len(corpus.files)
 
 
 @task(name="plan-shards", cache_policy=None)

@@ -90,11 +90,13 @@ def rehearsal_gate(config: CampaignConfig, ws: store.Workspace, evidence: DataEv
         details["stderr_log"] = f"{REHEARSAL_DIR}/{details['stderr_log']}"
     timings = {k: round(v, 3) for k, v in result.timings.items()}
     atomic_write_json(
-        workdir / "result.json", {"details": details, "timings": timings, "curves": result.curves}
+        workdir / "result.json", {"details": details, "timings": timings, "curves": result.curves.to_json()}
     )
     from campaign.rehearsal.plot import plot_loss_curve  # matplotlib: only when a rehearsal ran
 
-    png = atomic_write_bytes(workdir / "loss_curve.png", plot_loss_curve(result.curves, details)).read_bytes()
+    png = atomic_write_bytes(
+        workdir / "loss_curve.png", plot_loss_curve(result.curves.to_json(), details)
+    ).read_bytes()
     summary = result.summary()
     rows_table = [
         {"check": k, "value": details[k]}

@@ -21,7 +21,7 @@ from campaign.gates import (
     plan_gates,
     schedule_with_window_length,
 )
-from campaign.plan import make_plan
+from campaign.plan import Plan, make_plan
 from campaign.reuse import code_version, how_judged, reusable_gates, with_code_version
 from campaign.window_judge import judge_window
 from tasks.artifacts import artifact_key
@@ -150,10 +150,9 @@ def volume_gates(config: CampaignConfig, evidence: DataEvidence) -> list[GateRes
 
 
 @task(name="plan-gates", cache_policy=None)
-def configuration_gates(config: CampaignConfig) -> tuple[list[GateResult], dict]:
+def configuration_gates(config: CampaignConfig) -> tuple[list[GateResult], Plan]:
     plan = make_plan(config)
-    plan_json = plan.to_json()
-    results = plan_gates(plan_json, [(v.rule, v.message) for v in plan.violations])
+    results = plan_gates(plan, [(v.rule, v.message) for v in plan.violations])
     if config.gates.config.window_replicas and plan.fits:
         results = [
             schedule_with_window_length(r, judge_window(config, plan)) if r.gate == "schedule" else r
@@ -166,7 +165,7 @@ def configuration_gates(config: CampaignConfig) -> tuple[list[GateResult], dict]
         plan.memory_gib_per_gpu,
         plan.expected_days,
     )
-    return results, plan_json
+    return results, plan
 
 
 @task(name="record-gates", cache_policy=None)
@@ -177,14 +176,14 @@ def record_gates(
     config_digest: str,
     data_digest: str,
     results: list[GateResult],
-    plan_json: dict,
+    plan: Plan,
 ) -> list[GateRow]:
     """Record this validate's verdicts and publish them: the `gates` table and the `gates-detail` markdown table,
     each gate with its figure and threshold, linked to Great Expectations' Data Docs."""
     from campaign.analysis.data_quality_page import OFFLINE_PAGE
 
-    store.record_gates(ws, run_id, config_digest, data_digest, [r.as_row() for r in results])
-    rows = gate_rows(results, config, plan_json)
+    store.record_gates(ws, run_id, config_digest, data_digest, results)
+    rows = gate_rows(results, config, plan)
     create_table_artifact(
         key=artifact_key(config.name, "gates"),
         table=[
@@ -235,9 +234,9 @@ def reused_gates(
     return {gate: kept[gate].as_gate_result() for gate in kept}
 
 
-def plan_of(config: CampaignConfig) -> dict:
-    """The plan's JSON, for the gates' figures when the plan gates' results are reused."""
-    return make_plan(config).to_json()
+def plan_of(config: CampaignConfig) -> Plan:
+    """The plan, for the gates' figures when the plan gates' results are reused."""
+    return make_plan(config)
 
 
 def stamped(results: list[GateResult]) -> list[GateResult]:

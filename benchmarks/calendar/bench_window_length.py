@@ -26,7 +26,7 @@ from campaign.plan import make_plan
 def configuration_gates(config) -> tuple[float, str]:
     t = time.perf_counter()
     plan = make_plan(config)
-    results = plan_gates(plan.to_json(), [(v.rule, v.message) for v in plan.violations])
+    results = plan_gates(plan, [(v.rule, v.message) for v in plan.violations])
     verdict = "off"
     if config.gates.config.window_replicas and plan.fits:
         judged = judge_window(config, plan)

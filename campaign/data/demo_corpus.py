@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -147,12 +147,42 @@ def claim_demo_folder(out_dir: Path) -> None:
     atomic_write_bytes(marker, b"written by campaign: the synthetic demo corpus lives here\n")
 
 
-def write_demo_corpus(out_dir: Path, seed: int = 7) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class WebRecord:
+    """One line of the web source as written: a good page, a mirror of a docs section, a junk page, a broken
+    record or a duplicate, with the reason the pipeline must reject it for (None: kept)."""
+
+    kind: str  # good, mirror, junk, broken, dup
+    text: str | None  # None: a broken record
+    reason: str | None
+    docs_index: int | None = None  # the docs section a mirror copies
+
+
+@dataclass(frozen=True, slots=True)
+class ExpectedCounts:
+    """What the pipeline must find in one source under the default CleaningConfig."""
+
+    n_input: int
+    n_kept: int
+    n_rejected: int
+    by_reason: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class DemoCorpus:
+    """The corpus written: its files, the source specs for a DataConfig, and what the pipeline must find."""
+
+    seed: int
+    files: list[str]
+    sources: list[dict[str, str | float]]  # the `data.sources` entries, as a config gives them
+    expected: dict[str, ExpectedCounts]
+    rejections: dict[str, str]  # doc_id -> the reason it is rejected for
+
+
+def write_demo_corpus(out_dir: Path, seed: int = 7) -> DemoCorpus:
     """Write out_dir/web/part-000.jsonl, part-001.jsonl and out_dir/docs/part-000.parquet.
 
-    Returns {"seed", "files", "sources": [source specs for DataConfig], "expected": {source: {"n_input",
-    "n_kept", "n_rejected", "by_reason"}}, "rejections": {doc_id: reason}} where the expectations hold for
-    CleaningConfig() defaults and exact dedup with web before docs.
+    The expectations it returns hold for CleaningConfig() defaults and exact dedup with web before docs.
     """
     out_dir = Path(out_dir)
     claim_demo_folder(out_dir)
@@ -166,9 +196,9 @@ def write_demo_corpus(out_dir: Path, seed: int = 7) -> dict[str, Any]:
     mirrors = sorted(rng.choice(mirror_candidates, size=N_MIRRORS, replace=False).tolist())
 
     # ---- web records: (kind, payload) in reading order; expected reason per record
-    records: list[dict[str, Any]] = []
+    records: list[WebRecord] = []
     seen_pages: set[tuple[int, ...]] = set()
-    while sum(r["kind"] == "good" for r in records) < N_GOOD_PAGES:
+    while sum(r.kind == "good" for r in records) < N_GOOD_PAGES:
         k = int(rng.integers(3, 7))
         pick = tuple(sorted(rng.choice(len(paragraphs), size=k, replace=False).tolist()))
         if pick in seen_pages:
@@ -177,28 +207,27 @@ def write_demo_corpus(out_dir: Path, seed: int = 7) -> dict[str, Any]:
         order = rng.permutation(list(pick)).tolist()
         title = titles[order[0]]
         text = f"Notes on {title}\n\n" + "\n\n".join(paragraphs[i] for i in order)
-        records.append({"kind": "good", "text": text, "reason": None})
+        records.append(WebRecord("good", text, None))
     for i in mirrors:
-        records.append({"kind": "mirror", "text": docs[i][1], "reason": None, "docs_index": i})
+        records.append(WebRecord("mirror", docs[i][1], None, docs_index=i))
     for reason, count in JUNK_PAGES.items():
         for j in range(count):
-            records.append(
-                {"kind": "junk", "text": _junk_page(reason, j, rng, paragraphs, titles), "reason": reason}
-            )
+            records.append(WebRecord("junk", _junk_page(reason, j, rng, paragraphs, titles), reason))
     for reason in (R.MALFORMED_JSON, R.INVALID_UTF8, R.MISSING_TEXT, R.WRONG_TYPE, R.EMPTY_TEXT):
-        records.append({"kind": "broken", "text": None, "reason": reason})
+        records.append(WebRecord("broken", None, reason))
     records = [records[i] for i in rng.permutation(len(records))]
 
     # exact duplicates go after their original (sort keys: originals at integers, copies in between)
     keys = [float(i) for i in range(len(records))]
     n_base = len(records)
-    originals = [i for i, r in enumerate(records) if r["kind"] in ("good", "mirror")]
+    originals = [i for i, r in enumerate(records) if r.kind in ("good", "mirror")]
     for d in range(N_WEB_DUPLICATES):
         src = int(rng.choice(originals))
-        text = records[src]["text"]
+        copy = records[src].text
+        assert copy is not None  # an original is a page with text
         if d % 3 == 2:  # a re-post that differs only in whitespace: equal after normalisation
-            text = "\r\n".join(line + "  " for line in text.split("\n")) + "\n\n\n\n\n"
-        records.append({"kind": "dup", "text": text, "reason": EXACT_DUPLICATE})
+            copy = "\r\n".join(line + "  " for line in copy.split("\n")) + "\n\n\n\n\n"
+        records.append(WebRecord("dup", copy, EXACT_DUPLICATE))
         keys.append(float(rng.uniform(src + 0.1, n_base)))
     records = [records[i] for i in np.argsort(np.array(keys), kind="stable")]
 
@@ -206,19 +235,25 @@ def write_demo_corpus(out_dir: Path, seed: int = 7) -> dict[str, Any]:
     half = len(records) // 2
     files = []
     rejections: dict[str, str] = {}
+    web_ids: list[str] = []  # each record's doc_id, in the order of `records`
     for part, chunk in enumerate((records[:half], records[half:])):
         name = f"part-{part:03d}.jsonl"
         lines = []
         for line_no, record in enumerate(chunk, start=1):
-            record["doc_id"] = f"web/{name}:{line_no}"
+            doc_id = f"web/{name}:{line_no}"
+            web_ids.append(doc_id)
             lines.append(_web_line(record, line_no + 1000 * part))
-            if record["reason"] is not None:
-                rejections[record["doc_id"]] = record["reason"]
+            if record.reason is not None:
+                rejections[doc_id] = record.reason
         path = atomic_write_bytes(out_dir / "web" / name, b"".join(lines))
         files.append(str(path))
 
     # ---- write docs; its expected rejections, web (first in order) having claimed the mirrored texts
-    kept_hashes = {text_sha256(normalise_text(r["text"])) for r in records if r["kind"] in ("good", "mirror")}
+    kept_hashes = {
+        text_sha256(normalise_text(r.text))
+        for r in records
+        if r.kind in ("good", "mirror") and r.text is not None
+    }
     doc_ids = [doc_id for doc_id, _ in docs]
     for (doc_id, body), natural in zip(docs, docs_reasons, strict=True):
         doc_reason = natural
@@ -234,10 +269,10 @@ def write_demo_corpus(out_dir: Path, seed: int = 7) -> dict[str, Any]:
     files.append(str(atomic_write_parquet(out_dir / "docs" / "part-000.parquet", table)))
 
     expected = {
-        "web": _expected([r["doc_id"] for r in records], rejections),
+        "web": _expected(web_ids, rejections),
         "docs": _expected(doc_ids, rejections),
     }
-    sources = [
+    sources: list[dict[str, str | float]] = [
         {
             "name": "web",
             "path": str(out_dir / "web" / "*.jsonl"),
@@ -254,7 +289,7 @@ def write_demo_corpus(out_dir: Path, seed: int = 7) -> dict[str, Any]:
             "weight": 0.4,
         },
     ]
-    return {"seed": seed, "files": files, "sources": sources, "expected": expected, "rejections": rejections}
+    return DemoCorpus(seed, files, sources, expected, rejections)
 
 
 # ------------------------------------------------------------------------------------------- internals
@@ -356,10 +391,10 @@ def _junk_page(
     raise ValueError(f"no junk page for {reason}")
 
 
-def _web_line(record: dict[str, Any], n: int) -> bytes:
+def _web_line(record: WebRecord, n: int) -> bytes:
     url = f"https://pynotes.example/page/{n:05d}"
-    reason = record["reason"]
-    if record["kind"] == "broken":
+    reason = record.reason
+    if record.kind == "broken":
         if reason == R.MALFORMED_JSON:  # a line cut off mid-string
             return f'{{"url": "{url}", "text": "This page was cut off in the middle of a\n'.encode()
         if reason == R.INVALID_UTF8:  # a Latin-1 page in a UTF-8 file
@@ -371,15 +406,12 @@ def _web_line(record: dict[str, Any], n: int) -> bytes:
             return (json.dumps({"url": url, "text": ["a", "list", "of", "paragraphs"]}) + "\n").encode()
         if reason == R.EMPTY_TEXT:
             return (json.dumps({"url": url, "text": "  \n\t "}) + "\n").encode()
-    return (json.dumps({"url": url, "text": record["text"]}, ensure_ascii=False) + "\n").encode("utf-8")
+    return (json.dumps({"url": url, "text": record.text}, ensure_ascii=False) + "\n").encode("utf-8")
 
 
-def _expected(doc_ids: list[str], rejections: dict[str, str]) -> dict[str, Any]:
+def _expected(doc_ids: list[str], rejections: dict[str, str]) -> ExpectedCounts:
     by_reason = Counter(rejections[d] for d in doc_ids if d in rejections)
     n_rejected = sum(by_reason.values())
-    return {
-        "n_input": len(doc_ids),
-        "n_kept": len(doc_ids) - n_rejected,
-        "n_rejected": n_rejected,
-        "by_reason": dict(sorted(by_reason.items())),
-    }
+    return ExpectedCounts(
+        len(doc_ids), len(doc_ids) - n_rejected, n_rejected, dict(sorted(by_reason.items()))
+    )

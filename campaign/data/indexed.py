@@ -19,7 +19,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 
@@ -191,7 +191,28 @@ def blend_text(entries: Sequence[tuple[float, str]]) -> str:
     return " ".join(f"{weight!r} {prefix}" for weight, prefix in entries) + "\n"
 
 
-def write_blend(data_dir: Path, entries: Sequence[tuple[float, str]], details: dict[str, Any]) -> list[Path]:
+class BlendSource(TypedDict):
+    """A source of the blend: its weight as configured and its training shard."""
+
+    name: str
+    weight: float
+    prefix: str
+    dtype: str
+    n_documents: int
+    n_tokens: int
+
+
+class BlendDetails(TypedDict):
+    """What blend.json says beside the `--data-path` list: the end-of-document id, the vocabulary, the sources."""
+
+    append_eod: bool
+    eod_id: int
+    n_vocab: int
+    tokenizer: str
+    sources: list[BlendSource]
+
+
+def write_blend(data_dir: Path, entries: Sequence[tuple[float, str]], details: BlendDetails) -> list[Path]:
     """`tokenized/blend.txt` (the `--data-path` value, or a `--data-args-path` file) and `blend.json` beside it."""
     folder = Path(data_dir) / TOKENIZED_DIR
     folder.mkdir(parents=True, exist_ok=True)

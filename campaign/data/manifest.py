@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict, cast
+from typing import NotRequired, TypedDict, cast
 
 from campaign.errors import DataError
 from campaign.files import atomic_write_json
@@ -65,6 +65,98 @@ class StepFileEntry(TypedDict):
     sha256: str
 
 
+class ShardEntry(TypedDict):
+    """One shard of a source: its documents in, kept and rejected (`reused`: a resumed prepare kept its parts)."""
+
+    key: str
+    file: str
+    part: int
+    n_input: int
+    n_kept: int
+    n_rejected: int
+    reused: bool
+
+
+class TrainingShard(TypedDict):
+    """A source's training shard (`data.training_shards`): its .bin/.idx prefix, id dtype, documents and tokens
+    (with the end-of-document ids)."""
+
+    prefix: str
+    dtype: str
+    n_documents: int
+    n_tokens: int
+
+
+class SourceEntry(TypedDict):
+    """One source as prepared: its files, the stats of its shards summed, and its token share against its weight."""
+
+    name: str
+    weight: float
+    clean_file: str
+    clean_sha256: str
+    rejected_file: str
+    rejected_sha256: str
+    n_input: int
+    n_kept: int
+    n_rejected: int
+    by_reason: dict[str, int]  # documents rejected per reason, in pipeline order
+    tokens_kept: int
+    tokens_rejected: int
+    tokens_by_reason: dict[str, int]
+    chars_in: int
+    chars_kept: int
+    chars_edited: int
+    chars_by_reason: dict[str, int]
+    pii_by_kind: dict[str, int]
+    bytes_kept: int
+    tokenizer: str
+    shards: list[ShardEntry]
+    records_skipped: NotRequired[dict[str, int]]  # WARC records that are not pages, by type
+    tokenized: NotRequired[TrainingShard]
+    # `mixture_report`'s figures for this source, added once every source is counted
+    share: NotRequired[float]
+    planned_share: NotRequired[float]
+    relative_gap: NotRequired[float | None]
+
+
+class MixtureEntry(TypedDict):
+    """A `mixture_report` row: a source's tokens, its share of all tokens and its planned share (the weights
+    normalised); `relative_gap` is None where the planned share is 0."""
+
+    source: str
+    tokens: float
+    share: float
+    planned_share: float
+    relative_gap: float | None
+
+
+class NearDedupEntry(TypedDict):
+    """The near-dedup settings (`data.cleaning.near_dedup`, as configured) and what they found."""
+
+    enabled: bool
+    ngram: int
+    bands: int
+    rows: int
+    seed: int
+    source: str | None
+    candidates: int
+    removed: int
+    clusters: int
+    largest_cluster: int
+    library: str
+
+
+class BlendEntry(TypedDict):
+    """The training shards' blend: its files and Megatron's `--data-path` list (weight, prefix, ...)."""
+
+    blend: str
+    blend_json: str
+    format: str
+    append_eod: bool
+    eod_id: int
+    data_path: list[float | str]
+
+
 class Manifest(TypedDict):
     """What `data/manifest.json` holds (a plain dict at run time, as JSON gives it back).
 
@@ -88,9 +180,9 @@ class Manifest(TypedDict):
     data_digest: str
     tokenizer: str
     tokenizer_backend: str
-    sources: list[dict[str, Any]]
+    sources: list[SourceEntry]
     files: list[FileEntry]
-    mixture: list[dict[str, Any]]
+    mixture: list[MixtureEntry]
     totals: dict[str, int]
     data_config_digest: str  # DataConfig.production_digest() of the section that produced this data
     inputs: list[InputEntry]
@@ -98,21 +190,17 @@ class Manifest(TypedDict):
     tokens_estimated: bool
     rejected_tokens: str  # how rejected documents' tokens were obtained
     removals: list[RemovalRow]
-    near_dedup: dict[str, Any]  # the near-dedup settings and what they found
+    near_dedup: NearDedupEntry
     shards: int
     # the URL block lists and evaluation files the steps read: config key, absolute path, sha256 (in the digest)
     step_files: NotRequired[list[StepFileEntry]]
-    tokenized: NotRequired[
-        dict[str, Any]
-    ]  # the training shards' blend (data.training_shards): files, weights
+    tokenized: NotRequired[BlendEntry]  # the training shards' blend (data.training_shards)
 
 
 WRITTEN_LEDGER = ".written.json"
 
 
-def manifest_data_digest(
-    manifest: dict[str, Any], file_hashes: dict[str, str], production_digest: str
-) -> str:
+def manifest_data_digest(manifest: Manifest, file_hashes: dict[str, str], production_digest: str) -> str:
     """The data digest: sha256 over the canonical manifest (without its own `data_digest`), the sha256 of every
     file it lists as read now ({relative path: sha256}) and the production digest of the judging `data:` section."""
     body = {k: v for k, v in manifest.items() if k != "data_digest"}

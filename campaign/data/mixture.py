@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from campaign.data.manifest import MixtureEntry
 
-def mixture_report(token_counts: dict[str, float], weights: dict[str, float]) -> list[dict]:
+
+def mixture_report(token_counts: dict[str, float], weights: dict[str, float]) -> list[MixtureEntry]:
     """One row per source (weights' order, then any source only in `token_counts`).
 
     Each row: source, tokens, share (of all tokens counted), planned_share (weights normalised to sum 1),
@@ -12,7 +14,7 @@ def mixture_report(token_counts: dict[str, float], weights: dict[str, float]) ->
     names = list(weights) + [name for name in token_counts if name not in weights]
     total_tokens = float(sum(token_counts.get(name, 0.0) for name in names))
     total_weight = float(sum(weights.get(name, 0.0) for name in names))
-    rows = []
+    rows: list[MixtureEntry] = []
     for name in names:
         tokens = float(token_counts.get(name, 0.0))
         share = tokens / total_tokens if total_tokens > 0 else 0.0

@@ -46,6 +46,7 @@ from campaign.data.indexed import (
     BLEND_JSON,
     BLEND_TXT,
     TOKENIZED_DIR,
+    BlendDetails,
     IndexedDatasetWriter,
     blend_entries,
     write_blend,
@@ -56,10 +57,14 @@ from campaign.data.manifest import (
     MANIFEST_NAME,
     MANIFEST_VERSION,
     REJECTED_DIR,
+    BlendEntry,
     FileEntry,
     InputEntry,
     Manifest,
     RemovalRow,
+    ShardEntry,
+    SourceEntry,
+    TrainingShard,
     manifest_data_digest,
     record_written,
     write_manifest,
@@ -204,9 +209,7 @@ class SourceResult:
     chars_kept: int
     bytes_kept: int
     n_kept: int
-    tokenized: dict[str, Any] | None = (
-        None  # the training shard: prefix, dtype, n_documents, n_tokens (with EOD)
-    )
+    tokenized: TrainingShard | None = None
 
 
 ROW_GROUP_ROWS = 2048
@@ -365,7 +368,7 @@ def finalise_source(source_name: str, summaries: Sequence[ShardSummary], data_di
                 release_memory()
             dedup_counts[s.key] = dict(counts)
     files: list[FileEntry] = []
-    tokenized = None
+    tokenized: TrainingShard | None = None
     if shard_writer is not None:
         shard_writer.close()
         tokenized = {
@@ -466,7 +469,7 @@ def write_run_manifest(
                 log.info("removing stale %s", stale)
                 stale.unlink()
     _remove_stale_tokenized(data_dir, owned, results)
-    sources: list[dict[str, Any]] = []
+    sources: list[SourceEntry] = []
     files: list[FileEntry] = []
     removals: list[RemovalRow] = []
     for source in data.sources:
@@ -497,7 +500,7 @@ def write_run_manifest(
             )
             for r in by_reason
         }
-        shards = []
+        shards: list[ShardEntry] = []
         for s in mine:
             dedup_removed = sum(result.dedup.get(s.key, {}).values())
             rejected = sum(s.by_reason.values()) + dedup_removed
@@ -521,7 +524,15 @@ def write_run_manifest(
                 f"source {source.name}: {n_input} in != {result.n_kept} kept + {n_rejected} rejected"
             )
         ordered = _ordered(by_reason)
-        stats: dict[str, Any] = {
+        entries = {f["kind"]: f for f in result.files}
+        files += result.files
+        entry: SourceEntry = {
+            "name": source.name,
+            "weight": source.weight,
+            "clean_file": entries[CLEAN_DIR]["path"],
+            "clean_sha256": entries[CLEAN_DIR]["sha256"],
+            "rejected_file": entries[REJECTED_DIR]["path"],
+            "rejected_sha256": entries[REJECTED_DIR]["sha256"],
             "n_input": n_input,
             "n_kept": result.n_kept,
             "n_rejected": n_rejected,
@@ -538,24 +549,12 @@ def write_run_manifest(
             "tokenizer": tokenizer_name,
             "shards": shards,
         }
-        entries = {f["kind"]: f for f in result.files}
-        files += result.files
         skipped = _summed(s.records_skipped for s in mine)
         if skipped:  # WARC records that are not pages (warcinfo, request, metadata, revisit), by type
-            stats["records_skipped"] = skipped
+            entry["records_skipped"] = skipped
         if result.tokenized is not None:
-            stats["tokenized"] = result.tokenized
-        sources.append(
-            {
-                "name": source.name,
-                "weight": source.weight,
-                "clean_file": entries[CLEAN_DIR]["path"],
-                "clean_sha256": entries[CLEAN_DIR]["sha256"],
-                "rejected_file": entries[REJECTED_DIR]["path"],
-                "rejected_sha256": entries[REJECTED_DIR]["sha256"],
-                **stats,
-            }
-        )
+            entry["tokenized"] = result.tokenized
+        sources.append(entry)
         for r in ordered:
             removals.append(
                 {
@@ -563,8 +562,8 @@ def write_run_manifest(
                     "step": step_of(r),
                     "reason": r,
                     "docs": ordered[r],
-                    "chars": stats["chars_by_reason"][r],
-                    "tokens": stats["tokens_by_reason"][r],
+                    "chars": entry["chars_by_reason"][r],
+                    "tokens": entry["tokens_by_reason"][r],
                     "tokens_exact": r in (EXACT_DUPLICATE, NEAR_DUPLICATE),
                 }
             )
@@ -572,18 +571,17 @@ def write_run_manifest(
         {s["name"]: float(s["tokens_kept"]) for s in sources}, {s.name: s.weight for s in data.sources}
     )
     for row, src in zip(mixture, sources, strict=True):
-        src.update(share=row["share"], planned_share=row["planned_share"], relative_gap=row["relative_gap"])
+        src["share"] = row["share"]
+        src["planned_share"] = row["planned_share"]
+        src["relative_gap"] = row["relative_gap"]
     totals = {
-        key: int(sum(s[key] for s in sources))
-        for key in (
-            "n_input",
-            "n_kept",
-            "n_rejected",
-            "tokens_kept",
-            "tokens_rejected",
-            "chars_in",
-            "chars_kept",
-        )
+        "n_input": int(sum(s["n_input"] for s in sources)),
+        "n_kept": int(sum(s["n_kept"] for s in sources)),
+        "n_rejected": int(sum(s["n_rejected"] for s in sources)),
+        "tokens_kept": int(sum(s["tokens_kept"] for s in sources)),
+        "tokens_rejected": int(sum(s["tokens_rejected"] for s in sources)),
+        "chars_in": int(sum(s["chars_in"] for s in sources)),
+        "chars_kept": int(sum(s["chars_kept"] for s in sources)),
     }
     inputs = sorted(
         (
@@ -595,6 +593,7 @@ def write_run_manifest(
     )
     tokenized = _write_blend(data, data_dir, results, tokenizer_name, files)
     production = data.production_digest()
+    near = data.cleaning.near_dedup
     manifest: Manifest = {
         "version": MANIFEST_VERSION,
         "data_digest": "",
@@ -612,7 +611,13 @@ def write_run_manifest(
         "totals": totals,
         "removals": removals,
         "near_dedup": {
-            **data.cleaning.near_dedup.model_dump(mode="json"),
+            # the settings as configured (the keys of NearDedupConfig, in its order), then what they found
+            "enabled": near.enabled,
+            "ngram": near.ngram,
+            "bands": near.bands,
+            "rows": near.rows,
+            "seed": near.seed,
+            "source": near.source,
             "candidates": dedup.candidates,
             "removed": dedup.near_removed,
             "clusters": dedup.near_clusters,
@@ -628,7 +633,7 @@ def write_run_manifest(
         manifest["tokenized"] = tokenized
     # The data digest covers the manifest, every file it lists and the data: section (campaign/evidence.py).
     manifest["data_digest"] = digest = manifest_data_digest(
-        dict(manifest), {f["path"]: f["sha256"] for f in files}, production
+        manifest, {f["path"]: f["sha256"] for f in files}, production
     )
     write_manifest(data_dir, manifest)
     log.info(
@@ -647,19 +652,29 @@ def _write_blend(
     results: Sequence[SourceResult],
     tokenizer_name: str,
     files: list[FileEntry],
-) -> dict[str, Any] | None:
+) -> BlendEntry | None:
     """With training shards: the blend files (weights as configured), listed in `files`; their summary."""
     shards = {r.name: r.tokenized for r in results if r.tokenized is not None}
     if not shards:
         return None
     entries = blend_entries([(s.name, s.weight) for s in data.sources])
     tokenizer = load_tokenizer(data.tokenizer)
-    details = {
+    details: BlendDetails = {
         "append_eod": True,
         "eod_id": int(tokenizer.eot_id),
         "n_vocab": int(tokenizer.n_vocab),
         "tokenizer": tokenizer_name,
-        "sources": [{"name": s.name, "weight": s.weight, **shards[s.name]} for s in data.sources],
+        "sources": [
+            {
+                "name": s.name,
+                "weight": s.weight,
+                "prefix": shards[s.name]["prefix"],
+                "dtype": shards[s.name]["dtype"],
+                "n_documents": shards[s.name]["n_documents"],
+                "n_tokens": shards[s.name]["n_tokens"],
+            }
+            for s in data.sources
+        ],
     }
     record_written(data_dir, [f"{TOKENIZED_DIR}/{BLEND_TXT}", f"{TOKENIZED_DIR}/{BLEND_JSON}"])
     for path in write_blend(data_dir, entries, details):

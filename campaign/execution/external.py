@@ -23,7 +23,7 @@ from campaign.errors import DataError
 from campaign.execution.journal import Journal
 from campaign.files import check_regular
 from campaign.plan.tensorboard_events import is_event_path
-from campaign.plan.trainer_logs import timed_records
+from campaign.plan.trainer_logs import TimedLine, timed_records
 from campaign.rehearsal.contract import Metrics, MetricsError, parse_metrics_line
 
 UNCLASSIFIED = "unclassified"
@@ -37,13 +37,13 @@ def _time_of(record: dict[str, Any]) -> float | None:
     return float(value)
 
 
-def _framework_rows(path: Path, rows: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
-    if not rows or not any(r["kind"] == "step" for r in rows):
+def _framework_rows(path: Path, rows: list[TimedLine] | None) -> list[TimedLine]:
+    if not rows or not any(r.kind == "step" for r in rows):
         raise DataError("the log has no step line", where=str(path), fix="give the run's training log")
     return rows
 
 
-def read_timed_metrics(path: Path) -> list[dict[str, Any]]:
+def read_timed_metrics(path: Path) -> list[TimedLine]:
     """The step, checkpoint and resumed lines of a metrics file with their times, in file order; every bad line
     is reported at once (DataError, exit 2) with its line number."""
     if is_event_path(path):  # NeMo's TensorBoard event files: a binary file, or the folder holding them
@@ -60,7 +60,7 @@ def read_timed_metrics(path: Path) -> list[dict[str, Any]]:
     framework = timed_records(path)  # Megatron-LM's or TorchTitan's own log, as its lines time it
     if framework is not None:
         return _framework_rows(path, framework)
-    rows: list[dict[str, Any]] = []
+    rows: list[TimedLine] = []
     problems: list[str] = []
     for line_no, line in enumerate(raw.decode("utf-8", errors="replace").splitlines(), start=1):
         if not line.strip():
@@ -80,11 +80,11 @@ def read_timed_metrics(path: Path) -> list[dict[str, Any]]:
             continue
         if parsed.losses:
             step = parsed.losses[0][0]
-            rows.append({"t": t, "kind": "step", "step": step, "tokens": parsed.tokens.get(step)})
+            rows.append(TimedLine(t, "step", step, parsed.tokens.get(step)))
         elif parsed.checkpoints:
-            rows.append({"t": t, "kind": "checkpoint", "step": parsed.checkpoints[0]})
+            rows.append(TimedLine(t, "checkpoint", parsed.checkpoints[0]))
         elif parsed.resumed:
-            rows.append({"t": t, "kind": "resumed", "step": parsed.resumed[0]})
+            rows.append(TimedLine(t, "resumed", parsed.resumed[0]))
     if problems:
         more = f" (and {len(problems) - MAX_PROBLEMS} more)" if len(problems) > MAX_PROBLEMS else ""
         raise DataError(
@@ -93,7 +93,7 @@ def read_timed_metrics(path: Path) -> list[dict[str, Any]]:
             fix='write each line as {"step": k, "loss": x, "time": unix_seconds} (checkpoint and resumed events '
             "with a time too)",
         )
-    if not any(r["kind"] == "step" for r in rows):
+    if not any(r.kind == "step" for r in rows):
         raise DataError(
             "the metrics file has no step line",
             where=str(path),
@@ -142,11 +142,9 @@ def read_incidents(path: Path) -> pd.DataFrame:
     ).sort_values("t", kind="stable")
 
 
-def journal_from_metrics(
-    rows: list[dict[str, Any]], incidents: pd.DataFrame | None
-) -> tuple[Journal, int, int]:
+def journal_from_metrics(rows: list[TimedLine], incidents: pd.DataFrame | None) -> tuple[Journal, int, int]:
     """The run as a journal (in memory), its last step and its tokens per step (0 when the lines give none)."""
-    t0 = min(r["t"] for r in rows)
+    t0 = min(r.t for r in rows)
     journal = Journal(Path("."))
     nodes: list[str] = []
 
@@ -168,20 +166,20 @@ def journal_from_metrics(
     event(t0, "job_start", started_at=t0, detail="read from a metrics file")
     attempt, last_step, starts, last_line = 0, 0, [t0], t0
     for r in rows:
-        restart = r["kind"] == "resumed" or (r["kind"] == "step" and r["step"] <= last_step and last_step > 0)
+        restart = r.kind == "resumed" or (r.kind == "step" and r.step <= last_step and last_step > 0)
         if restart:
             event(last_line, "failure", scope="job", attempt=attempt, step=last_step)
-            event(r["t"], "detected", scope="job", attempt=attempt)
+            event(r.t, "detected", scope="job", attempt=attempt)
             attempt += 1
-            starts.append(r["t"])
-            event(r["t"], "restart_start", attempt=attempt)
-            last_step = r["step"] if r["kind"] == "resumed" else r["step"] - 1
-        if r["kind"] == "step":
-            journal.steps.append({"t_s": r["t"] - t0, "step": r["step"], "attempt": attempt})
-            last_step = r["step"]
-        elif r["kind"] == "checkpoint":
-            event(r["t"], "checkpoint_end", attempt=attempt, step=r["step"], detail=f"step={r['step']}")
-        last_line = r["t"]
+            starts.append(r.t)
+            event(r.t, "restart_start", attempt=attempt)
+            last_step = r.step if r.kind == "resumed" else r.step - 1
+        if r.kind == "step":
+            journal.steps.append({"t_s": r.t - t0, "step": r.step, "attempt": attempt})
+            last_step = r.step
+        elif r.kind == "checkpoint":
+            event(r.t, "checkpoint_end", attempt=attempt, step=r.step, detail=f"step={r.step}")
+        last_line = r.t
     starts.append(float("inf"))
     for failure in journal.kinds("failure"):  # the category from the log, where it has one for that start
         a = failure["attempt"]
@@ -207,7 +205,7 @@ def journal_from_metrics(
     final = max(s["step"] for s in journal.steps)
     event(last_line, "job_complete", attempt=attempt)
     event(last_line, "window_end", attempt=attempt, detail="the metrics file ends")
-    tokens = [r["tokens"] for r in rows if r["kind"] == "step" and r.get("tokens")]
+    tokens = [r.tokens for r in rows if r.kind == "step" and r.tokens]
     return journal, final, int(statistics.median(tokens)) if tokens else 0
 
 
@@ -264,9 +262,7 @@ def external_report_inputs(metrics: Path, incidents: Path | None, gpu_hour_usd: 
     )
 
 
-def _iso(rows: list[dict[str, Any]], window_s: float) -> str:
+def _iso(rows: list[TimedLine], window_s: float) -> str:
     from datetime import UTC, datetime
 
-    return datetime.fromtimestamp(min(r["t"] for r in rows) + window_s, UTC).isoformat(
-        timespec="milliseconds"
-    )
+    return datetime.fromtimestamp(min(r.t for r in rows) + window_s, UTC).isoformat(timespec="milliseconds")

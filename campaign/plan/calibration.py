@@ -22,12 +22,13 @@ the held-out split in docs/plan-model.md#production-runs.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import ClassVar
 
 import numpy as np
 
 from campaign.errors import ConfigError
 from campaign.plan.performance import StepEstimate
+from campaign.records import JsonRecord
 
 # Published step time / uncalibrated model step time on the fitted split of the production runs (MT-NLG 530B:
 # 1.29-1.34; Llama 3 405B: 0.965-1.005; docs/plan-model.md#production-runs): the smallest and the largest ratio,
@@ -55,8 +56,8 @@ def step_split_s(step: StepEstimate) -> tuple[float, float]:
     return busy + step.pp_bubble_s * share, comm + step.pp_bubble_s * (1.0 - share)
 
 
-@dataclass(frozen=True)
-class StackEfficiency:
+@dataclass(frozen=True, slots=True)
+class StackEfficiency(JsonRecord):
     """Multipliers on the model's compute and exposed communication time (1.0 = the calibration tables' stack)."""
 
     compute: float = 1.0
@@ -81,34 +82,24 @@ class StackEfficiency:
         out["pp_bubble"] = parts["pp_bubble"] * (share * self.compute + (1.0 - share) * self.communication)
         return out
 
-    def to_json(self) -> dict[str, float]:
-        return {"compute": self.compute, "communication": self.communication}
 
-
-@dataclass(frozen=True)
-class MeasuredRow:
+@dataclass(frozen=True, slots=True)
+class MeasuredRow(JsonRecord):
     nodes: int
     layout: dict[str, int]
     measured_s: float
     predicted_s: float  # the calibrated model's step time for this run
+
+    JSON_PROPERTIES: ClassVar[tuple[str, ...]] = ("error",)
 
     @property
     def error(self) -> float:
         """Relative error of the calibrated prediction: predicted / measured - 1."""
         return self.predicted_s / self.measured_s - 1.0
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "nodes": self.nodes,
-            "layout": dict(self.layout),
-            "measured_s": self.measured_s,
-            "predicted_s": self.predicted_s,
-            "error": self.error,
-        }
 
-
-@dataclass(frozen=True)
-class Calibration:
+@dataclass(frozen=True, slots=True)
+class Calibration(JsonRecord):
     """The fitted factors and the in-sample rows; `sources` names the measurements."""
 
     factors: StackEfficiency
@@ -116,19 +107,13 @@ class Calibration:
     sources: tuple[str, ...]
     note: str = ""  # what the fit could not do as asked (factors held at their bounds), said on every surface
 
+    OMIT_WHEN_EMPTY: ClassVar[frozenset[str]] = frozenset({"note"})
+
     def band(self) -> tuple[float, float]:
         """(low, high) multipliers on the calibrated step time: the residuals (measured / predicted) and 1 (the
         plan's own point), widened by the extrapolation error. Never a band that excludes its own point."""
         ratios = [r.measured_s / r.predicted_s for r in self.rows] + [1.0]
         return min(ratios) * (1.0 - CALIBRATED_EXTRAPOLATION), max(ratios) * (1.0 + CALIBRATED_EXTRAPOLATION)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "factors": self.factors.to_json(),
-            "rows": [r.to_json() for r in self.rows],
-            "sources": list(self.sources),
-            **({"note": self.note} if self.note else {}),
-        }
 
 
 def check_explainable(splits: list[tuple[float, float]], measured_s: list[float]) -> None:

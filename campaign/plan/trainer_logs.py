@@ -387,16 +387,6 @@ def read_nemo_tensorboard(path: Path) -> TrainerLog:
     )
 
 
-def nemo_tensorboard_records(path: Path) -> list[dict[str, object]]:
-    """NeMo's TensorBoard scalars as the step records of a run campaign did not launch: each logged step at the
-    wall time its writer stamped, in the order the files were begun (a step going back is a restart)."""
-    return [
-        {"t": point.wall_time, "kind": "step", "step": point.step, "tokens": None}
-        for file in _nemo_event_files(path)
-        for point in _nemo_timing(file)
-    ]
-
-
 def _number(record: dict, key: str, where: str) -> float:
     value = record[key]
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -493,7 +483,27 @@ MEGATRON_SAVED = re.compile(r"successfully saved checkpoint from iteration\s{0,2
 TITAN_STAMP = re.compile(r"^\[titan\] (\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}),(\d{3})")
 
 
-def timed_records(path: Path) -> list[dict[str, object]] | None:
+@dataclass(frozen=True, slots=True)
+class TimedLine:
+    """One step, checkpoint or resumed line of a run's log with its wall-clock time."""
+
+    t: float  # Unix seconds
+    kind: str  # step, checkpoint or resumed
+    step: int
+    tokens: int | None = None  # the step's tokens, where the log gives them
+
+
+def nemo_tensorboard_records(path: Path) -> list[TimedLine]:
+    """NeMo's TensorBoard scalars as the step records of a run campaign did not launch: each logged step at the
+    wall time its writer stamped, in the order the files were begun (a step going back is a restart)."""
+    return [
+        TimedLine(point.wall_time, "step", point.step)
+        for file in _nemo_event_files(path)
+        for point in _nemo_timing(file)
+    ]
+
+
+def timed_records(path: Path) -> list[TimedLine] | None:
     """A Megatron-LM or TorchTitan log as the step and checkpoint records of a run campaign did not launch
     (`t` in Unix seconds from each line's own timestamp, `kind`, `step`, `tokens`), for `campaign analyse
     --metrics`; None for JSON lines, which that reader reads itself. DataError for a log without timestamps.
@@ -515,7 +525,7 @@ def timed_records(path: Path) -> list[dict[str, object]] | None:
     if kind == "megatron":
         log = read_megatron(path, lines)
         tokens = log.batch_sequences * log.seq_len if log.batch_sequences and log.seq_len else None
-    rows: list[dict[str, object]] = []
+    rows: list[TimedLine] = []
     for number, line in enumerate(lines, start=1):
         text = ANSI.sub("", line)
         if kind == "megatron":
@@ -523,9 +533,9 @@ def timed_records(path: Path) -> list[dict[str, object]] | None:
             step = MEGATRON_ITERATION.search(text)
             saved = MEGATRON_SAVED.search(text)
             if step and "elapsed time per iteration (ms)" in text:
-                record = {"kind": "step", "step": int(step.group(1)), "tokens": tokens}
+                kind_step: tuple[str, int, int | None] = ("step", int(step.group(1)), tokens)
             elif saved:
-                record = {"kind": "checkpoint", "step": int(saved.group(1))}
+                kind_step = ("checkpoint", int(saved.group(1)), None)
             else:
                 continue
             when = stamp.group(1) if stamp else None
@@ -534,7 +544,7 @@ def timed_records(path: Path) -> list[dict[str, object]] | None:
             if not found or not TITAN_TPS.search(text):
                 continue
             titan = TITAN_STAMP.search(text)
-            record = {"kind": "step", "step": int(found.group(1)), "tokens": None}
+            kind_step = ("step", int(found.group(1)), None)
             when = f"{titan.group(1)}.{titan.group(2)}" if titan else None
         if when is None:
             raise DataError(
@@ -543,5 +553,5 @@ def timed_records(path: Path) -> list[dict[str, object]] | None:
                 fix="give a log whose lines carry their time (Megatron-LM prints it since 2024; TorchTitan always)",
             )
         stamp_utc = pd.Timestamp(when, tz="UTC")
-        rows.append({"t": stamp_utc.timestamp(), **record})
+        rows.append(TimedLine(stamp_utc.timestamp(), *kind_step))
     return rows

@@ -29,14 +29,15 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from campaign.command_files import trainer_files
 from campaign.files import atomic_write_bytes
+from campaign.records import JsonRecord
 from campaign.rehearsal import contract as c
 from campaign.rehearsal.processes import Start, drop_partial_line, resolve_command, run_start
 from campaign.rehearsal.sandbox import sandbox_prefix, sandbox_problem
@@ -79,6 +80,43 @@ class HarnessSettings:
     python: str = sys.executable
 
 
+@dataclass(frozen=True, slots=True)
+class ReferenceCurve(JsonRecord):
+    """The uninterrupted run: its training and held-out losses (step, loss) and its complete checkpoints."""
+
+    loss: list[tuple[int, float]]
+    heldout: list[tuple[int, float]]
+    checkpoints: list[int]
+
+
+@dataclass(frozen=True, slots=True)
+class ControlCurve(JsonRecord):
+    """The control run's training losses (step, loss), to show a different run would differ."""
+
+    loss: list[tuple[int, float]]
+
+
+@dataclass(frozen=True, slots=True)
+class FaultedCurve(JsonRecord):
+    """The killed and restarted run: both starts' losses, the step it was killed at and the one it resumed from."""
+
+    loss: list[tuple[int, float]]
+    heldout: list[tuple[int, float]]
+    killed_at_step: int
+    resumed_step: int | None  # None: the restart did not say it resumed
+
+
+@dataclass(frozen=True, slots=True)
+class LossCurves(JsonRecord):
+    """The runs' losses as far as the rehearsal got (result.json's `curves`, which the loss-curve plot draws)."""
+
+    reference: ReferenceCurve | None = None
+    control: ControlCurve | None = None
+    faulted: FaultedCurve | None = None
+
+    OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset({"reference", "control", "faulted"})
+
+
 @dataclass
 class RehearsalResult:
     passed: bool
@@ -87,7 +125,7 @@ class RehearsalResult:
     stderr_tail: list[str] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)  # evidence that repeats exactly for the same inputs
     timings: dict[str, float] = field(default_factory=dict)  # wall times and tokens/s: vary from run to run
-    curves: dict[str, Any] = field(default_factory=dict)
+    curves: LossCurves = field(default_factory=LossCurves)
 
     def fail(self, problem: str, fix: str, start: Start | None = None) -> RehearsalResult:
         self.passed = False
@@ -330,11 +368,10 @@ def rehearse(
     )
     result.timings["reference_wall_s"] = ref.wall_s
     result.timings["reference_cpu_s"] = ref.cpu_s
-    result.curves["reference"] = {
-        "loss": ref.metrics.losses,
-        "heldout": ref.metrics.heldout,
-        "checkpoints": ref.metrics.checkpoints,
-    }
+    result.curves = replace(
+        result.curves,
+        reference=ReferenceCurve(ref.metrics.losses, ref.metrics.heldout, ref.metrics.checkpoints),
+    )
     if not _check_start(result, ref, settings, "reference run"):
         return result
     if ref.metrics.last_step != settings.steps:
@@ -401,7 +438,7 @@ def rehearse(
     )
     result.timings["control_wall_s"] = control.wall_s
     result.timings["control_cpu_s"] = control.cpu_s
-    result.curves["control"] = {"loss": control.metrics.losses}
+    result.curves = replace(result.curves, control=ControlCurve(control.metrics.losses))
     if not _check_start(result, control, settings, "control run", expect_exit=not control.killed_by_harness):
         return result
     differs = curves_differ(
@@ -523,12 +560,15 @@ def rehearse(
     d["restart_isolation"] = isolation
     result.timings["faulted_2_wall_s"] = second.wall_s
     result.timings["faulted_2_cpu_s"] = second.cpu_s
-    result.curves["faulted"] = {
-        "loss": first.metrics.losses + second.metrics.losses,
-        "heldout": first.metrics.heldout + second.metrics.heldout,
-        "killed_at_step": first.metrics.last_step,
-        "resumed_step": second.metrics.resumed[0] if second.metrics.resumed else None,
-    }
+    result.curves = replace(
+        result.curves,
+        faulted=FaultedCurve(
+            first.metrics.losses + second.metrics.losses,
+            first.metrics.heldout + second.metrics.heldout,
+            first.metrics.last_step,
+            second.metrics.resumed[0] if second.metrics.resumed else None,
+        ),
+    )
     if not _check_start(result, second, settings, "restarted run"):
         result.problems[-1] += f" ({isolation})"
         return result

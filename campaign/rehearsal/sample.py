@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -29,6 +29,7 @@ from campaign.data.indexed import TOKENIZED_DIR, IndexedDataset, read_indexed
 from campaign.data.tokenizer import Tokenizer
 from campaign.errors import CampaignError
 from campaign.evidence import DataEvidence
+from campaign.records import JsonRecord
 
 MAX_EVIDENCE = 5  # examples quoted per failed check
 
@@ -41,6 +42,35 @@ class Document:
     n_tokens: int  # as prepare counted it
     tokens: tuple[int, ...] | None = (
         None  # its ids from the training shard (end-of-document id dropped), if any
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SampleChecks(JsonRecord):
+    """What the sample's checks found, each set once its check ran (a sample that fails early has the first few)."""
+
+    ids_from: str | None = None  # "training shards" or "tokenizer"
+    max_token_id: int | None = None
+    n_vocab: int | None = None
+    n_empty_documents: int | None = None
+    round_trip: str | None = None  # passed, failed for n document(s), or not applicable (lossy tokenizer)
+    n_count_mismatch_with_prepare: int | None = None
+    n_shard_mismatch: int | None = None  # only for ids from the training shards
+    n_sequences: dict[str, int] | None = None  # train, heldout
+    trainer_vocab: int | None = None
+
+    OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset(
+        {
+            "ids_from",
+            "max_token_id",
+            "n_vocab",
+            "n_empty_documents",
+            "round_trip",
+            "n_count_mismatch_with_prepare",
+            "n_shard_mismatch",
+            "n_sequences",
+            "trainer_vocab",
+        }
     )
 
 
@@ -58,7 +88,7 @@ class Sample:
     n_tokens: dict[str, int] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     fixes: list[str] = field(default_factory=list)
-    checks: dict[str, Any] = field(default_factory=dict)
+    checks: SampleChecks = field(default_factory=SampleChecks)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -69,7 +99,7 @@ class Sample:
             "seq_len": int(self.train.shape[1] - 1) if self.train.ndim == 2 else None,
             "n_documents": self.n_documents,
             "n_tokens": self.n_tokens,
-            "checks": self.checks,
+            "checks": self.checks.to_json(),
             "problems": self.problems,
         }
 
@@ -199,7 +229,7 @@ def build_sample(
         return out
     texts = [d.text for d in chosen]
     from_shards = all(d.tokens is not None for d in chosen)
-    out.checks["ids_from"] = "training shards" if from_shards else "tokenizer"
+    out.checks = replace(out.checks, ids_from="training shards" if from_shards else "tokenizer")
     try:
         reference = tokenizer.encode_many(texts)  # what the tokenizer gives for the clean text
         encoded = [list(d.tokens) for d in chosen if d.tokens is not None] if from_shards else reference
@@ -214,8 +244,7 @@ def build_sample(
 
     # Check: every id below the vocabulary, the end-of-document id too.
     max_id = max((max(t) for t in encoded if t), default=-1)
-    out.checks["max_token_id"] = int(max_id)
-    out.checks["n_vocab"] = int(tokenizer.n_vocab)
+    out.checks = replace(out.checks, max_token_id=int(max_id), n_vocab=int(tokenizer.n_vocab))
     if tokenizer.eot_id >= tokenizer.n_vocab or tokenizer.eot_id < 0:
         out.problems.append(
             f"end-of-document id {tokenizer.eot_id} is outside the vocabulary of {tokenizer.n_vocab}"
@@ -234,7 +263,7 @@ def build_sample(
 
     # Check: no document encodes to nothing (it would put two end-of-document tokens side by side).
     empties = [d.doc_id for d, t in zip(chosen, encoded, strict=True) if not t]
-    out.checks["n_empty_documents"] = len(empties)
+    out.checks = replace(out.checks, n_empty_documents=len(empties))
     if empties:
         out.problems.append(
             f"{len(empties)} sampled document(s) encode to no tokens: " + ", ".join(empties[:MAX_EVIDENCE])
@@ -242,7 +271,7 @@ def build_sample(
         out.fixes.append("prepare should reject empty documents: check data.cleaning.min_words")
 
     # Check: the tokenizer round-trips the sample where it says it is lossless.
-    out.checks["round_trip"] = "not applicable (lossy tokenizer)" if not tokenizer.is_lossless else "passed"
+    round_trip = "not applicable (lossy tokenizer)" if not tokenizer.is_lossless else "passed"
     if tokenizer.is_lossless:
         broken = []
         for doc, tokens in zip(chosen, encoded, strict=True):
@@ -252,7 +281,7 @@ def build_sample(
                     f"{doc.doc_id} (first difference at character {_first_difference(doc.text, back)})"
                 )
         if broken:
-            out.checks["round_trip"] = f"failed for {len(broken)} document(s)"
+            round_trip = f"failed for {len(broken)} document(s)"
             out.problems.append(
                 f"tokenizer {tokenizer.name} does not round-trip {len(broken)} sampled "
                 "document(s): " + ", ".join(broken[:MAX_EVIDENCE])
@@ -263,10 +292,10 @@ def build_sample(
             )
 
     mismatched = sum(1 for d, t in zip(chosen, encoded, strict=True) if d.n_tokens != len(t))
-    out.checks["n_count_mismatch_with_prepare"] = mismatched
+    out.checks = replace(out.checks, round_trip=round_trip, n_count_mismatch_with_prepare=mismatched)
     if from_shards:  # the shard holds what the tokenizer gives for the clean text
         differ = [d.doc_id for d, t in zip(chosen, reference, strict=True) if list(t) != list(d.tokens or ())]
-        out.checks["n_shard_mismatch"] = len(differ)
+        out.checks = replace(out.checks, n_shard_mismatch=len(differ))
         if differ:
             out.problems.append(
                 f"{len(differ)} sampled document(s) have other ids in the training shard than the tokenizer "
@@ -304,7 +333,7 @@ def build_sample(
                 f"{', '.join(str(int(i)) for i in hollow[:MAX_EVIDENCE])})"
             )
             out.fixes.append("prepare should reject empty documents")
-    out.checks["n_sequences"] = {name: int(rows.shape[0]) for name, rows in packed.items()}
+    out.checks = replace(out.checks, n_sequences={name: int(rows.shape[0]) for name, rows in packed.items()})
     if out.problems:
         return out
 
@@ -322,7 +351,7 @@ def build_sample(
         out.heldout = packed["heldout"].astype(np.uint32)
         out.vocab = int(tokenizer.n_vocab)
         out.eot_id = int(tokenizer.eot_id)
-    out.checks["trainer_vocab"] = out.vocab
+    out.checks = replace(out.checks, trainer_vocab=out.vocab)
     return out
 
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from campaign.errors import DataError, Refused, WorkspaceBusy
+from campaign.gate_result import GateResult
 from campaign.sql.rows import one_row, rows, scalar
 from campaign.store.workspace import Workspace, lock_wait_s, now
 
@@ -237,7 +238,7 @@ def record_gates(
     run_id: str,
     config_digest: str,
     data_digest: str,
-    results: list[tuple[str, bool, dict[str, Any]]],
+    results: list[GateResult],
 ) -> int:
     """Record one validate run's verdict: every gate's result for these digests, in one transaction.
 
@@ -247,16 +248,16 @@ def record_gates(
     with catalog(ws, wait_s=RESULT_WRITE_WAIT_S) as con, transaction(con):
         if scalar(con, "SELECT count(*) FROM gates WHERE run_id = ?", [run_id]):
             return 0
-        for gate, passed, details in results:
+        for r in results:
             con.execute(
                 "INSERT INTO gates VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [
                     run_id,
-                    gate,
-                    bool(passed),
+                    r.gate,
+                    bool(r.passed),
                     config_digest,
                     data_digest,
-                    json.dumps(details, default=str),
+                    json.dumps({"summary": r.summary, **r.details}, default=str),
                     checked_at,
                 ],
             )

@@ -141,7 +141,7 @@ def plan(
     loaded = load_config(config, list(set_ or []))
     best = make_plan(loaded.config)
     verdict = plan_window_verdict(loaded.config, best) if best.runs else None
-    out = plan_json_with_verdict(best.to_json(), verdict)
+    out = plan_json_with_verdict(best, verdict)
     out["config_digest"] = loaded.digest
     if search:
         out["search"] = [p.to_json() for p in search_layouts(loaded.config)]

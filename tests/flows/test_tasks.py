@@ -6,6 +6,7 @@ from prefect.logging import disable_run_logger
 from campaign import store
 from campaign.config import load_config
 from campaign.errors import Refused
+from campaign.gate_result import GateResult
 from tasks.commit import check_gates
 from tasks.execute import check_commitment
 from tasks.prepare import clean_sources, ensure_demo_inputs
@@ -41,8 +42,8 @@ def test_volume_gates_read_the_files(prepared):
 
 def test_configuration_gates_pass_for_the_demo_and_fail_on_memory():
     with disable_run_logger():
-        results, plan_json = configuration_gates.fn(load_config(DEMO).config)
-        assert all(r.passed for r in results) and plan_json["fits"]
+        results, plan = configuration_gates.fn(load_config(DEMO).config)
+        assert all(r.passed for r in results) and plan.fits
         results, _ = configuration_gates.fn(load_config(DEMO, ["cluster.accelerator.hbm_gib=4"]).config)
     assert {r.gate for r in results if not r.passed} == {"memory"}
 
@@ -68,9 +69,7 @@ def test_a_trainer_script_replaced_after_validate_makes_commit_refuse_naming_it(
     with disable_run_logger():
         evidence = load_evidence.fn(loaded.config, ws)
         identity = identity_gate(evidence)
-        rows = [identity.as_row()] + [
-            (g, True, {"summary": "ok"}) for g in REQUIRED_GATES if g != identity.gate
-        ]
+        rows = [identity] + [GateResult(g, True, "ok") for g in REQUIRED_GATES if g != identity.gate]
         store.record_gates(ws, "validate-1", loaded.digest, evidence.digest, rows)
         assert check_gates.fn(ws, loaded) == evidence.digest  # every gate passed for exactly these files
         script.write_text("# another trainer\n")
@@ -145,9 +144,7 @@ def test_a_helper_module_or_the_execute_command_changed_after_validate_refuses_c
     with disable_run_logger():
         evidence = load_evidence.fn(loaded.config, ws)
         identity = identity_gate(evidence)
-        rows = [identity.as_row()] + [
-            (g, True, {"summary": "ok"}) for g in REQUIRED_GATES if g != identity.gate
-        ]
+        rows = [identity] + [GateResult(g, True, "ok") for g in REQUIRED_GATES if g != identity.gate]
         store.record_gates(ws, "validate-1", loaded.digest, evidence.digest, rows)
         assert check_gates.fn(ws, loaded) == evidence.digest
         if target == "helper":
@@ -187,9 +184,7 @@ def test_execute_refuses_an_execute_command_or_its_module_changed_since_commit(
     with disable_run_logger():
         evidence = load_evidence.fn(loaded.config, ws)
         identity = identity_gate(evidence)
-        rows = [identity.as_row()] + [
-            (g, True, {"summary": "ok"}) for g in REQUIRED_GATES if g != identity.gate
-        ]
+        rows = [identity] + [GateResult(g, True, "ok") for g in REQUIRED_GATES if g != identity.gate]
         store.record_gates(ws, "validate-1", loaded.digest, evidence.digest, rows)
         now = store.now()
         store.record_commitment(

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from campaign import store
 from campaign.config import load_config
+from campaign.gate_result import GateResult
 from campaign.plan import make_plan
 from campaign.sim import simulate
 from campaign.window import UNBOOKED_START, window_inputs
@@ -42,7 +43,7 @@ def executed_workspace(root: Path, overrides: tuple[str, ...] = ()) -> store.Wor
         "validate-1",
         loaded.digest,
         "d" * 64,
-        [("layout", True, {"summary": "tp=2 fits"}), ("memory", False, {"summary": "too big"})],
+        [GateResult("layout", True, "tp=2 fits"), GateResult("memory", False, "too big")],
     )
     store.record_commitment(ws, commitment)
     store.record_replica(ws, "execute-1", "c-test", 0, config.seed, summary, result.events, result.power)

@@ -10,6 +10,7 @@ from campaign.analysis.recorded_config import RecordedConfig
 from campaign.execution.external import external_report_inputs, journal_from_metrics
 from campaign.execution.measured import measured_summary
 from campaign.plan.checkpointing import daly_expected_wall_s
+from campaign.plan.trainer_logs import TimedLine
 
 T0 = 1_800_000_000.0
 STEPS, EVERY = 40, 5
@@ -22,15 +23,15 @@ def _run(failed_after=(), injected=False, step_s=1.0, gap_s=2.0):
     while step < STEPS:
         step += 1
         t += step_s
-        rows.append({"t": t, "kind": "step", "step": step, "tokens": 100})
+        rows.append(TimedLine(t, "step", step, 100))
         if step % EVERY == 0:
             t += 0.2
-            rows.append({"t": t, "kind": "checkpoint", "step": step})
+            rows.append(TimedLine(t, "checkpoint", step))
         if step in failed_after and step not in done:
             done.add(step)
             t += gap_s
             step = step // EVERY * EVERY
-            rows.append({"t": t, "kind": "resumed", "step": step})
+            rows.append(TimedLine(t, "resumed", step))
     journal, final, tokens = journal_from_metrics(rows, None)
     if injected:
         for e in journal.kinds("failure"):

@@ -541,7 +541,7 @@ def _schedule_gate(*sets: str):
 
     config = load_config(DEMO, list(sets)).config
     plan = make_plan(config)
-    schedule = next(g for g in plan_gates(plan.to_json(), []) if g.gate == "schedule")
+    schedule = next(g for g in plan_gates(plan, []) if g.gate == "schedule")
     return schedule_with_window_length(schedule, judge_window(config, plan))
 
 

@@ -182,12 +182,12 @@ def test_the_rehearsal_sample_reads_its_ids_from_the_shards(tmp_path: Path) -> N
         return build_sample(docs, tok, sample_tokens=10_000, seq_len=16, heldout_fraction=0.25)
 
     good = sample()
-    assert not good.problems and good.checks["ids_from"] == "training shards"
-    assert good.checks["n_shard_mismatch"] == 0
+    assert not good.problems and good.checks.ids_from == "training shards"
+    assert good.checks.n_shard_mismatch == 0
     bin_path = tmp_path / "data" / "tokenized" / "books.bin"
     ids = np.fromfile(bin_path, dtype="<i4")
     ids[3] = ids[4]  # another id inside the first document
     ids.tofile(bin_path)
     bad = sample()
-    assert bad.checks["n_shard_mismatch"] == 1
+    assert bad.checks.n_shard_mismatch == 1
     assert any("other ids in the training shard than the tokenizer gives" in p for p in bad.problems)

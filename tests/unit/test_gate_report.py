@@ -4,7 +4,7 @@ import re
 
 from campaign.config import load_config
 from campaign.gate_report import gate_rows, gates_markdown
-from campaign.gates import GateResult, data_gates, plan_gates
+from campaign.gates import GateResult, SourceFigures, data_gates, plan_gates
 from campaign.plan import make_plan
 from data_checks.runner import bounds_text, observed_text
 from tests.helpers.paths import DEMO
@@ -13,10 +13,13 @@ from tests.helpers.paths import DEMO
 def _rows(overrides=("gates.data.min_documents=1000000",)):
     cfg = load_config(DEMO, list(overrides)).config
     plan = make_plan(cfg)
-    plan_json = plan.to_json()
     figures = {
-        "web": {"n_kept": 300, "n_input": 400, "n_tokens": 120_000.0, "n_token_mismatches": 0},
-        "docs": {"n_kept": 131, "n_input": 155, "n_tokens": 42_659.0, "n_token_mismatches": 0},
+        "web": SourceFigures(
+            n_kept=300, n_rejected=100, n_tokens=120_000, n_tokens_column=0, n_token_mismatches=0
+        ),
+        "docs": SourceFigures(
+            n_kept=131, n_rejected=24, n_tokens=42_659, n_tokens_column=0, n_token_mismatches=0
+        ),
     }
     results = [
         GateResult(
@@ -33,9 +36,9 @@ def _rows(overrides=("gates.data.min_documents=1000000",)):
             cfg.gates.data.max_rejected_fraction,
             cfg.gates.data.mixture_tolerance,
         ),
-        *plan_gates(plan_json, [(v.rule, v.message) for v in plan.violations]),
+        *plan_gates(plan, [(v.rule, v.message) for v in plan.violations]),
     ]
-    return cfg, gate_rows(results, cfg, plan_json)
+    return cfg, gate_rows(results, cfg, plan)
 
 
 def test_a_failed_gate_reads_its_figure_against_its_threshold_on_one_line():

@@ -1,9 +1,20 @@
 """Gate decisions: commit needs every gate passed for these digests; execute needs an unchanged commitment."""
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
-from campaign.gates import REQUIRED_GATES, commit_problems, data_gates, execute_problems, plan_gates
+from campaign.config import load_config
+from campaign.gates import (
+    REQUIRED_GATES,
+    SourceFigures,
+    commit_problems,
+    data_gates,
+    execute_problems,
+    plan_gates,
+)
+from campaign.plan import make_plan
 from campaign.store import Commitment, GateRecord
+from tests.helpers.paths import DEMO
 
 T = datetime(2027, 1, 4, tzinfo=UTC)
 
@@ -63,7 +74,7 @@ def test_execute_allowed_when_everything_matches():
 
 def _figures(kept=(100, 100), tokens=(6000, 4000), inputs=(120, 110), mismatches=(0, 0)):
     return {
-        n: {"n_kept": k, "n_rejected": i - k, "n_input": i, "n_tokens": t, "n_token_mismatches": m}
+        n: SourceFigures(n_kept=k, n_rejected=i - k, n_tokens=t, n_tokens_column=t, n_token_mismatches=m)
         for n, k, t, i, m in zip(("web", "docs"), kept, tokens, inputs, mismatches, strict=True)
     }
 
@@ -97,15 +108,6 @@ def test_nan_fails_every_comparison():
     nan = float("nan")
     volume, mixture = data_gates(_figures(), W, 150, nan, 0.5, nan)
     assert not volume.passed and not mixture.passed
-    gates = plan_gates(
-        {
-            "layout": {"tp": 1, "pp": 1, "dp": 1, "cp": 1},
-            "gpus": 8,
-            "memory_gib_per_gpu": nan,
-            "expected_days": nan,
-            "expected_ettr": 0.9,
-            "step_time_s": 1.0,
-        },
-        [],
-    )
+    plan = make_plan(load_config(DEMO).config)
+    gates = plan_gates(replace(plan, memory_gib_per_gpu=nan, expected_days=nan), [])
     assert [g.passed for g in gates] == [True, False, False]

@@ -195,7 +195,7 @@ def test_the_approval_request_shows_the_band_and_the_basis() -> None:
     low, high = (plan.expected_days * x for x in UNCALIBRATED_BAND)
     assert f"{plan.expected_days:.2f} days (plan; {low:.2f}-{high:.2f} days over its step-time band)" in text
     assert "| Plan basis | uncalibrated:" in text
-    (schedule,) = [g for g in plan_gates(plan.to_json(), []) if g.gate == "schedule"]
+    (schedule,) = [g for g in plan_gates(plan, []) if g.gate == "schedule"]
     assert (
         f"band {plan.step_time_range_s[0]:.3g}-{plan.step_time_range_s[1]:.3g} s, uncalibrated"
         in schedule.summary

@@ -99,7 +99,7 @@ def test_the_memory_gate_names_the_framework_overheads_it_counts() -> None:
     from campaign.gates import plan_gates
 
     plan = make_plan(load_config(DEMO).config)
-    (memory,) = [g for g in plan_gates(plan.to_json(), []) if g.gate == "memory"]
+    (memory,) = [g for g in plan_gates(plan, []) if g.gate == "memory"]
     gib = plan.memory_breakdown_gib
     assert memory.passed
     assert memory.summary == (

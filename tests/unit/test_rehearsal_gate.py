@@ -69,4 +69,4 @@ def test_a_second_rehearsal_starts_from_a_clean_folder(tmp_path):
     np.savez(stale, w=np.zeros((3, 3)), v=np.zeros((3, 3)), step=30)
     result, _ = run_rehearsal(DOCS, load_tokenizer("utf8-bytes"), config(), MODEL, 5, work)
     assert result.passed, result.problems
-    assert result.curves["reference"]["loss"][0][0] == 1  # the reference run started from step 1
+    assert result.curves.reference.loss[0][0] == 1  # the reference run started from step 1

@@ -69,7 +69,7 @@ def test_a_real_tokenizer_gives_a_deterministic_checked_sample():
     assert np.array_equal(s1.train, s2.train) and np.array_equal(s1.heldout, s2.heldout)
     assert s1.train.dtype == np.uint32 and s1.train.shape[1] == 33
     assert s1.train.max() < s1.vocab and s1.heldout.max() < s1.vocab
-    assert s1.checks["round_trip"] == "passed" and s1.checks["n_empty_documents"] == 0
+    assert s1.checks.round_trip == "passed" and s1.checks.n_empty_documents == 0
     assert s1.n_documents["heldout"] >= 1 and s1.n_documents["train"] > s1.n_documents["heldout"]
     # the dense "sample" vocabulary maps back to the tokenizer's ids, the end-of-document id included
     assert s1.vocab_map[s1.eot_id] == 256
@@ -89,7 +89,7 @@ def test_tokenizer_vocabulary_mode_keeps_the_tokenizers_ids():
 
 def test_cl100k_sample_round_trips():
     s = sample(load_tokenizer("cl100k_base"))
-    assert not s.problems and s.checks["max_token_id"] < s.checks["n_vocab"] == 100277
+    assert not s.problems and s.checks.max_token_id < s.checks.n_vocab == 100277
 
 
 def test_a_counting_only_tokenizer_is_refused_with_the_fix():
@@ -105,7 +105,7 @@ def test_a_tokenizer_that_loses_text_fails_the_round_trip_naming_the_document():
 
 def test_a_lossy_tokenizer_is_not_round_trip_checked():
     s = sample(FakeTokenizer(drop_char="q", lossless=False))
-    assert not s.problems and s.checks["round_trip"].startswith("not applicable")
+    assert not s.problems and s.checks.round_trip.startswith("not applicable")
 
 
 def test_ids_outside_the_vocabulary_fail():

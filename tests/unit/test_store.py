@@ -9,6 +9,7 @@ import pytest
 
 from campaign import store
 from campaign.errors import WorkspaceBusy
+from campaign.gate_result import GateResult
 
 
 def _commitment(cid: str, config: str = "c" * 64, data: str = "d" * 64) -> store.Commitment:
@@ -34,8 +35,8 @@ def test_schema_has_the_design_tables(tmp_path):
 
 def test_every_validate_run_records_its_own_verdict_and_the_newest_counts(tmp_path):
     ws = store.Workspace(tmp_path)
-    passing = [("layout", True, {"summary": "ok"}), ("memory", True, {"summary": "fits"})]
-    failing = [("layout", True, {"summary": "ok"}), ("memory", False, {"summary": "too big"})]
+    passing = [GateResult("layout", True, "ok"), GateResult("memory", True, "fits")]
+    failing = [GateResult("layout", True, "ok"), GateResult("memory", False, "too big")]
     assert store.record_gates(ws, "r1", "c1", "d1", passing) == 2
     assert store.record_gates(ws, "r1", "c1", "d1", passing) == 0  # a retry within the same run adds nothing
     assert store.latest_gates(ws, "c1", "d1")["memory"].passed
@@ -61,7 +62,7 @@ def test_a_version_1_catalog_is_migrated_with_its_gates(tmp_path):
     con.close()
     ws = store.Workspace(tmp_path)
     assert store.latest_gates(ws, "c", "d")["layout"].passed
-    store.record_gates(ws, "r2", "c", "d", [("layout", False, {})])  # allowed now: one row per run
+    store.record_gates(ws, "r2", "c", "d", [GateResult("layout", False, "")])  # allowed now: one row per run
     assert not store.latest_gates(ws, "c", "d")["layout"].passed
 
 
@@ -226,7 +227,9 @@ def test_a_stage_verdict_waits_for_a_reader_instead_of_losing_the_work(tmp_path,
     monkeypatch.setenv("CAMPAIGN_LOCK_WAIT_S", "0")
     holder = _reader_holding(ws, 2)  # a query that ends while the gates' verdict waits
     try:
-        written = store.record_gates(ws, run_id, "c" * 64, "d" * 64, [("layout", True, {"figure": "ok"})])
+        written = store.record_gates(
+            ws, run_id, "c" * 64, "d" * 64, [GateResult("layout", True, "", {"figure": "ok"})]
+        )
     finally:
         holder.kill()
         holder.wait()
