@@ -181,10 +181,16 @@ def contract_env(
 
 
 def _isolated(
-    command: list[str], readable: list[Path], checkpoint_dir: Path, metrics: Path, cache: Path
+    command: list[str],
+    readable: list[Path],
+    checkpoint_dir: Path,
+    metrics: Path,
+    cache: Path,
+    hide: tuple[Path, ...] = (),
 ) -> list[str]:
     """The sandbox prefix of one start (`campaign.rehearsal.sandbox`), its writable paths created; [] when no
-    sandbox can be built here (`sandbox_problem` says why)."""
+    sandbox can be built here (`sandbox_problem` says why). `hide`: folders the start must not see (bound back:
+    only its own paths)."""
     if sandbox_problem():
         return []
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
@@ -193,7 +199,7 @@ def _isolated(
     metrics.touch()
     cwd = Path.cwd()
     files = [path for _, path in trainer_files(command, cwd)]
-    return sandbox_prefix([checkpoint_dir, metrics, cache], [*readable, *files], cwd)
+    return sandbox_prefix([checkpoint_dir, metrics, cache], [*readable, *files], cwd, hide)
 
 
 def choose_kill_step(checkpoints: list[int], steps: int, seed: int) -> tuple[int, int] | None:
@@ -534,28 +540,41 @@ def rehearse(
 
     # The restart reaches nothing an earlier start left outside its checkpoint folder: a fresh cache folder, and (in
     # the sandbox) a private /tmp, /dev/shm and home, every other file read-only to every start.
+    # It writes a metrics file of its own, empty: the first start's lines are no channel to it (a trainer could
+    # keep its state in them), and in the sandbox the rehearsal's folder is hidden from it but for its checkpoint
+    # folder, its metrics file, its cache and its training file (the earlier starts' logs, metrics and folders).
     restart_cache = workdir / "cache-restart"
     shutil.rmtree(restart_cache, ignore_errors=True)
     restart_cache.mkdir(parents=True)
+    restart_metrics = fault_dir / "metrics-restart.jsonl"
+    restart_metrics.unlink(missing_ok=True)
     second = run_start(
         "faulted-2",
         command,
-        {**fault_env, c.ENV_CACHE_DIR: str(restart_cache)},
-        fault_metrics,
+        {**fault_env, c.ENV_CACHE_DIR: str(restart_cache), c.ENV_METRICS: str(restart_metrics)},
+        restart_metrics,
         fault_dir / "logs",
         deadline,
         registry=workdir / REGISTRY,
         wrap=_isolated(
-            command, [fault_train, heldout], fault_dir / "checkpoints", fault_metrics, restart_cache
+            command,
+            [fault_train, heldout],
+            fault_dir / "checkpoints",
+            restart_metrics,
+            restart_cache,
+            hide=(workdir,),
         ),
     )
+    with fault_metrics.open("ab") as whole:  # the faulted run's metrics file holds both starts, as before
+        whole.write(restart_metrics.read_bytes() if restart_metrics.exists() else b"")
     problem = sandbox_problem()
     isolation = (
-        "the restart ran with a fresh cache folder, a private /tmp, /dev/shm and home, and every file outside its "
-        "checkpoint folder read-only to every start, so state kept anywhere but CAMPAIGN_REHEARSAL_CHECKPOINT_DIR "
-        "was out of its reach"
+        "the restart ran with a fresh cache folder, an empty metrics file of its own, a private /tmp, /dev/shm and "
+        "home, the rehearsal's folder hidden but for its own paths, and every other file read-only to every start, "
+        "so state kept anywhere but CAMPAIGN_REHEARSAL_CHECKPOINT_DIR was out of its reach"
         if not problem
-        else f"the restart ran with a fresh cache folder only (isolation not checked: {problem})"
+        else f"the restart ran with a fresh cache folder and an empty metrics file of its own only (isolation not "
+        f"checked: {problem})"
     )
     d["restart_isolation"] = isolation
     result.timings["faulted_2_wall_s"] = second.wall_s

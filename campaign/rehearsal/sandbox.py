@@ -74,26 +74,29 @@ def _base_args() -> list[str]:
     ]
 
 
-def _hidden(path: Path) -> bool:
-    return any(path == h or path.is_relative_to(h) for h in HIDDEN)
+def _hidden(path: Path, hide: tuple[Path, ...] = ()) -> bool:
+    return any(path == h or path.is_relative_to(h) for h in (*HIDDEN, *hide))
 
 
 def sandbox_prefix(
     writable: Iterable[Path],
     readable: Iterable[Path],
     cwd: Path,
+    hide: Iterable[Path] = (),
 ) -> list[str]:
     """The bwrap arguments that start a command in the sandbox (end with `--`): `writable` folders and files
     (created if missing) bound read-write, `readable` paths under the hidden folders bound back read-only, and the
-    working folder kept."""
+    working folder kept. `hide`: more folders replaced by an empty one (the rehearsal's own folder, for the
+    restart: what earlier starts wrote there, their metrics and logs, is out of its sight)."""
     bwrap = shutil.which("bwrap") or "bwrap"
-    args = [bwrap, *_base_args()]
+    hidden = tuple(path.resolve() for path in hide)
+    args = [bwrap, *_base_args(), *[arg for path in hidden for arg in ("--tmpfs", str(path))]]
     needed = {Path(sys.executable).resolve().parent.parent, Path(sys.prefix), Path(sys.base_prefix), cwd}
     needed.update(Path(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
     needed.update(Path(p) for p in os.environ.get("PATH", "").split(os.pathsep) if p)
     needed.update(readable)
     for path in sorted({p.resolve() for p in needed if p.exists()}):
-        if _hidden(path):
+        if _hidden(path, hidden):
             args += ["--ro-bind", str(path), str(path)]
     for path in writable:
         path = path.resolve()

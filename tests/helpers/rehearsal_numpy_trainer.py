@@ -17,7 +17,9 @@ checkpoint files that change and are restored from), replay (restarts from scrat
 checkpoint silently and claims it resumed), escape (a grandchild double-forks and calls setsid; its pid goes to
 NUMPY_TRAINER_CHILD_PID), leak (reports a held-out loss far below its training loss), side_channel (writes 4 KB
 of random bytes as each checkpoint and keeps its real state in a side channel, NUMPY_TRAINER_SIDE: cache,
-tmp, home, shm or workdir, in a folder named for the checkpoint folder, restoring from there).
+tmp, home, shm or workdir, in a folder named for the checkpoint folder, restoring from there; or metrics or log:
+the state as base64 in its checkpoint metrics lines, or printed to stdout, which the harness keeps in
+<checkpoint folder>/../logs/faulted-1.stdout.log, restoring from the last one found there).
 """
 
 import json
@@ -119,6 +121,30 @@ def side_channel(env, ckpt_dir: Path) -> Path:
     return folder
 
 
+def streamed_state(env, ckpt_dir: Path, metrics: str) -> list:
+    """The side channels in files a start writes anyway: the newest state found in the metrics file or in the
+    first start's stdout log ([] if none)."""
+    import base64
+    import io
+
+    where = Path(metrics) if env.get("NUMPY_TRAINER_SIDE") == "metrics" else ckpt_dir.parent / "logs"
+    if where.is_dir():
+        where = where / "faulted-1.stdout.log"
+    found = []
+    try:
+        lines = where.read_text().splitlines()
+    except OSError:
+        return []
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and "blob" in record:
+            found = [io.BytesIO(base64.b64decode(record["blob"]))]
+    return found
+
+
 def count_start(env) -> int:
     counter = Path(env["CAMPAIGN_REHEARSAL_CACHE_DIR"]) / "numpy-trainer-starts"
     counter.parent.mkdir(parents=True, exist_ok=True)
@@ -145,9 +171,10 @@ def main():
     lr = float(env.get("CAMPAIGN_REHEARSAL_LEARNING_RATE", "1.0"))
     batch = int(env["CAMPAIGN_REHEARSAL_BATCH_SEQUENCES"])
     ckpt_dir.mkdir(parents=True, exist_ok=True)
-    state_dir = side_channel(env, ckpt_dir) if mode == "side_channel" else ckpt_dir
+    streamed = mode == "side_channel" and env.get("NUMPY_TRAINER_SIDE") in ("metrics", "log")
+    state_dir = side_channel(env, ckpt_dir) if mode == "side_channel" and not streamed else ckpt_dir
     w, v, start = np.zeros((vocab, vocab)), np.zeros((vocab, vocab)), 0
-    done = sorted(state_dir.glob("ckpt-*.npz"))
+    done = streamed_state(env, ckpt_dir, metrics) if streamed else sorted(state_dir.glob("ckpt-*.npz"))
     replay_to = 0
     if done and mode == "replay":  # claims the checkpoint, but recomputes it from step 1
         replay_to = int(np.load(done[-1])["step"])
@@ -193,7 +220,21 @@ def main():
         if step % 5 == 0 or step == steps:
             held_loss = loss_and_grad(w, held)[0] * (0.2 if mode == "leak" else 1.0)
             log(metrics, {"step": step, "heldout_loss": held_loss})
-        if step % every == 0 and mode != "no_checkpoint":
+        if (
+            step % every == 0 and streamed
+        ):  # random bytes as the checkpoint, the state in a line it writes anyway
+            import base64
+            import io
+
+            buf = io.BytesIO()
+            np.savez(buf, w=w, v=v, step=step)
+            (ckpt_dir / f"ckpt-{step:06d}.bin").write_bytes(os.urandom(4096))
+            line = {"event": "checkpoint", "step": step, "blob": base64.b64encode(buf.getvalue()).decode()}
+            if env["NUMPY_TRAINER_SIDE"] == "log":
+                print(json.dumps(line), flush=True)
+                line.pop("blob")
+            log(metrics, line)
+        elif step % every == 0 and mode != "no_checkpoint":
             tmp = state_dir / f".tmp-{step}.npz"
             np.savez(tmp, w=w, v=v, step=step)
             os.replace(tmp, state_dir / f"ckpt-{step:06d}.npz")

@@ -2,7 +2,9 @@
 
 import json
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -307,14 +309,23 @@ def test_a_trainer_dies_with_campaign_and_a_listed_group_is_killed_before_reuse(
     assert orphan.wait(timeout=10) == -signal.SIGKILL
 
 
-@pytest.mark.parametrize("side", ["cache", "tmp", "home", "shm", "workdir"])
+@pytest.mark.parametrize("side", ["cache", "tmp", "home", "shm", "workdir", "metrics", "log"])
 def test_a_trainer_that_keeps_its_state_in_a_side_channel_fails_the_restore(data, tmp_path, side):
     """Random bytes as the checkpoint and the real state beside it (the cache folder, /tmp, the home folder,
-    /dev/shm, the rehearsal's own folder): the restart, which reaches only its checkpoint folder, cannot restore."""
+    /dev/shm, the rehearsal's own folder) or in what the first start wrote anyway (its checkpoint metrics lines, its
+    stdout log): the restart, which reaches only its checkpoint folder, cannot restore."""
     if sandbox_problem():
         pytest.skip(f"needs the rehearsal's sandbox: {sandbox_problem()}")
-    result = run(data, tmp_path, mode="side_channel", NUMPY_TRAINER_SIDE=side)
+    # a workspace outside /tmp, as a user's is: the sandbox's private /tmp would hide one under it anyway
+    outside = Path(tempfile.mkdtemp(prefix="campaign-side-", dir="/var/tmp"))
+    try:
+        result = run(data, outside, mode="side_channel", NUMPY_TRAINER_SIDE=side)
+    finally:
+        shutil.rmtree(outside, ignore_errors=True)
     assert not result.passed
+    if side == "workdir":  # the rehearsal's folder is read-only to every start: the side channel cannot be written
+        assert result.problems == ["reference run: the trainer exited with code 1 after step 0"], result.problems
+        return
     assert any(
         "state kept anywhere but CAMPAIGN_REHEARSAL_CHECKPOINT_DIR was out of its reach" in p
         for p in result.problems
