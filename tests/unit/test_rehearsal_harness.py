@@ -323,7 +323,8 @@ def test_a_trainer_that_keeps_its_state_in_a_side_channel_fails_the_restore(data
     finally:
         shutil.rmtree(outside, ignore_errors=True)
     assert not result.passed
-    if side == "workdir":  # the rehearsal's folder is read-only to every start: the side channel cannot be written
+    # the rehearsal's folder is read-only to every start: that side channel cannot even be written
+    if side == "workdir":
         assert result.problems == ["reference run: the trainer exited with code 1 after step 0"], result.problems
         return
     assert any(
