@@ -325,7 +325,9 @@ def test_a_trainer_that_keeps_its_state_in_a_side_channel_fails_the_restore(data
     assert not result.passed
     # the rehearsal's folder is read-only to every start: that side channel cannot even be written
     if side == "workdir":
-        assert result.problems == ["reference run: the trainer exited with code 1 after step 0"], result.problems
+        assert result.problems == ["reference run: the trainer exited with code 1 after step 0"], (
+            result.problems
+        )
         return
     assert any(
         "state kept anywhere but CAMPAIGN_REHEARSAL_CHECKPOINT_DIR was out of its reach" in p
