@@ -478,7 +478,9 @@ def read_trainer_log(
     )
 
 
-MEGATRON_STAMP = re.compile(r"\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{1,6})\]")
+MEGATRON_STAMP = re.compile(
+    r"\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{1,6})?)\]"
+)  # .%f: some versions print whole seconds
 MEGATRON_SAVED = re.compile(r"successfully saved checkpoint from iteration\s{0,20}(\d{1,12})")
 TITAN_STAMP = re.compile(r"^\[titan\] (\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}),(\d{3})")
 

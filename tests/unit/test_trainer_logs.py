@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -290,6 +291,12 @@ def test_a_megatron_log_with_a_restart_is_a_measured_run_for_analyse(tmp_path: P
     r = external_report_inputs(path, None, gpu_hour_usd=2.0).result.to_json()
     assert r["measured"]["final_step"] == 10 and r["measured"]["steps_trained_again"] == 3
     assert r["tokens_trained"] == 10 * 8 * 4096 and r["interruptions"]["by_category"] == {"unclassified": 1}
+    # versions of training.py that print strftime('%Y-%m-%d %H:%M:%S'), whole seconds: the same run
+    whole = tmp_path / "whole-seconds.log"
+    whole.write_text("\n".join(re.sub(r"(\d\d:\d\d:\d\d)\.\d{6}\]", r"\1]", line) for line in lines) + "\n")
+    assert "[2026-03-01 08:00:02]" in whole.read_text()
+    again = external_report_inputs(whole, None, gpu_hour_usd=2.0).result.to_json()
+    assert again["measured"]["final_step"] == 10 and again["measured"]["steps_trained_again"] == 3
     bare = tmp_path / "bare.log"
     bare.write_text("\n".join(line.split("] ", 1)[1] for line in lines if "] iteration" in line) + "\n")
     with pytest.raises(DataError, match="no timestamp"):
