@@ -274,7 +274,9 @@ class BandFigure(JsonRecord):
 class BandModel(JsonRecord):
     """The run as executed, as the band's replicas simulate it."""
 
-    slots: int
+    job_nodes: int  # one rank, counted as one GPU, each
+    spare_nodes: int
+    world_sizes: list[int]  # each start's ranks (fewer than job_nodes where the run shrank)
     step_time_s: float
     tokens_per_step: int
     checkpoint_interval_s: float
