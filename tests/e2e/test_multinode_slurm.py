@@ -2,9 +2,10 @@
 `scripts/slurm-local-cluster` starts): the reference trainer data-parallel over JAX's gloo CPU collectives, one rank
 per node, supervised rank by rank. A node set DOWN mid-run ends the step on every rank; the node is excluded, a spare
 takes its place with the same world size, the run resumes from the last complete sharded checkpoint, and its losses
-are the uninterrupted run's (of the same world size, on the cluster) bit for bit. With no spare, `elastic: shrink`
-finishes on fewer nodes; a slowed node is named a straggler and, with `stragglers: exclude`, replaced by the spare; a
-supervisor killed with SIGKILL is replaced by one that adopts every rank."""
+are the uninterrupted run's (of the same world size, on the cluster) bit for bit. With no spare, `elastic: wait` waits
+for the repaired node and goes on on it, `elastic: shrink` finishes on fewer nodes; a slowed node is named a straggler
+and, with `stragglers: exclude`, replaced by the spare; a supervisor killed with SIGKILL is replaced by one that adopts
+every rank."""
 
 import json
 import os
@@ -12,6 +13,7 @@ import pickle
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -27,6 +29,11 @@ from tests.helpers.paths import REPO
 from tests.helpers.slurm_cluster import start_cluster
 
 VOCAB, STEPS, EVERY, BATCH = 32, 16, 5, 6
+# Two ranks: a rank's start-up (JAX and its compilation) is most of each test's time, and three ranks on two cores
+# take twice two's. The runs that lose a node pace every rank (a sleep a step, the same on every node, so no rank
+# straggles): the loss then lands mid-run, not after the last of steps that take milliseconds.
+WORLD = 2
+PACED = {"CAMPAIGN_DIST_SLOW": ",".join(f"n{i}=0.1" for i in range(4))}
 MODEL = {"layers": 1, "hidden": 32, "heads": 2, "kv_heads": 1, "ffn_hidden": 64}
 TRAINER = [sys.executable, "-m", "campaign.rehearsal.distributed"]
 
@@ -99,13 +106,13 @@ def _losses(folder):
 
 @pytest.fixture(scope="module")
 def reference(cluster, data, tmp_path_factory):
-    """The uninterrupted run of the same world size and layout (3 ranks, 3 gradient shards) on the cluster, once per
-    module: every run of 3 job nodes below is compared with its losses bit for bit."""
+    """The uninterrupted run of the same world size and layout (WORLD ranks, as many gradient shards) on the cluster,
+    once per module: every run of WORLD job nodes below is compared with its losses bit for bit."""
     folder = tmp_path_factory.mktemp("reference") / "run"
-    journal = supervise_multinode(_settings(data, folder, 3, 0), folder)
+    journal = supervise_multinode(_settings(data, folder, WORLD, 0), folder)
     assert journal.end_detail() == "target step reached", journal.events[-3:]
     assert not journal.kinds("failure") and [s["detail"].split()[0] for s in journal.kinds("start")] == [
-        "world=3"
+        f"world={WORLD}"
     ]
     losses = _losses(folder)
     assert sorted(losses) == list(range(1, STEPS + 1)) and all(len(v) == 1 for v in losses.values())
@@ -123,7 +130,7 @@ def test_a_lost_node_is_replaced_by_the_spare_and_the_run_ends_bit_identical(
     cluster, data, reference, tmp_path
 ):
     folder = tmp_path / "run"
-    settings = _settings(data, folder, 3, 1, [Injection(8, "node_loss")])
+    settings = _settings(data, folder, WORLD, 1, [Injection(8, "node_loss")], PACED)
     journal = supervise_multinode(settings, folder)
     assert journal.end_detail() == "target step reached", journal.events[-3:]
     failures = journal.kinds("failure")
@@ -133,9 +140,12 @@ def test_a_lost_node_is_replaced_by_the_spare_and_the_run_ends_bit_identical(
     swaps = journal.kinds("spare_swap")
     assert len(swaps) == 1 and f"replaces={lost}" in swaps[0]["detail"]
     starts = journal.kinds("start")
-    assert [s["detail"].split()[0] for s in starts] == ["world=3", "world=3"]
+    assert [s["detail"].split()[0] for s in starts] == [f"world={WORLD}", f"world={WORLD}"]
     assert lost in starts[0]["nodes"] and lost not in starts[1]["nodes"]
-    summary = multinode_summary(journal, STEPS, BATCH * 16, EVERY, 3, 2.0, 3, 1)
+    assert failures[0]["step"] < STEPS and [
+        s["step"] for s in journal.steps if s["attempt"] == 1
+    ]  # lost mid-run
+    summary = multinode_summary(journal, STEPS, BATCH * 16, EVERY, 3, 2.0, WORLD, 1)
     m = summary["measured"]
     assert m["spares_used"] == [swaps[0]["detail"].split("node=")[1].split()[0]] and m["nodes_excluded"] == [
         lost
@@ -146,9 +156,76 @@ def test_a_lost_node_is_replaced_by_the_spare_and_the_run_ends_bit_identical(
     assert _bit_identical(folder, reference)
 
 
+def _repair_after(folder, after_s, seen):
+    """An operator's repair: the node the run set DOWN (its Slurm record names it) RESUMEd `after_s` seconds
+    later; when it was seen down, when it came back and scontrol's answer go into `seen`."""
+    record = folder / "slurm.json"
+    until = time.monotonic() + 120
+    while time.monotonic() < until:
+        downed = json.loads(record.read_text()).get("downed_nodes") if record.exists() else None
+        if downed:
+            seen["node"], seen["down"] = downed[0], time.time()
+            time.sleep(after_s)
+            seen["resume"] = subprocess.run(
+                ["scontrol", "update", f"NodeName={downed[0]}", "State=RESUME"],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            seen["back"] = time.time()
+            return
+        time.sleep(0.1)
+
+
+def test_with_no_spare_and_elastic_wait_the_run_waits_for_the_repaired_node_and_goes_on_on_it(
+    cluster, data, reference, tmp_path
+):
+    folder = tmp_path / "run"
+    settings = _settings(data, folder, WORLD, 0, [Injection(8, "node_loss")], PACED, elastic="wait")
+    seen: dict = {}
+    operator = threading.Thread(target=_repair_after, args=(folder, 3.0, seen), daemon=True)
+    operator.start()
+    journal = supervise_multinode(settings, folder)
+    operator.join(timeout=10)
+    assert seen["resume"].returncode == 0, seen["resume"].stderr  # the node was DOWN, and only that node
+    assert journal.end_detail() == "target step reached", journal.events[-3:]
+    lost = seen["node"]
+    assert [f["category"] for f in journal.kinds("failure")] == ["node_lost"] and lost in journal.kinds(
+        "failure"
+    )[0]["detail"]
+    assert (
+        journal.kinds("spares_exhausted")
+        and not journal.kinds("spare_swap")
+        and not journal.kinds("elastic_shrink")
+    )
+    (began,), (ended,) = journal.kinds("waiting_start"), journal.kinds("waiting_end")
+    assert ended["detail"] == f"node={lost} back in service" and journal.kinds("repair_done")
+    # the wait ends only once the node is back: it spans the operator's repair
+    t0 = journal.events[0]["started_at"]
+    assert began["t_s"] <= seen["back"] - t0 <= ended["t_s"] + 1.0
+    starts = journal.kinds("start")
+    assert [s["detail"].split()[0] for s in starts] == [
+        f"world={WORLD}",
+        f"world={WORLD}",
+    ] and lost in starts[1]["nodes"]
+    # lost mid-run: the steps after its last checkpoint trained again on the repaired node
+    assert journal.kinds("failure")[0]["step"] < STEPS and [
+        s["step"] for s in journal.steps if s["attempt"] == 1
+    ]
+    summary = multinode_summary(journal, STEPS, BATCH * 16, EVERY, 3, 2.0, WORLD, 0)
+    m = summary["measured"]
+    assert m["spare_wait_s"] == pytest.approx(ended["t_s"] - began["t_s"]) and m["spare_wait_s"] > 0
+    assert m["world_sizes"] == [WORLD, WORLD] and m["spares_used"] == [] and m["final_step"] == STEPS
+    # the wait is `waiting` (the job's nodes idle for it), not restart
+    assert summary["job_time_s"]["waiting"] == pytest.approx(m["spare_wait_s"])
+    assert summary["goodput_breakdown_gpu_h"]["waiting"] == pytest.approx(WORLD * m["spare_wait_s"] / 3600.0)
+    assert m["steps_trained_again"] == m["rework_steps_expected"]
+    assert _bit_identical(folder, reference)
+
+
 def test_a_straggler_is_excluded_and_replaced_by_the_spare(cluster, data, reference, tmp_path):
     folder = tmp_path / "run"
-    settings = _settings(data, folder, 3, 1, extra={"CAMPAIGN_DIST_SLOW": "n1=0.3"}, stragglers="exclude")
+    settings = _settings(data, folder, WORLD, 1, extra={"CAMPAIGN_DIST_SLOW": "n1=0.3"}, stragglers="exclude")
     journal = supervise_multinode(settings, folder)
     assert journal.end_detail() == "target step reached", journal.events[-3:]
     (named,) = journal.kinds("straggler")
@@ -161,9 +238,9 @@ def test_a_straggler_is_excluded_and_replaced_by_the_spare(cluster, data, refere
     assert "replaces=n1" in swap["detail"]
     spare = swap["detail"].split("node=")[1].split()[0]
     starts = journal.kinds("start")
-    assert [s["detail"].split()[0] for s in starts] == ["world=3", "world=3"]
+    assert [s["detail"].split()[0] for s in starts] == [f"world={WORLD}", f"world={WORLD}"]
     assert "n1" in starts[0]["nodes"] and "n1" not in starts[1]["nodes"] and spare in starts[1]["nodes"]
-    m = multinode_summary(journal, STEPS, BATCH * 16, EVERY, 3, 2.0, 3, 1)["measured"]
+    m = multinode_summary(journal, STEPS, BATCH * 16, EVERY, 3, 2.0, WORLD, 1)["measured"]
     assert (
         m["stragglers"][0]["node"] == "n1" and m["nodes_excluded"] == ["n1"] and m["spares_used"] == [spare]
     )
