@@ -2,7 +2,7 @@
 replicas of the same run, as it was executed (docs/execution.md#plan-against-actual).
 
 The replicas are the simulator's (campaign/sim/), run at the real run's scale: its job nodes (one rank, counted as
-one GPU, each) and its spares (a one-node run's other nodes stand by as spares), its measured median step time, its
+one GPU, each) and its spares (a one-node run's other nodes stand by as spares), its measured productive seconds per step, its
 checkpoint interval and measured write time, the window it had, and the failure rates it was exposed to: the
 config's organic categories at the job's nodes plus the injected faults as one more category (their count over the
 run's planned training time; node losses as a node's failure, so they take a spare), each failure costing the run's
@@ -78,6 +78,14 @@ def run_as_executed(
     if not step_s or step_s <= 0 or target_step <= 0:
         return "the run has fewer than two steps in one start: no step time to simulate it with"
     tokens_per_step = max(1, round(float(summary["tokens_target"]) / target_step))
+    kept_steps = float(summary["tokens_trained"]) / tokens_per_step
+    productive_s = float(summary["job_time_s"]["productive"])
+    if kept_steps >= 1:
+        # The pace the run's ETTR counts: its productive seconds per step kept. A slow step (the compile after a
+        # restore, seconds where a step takes a tenth) is productive time in the run; the median alone would leave
+        # it out of the replicas, and the run's ETTR would lie above every one of them for no failure's sake. Never
+        # below the median: a run read from its files starts at its first line, so its first step counts no time.
+        step_s = max(float(step_s), productive_s / kept_steps)
     every = int(m.get("checkpoint_every_steps") or 0)
     write_s = float(m.get("checkpoint_write_s") or 0.0)
     interval_s = every * step_s if every else max(float(summary["checkpoint_interval_s"]) - write_s, step_s)

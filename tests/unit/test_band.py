@@ -193,10 +193,11 @@ def test_a_short_measured_run_reads_at_its_own_scale(tmp_path):
     assert f"plan expected {ettr:.3f}, for the run as executed" in markdown
 
 
-def _multinode_run(tmp_path, wait=False):
+def _multinode_run(tmp_path, wait=False, compile_s=0.0):
     """A multi-node run's records as its supervisor writes them: 3 job nodes (and 1 spare, or none with `wait`),
     STEPS steps 1 s apart with a checkpoint every EVERY steps; node n2 lost on purpose after step 22, replaced by the
-    spare, or (with `wait`) waited for 6 s until it is repaired; the run resumes from step 20. Its summary and events."""
+    spare, or (with `wait`) waited for 6 s until it is repaired; the run resumes from step 20, its second step after
+    the restore `compile_s` slower (a compile). Its summary and events."""
     from campaign.execution.journal import Journal
     from campaign.execution.multinode_summary import multinode_summary
 
@@ -210,7 +211,7 @@ def _multinode_run(tmp_path, wait=False):
     def train(first, last, attempt):
         nonlocal t
         for step in range(first, last + 1):
-            t += 1.0
+            t += 1.0 + (compile_s if attempt and step == first + 1 else 0.0)
             j.add_step(t, step, attempt)
             if step % EVERY == 0:
                 t += 0.2
@@ -317,3 +318,20 @@ def test_the_scale_reads_job_nodes_spares_and_the_world_sizes():
     assert scale_text(1, 2, []) == "1 job node and 2 spares, world size 1"
     one_node = pd.DataFrame({"kind": ["job_start"], "detail": ["started_at=x target_step=9 nodes=n0,n1"]})
     assert run_scale(one_node) == (1, 1, (1,))  # a one-node run: the others stand by
+
+
+def test_a_slow_step_after_the_restore_is_in_the_replicas_pace_as_it_is_in_the_runs_ettr(tmp_path):
+    """The compile after a restore makes one step 8 s where the others take 1 s: the run counts it as productive
+    time, so the replicas train at its productive seconds per step kept, and its ETTR lies in their band."""
+    summary, events = _multinode_run(tmp_path, compile_s=8.0)
+    assert summary["measured"]["median_step_s"] == pytest.approx(1.0)
+    run = run_as_executed(summary, events, _gpu_config())
+    assert not isinstance(run, str)
+    assert (
+        run.step_time_s == pytest.approx(summary["job_time_s"]["productive"] / STEPS)
+        and run.step_time_s > 1.1
+    )
+    ettr = _row(replica_band(summary, events, _gpu_config()).to_json(), "ettr")
+    assert ettr["p10"] <= ettr["real"] <= ettr["p90"] and ettr["plan"] == pytest.approx(
+        ettr["real"], rel=0.05
+    )
