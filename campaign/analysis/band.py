@@ -2,12 +2,14 @@
 replicas of the same run, as it was executed (docs/execution.md#plan-against-actual).
 
 The replicas are the simulator's (campaign/sim/), run at the real run's scale: its job nodes (one rank, counted as
-one GPU, each) and its spares (a one-node run's other nodes stand by as spares), its measured productive seconds per step, its
+one GPU, each) and its spares (a one-node run's other nodes stand by as spares), its measured median step time, its
 checkpoint interval and measured write time, the window it had, and the failure rates it was exposed to: the
 config's organic categories at the job's nodes plus the injected faults as one more category (their count over the
 run's planned training time; node losses as a node's failure, so they take a spare), each failure costing the run's
-measured detection and restart. The simulator starts a job at once; the run's measured first start-up is added to
-every replica. The plan's expectation is Daly's closed form (campaign/plan/checkpointing.py) on the same inputs.
+measured detection and restart. The simulator starts a job at once and ends it with its last checkpoint: the run's
+measured first start-up and its shutdown are added to every replica (lost), and so is its kept steps' time beyond
+the median pace (productive: a compile after a restore). The plan's expectation is Daly's closed form
+(campaign/plan/checkpointing.py) on the same inputs.
 Source: Daly, FGCS 22(3):303-312, 2006 (expected wall time); the simulator's own sources (campaign/sim/).
 """
 
@@ -60,12 +62,23 @@ class RunAsExecuted:
     checkpoint_write_s: float
     window_s: float  # the window the run had (its wall-time limit; for a run read from files, its wall time)
     startup_s: float  # the first start's time before its first step (not simulated: added to every replica)
+    shutdown_s: (
+        float  # from the last checkpoint at the target to the job's end (not simulated: added as well)
+    )
+    slow_steps_s: (
+        float  # the kept steps' time beyond the pace (a compile after a restore): productive, added too
+    )
     detect_s: float
     restart_s: float
     failures: tuple[FailureCategoryConfig, ...]
     gpu_hour_usd: float
     seed: int
     organic_source: str  # where the organic rates came from
+
+    @property
+    def unsimulated_s(self) -> float:
+        """The run's own lost time the simulator has no part for: its first start-up and its shutdown."""
+        return self.startup_s + self.shutdown_s
 
 
 def run_as_executed(
@@ -78,14 +91,12 @@ def run_as_executed(
     if not step_s or step_s <= 0 or target_step <= 0:
         return "the run has fewer than two steps in one start: no step time to simulate it with"
     tokens_per_step = max(1, round(float(summary["tokens_target"]) / target_step))
+    # The replicas train at the median step; a slow step the run kept (the compile after a restore: seconds where a
+    # step takes a tenth) is productive time in its ETTR, so that time beyond the pace is added to every replica as
+    # productive time (never less than none: a run read from its files starts at its first line, whose step then
+    # counts no time). Priced into every step, it would make the replicas' rework as slow as the compile.
     kept_steps = float(summary["tokens_trained"]) / tokens_per_step
-    productive_s = float(summary["job_time_s"]["productive"])
-    if kept_steps >= 1:
-        # The pace the run's ETTR counts: its productive seconds per step kept. A slow step (the compile after a
-        # restore, seconds where a step takes a tenth) is productive time in the run; the median alone would leave
-        # it out of the replicas, and the run's ETTR would lie above every one of them for no failure's sake. Never
-        # below the median: a run read from its files starts at its first line, so its first step counts no time.
-        step_s = max(float(step_s), productive_s / kept_steps)
+    slow_steps_s = max(0.0, float(summary["job_time_s"]["productive"]) - kept_steps * float(step_s))
     every = int(m.get("checkpoint_every_steps") or 0)
     write_s = float(m.get("checkpoint_write_s") or 0.0)
     interval_s = every * step_s if every else max(float(summary["checkpoint_interval_s"]) - write_s, step_s)
@@ -124,8 +135,13 @@ def run_as_executed(
         target_tokens=float(summary["tokens_target"]),
         checkpoint_interval_s=float(interval_s),
         checkpoint_write_s=write_s,
-        window_s=max(window_s, startup_s + interval_s + write_s + step_s),
+        window_s=max(
+            window_s,
+            startup_s + shutdown_s(events, target_step) + slow_steps_s + interval_s + write_s + step_s,
+        ),
         startup_s=startup_s,
+        shutdown_s=shutdown_s(events, target_step),
+        slow_steps_s=slow_steps_s,
         detect_s=detect_s,
         restart_s=restart_s,
         failures=tuple(organic),
@@ -133,6 +149,20 @@ def run_as_executed(
         seed=int(summary.get("seed") or 0),
         organic_source=source,
     )
+
+
+def shutdown_s(events: pd.DataFrame, target_step: int) -> float:
+    """The time from the run's last checkpoint, at its target step, to the job's end (a final evaluation, the ranks'
+    exit): lost time in the run, where a simulated job ends with its last checkpoint; 0 for a run that did not."""
+    done = events[events["kind"] == "job_complete"]["t_s"] if len(events) else pd.Series([], dtype=float)
+    saved = events[events["kind"] == "checkpoint_end"].sort_values("t_s") if len(events) else events
+    if (
+        not len(done)
+        or not len(saved)
+        or str(saved["detail"].iloc[-1]).split()[:1] != [f"step={target_step}"]
+    ):
+        return 0.0
+    return max(0.0, float(done.iloc[0]) - float(saved["t_s"].iloc[-1]))
 
 
 def run_scale(events: pd.DataFrame) -> tuple[int, int, tuple[int, ...]]:
@@ -252,7 +282,7 @@ def band_inputs(run: RunAsExecuted) -> SimInputs:
         nodes=run.job_nodes,
         gpus_per_node=1,
         spare_nodes=run.spare_nodes,
-        window_s=run.window_s - run.startup_s,
+        window_s=run.window_s - run.unsimulated_s - run.slow_steps_s,
         step_time_s=run.step_time_s,
         tokens_per_step=run.tokens_per_step,
         target_tokens=run.target_tokens,
@@ -278,11 +308,12 @@ def band_inputs(run: RunAsExecuted) -> SimInputs:
 
 
 def replica_figures(summaries: list[ReplicaSummary], run: RunAsExecuted) -> dict[str, np.ndarray]:
-    """Each headline figure per replica, with the run's first start-up added (the simulator starts at once): its
-    hours on every job node are lost GPU-hours."""
-    startup_h = run.startup_s / 3600.0 * run.job_nodes
-    productive = np.array([s["job_time_s"]["productive"] for s in summaries], dtype=float)
-    wall = np.array([s["job_wall_s"] for s in summaries], dtype=float) + run.startup_s
+    """Each headline figure per replica, with the run's first start-up and shutdown added (the simulator starts a job
+    at once and ends it with its last checkpoint: their hours on every job node are lost GPU-hours) and its slow
+    steps' time beyond the pace (productive)."""
+    startup_h = run.unsimulated_s / 3600.0 * run.job_nodes
+    productive = np.array([s["job_time_s"]["productive"] for s in summaries], dtype=float) + run.slow_steps_s
+    wall = np.array([s["job_wall_s"] for s in summaries], dtype=float) + run.unsimulated_s + run.slow_steps_s
     return {
         "ettr": np.divide(productive, wall, out=np.zeros_like(wall), where=wall > 0),
         "tokens_trained": np.array([s["tokens_trained"] for s in summaries], dtype=float),
@@ -306,14 +337,14 @@ def plan_expectation(run: RunAsExecuted) -> dict[str, float]:
         wall_s = daly_expected_wall_s(productive_s, tau, delta, recovery_s, 1.0 / rate_per_s)
     else:
         wall_s = productive_s * (tau + delta) / tau
-    share = min(1.0, (run.window_s - run.startup_s) / wall_s) if wall_s > 0 else 1.0
-    trained_s, wall_s = productive_s * share, min(wall_s, run.window_s - run.startup_s)
+    share = min(1.0, (run.window_s - run.unsimulated_s - run.slow_steps_s) / wall_s) if wall_s > 0 else 1.0
+    trained_s, wall_s = productive_s * share, min(wall_s, run.window_s - run.unsimulated_s - run.slow_steps_s)
     writes_s = trained_s / tau * delta
     return {
-        "ettr": trained_s / (wall_s + run.startup_s),
+        "ettr": (trained_s + run.slow_steps_s) / (wall_s + run.unsimulated_s + run.slow_steps_s),
         "tokens_trained": run.target_tokens * share,
         "interruptions": rate_per_s * wall_s,
-        "lost_gpu_h": max(0.0, wall_s + run.startup_s - trained_s - writes_s) / 3600.0 * run.job_nodes,
+        "lost_gpu_h": max(0.0, wall_s + run.unsimulated_s - trained_s - writes_s) / 3600.0 * run.job_nodes,
     }
 
 
@@ -411,6 +442,8 @@ def replica_band(
             checkpoint_write_s=run.checkpoint_write_s,
             window_s=run.window_s,
             startup_s=run.startup_s,
+            shutdown_s=run.shutdown_s,
+            slow_steps_s=run.slow_steps_s,
             detect_s=run.detect_s,
             restart_s=run.restart_s,
             organic_rates=run.organic_source,

@@ -283,6 +283,8 @@ class BandModel(JsonRecord):
     checkpoint_write_s: float
     window_s: float
     startup_s: float
+    shutdown_s: float  # from the last checkpoint, at the target, to the job's end: added to each replica
+    slow_steps_s: float  # the kept steps' time beyond the median pace: productive, added to each replica
     detect_s: float
     restart_s: float
     organic_rates: str  # where the organic rates came from
