@@ -15,7 +15,7 @@ import markupsafe
 import numpy as np
 import pandas as pd
 
-from campaign.analysis.band import figure_text
+from campaign.analysis.band import figure_text, scale_text
 from campaign.analysis.power_detail import zoom, zoom_moments
 from campaign.analysis.report_inputs import ReportInputs
 from campaign.analysis.statistics import checkpoint_overhead
@@ -58,6 +58,7 @@ def environment() -> jinja2.Environment:
     env.filters["tokens"] = tokens
     env.filters["when_in_window"] = when_in_window
     env.filters["band_value"] = lambda value, figure: figure_text(figure, value)
+    env.filters["band_scale"] = lambda m: scale_text(m["job_nodes"], m["spare_nodes"], m["world_sizes"])
     return env
 
 

@@ -277,13 +277,17 @@ class BandFigure(JsonRecord):
 class BandModel(JsonRecord):
     """The run as executed, as the band's replicas simulate it."""
 
-    slots: int
+    job_nodes: int  # one rank, counted as one GPU, each
+    spare_nodes: int
+    world_sizes: list[int]  # each start's ranks (fewer than job_nodes where the run shrank)
     step_time_s: float
     tokens_per_step: int
     checkpoint_interval_s: float
     checkpoint_write_s: float
     window_s: float
     startup_s: float
+    shutdown_s: float  # from the last checkpoint, at the target, to the job's end: added to each replica
+    slow_steps_s: float  # the kept steps' time beyond the median pace: productive, added to each replica
     detect_s: float
     restart_s: float
     organic_rates: str  # where the organic rates came from

@@ -8,7 +8,8 @@ accounting database; a node set DOWN stays down until it is RESUMEd (`ReturnToSe
 
 Two ways to hold it: `start_cluster` keeps the daemons as children (a test stops exactly what it started), and
 `start_detached` leaves them running after the command that started them exits, their process ids in
-`cluster.json` of the folder, for `scripts/slurm-local-cluster start|stop|status`.
+`cluster.json` of the folder, for `scripts/slurm-local-cluster start|stop|status`. Either stop cancels the
+cluster's jobs first and kills what they left (a job's `slurmstepd` outlives its slurmd: see `end_jobs`).
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ class Cluster:
         return {"SLURM_CONF": str(self.conf)}
 
     def stop(self) -> None:
+        """End the cluster's jobs, then stop its daemons, then any job step left behind (see `end_jobs`)."""
+        if any(proc.poll() is None for proc in self.processes):
+            end_jobs({**os.environ, **self.env()})
         for proc in reversed(self.processes):
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
@@ -50,6 +54,62 @@ class Cluster:
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
+        kill_steps(self.conf)
+
+
+def end_jobs(env: dict[str, str], limit_s: float = 20.0) -> list[str]:
+    """Cancel every job of the cluster `env` names and wait (up to `limit_s`) until Slurm has ended them; the jobs
+    cancelled. A job's steps outlive the daemons (each `slurmstepd` is a process of its own): stopped under a
+    running job, they wait for good to report its end to a slurmd that is gone, the job's processes with them."""
+
+    def queued() -> list[str]:
+        done = subprocess.run(
+            ["squeue", "-h", "-o", "%A"], env=env, capture_output=True, text=True, check=False, timeout=30
+        )
+        return done.stdout.split() if done.returncode == 0 else []
+
+    jobs = queued()
+    if jobs:
+        subprocess.run(["scancel", *jobs], env=env, capture_output=True, check=False, timeout=30)
+    until = time.monotonic() + limit_s
+    while queued() and time.monotonic() < until:  # a cancelled job is listed until it has completed (CG)
+        time.sleep(0.2)
+    return jobs
+
+
+def step_processes(conf: Path) -> list[int]:
+    """The `slurmstepd` processes of the cluster of `conf` (their environment names it, as its slurmd's did) and
+    every process below them: what a job leaves running."""
+    parent: dict[int, int] = {}
+    steps = []
+    marker = f"SLURM_CONF={conf}".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if (entry / "comm").read_text().strip() == "slurmstepd" and marker in (
+                entry / "environ"
+            ).read_bytes().split(b"\0"):
+                steps.append(int(entry.name))
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile, or not ours to read
+    below = set(steps)
+    grew = True
+    while grew:
+        more = {pid for pid, ppid in parent.items() if ppid in below} - below
+        below |= more
+        grew = bool(more)
+    return sorted(below)
+
+
+def kill_steps(conf: Path) -> list[int]:
+    """SIGKILL what the cluster's jobs left running once its daemons stopped (`step_processes`); the pids."""
+    pids = step_processes(conf)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return pids
 
 
 def why_not() -> str | None:
@@ -254,8 +314,12 @@ def start_detached(folder: Path, nodes: int = DEFAULT_NODES) -> tuple[Path | Non
 
 
 def stop_detached(folder: Path, limit_s: float = 15.0) -> list[tuple[int, str]]:
-    """Stop the daemons the record names (SIGTERM, then SIGKILL after `limit_s`), slurmd first; those stopped."""
+    """End the cluster's jobs, stop the daemons the record names (SIGTERM, then SIGKILL after `limit_s`), slurmd
+    first, then what the jobs left running (`end_jobs`); the daemons stopped."""
     daemons = running_daemons(folder)
+    conf = Path(str((read_record(folder) or {}).get("conf") or folder / "slurm.conf"))
+    if daemons:
+        end_jobs({**os.environ, "SLURM_CONF": str(conf)})
     for pid, _ in reversed(daemons):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
@@ -266,6 +330,7 @@ def stop_detached(folder: Path, limit_s: float = 15.0) -> list[tuple[int, str]]:
         if _alive(pid, command):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+    kill_steps(conf)
     with contextlib.suppress(FileNotFoundError):
         (folder / RECORD).unlink()
     return daemons

@@ -32,6 +32,7 @@ from campaign.rehearsal.contract import Metrics
 from campaign.rehearsal.processes import POLL_S, MetricsTail, Start
 
 STATE_POLL_S = 0.5
+RETURN_WAIT_S = 15.0  # the longest a returned node is waited for back in service
 ENDED = {
     "COMPLETED",
     "FAILED",
@@ -227,14 +228,19 @@ def lose_job_node(folder: Path) -> str | None:
     return lose_node(folder, node, "campaign: injected node loss")
 
 
-def return_nodes(folder: Path) -> list[str]:
-    """RESUME every node this run set DOWN (an injected node loss is over once its failure is recorded); the
-    nodes returned to service."""
+def return_nodes(folder: Path, limit_s: float = RETURN_WAIT_S) -> list[str]:
+    """RESUME every node this run set DOWN (an injected node loss is over once its failure is recorded) and wait,
+    up to `limit_s`, until Slurm has them back in service; the nodes returned."""
     record = _record(folder)
     downed = _downed(record)
     for node in downed:
         with contextlib.suppress(RuntimeError, OSError, subprocess.TimeoutExpired):
             _run(["scontrol", "update", f"NodeName={node}", "State=RESUME"])
+    # A RESUMEd node is IDLE+NOT_RESPONDING until its slurmd answers slurmctld's ping (a second or so): Slurm
+    # schedules nothing on it meanwhile, and the next run (or an operator) would find it still lost.
+    until = time.monotonic() + limit_s
+    while any(is_node_lost(node_state(n)) for n in downed) and time.monotonic() < until:
+        time.sleep(STATE_POLL_S / 5)
     if downed:
         record["downed_nodes"] = []
         _save_record(folder, record)

@@ -3,9 +3,16 @@
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from campaign.analysis.band import BAND_REPLICAS, injected_rate_per_s, replica_band, run_as_executed
+from campaign.analysis.band import (
+    BAND_REPLICAS,
+    LOST_KEYS,
+    injected_rate_per_s,
+    replica_band,
+    run_as_executed,
+)
 from campaign.analysis.recorded_config import RecordedConfig
 from campaign.execution.external import external_report_inputs, journal_from_metrics
 from campaign.execution.measured import measured_summary
@@ -77,7 +84,8 @@ def test_the_replicas_simulate_the_run_at_its_own_scale_and_pace():
     run = run_as_executed(summary, events, _config(0.01))
     assert not isinstance(run, str)
     assert run.step_time_s == pytest.approx(1.0) and run.checkpoint_interval_s == pytest.approx(EVERY)
-    assert run.checkpoint_write_s == pytest.approx(0.2) and run.window_s == 200.0 and run.slots == 1
+    assert run.checkpoint_write_s == pytest.approx(0.2) and run.window_s == 200.0
+    assert (run.job_nodes, run.spare_nodes, run.world_sizes) == (1, 0, (1,))  # read from its files: one node
     assert run.detect_s + run.restart_s == pytest.approx(2.0)  # the gap from its last line to its resume
     assert [c.name for c in run.failures] == ["software_bug", "injected"]
     assert all(
@@ -184,3 +192,162 @@ def test_a_short_measured_run_reads_at_its_own_scale(tmp_path):
     ettr = _row(inputs.result.to_json()["band"], "ettr")["plan"]
     assert inputs.result.plan_expected_ettr == ettr
     assert f"plan expected {ettr:.3f}, for the run as executed" in markdown
+
+
+def _multinode_run(tmp_path, wait=False, compile_s=0.0):
+    """A multi-node run's records as its supervisor writes them: 3 job nodes (and 1 spare, or none with `wait`),
+    STEPS steps 1 s apart with a checkpoint every EVERY steps; node n2 lost on purpose after step 22, replaced by the
+    spare, or (with `wait`) waited for 6 s until it is repaired; the run resumes from step 20, its second step after
+    the restore `compile_s` slower (a compile). Its summary and events."""
+    from campaign.execution.journal import Journal
+    from campaign.execution.multinode_summary import multinode_summary
+
+    spares = 0 if wait else 1
+    names = ["n0", "n1", "n2", "n3"][: 3 + spares]
+    j = Journal.open(tmp_path)
+    j.add(0.0, "job_start", detail=f"target_step={STEPS} job_nodes=3 spare_nodes={spares}", started_at=T0)
+    j.add(0.5, "start", node=0, detail="world=3 nodes=n0,n1,n2", nodes=names[:3], names=names[:3])
+    t = 2.0
+
+    def train(first, last, attempt):
+        nonlocal t
+        for step in range(first, last + 1):
+            t += 1.0 + (compile_s if attempt and step == first + 1 else 0.0)
+            j.add_step(t, step, attempt)
+            if step % EVERY == 0:
+                t += 0.2
+                j.add(t, "checkpoint_end", node=0, detail=f"step={step}", attempt=attempt, step=step)
+
+    train(1, 22, 0)
+    j.add(t + 0.5, "failure", "node_lost", "node", 2, detail="injected: node n2 lost (set DOWN)", step=22)
+    t += 1.5
+    j.add(t, "detected", "node_lost", "node", 2)
+    j.add(t, "node_excluded", "node_lost", "node", 2, detail="node=n2 failures=1")
+    ranks = ["n0", "n1", "n3"]
+    if wait:
+        ranks = names
+        j.add(t, "spares_exhausted", detail="2 of 3 nodes healthy; elastic=wait", attempt=1)
+        j.add(t, "waiting_start", detail="no spare left; waiting for a repaired node", attempt=1)
+        t += 6.0
+        j.add(t, "waiting_end", node=2, detail="node=n2 back in service", attempt=1)
+        j.add(t, "repair_done", node=2, detail="node=n2", attempt=1)
+    else:
+        j.add(t, "spare_swap", node=3, detail="slot=2 node=n3 replaces=n2", attempt=1)
+    j.add(t, "restart_start", node=0, attempt=1)
+    t += 2.0
+    j.add(t, "start", node=0, detail=f"world=3 nodes={','.join(ranks)}", attempt=1, nodes=ranks, names=names)
+    train(21, STEPS, 1)
+    j.add(t, "job_complete", node=0, attempt=1)
+    j.add(t, "window_end", detail="target step reached", attempt=1)
+    summary = multinode_summary(j, STEPS, 96, EVERY, 3, 2.0, 3, spares, max_wall_s=200.0)
+    return summary, j.frame()
+
+
+def _gpu_config():
+    failures = [
+        {
+            "name": "faulty_gpu",
+            "scope": "gpu",
+            "per_gpu_year": 500,
+            "detect_s": 1,
+            "restart_s": 1,
+            "repair_h": 1,
+        }
+    ]
+    return RecordedConfig.from_mapping({"cluster": {"failures": failures}})
+
+
+def test_a_multi_node_run_is_simulated_on_its_job_nodes_with_its_spares_and_priced_with_them(tmp_path):
+    from campaign.analysis.band import INJECTED_NODE_LOSS, band_inputs, plan_expectation
+    from campaign.analysis.report import environment
+
+    summary, events = _multinode_run(tmp_path)
+    run = run_as_executed(summary, events, _gpu_config())
+    assert not isinstance(run, str)
+    assert (run.job_nodes, run.spare_nodes, run.world_sizes) == (3, 1, (3, 3))
+    inputs = band_inputs(run)
+    assert (inputs.nodes, inputs.gpus_per_node, inputs.spare_nodes) == (3, 1, 1)
+    # the price per GPU-hour from the run's compute cost over its job and spare GPUs: the price it was given
+    assert run.gpu_hour_usd == pytest.approx(2.0)
+    # a per-GPU rate at the job's 3 nodes; the injected node loss a node's failure (it takes the spare), its node
+    # out for the rest of the run (the run returned it only at its end)
+    organic, lost = run.failures
+    assert organic.job_rate_per_hour(3, 1) == pytest.approx(3 * 500 / 8760)
+    assert (lost.name, lost.scope) == (INJECTED_NODE_LOSS, "node")
+    failed_s = float(events[events["kind"] == "failure"]["t_s"].iloc[0])
+    assert lost.repair_h * 3600 == pytest.approx(events["t_s"].max() - failed_s - run.detect_s)
+    # lost GPU-hours are of 3 nodes: the plan and the replicas' median near the run's own, not a third of it
+    band = replica_band(summary, events, _gpu_config()).to_json()
+    lost_h = _row(band, "lost_gpu_h")
+    assert lost_h["real"] == pytest.approx(sum(summary["goodput_breakdown_gpu_h"][k] for k in LOST_KEYS))
+    assert lost_h["plan"] == pytest.approx(lost_h["real"], rel=0.2)
+    assert lost_h["p50"] == pytest.approx(lost_h["real"], rel=0.2) and lost_h["is_inside"]
+    assert plan_expectation(run)["lost_gpu_h"] == lost_h["plan"]
+    assert band["model"]["job_nodes"] == 3 and band["model"]["spare_nodes"] == 1
+    assert band["model"]["organic_rates"].endswith("at the job's 3 nodes")
+    counts = {
+        **summary["interruptions"],
+        "injected": 1,
+        "organic": 0,
+        "injected_by_category": {"node_lost": 1},
+    }
+    r = {**summary, "interruptions": counts, "band": band}
+    for name in ("measured.md.j2", "measured.html.j2"):
+        text = environment().get_template(name).render(r=r)
+        assert "3 job nodes and 1 spare, world size 3, a 1.000 s step" in text
+
+
+def test_an_elastic_wait_runs_replicas_wait_for_the_repair_the_run_waited_for(tmp_path):
+    summary, events = _multinode_run(tmp_path, wait=True)
+    run = run_as_executed(summary, events, _gpu_config())
+    assert not isinstance(run, str) and (run.job_nodes, run.spare_nodes) == (3, 0)
+    (lost,) = [c for c in run.failures if c.scope == "node" and c.name != "faulty_gpu"]
+    assert lost.repair_h * 3600 == pytest.approx(
+        6.0
+    )  # from its detection to its repair, as the simulator repairs
+    assert summary["goodput_breakdown_gpu_h"]["waiting"] == pytest.approx(3 * 6.0 / 3600)
+    band = replica_band(summary, events, _gpu_config()).to_json()
+    lost_h = _row(band, "lost_gpu_h")
+    assert lost_h["p10"] <= lost_h["real"] <= lost_h["p90"] and lost_h["is_inside"]
+
+
+def test_the_scale_reads_job_nodes_spares_and_the_world_sizes():
+    from campaign.analysis.band import run_scale, scale_text
+
+    assert scale_text(3, 1, [3, 3]) == "3 job nodes and 1 spare, world size 3"
+    assert scale_text(2, 0, [2, 1]) == "2 job nodes and no spare, world size 2, then 1"
+    assert scale_text(1, 2, []) == "1 job node and 2 spares, world size 1"
+    one_node = pd.DataFrame({"kind": ["job_start"], "detail": ["started_at=x target_step=9 nodes=n0,n1"]})
+    assert run_scale(one_node) == (1, 1, (1,))  # a one-node run: the others stand by
+
+
+def test_a_slow_step_after_the_restore_is_in_the_replicas_pace_as_it_is_in_the_runs_ettr(tmp_path):
+    """The compile after a restore makes one step 9 s where the others take 1 s: the run counts it as productive
+    time, so the replicas, at the median pace, have its 8 s beyond the pace as productive time too, and the run's
+    ETTR lies in their band."""
+    summary, events = _multinode_run(tmp_path, compile_s=8.0)
+    assert summary["measured"]["median_step_s"] == pytest.approx(1.0)
+    run = run_as_executed(summary, events, _gpu_config())
+    assert not isinstance(run, str)
+    assert run.step_time_s == pytest.approx(1.0) and run.slow_steps_s == pytest.approx(8.0)
+    ettr = _row(replica_band(summary, events, _gpu_config()).to_json(), "ettr")
+    assert ettr["p10"] <= ettr["real"] <= ettr["p90"] and ettr["plan"] == pytest.approx(
+        ettr["real"], rel=0.05
+    )
+
+
+def test_the_shutdown_is_the_time_from_the_last_checkpoint_at_the_target_to_the_jobs_end():
+    from campaign.analysis.band import shutdown_s
+
+    events = pd.DataFrame(
+        {
+            "kind": ["checkpoint_end", "checkpoint_end", "job_complete"],
+            "t_s": [10.0, 20.0, 21.5],
+            "detail": ["step=30", "step=60", "world=3"],
+        }
+    )
+    assert shutdown_s(events, 60) == pytest.approx(1.5)  # a final evaluation, the ranks' exit
+    assert (
+        shutdown_s(events, 70) == 0.0
+    )  # its last checkpoint not at the target: not known where training ended
+    assert shutdown_s(events[events["kind"] != "job_complete"], 60) == 0.0  # a run that did not end

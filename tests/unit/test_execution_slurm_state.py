@@ -80,8 +80,15 @@ def test_a_node_the_run_set_down_is_remembered_until_it_is_resumed(monkeypatch, 
         "Reason=campaign: injected node loss",
     ]
     assert slurm.current_job(tmp_path) == "7"  # the job's record kept beside the node
+    # Slurm has a RESUMEd node IDLE+NOT_RESPONDING until its slurmd answers: returned once it is back in service
+    answers = iter(["State=IDLE+NOT_RESPONDING", "State=IDLE+NOT_RESPONDING", "State=IDLE", "State=IDLE"])
+    monkeypatch.setattr(
+        slurm, "_run", lambda args, env=None: calls.append(args) or (next(answers) if "show" in args else "")
+    )
     assert slurm.return_nodes(tmp_path) == ["n0"]
-    assert calls[-1] == ["scontrol", "update", "NodeName=n0", "State=RESUME"]
+    resumed = calls.index(["scontrol", "update", "NodeName=n0", "State=RESUME"])
+    shown = [c for c in calls[resumed:] if c[:3] == ["scontrol", "show", "node"]]
+    assert len(shown) == 3 and next(answers) == "State=IDLE"  # asked until it was back, then no more
     assert slurm.return_nodes(tmp_path) == []  # returned once
 
 
@@ -92,7 +99,10 @@ def test_a_finished_run_cancels_a_job_slurm_requeued_and_leaves_an_ended_one(mon
     (tmp_path / "slurm.json").write_text('{"job_id": "7", "downed_nodes": ["n0"]}\n')
     monkeypatch.setattr(slurm, "job_state", lambda job: JobState("PENDING", 0, 0, "", 2))
     slurm.finish(tmp_path)
-    assert calls == [["scontrol", "update", "NodeName=n0", "State=RESUME"], ["scancel", "7"]]
+    assert [c for c in calls if c[1] != "show"] == [
+        ["scontrol", "update", "NodeName=n0", "State=RESUME"],
+        ["scancel", "7"],
+    ]
     calls.clear()
     monkeypatch.setattr(slurm, "job_state", lambda job: JobState("COMPLETED", 0, 0, "n1", 2))
     slurm.finish(tmp_path)
