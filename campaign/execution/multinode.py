@@ -80,7 +80,8 @@ class _Start:
     attempt: int
     ranks: list[str]
     world: int
-    seen_steps: int = 0
+    seen_steps: int = 0  # steps that were progress
+    seen_lines: int = 0  # step lines read, progress or not
     seen_checkpoints: int = 0
     max_step: int = 0
     last_progress: float = field(default_factory=time.time)
@@ -94,6 +95,8 @@ class _Start:
     named: set[str] = field(default_factory=set)  # stragglers already recorded
     rank_beats: dict[int, _Rank] = field(default_factory=dict)
     adopted: bool = False
+    repeats: int = 0  # step lines at or below the start's furthest step: no progress, never trained twice
+    went_back: tuple[int, int] | None = None  # (furthest, lower) the first time the step number went back
     resumed_steps: int = 0  # steps an adopted start trained before this supervisor (seen by the one before)
 
 
@@ -533,7 +536,14 @@ class _Supervisor:
 
     def ingest(self, start: _Start, metrics: Metrics, now: float) -> None:
         j = self.journal
-        for step, _ in metrics.losses[start.seen_steps :]:
+        for step, _ in metrics.losses[start.seen_lines :]:
+            start.seen_lines += 1
+            progressed = start.seen_steps or start.resumed_steps
+            if progressed and step <= start.max_step:  # no step beyond its furthest
+                start.repeats += 1
+                if step < start.max_step and start.went_back is None:
+                    start.went_back = (start.max_step, step)
+                continue  # not progress: the hang limit keeps running, and nothing is counted as trained
             if start.seen_steps:
                 start.intervals.append(now - start.last_progress)
             elif start.attempt and not start.adopted:
@@ -610,6 +620,13 @@ class _Supervisor:
                 f"{'injected' if kind == 'hang' else 'organic'}: no step from any rank for "
                 f"{(start.killed_at or ended) - failed_at:.2f} s"
             )
+            notes = [
+                f"{start.repeats} step line(s) at or below step {start.max_step} (repeated steps)"
+            ] * bool(start.repeats)
+            if start.went_back is not None:
+                notes.append(f"the step number went back from {start.went_back[0]} to {start.went_back[1]}")
+            if notes:
+                detail += " beyond its furthest; " + "; ".join(notes)
         elif start.reason == KILL:
             category, detail = KILL, "injected: SIGKILL of every rank"
         elif start.reason == "allocation_lost":
