@@ -2,8 +2,9 @@
 
 Three variants alternate in every round, each in a fresh process as a user runs it:
 - `in-process`: a Python process loads the config and the kernels (from Numba's cache), then times the command's
-  own replicas (`simulate_batch` over the same inputs, step-time band and seeds, on one thread): their wall time
-  is the reference of the "within 2x" target; the process's whole wall and CPU are shown beside it;
+  own replicas (`simulate_batch` over the same inputs, step-time band and seeds), on one thread and, as the flow
+  runs them, in one batch per `runtime.max_workers` on threads: their wall times are the references of the
+  "within 2x" target; the process's whole wall and CPU are shown beside them;
 - `cli, kept worker`: `campaign simulate ... --json --workspace W`, its flow run in the worker kept beside the
   workspace's local server (campaign_cli/kept_worker.py; both started by a first, unmeasured call);
 - `cli, own process`: the same with CAMPAIGN_KEPT_WORKER=0: Prefect, the flow and the kernels imported by the
@@ -36,13 +37,22 @@ import json, sys, time
 sys.path.insert(0, {repo!r})
 from campaign.config import load_config
 from campaign.sim.compiled import warm
-from campaign.sim.replicas import simulate_batch
+from concurrent.futures import ThreadPoolExecutor
+from campaign.sim.replicas import replica_batches, simulate_batch
 from campaign.window import window_replicas_inputs
-inputs, band = window_replicas_inputs(load_config({config!r}).config)
+config = load_config({config!r}).config
+inputs, band = window_replicas_inputs(config)
 warm()
 started = time.perf_counter()
 simulate_batch(inputs, range({replicas}), band)
-print(json.dumps({{"replicas_s": time.perf_counter() - started}}))
+one = time.perf_counter() - started
+# as the flow runs them: one batch per runtime.max_workers, on threads of one process (the kernels release the GIL)
+batches = replica_batches({replicas}, config.runtime.max_workers)
+started = time.perf_counter()
+with ThreadPoolExecutor(max_workers=len(batches)) as pool:
+    list(pool.map(lambda b: simulate_batch(inputs, b, band), batches))
+print(json.dumps({{"replicas_s": one, "replicas_threads_s": time.perf_counter() - started,
+                  "threads": len(batches)}}))
 """
 LAYERS = """
 import json, os, resource, sys, time
@@ -163,7 +173,7 @@ def main() -> None:
         ]
         for _ in range(args.rounds):
             r = run(in_process, base)
-            r["replicas_s"] = json.loads(r["stdout"].strip().splitlines()[-1])["replicas_s"]
+            r.update(json.loads(r["stdout"].strip().splitlines()[-1]))
             runs.setdefault("in-process", []).append(r)
             runs.setdefault("cli, kept worker", []).append(run(command, base, ws / ".prefect"))
             own = run(command, {**base, "CAMPAIGN_KEPT_WORKER": "0"}, ws / ".prefect")
@@ -183,6 +193,8 @@ def main() -> None:
         return statistics.median(r[key] for r in runs[name])
 
     reference = med("in-process", "replicas_s")
+    threaded = med("in-process", "replicas_threads_s")
+    threads = int(runs["in-process"][-1]["threads"])
     print(
         f"\ncommit {commit}; {args.replicas} replicas of {Path(args.config).name}; {args.rounds} rounds, medians"
     )
@@ -191,6 +203,10 @@ def main() -> None:
     )
     print("| --- | ---: | ---: | ---: | ---: |")
     print(f"| in-process: the replicas alone (one thread) | {reference:.2f} s | 1.00 | | |")
+    print(
+        f"| in-process: the replicas alone ({threads} threads, as the flow runs them) | {threaded:.2f} s | "
+        f"{threaded / reference:.2f} | | |"
+    )
     print(
         f"| in-process: the whole process | {med('in-process', 'wall_s'):.2f} s | | {med('in-process', 'cpu_s'):.2f} | |"
     )
@@ -205,6 +221,14 @@ def main() -> None:
         for k, p in zip(runs["cli, kept worker"], runs["in-process"], strict=True)
     ]
     print(f"\nkept worker / in-process replicas, per round: {', '.join(f'{x:.2f}' for x in ratios)}")
+    threaded_ratios = [
+        k["wall_s"] / p["replicas_threads_s"]
+        for k, p in zip(runs["cli, kept worker"], runs["in-process"], strict=True)
+    ]
+    print(
+        f"kept worker / in-process replicas on {threads} threads, per round: "
+        f"{', '.join(f'{x:.2f}' for x in threaded_ratios)} (median {statistics.median(threaded_ratios):.2f})"
+    )
     loads = [r["load"] for rows in runs.values() for r in rows]
     print(f"1-minute load before each run: {min(loads):.2f}-{max(loads):.2f} on {os.cpu_count()} cores")
     if layers:
