@@ -30,7 +30,7 @@ ENV_LEARNING_RATE = "CAMPAIGN_REHEARSAL_LEARNING_RATE"  # peak learning rate
 ENV_WARMUP_STEPS = "CAMPAIGN_REHEARSAL_WARMUP_STEPS"
 ENV_EVAL_EVERY = "CAMPAIGN_REHEARSAL_EVAL_EVERY"  # held-out evaluation interval, steps
 ENV_MODEL = "CAMPAIGN_REHEARSAL_MODEL"  # JSON: layers, hidden, heads, kv_heads, ffn_hidden
-ENV_CACHE_DIR = "CAMPAIGN_REHEARSAL_CACHE_DIR"  # a folder shared by every start, for caches
+ENV_CACHE_DIR = "CAMPAIGN_REHEARSAL_CACHE_DIR"  # a folder for caches; the restart of the faulted run gets a fresh, empty one
 
 REQUIRED_ENV = (
     ENV_TRAIN,
