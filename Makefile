@@ -32,10 +32,10 @@ run: $(STAMP)
 	PREFECT_SERVER_ANALYTICS_ENABLED=false $(BIN)/campaign run configs/campaigns/demo.yaml --workspace workspace/demo
 
 # Every tier (unit, reference, flows, e2e; markers in pyproject.toml), the 25 slowest tests listed at the end.
-# Two workers, whole files each (module-scoped workspaces stay in one worker); most flow tests wait on
-# subprocesses and servers, so two workers halve the wall time even on 2 cores.
+# Three workers, whole files each (module-scoped workspaces stay in one worker): most flow and e2e tests wait on
+# subprocesses, servers, browsers and Slurm, so on 2 cores the suite keeps them only about 60 % busy with two.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=25
+	$(BIN)/python -m pytest -q -n 3 --dist loadfile --durations=25
 
 # The fast tiers only: unit and reference (no Prefect flow, no server, no JAX trainer), each Hypothesis property on
 # a quarter of its examples (tests/helpers/examples.py).
