@@ -1,8 +1,10 @@
 """One value per figure on every what-if surface: `campaign simulate` (its text, its JSON, its artifacts, its report)
 and `campaign plan` (the window verdict the schedule gate reaches) agree on ETTR, window utilisation, P(target in
 window), the target-day and completion-day quantiles, lost, released and cost, and the window verdict, for the
-demo, the Llama 3 config and a window that is too short. The executed run's surfaces (report, analysis.json, the
-artifacts, the gate messages, the catalog's view) are held to the same in tests/flows/test_lifecycle.py."""
+demo, the Llama 3 config and a window that is too short. A replica is one history whatever the window, and a
+measured step of another model is refused by every command that plans. The executed run's surfaces (report,
+analysis.json, the artifacts, the gate messages, the catalog's view) are held to the same in
+tests/flows/test_lifecycle.py."""
 
 import json
 from pathlib import Path
@@ -52,3 +54,36 @@ def test_every_whatif_figure_reads_the_same_on_every_surface(case, capsys, tmp_p
         summary = result["summary"]
         assert summary["p_target_in_window"] < 0.9 and summary["window_length"]["verdict"] == "too_short"
         assert plan["fits"] is False and "the window is too short" in plan_text
+
+
+def test_a_replica_is_one_history_whatever_the_window(capsys, tmp_path):
+    """The same seeds in a 2- and a 3-day window: a replica that reaches the target within 2 days in both reaches
+    it at the same time, as simulate's JSON says it (the schedule gate reads the same histories at 1x and 1.5x)."""
+    target_days = []
+    for days in (2, 3):
+        args = ("--replicas", "40", "--seed", "7", "--json", "--set", f"window.days={days}")
+        out = _run(capsys, "simulate", str(DEMO), *args, "--workspace", str(tmp_path / "ws"))
+        target_days.append(json.loads(out)["replica_values"]["target_days"])
+    both = [
+        (a, b)
+        for a, b in zip(*target_days, strict=True)
+        if a is not None and b is not None and max(a, b) <= 2
+    ]
+    assert len(both) >= 30 and all(a == b for a, b in both), both
+
+
+@pytest.mark.parametrize("model", ["mt-nlg-530b", None])
+def test_a_measured_step_of_another_model_is_refused_by_plan_and_simulate(model, capsys, tmp_path):
+    """A measured row of another model, or one that names none, is refused by every command that plans (exit 2,
+    the field named), never taken as this model's step."""
+    row = (
+        "{nodes: 16, layout: {tp: 2, pp: 1, dp: 64, cp: 1}, global_batch_tokens: 2097152, step_time_s: 0.6, "
+        f"source: a pasted run{f', model: {model}' if model else ''}}}"
+    )
+    simulate = ["simulate", str(DEMO), "--replicas", "4", "--workspace", str(tmp_path / "ws")]
+    for command in (["plan", str(DEMO)], simulate):
+        capsys.readouterr()
+        assert main([*command, "--set", f"plan.measured=[{row}]"]) == 2
+        err = capsys.readouterr().err
+        said = "measured on 'mt-nlg-530b', this config plans 'demo-2b'" if model else "name the model the run"
+        assert "plan.measured[0].model" in err and said in err, err
