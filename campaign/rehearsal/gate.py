@@ -109,6 +109,7 @@ def run_rehearsal(
         restore_tolerance=config.restore_tolerance,
         tokens_per_step=config.batch_sequences * config.seq_len,
         batch_sequences=config.batch_sequences,
+        kill_one=config.kill == "one_process",
         extra_env={
             contract.ENV_LEARNING_RATE: repr(config.learning_rate),
             contract.ENV_WARMUP_STEPS: str(config.warmup_steps),

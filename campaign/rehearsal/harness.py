@@ -78,6 +78,7 @@ class HarnessSettings:
     batch_sequences: int = 8  # rows per step: step k trains on rows (k-1) x B .. k x B - 1
     extra_env: dict[str, str] = field(default_factory=dict)  # learning rate, model shape, ...
     python: str = sys.executable
+    kill_one: bool = False  # the fault kills one process of the trainer (a rank), not its whole group
 
 
 @dataclass(frozen=True, slots=True)
@@ -499,6 +500,7 @@ def rehearse(
             kill_when=lambda m: bool(m.checkpoints) and m.last_step >= kill_step,
             registry=workdir / REGISTRY,
             wrap=_isolated(command, [fault_train, heldout], fault_dir / "checkpoints", fault_metrics, cache),
+            kill_one=settings.kill_one,
         )
         ran_past = (
             not first.metrics.problems
@@ -532,6 +534,8 @@ def rehearse(
     if not _check_start(result, first, settings, "faulted run before the kill", expect_exit=False):
         return result
     d["killed_at_step"] = first.metrics.last_step
+    if settings.kill_one:  # said only when asked: the details of a whole-group kill stay as they were
+        d["killed_process"] = first.killed_process
     d["partial_bytes_dropped"] = drop_partial_line(fault_metrics)
     last_checkpoint = max(first.metrics.checkpoints)
     # The restarted process cannot replay what came before its checkpoint: those rows are blank now.

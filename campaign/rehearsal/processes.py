@@ -26,10 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from campaign.rehearsal.contract import MAX_LINE_BYTES, Metrics, parse_or_record
+from campaign.rehearsal.supervisor import descendants, process_table
 
 SUPERVISOR = Path(__file__).with_name("supervisor.py")
 
 POLL_S = 0.02
+ONE_KILLED_GRACE_S = 30.0  # a launcher ends its job within this once one of its ranks was killed
 STOP_WAIT_S = 15.0  # the supervisor's own sweep takes at most 5 s
 STDERR_TAIL_LINES = 15
 
@@ -44,6 +46,7 @@ class Start:
     metrics_start_byte: int
     returncode: int | None = None
     killed_by_harness: bool = False
+    killed_process: str | None = None  # with kill_one: "PID: COMMAND" of the one process the harness killed
     timed_out: bool = False
     launch_error: str | None = None
     wall_s: float = 0.0
@@ -150,6 +153,23 @@ def resolve_command(command: list[str], python: str) -> list[str]:
     return [python, *command[1:]] if command and command[0] == "python" else list(command)
 
 
+def kill_newest_leaf(pid: int) -> str | None:
+    """SIGKILL the newest process at or below `pid` that has no child (one rank under a launcher, or the trainer
+    itself when it is one process); "PID: COMMAND" of it, or None when none was left to kill."""
+    table = process_table()
+    tree = [pid, *descendants(pid, table)]
+    leaves = [p for p in tree if not descendants(p, table)]
+    newest = max(leaves, key=lambda p: (start_time(p) or 0, p), default=None)
+    if newest is None:
+        return None
+    try:
+        command = Path(f"/proc/{newest}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        os.kill(newest, signal.SIGKILL)
+    except (OSError, ProcessLookupError, PermissionError):
+        return None
+    return f"{newest}: {command.strip()[:300]}"
+
+
 def group_members(pgid: int) -> list[int]:
     """Live processes (not zombies) whose process group is `pgid`, read from /proc."""
     members = []
@@ -206,12 +226,15 @@ def run_start(
     registry: Path | None = None,
     on_checkpoint: Callable[[Metrics], None] | None = None,
     wrap: Sequence[str] = (),
+    kill_one: bool = False,
 ) -> Start:
     """Start the trainer, follow its metrics until it exits, `kill_when` says kill, or `deadline` passes.
 
     Whatever happens, the trainer's group and every process below it are killed and reaped before this returns.
     `on_checkpoint` is called each time new checkpoint events have arrived (to look at the checkpoint folder).
-    `wrap` goes before the command (the sandbox, `campaign.rehearsal.sandbox`).
+    `wrap` goes before the command (the sandbox, `campaign.rehearsal.sandbox`). `kill_one`: when `kill_when` says
+    kill, SIGKILL only the newest process of the trainer with no child (one rank under a launcher), then wait up to
+    ONE_KILLED_GRACE_S for the trainer to end by itself, as a launcher ends its job when a rank dies.
     """
     log_dir.mkdir(parents=True, exist_ok=True)
     start_byte = metrics_path.stat().st_size if metrics_path.exists() else 0
@@ -264,6 +287,14 @@ def run_start(
                     break
                 if kill_when is not None and kill_when(tail.metrics):
                     result.killed_by_harness = True
+                    trainer = read_status(status_path).get("trainer_pid")
+                    if kill_one and isinstance(trainer, int):
+                        result.killed_process = kill_newest_leaf(trainer)
+                        ended_by = time.monotonic() + ONE_KILLED_GRACE_S
+                        while proc.poll() is None and time.monotonic() < ended_by:
+                            if read_status(status_path).get("returncode") is not None:
+                                break  # the trainer has ended: the supervisor reaps what is left
+                            time.sleep(POLL_S)
                     break
                 if proc.poll() is not None:
                     break

@@ -90,3 +90,50 @@ def test_one_rank_killed_then_every_rank_restores_the_sharded_checkpoint_exactly
     losses, reference = _losses(folder), _losses(reference_folder)
     assert sorted(losses) == list(range(1, STEPS + 1))
     assert all(value == reference[step][0] for step, values in losses.items() for value in values)
+
+
+def test_the_rehearsal_gate_kills_one_rank_and_sees_every_rank_restore_exactly(tmp_path):
+    """`rehearsal.kill: one_process` with the launcher: the gate's fault is a SIGKILL of one rank, not of the job's
+    process group; the launcher ends the job, and the restart of both ranks resumes from the sharded checkpoint
+    with the uninterrupted run's losses, bit for bit."""
+    from campaign.rehearsal.harness import rehearse
+
+    rng = np.random.default_rng(
+        0
+    )  # a sequence with a rule to learn: the next token is (3 x + 1) mod V, mostly
+    stream = np.empty(STEPS * BATCH * 17 * 2, dtype=np.int64)
+    stream[0] = 0
+    for i in range(1, len(stream)):
+        stream[i] = (3 * stream[i - 1] + 1) % VOCAB if rng.random() < 0.9 else rng.integers(VOCAB)
+    rows = stream.reshape(-1, 17).astype(np.uint32)
+    np.save(tmp_path / "train.npy", rows[: STEPS * BATCH])
+    np.save(tmp_path / "heldout.npy", rows[-12:])
+    settings = HarnessSettings(
+        [sys.executable, "-m", "campaign.rehearsal.launch", "--ranks", "2"],
+        STEPS,
+        3,
+        EVERY,
+        400,
+        0.0,
+        0.0,
+        BATCH * 16,
+        batch_sequences=BATCH,
+        extra_env={
+            "CAMPAIGN_REHEARSAL_MODEL": json.dumps(MODEL),
+            "CAMPAIGN_REHEARSAL_LEARNING_RATE": "0.01",
+            "CAMPAIGN_REHEARSAL_WARMUP_STEPS": "0",
+            "CAMPAIGN_REHEARSAL_EVAL_EVERY": str(EVERY),
+            "CAMPAIGN_DIST_SLOW": f"{os.uname().nodename}=0.3",  # steps slow enough to be killed between checkpoints
+            "PYTHONPATH": str(REPO),
+        },
+        kill_one=True,
+    )
+    result = rehearse(tmp_path / "train.npy", tmp_path / "heldout.npy", VOCAB, settings, tmp_path / "work")
+    assert result.passed, result.problems
+    d = result.details
+    assert "campaign.rehearsal.distributed" in d["killed_process"]  # a rank, not the launcher
+    assert d["resumed_step"] % EVERY == 0 and d["restore_check"].startswith("bit-identical over")
+    manifest = json.loads(
+        next((tmp_path / "work" / "faulted" / "checkpoints").glob("step_*/manifest.json")).read_text()
+    )
+    assert manifest["world"] == 2 and len(manifest["parts"]) == 2

@@ -73,6 +73,12 @@ class RehearsalConfig(Frozen):
     timeout_s: float = Field(
         600, gt=0, le=86_400, description="Seconds all trainer starts together may take."
     )
+    kill: Literal["group", "one_process"] = Field(
+        "group",
+        description="What the faulted run's fault kills: the trainer's whole process group, or one process of it "
+        "(the newest process with no child: one rank of a data-parallel trainer under its launcher, e.g. `python "
+        "-m campaign.rehearsal.launch --ranks 2`), whose loss the trainer must turn into the job's end.",
+    )
     command: tuple[str, ...] = Field(
         ("python", "-m", "campaign.rehearsal.trainer"),
         min_length=1,
