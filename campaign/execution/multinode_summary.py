@@ -14,7 +14,6 @@ import itertools
 import statistics
 from collections import Counter
 from dataclasses import replace
-from typing import Any
 
 from campaign import goodput
 from campaign.execution.journal import Journal
@@ -28,8 +27,9 @@ def node_names(journal: Journal) -> list[str]:
     return [str(n) for n in starts[-1].get("names", [])] if starts else []
 
 
-def _detail(event: dict[str, Any], key: str) -> str:
-    for part in str(event["detail"]).split():
+def _detail(detail: object, key: str) -> str:
+    """The `key=value` value of a supervisor's event detail ("" when the detail has none)."""
+    for part in str(detail).split():
         if part.startswith(f"{key}="):
             return part.split("=", 1)[1]
     return ""
@@ -95,15 +95,15 @@ def multinode_summary(
     total = goodput.total_gpu_h(job_nodes, spare_nodes, window_s)
     lost = sum(buckets[k] for k in ("lost_rework", "restart", "waiting"))
     names = node_names(journal)
-    excluded = [_detail(e, "node") for e in journal.kinds("node_excluded")]
+    excluded = [_detail(e["detail"], "node") for e in journal.kinds("node_excluded")]
     swaps = journal.kinds("spare_swap")
     first = journal.kinds("start")[0]["nodes"] if journal.kinds("start") else []
-    worlds = [int(_detail(e, "world") or 0) for e in journal.kinds("start")]
+    worlds = [int(_detail(e["detail"], "world") or 0) for e in journal.kinds("start")]
     failures_by_node = Counter(
         names[e["node"]] for e in journal.kinds("failure") if 0 <= e["node"] < len(names)
     )
     stragglers = [
-        Straggler(_detail(e, "node"), int(_detail(e, "rank") or -1), e["detail"])
+        Straggler(_detail(e["detail"], "node"), int(_detail(e["detail"], "rank") or -1), e["detail"])
         for e in journal.kinds("straggler")
     ]
     recovered = recoveries(journal)
@@ -125,7 +125,7 @@ def multinode_summary(
         spare_nodes=spare_nodes,
         world_size=worlds[-1] if worlds else job_nodes,
         world_sizes=worlds,
-        spares_used=[_detail(e, "node") for e in swaps],
+        spares_used=[_detail(e["detail"], "node") for e in swaps],
         nodes_excluded=excluded,
         spare_wait_s=spare_wait_s,
         elastic=(
