@@ -39,7 +39,7 @@ def main() -> None:
     t, result = _median_s(lambda: simulate(inputs, 1), repeats)
     print(
         f"simulate llama3-405b 54-day window: {t:.3f} s median of {repeats} "
-        f"({len(result.events):,} events, {result.summary['interruptions']['unexpected']} failures, "
+        f"({len(result.events):,} events, {result.summary.interruptions.unexpected} failures, "
         f"interval {plan.checkpoint.interval_s:.0f} s)"
     )
 

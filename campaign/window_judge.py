@@ -58,7 +58,7 @@ def judge_window(config: CampaignConfig, plan: Plan, replicas: int | None = None
         batch = simulate_batch(
             replace(inputs, window_s=horizon_s, rate_uncertainty=uncertain), range(n), band
         )
-        return [s["target_reached_s"] for s in batch]
+        return [s.target_reached_s for s in batch]
 
     judged = completions(window_s)
     pricing = cluster_identity(config.cluster).pricing

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
@@ -96,10 +96,10 @@ def simulate_window(
             commitment.commitment_id,
             replica,
             True,
-            summary["ettr"],
-            summary["tokens_trained"],
-            summary["completed"],
-            summary.get("completion_s"),
+            summary.ettr,
+            summary.tokens_trained,
+            summary.completed,
+            summary.completion_s,
         )
     plan = make_plan(config)
     # Progress as simulated time advances: one Prefect progress artifact, updated every 2%.
@@ -122,9 +122,9 @@ def simulate_window(
         )
 
     result = simulate(window_inputs(config, plan), replica=replica, on_progress=report)
-    summary = result.summary.copy()
-    summary["checkpoint_interval_optimal_s"] = plan.checkpoint.optimal_interval_s
-    summary["plan"] = plan.to_json()
+    summary = replace(
+        result.summary, checkpoint_interval_optimal_s=plan.checkpoint.optimal_interval_s, plan=plan.to_json()
+    )
     # Keyed by commitment: a second window never overwrites the files of the first.
     sim_dir = ws.sim_dir / commitment.commitment_id
     atomic_write_parquet(sim_dir / f"events-{replica}.parquet", _arrow(result.events))
@@ -136,26 +136,26 @@ def simulate_window(
     create_markdown_artifact(
         key=artifact_key(config.name, "execute-summary"),
         markdown=(
-            f"# Window {commitment.commitment_id}\n\n* ETTR **{summary['ettr']:.3f}**\n"
-            f"* tokens trained {tokens_b(summary['tokens_trained'])} of {tokens_b(summary['tokens_target'])}\n"
-            f"* unexpected interruptions {summary['interruptions']['unexpected']}, "
-            f"planned {summary['interruptions']['planned']}\n"
+            f"# Window {commitment.commitment_id}\n\n* ETTR **{summary.ettr:.3f}**\n"
+            f"* tokens trained {tokens_b(summary.tokens_trained)} of {tokens_b(summary.tokens_target)}\n"
+            f"* unexpected interruptions {summary.interruptions.unexpected}, "
+            f"planned {summary.interruptions.planned}\n"
         ),
     )
     get_run_logger().info(
         "window simulated: ETTR %.3f, %.4g tokens, %s unexpected interruptions",
-        summary["ettr"],
-        summary["tokens_trained"],
-        summary["interruptions"]["unexpected"],
+        summary.ettr,
+        summary.tokens_trained,
+        summary.interruptions.unexpected,
     )
     return ExecutionRecord(
         commitment.commitment_id,
         replica,
         False,
-        summary["ettr"],
-        summary["tokens_trained"],
-        summary["completed"],
-        summary.get("completion_s"),
+        summary.ettr,
+        summary.tokens_trained,
+        summary.completed,
+        summary.completion_s,
     )
 
 
@@ -189,7 +189,8 @@ def run_window(
     log = get_run_logger()
     if store.has_replica(ws, commitment.commitment_id, REAL_REPLICA):
         summary = store.replica_summary(ws, commitment.commitment_id, REAL_REPLICA)
-        end = str(summary.get("measured", {}).get("end", ""))
+        measured = summary.measured
+        end = measured.end if measured is not None else ""
         if is_cancelled(end):
             log.warning(
                 "window %s was cancelled (%s); its record is kept and the window is not run again",
@@ -199,13 +200,12 @@ def run_window(
         else:
             log.info("window %s already run for real; reusing its record", commitment.commitment_id)
         store.record_execution(ws, run_id, commitment.commitment_id, REAL_REPLICA, reused=True)
-        measured = summary.get("measured", {})
-        recorded = measured.get("outcome")
+        recorded = measured.outcome if measured is not None else None
         outcome = (
             recorded
             if recorded in (TARGET, SHORT, STOPPED)
             else TARGET
-            if summary["completed"]
+            if summary.completed
             else STOPPED
             if is_cancelled(end)
             else SHORT
@@ -214,14 +214,14 @@ def run_window(
             commitment.commitment_id,
             REAL_REPLICA,
             True,
-            summary["ettr"],
-            summary["tokens_trained"],
-            summary["completed"],
-            summary.get("completion_s"),
+            summary.ettr,
+            summary.tokens_trained,
+            summary.completed,
+            summary.completion_s,
             end,
             outcome,
-            measured.get("final_step"),
-            measured.get("target_step"),
+            measured.final_step if measured is not None else None,
+            measured.target_step if measured is not None else None,
         )
     folder = ws.root / EXECUTION_DIR / commitment.commitment_id
     multi = multinode_settings(config, ws.root, folder) if is_multinode(config) else None
@@ -317,47 +317,47 @@ def _record_real_run(
             max_wall_s=settings.max_wall_s,
         )
     )
-    summary["plan"] = make_plan(config).to_json()
+    summary = replace(summary, plan=make_plan(config).to_json())
     events = journal.frame()
     atomic_write_parquet(folder / "events.parquet", _arrow(events))
     store.record_replica(
         ws, run_id, commitment.commitment_id, REAL_REPLICA, config.seed, summary, events, _no_power()
     )
     store.record_execution(ws, run_id, commitment.commitment_id, REAL_REPLICA, reused=False)
-    m = summary["measured"]
+    m = summary.measured_run()
     create_markdown_artifact(
         key=artifact_key(config.name, "execute-summary"),
         markdown=(
-            f"# Window {commitment.commitment_id}, run for real\n\n* ETTR **{summary['ettr']:.3f}**\n"
-            f"* step {m['final_step']} of {m['target_step']} ({m['end']})\n"
-            f"* failures {summary['interruptions']['unexpected']}: {m['failures_injected']} injected, "
-            f"{m['failures_organic']} organic; restarts {m['restarts']}\n"
+            f"# Window {commitment.commitment_id}, run for real\n\n* ETTR **{summary.ettr:.3f}**\n"
+            f"* step {m.final_step} of {m.target_step} ({m.end})\n"
+            f"* failures {summary.interruptions.unexpected}: {m.failures_injected} injected, "
+            f"{m.failures_organic} organic; restarts {m.restarts}\n"
         ),
     )
-    if is_cancelled(m["end"]):
-        log.warning("window %s: %s", commitment.commitment_id, m["end"])
+    if is_cancelled(m.end):
+        log.warning("window %s: %s", commitment.commitment_id, m.end)
     log.info(
         "window run for real: step %d of %d (%s), ETTR %.3f, %d failures (%d injected), %d restarts",
-        m["final_step"],
-        m["target_step"],
-        m["end"],
-        summary["ettr"],
-        summary["interruptions"]["unexpected"],
-        m["failures_injected"],
-        m["restarts"],
+        m.final_step,
+        m.target_step,
+        m.end,
+        summary.ettr,
+        summary.interruptions.unexpected,
+        m.failures_injected,
+        m.restarts,
     )
     return ExecutionRecord(
         commitment.commitment_id,
         REAL_REPLICA,
         False,
-        summary["ettr"],
-        summary["tokens_trained"],
-        summary["completed"],
-        summary.get("completion_s"),
-        m["end"],
-        m["outcome"],
-        m["final_step"],
-        m["target_step"],
+        summary.ettr,
+        summary.tokens_trained,
+        summary.completed,
+        summary.completion_s,
+        m.end,
+        m.outcome,
+        m.final_step,
+        m.target_step,
     )
 
 

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -37,21 +38,22 @@ from campaign.config import load_config
 from campaign.plan import make_plan
 from campaign.sim import simulate
 from campaign.sim.power import one_second_series, sampled_power
+from campaign.sim.summary import ReplicaSummary
 from campaign.window import window_inputs, with_start
 
 REPO = Path(__file__).resolve().parents[2]
 DAY_S = 86_400
 
 
-def build(root: Path) -> tuple[store.Workspace, dict, np.ndarray]:
+def build(root: Path) -> tuple[store.Workspace, ReplicaSummary, np.ndarray]:
     loaded = load_config(REPO / "configs/campaigns/llama3-405b.yaml")
     # The shipped config books its start (`auto`); a booked start as commit would record it.
     config = with_start(loaded.config, datetime(2027, 1, 4, tzinfo=UTC))
     plan = make_plan(config)
     result = simulate(window_inputs(config, plan), replica=0)
-    summary = dict(result.summary)
-    summary["checkpoint_interval_optimal_s"] = plan.checkpoint.optimal_interval_s
-    summary["plan"] = plan.to_json()
+    summary = replace(
+        result.summary, checkpoint_interval_optimal_s=plan.checkpoint.optimal_interval_s, plan=plan.to_json()
+    )
     ws = store.adopt_workspace(store.Workspace(root), config.name)
     start = config.window.start
     config_json = json.dumps(config.model_dump(mode="json", by_alias=True), sort_keys=True)
@@ -80,7 +82,7 @@ def build(root: Path) -> tuple[store.Workspace, dict, np.ndarray]:
     result.events.to_parquet(root / "events.parquet")
     minute.to_parquet(root / "power-60s.parquet")
     day.to_parquet(root / "power-1s.parquet")
-    (root / "summary.json").write_text(json.dumps(summary, default=str))
+    (root / "summary.json").write_text(json.dumps(summary.to_json(), default=str))
     return ws, summary, second
 
 
@@ -215,8 +217,8 @@ def main() -> None:
         t0 = time.perf_counter()
         ws, summary, second = build(root / "ws")
         print(
-            f"built the catalog in {time.perf_counter() - t0:.1f} s: {summary['gpus']:,} GPUs, "
-            f"{summary['window_s'] / DAY_S:.0f} days, {summary['interruptions']['unexpected']} unexpected "
+            f"built the catalog in {time.perf_counter() - t0:.1f} s: {summary.gpus:,} GPUs, "
+            f"{summary.window_s / DAY_S:.0f} days, {summary.interruptions.unexpected} unexpected "
             "interruptions"
         )
         with store.catalog(ws, read_only=True) as con:

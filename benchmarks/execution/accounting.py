@@ -105,16 +105,16 @@ def run_case(root: Path, steps: int, step_s: float, injections, trainer, extra) 
     journal = supervise(settings, folder)
     summary = measured_summary(journal, steps, TOKENS, EVERY, 3, 2.0)
     own = own_accounting(root / "log.jsonl", steps)
-    m = summary["measured"]
+    m = summary.measured_run()
     return {
-        "ettr": summary["ettr"],
+        "ettr": summary.ettr,
         "own_ettr": own["ettr"],
-        "final": m["final_step"],
+        "final": m.final_step,
         "own_final": own["final_step"],
-        "again": m["steps_trained_again"],
-        "expected": m["rework_steps_expected"],
+        "again": m.steps_trained_again,
+        "expected": m.rework_steps_expected,
         "own_again": own["trained_again"],
-        "wall": summary["window_s"],
+        "wall": summary.window_s,
         "own_wall": own["wall_s"],
         "outcome": outcome(journal),
         "excluded": len(journal.kinds("node_excluded")),

@@ -22,4 +22,4 @@ print(
     "summary",
     repr(s["power_mw"]["max_ramp_mw_per_s"]),
 )
-print("fast summary", repr(simulate_summary(x, 0)["power_mw"]["max_ramp_mw_per_s"]), time.time() - t)
+print("fast summary", repr(simulate_summary(x, 0).power_mw["max_ramp_mw_per_s"]), time.time() - t)

@@ -38,8 +38,8 @@ for r in range(n):
     draw_arrivals(inputs, r)
 draws = time.perf_counter() - w
 print(json.dumps({"wall": wall / n, "cpu": cpu / n, "draws": draws / n,
-                  "failures": sum(s["interruptions"]["unexpected"] for s in summaries) / n,
-                  "ettr": sum(s["ettr"] for s in summaries) / n}))
+                  "failures": sum(s.interruptions.unexpected for s in summaries) / n,
+                  "ettr": sum(s.ettr for s in summaries) / n}))
 """
 
 

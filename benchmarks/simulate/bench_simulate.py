@@ -78,9 +78,9 @@ def run_campaign(inputs, replicas: int) -> dict:
     wall = time.perf_counter() - started
     return {
         "s_per_replica": wall / replicas,
-        "interruptions_unexpected": float(np.mean([r["interruptions"]["unexpected"] for r in runs])),
-        "interruptions_planned": float(np.mean([r["interruptions"]["planned"] for r in runs])),
-        "ettr": float(np.mean([r["ettr"] for r in runs])),
+        "interruptions_unexpected": float(np.mean([r.interruptions.unexpected for r in runs])),
+        "interruptions_planned": float(np.mean([r.interruptions.planned for r in runs])),
+        "ettr": float(np.mean([r.ettr for r in runs])),
     }
 
 

@@ -51,13 +51,14 @@ from campaign.analysis.workspace import (  # noqa: F401 - where the analysis imp
     open_read_only,
 )
 from campaign.figures import num, when_in_window
+from campaign.sim.summary import ReplicaSummary
 from campaign.sql.rows import one_row, rows
 
 if TYPE_CHECKING:  # the simulator package imports its compiled kernels: not needed to read a summary
     import pandas as pd
 
     from campaign.calendar.report_records import ReleasedCapacity
-    from campaign.sim.summary import ReplicaSummary
+    from campaign.sim.summary import MeasuredRun
 
 LOST_KEYS = goodput.LOST_KEYS
 DEFINITIONS = {
@@ -94,15 +95,15 @@ def analyse_window(
         "data_digest, config_json FROM executed_window",
     )
     commitment_id, replica = window["commitment_id"], window["replica"]
-    summary = json.loads(window["summary"])
+    summary = ReplicaSummary.from_json(json.loads(window["summary"]))
     config = RecordedConfig.from_json(window["config_json"])
     events = con.execute(
         "SELECT t_s, kind, category, scope, node, tokens_trained, detail FROM window_events ORDER BY event_id"
     ).df()
     power = power_figures(con, commitment_id, replica)
     figures = window_figures(summary, events, config, power)
-    booked = WindowSpan(str(window["window_start"]), str(window["window_end"]), summary["window_s"] / 3600.0)
-    measured = summary.get("measured")
+    booked = WindowSpan(str(window["window_start"]), str(window["window_end"]), summary.window_s / 3600.0)
+    measured = summary.measured
     result = WindowAnalysis(
         figures=figures,
         commitment_id=commitment_id,
@@ -123,14 +124,14 @@ def analyse_window(
     )
     if measured is not None:
         # the run's own start and length; the booked window beside it (a real run need not run inside it)
-        started = measured.get("started_at")
+        started = measured.started_at
         if started:
             result = replace(
                 result,
                 window=WindowSpan(
                     started,
-                    _plus_seconds(started, summary["window_s"]),
-                    summary["window_s"] / 3600.0,
+                    _plus_seconds(started, summary.window_s),
+                    summary.window_s / 3600.0,
                     {"start": booked.start, "end": booked.end},
                 ),
             )
@@ -140,10 +141,10 @@ def analyse_window(
     return with_recommendations(result)
 
 
-def as_measured(result: WindowAnalysis, measured: dict[str, Any]) -> WindowAnalysis:
+def as_measured(result: WindowAnalysis, measured: MeasuredRun) -> WindowAnalysis:
     """The analysis of a run measured for real: its measured summary, and its interruptions split into those
     injected on purpose and the organic rest."""
-    injected = measured.get("injected_by_category", {})
+    injected = measured.injected_by_category
     counts = result.figures.interruptions
     interruptions = replace(
         counts,
@@ -173,7 +174,7 @@ def with_recommendations(result: WindowAnalysis) -> WindowAnalysis:
     """The analysis with the advice its figures support (computed again when a section it reads changed)."""
     advice = recommendations(
         result.figures,
-        is_measured=bool(result.measured),
+        is_measured=result.measured is not None,
         is_simulated=result.simulated,
         smoothing_effect=result.smoothing_effect,
     )
@@ -198,16 +199,16 @@ def simulation_note(replica: int, seed: int) -> str:
 
 def measured_note(summary: ReplicaSummary) -> str:
     """What a measured report shows: a real run, its times measured, its failures real (some injected)."""
-    m = summary["measured"]
-    if m.get("source"):
+    m = summary.measured_run()
+    if m.source:
         return (
-            f"a run campaign did not launch, read from its metrics file {m['source']['metrics']} (incidents: "
-            f"{m['source']['incidents'] or 'none given'}), started {m['started_at']}: its steps, checkpoints and "
+            f"a run campaign did not launch, read from its metrics file {m.source.metrics} (incidents: "
+            f"{m.source.incidents or 'none given'}), started {m.started_at}: its steps, checkpoints and "
             "restarts are measured, each restart a failure; power is not metered"
         )
     return (
-        f"a real run of the trainer under campaign's supervisor, started {m['started_at']}: its steps, "
-        f"checkpoints, failures ({m['failures_injected']} injected on purpose, {m['failures_organic']} organic) "
+        f"a real run of the trainer under campaign's supervisor, started {m.started_at}: its steps, "
+        f"checkpoints, failures ({m.failures_injected} injected on purpose, {m.failures_organic} organic) "
         "and restarts are measured, with the run's own wall time as its window; power is not metered"
     )
 
@@ -227,10 +228,10 @@ def released_early(
     from campaign.calendar.catalog import cluster_identity
     from campaign.calendar.gaps import Pricing, released_capacity, released_seconds
 
-    released_s = released_seconds(float(summary["window_s"]), summary.get("completion_s"))
+    released_s = released_seconds(float(summary.window_s), summary.completion_s)
     cluster = config.cluster if config is not None else None
     if cluster is None:  # no config, or a partial record (not one commit wrote): priced by its GPU-hours
-        gpus = int(summary["gpus"]) + int(summary["spare_gpus"])
+        gpus = int(summary.gpus) + int(summary.spare_gpus)
         return released_capacity(released_s, gpus, Pricing(1, gpu_hour_usd, 0.0, 0.0))
     return released_capacity(released_s, cluster.booked_nodes, cluster_identity(cluster).pricing)
 
@@ -242,14 +243,14 @@ def window_figures(
     power: dict[str, float] | None = None,
 ) -> WindowFigures:
     """Every figure of one window from its summary and event log (and the committed config, when recorded)."""
-    gpus, spare_gpus, window_s = int(summary["gpus"]), int(summary["spare_gpus"]), float(summary["window_s"])
-    completion_s = summary.get("completion_s")
-    target_s = summary.get("target_reached_s")
+    gpus, spare_gpus, window_s = int(summary.gpus), int(summary.spare_gpus), float(summary.window_s)
+    completion_s = summary.completion_s
+    target_s = summary.target_reached_s
     wall_s = goodput.job_wall_s(window_s, completion_s)
-    job_s = summary["job_time_s"]
+    job_s = summary.job_time_s
     buckets = goodput.goodput_buckets_gpu_h(job_s, gpus, spare_gpus, window_s, completion_s)
     total_gpu_h = goodput.total_gpu_h(gpus, spare_gpus, window_s)
-    gpu_hour_usd = goodput.gpu_hour_usd(summary["cost_usd"]["compute"], gpus, spare_gpus, window_s)
+    gpu_hour_usd = goodput.gpu_hour_usd(summary.cost_usd["compute"], gpus, spare_gpus, window_s)
     released = released_early(summary, config, gpu_hour_usd)
 
     failures = events[events["kind"] == "failure"]
@@ -258,8 +259,8 @@ def window_figures(
     n_planned = int((events["kind"] == "planned_start").sum())
     wall_h = wall_s / 3600.0
     observed_mtbf_h = wall_h / n_unexpected if n_unexpected else None
-    plan = summary.get("plan") or {}
-    one_second = summary.get("power_mw") or {}
+    plan = summary.plan or {}
+    one_second = summary.power_mw
     power = power or {}
     checkpoint = checkpoint_section(summary, buckets, observed_mtbf_h, gpu_hour_usd)
     return WindowFigures(
@@ -290,8 +291,8 @@ def window_figures(
         observed_job_mtbf_h=observed_mtbf_h,
         planned_job_mtbf_h=plan.get("job_mtbf_h"),
         checkpoint_interval_s=CheckpointIntervals(
-            used=float(summary["checkpoint_interval_s"]),
-            optimal=summary.get("checkpoint_interval_optimal_s"),
+            used=float(summary.checkpoint_interval_s),
+            optimal=summary.checkpoint_interval_optimal_s,
             optimal_for_observed_mtbf=checkpoint.optimal_for_observed_mtbf_s,
         ),
         checkpoint=checkpoint,
@@ -303,14 +304,12 @@ def window_figures(
             max_ramp_mw_per_s=one_second.get("max_ramp_mw_per_s", power.get("max_sampled_ramp_mw_per_s")),
             job_start_swing=one_second.get("job_start_swing"),
         ),
-        energy_mwh=summary.get("energy_mwh", power.get("energy_mwh_sampled")),
+        energy_mwh=summary.energy_mwh,
         gpu_hour_usd=gpu_hour_usd,
-        energy_usd_per_mwh=(
-            summary["cost_usd"]["energy"] / summary["energy_mwh"] if summary.get("energy_mwh") else 0.0
-        ),
+        energy_usd_per_mwh=(summary.cost_usd["energy"] / summary.energy_mwh if summary.energy_mwh else 0.0),
         cost_usd=CostFigures(
-            compute=summary["cost_usd"]["compute"],
-            energy=summary["cost_usd"]["energy"],
+            compute=summary.cost_usd["compute"],
+            energy=summary.cost_usd["energy"],
             lost=goodput.lost_usd(buckets, gpu_hour_usd),
             lost_by_bucket={k: buckets[k] * gpu_hour_usd for k in LOST_KEYS},
             checkpoint=buckets["checkpoint"] * gpu_hour_usd,
@@ -320,9 +319,9 @@ def window_figures(
         ),
         released_early_h=released.hours,
         released_early=released,
-        tokens_trained=summary["tokens_trained"],
-        tokens_target=summary["tokens_target"],
-        completed=bool(summary["completed"]),
+        tokens_trained=summary.tokens_trained,
+        tokens_target=summary.tokens_target,
+        completed=bool(summary.completed),
         completion_days=completion_s / 86400.0 if completion_s else None,
         # When the committed tokens reached the target (a snapshot window trains on past it; never "completes").
         target_days=target_s / 86400.0 if target_s is not None else None,
@@ -368,19 +367,19 @@ def checkpoint_section(
     summary: ReplicaSummary, buckets: dict[str, float], observed_mtbf_h: float | None, gpu_hour_usd: float
 ) -> CheckpointSection:
     """The interval used against Daly's optimum for the MTBF the window showed, and what the difference cost."""
-    used = float(summary["checkpoint_interval_s"])
-    ckpt = (summary.get("plan") or {}).get("checkpoint") or {}
+    used = float(summary.checkpoint_interval_s)
+    ckpt = (summary.plan or {}).get("checkpoint") or {}
     # A measured run's own checkpoint write time, not the plan's (the plan is the full-scale job).
-    write_s = (summary.get("measured") or {}).get("checkpoint_write_s") or ckpt.get("write_s")
-    gpus = int(summary["gpus"])
-    n_fail = summary.get("interruptions", {}).get("unexpected") or 0
-    out = CheckpointSection(used_s=used, write_s=write_s, n_checkpoints=summary.get("n_checkpoints"))
+    write_s = (summary.measured.checkpoint_write_s if summary.measured else None) or ckpt.get("write_s")
+    gpus = int(summary.gpus)
+    n_fail = summary.interruptions.unexpected
+    out = CheckpointSection(used_s=used, write_s=write_s, n_checkpoints=summary.n_checkpoints)
     if not write_s or not used > 0 or observed_mtbf_h is None or n_fail == 0:
         return out
     mtbf_s = observed_mtbf_h * 3600.0
     restart_s = buckets["restart"] * 3600.0 / gpus / n_fail
     best = optimal_interval_s(write_s, mtbf_s)
-    productive_s = float(summary["job_time_s"]["productive"])
+    productive_s = float(summary.job_time_s["productive"])
     extra_s = productive_s * (
         checkpoint_overhead(used, write_s, restart_s, mtbf_s)
         - checkpoint_overhead(best, write_s, restart_s, mtbf_s)
@@ -405,12 +404,12 @@ def spares_section(
     waits = events[events["kind"] == "waiting_start"]["detail"].fillna("")
     short = [int(d.split("slots_without_node=")[1].split()[0]) for d in waits if "slots_without_node=" in d]
     gpus_per_node = config.gpus_per_node if config is not None else None
-    spare_nodes = summary["spare_gpus"] // gpus_per_node if gpus_per_node else None
+    spare_nodes = summary.spare_gpus // gpus_per_node if gpus_per_node else None
     n_exhausted = int((events["kind"] == "spares_exhausted").sum())
     more = max(short) if short else 0
-    window_h = float(summary["window_s"]) / 3600.0
+    window_h = float(summary.window_s) / 3600.0
     wait_spare_s = _spans_s(events, "waiting_start", "waiting_end")
-    wait_spare_gpu_h = wait_spare_s * int(summary["gpus"]) / 3600.0
+    wait_spare_gpu_h = wait_spare_s * int(summary.gpus) / 3600.0
     cost_more = more * gpus_per_node * window_h * gpu_hour_usd if gpus_per_node else None
     saving = wait_spare_gpu_h * gpu_hour_usd
     return SparesSection(

@@ -85,38 +85,38 @@ def run_as_executed(
     summary: ReplicaSummary, events: pd.DataFrame, config: RecordedConfig | None
 ) -> RunAsExecuted | str:
     """The run as executed, from its measured summary, events and config; or why it cannot be simulated."""
-    m = summary["measured"]
-    step_s = m.get("median_step_s")
-    target_step = int(m.get("target_step") or 0)
+    m = summary.measured_run()
+    step_s = m.median_step_s
+    target_step = int(m.target_step or 0)
     if not step_s or step_s <= 0 or target_step <= 0:
         return "the run has fewer than two steps in one start: no step time to simulate it with"
-    tokens_per_step = max(1, round(float(summary["tokens_target"]) / target_step))
+    tokens_per_step = max(1, round(float(summary.tokens_target) / target_step))
     # The replicas train at the median step; a slow step the run kept (the compile after a restore: seconds where a
     # step takes a tenth) is productive time in its ETTR, so that time beyond the pace is added to every replica as
     # productive time (never less than none: a run read from its files starts at its first line, whose step then
     # counts no time). Priced into every step, it would make the replicas' rework as slow as the compile.
-    kept_steps = float(summary["tokens_trained"]) / tokens_per_step
-    slow_steps_s = max(0.0, float(summary["job_time_s"]["productive"]) - kept_steps * float(step_s))
-    every = int(m.get("checkpoint_every_steps") or 0)
-    write_s = float(m.get("checkpoint_write_s") or 0.0)
-    interval_s = every * step_s if every else max(float(summary["checkpoint_interval_s"]) - write_s, step_s)
+    kept_steps = float(summary.tokens_trained) / tokens_per_step
+    slow_steps_s = max(0.0, float(summary.job_time_s["productive"]) - kept_steps * float(step_s))
+    every = int(m.checkpoint_every_steps or 0)
+    write_s = float(m.checkpoint_write_s or 0.0)
+    interval_s = every * step_s if every else max(float(summary.checkpoint_interval_s) - write_s, step_s)
     failures = events[events["kind"] == "failure"].sort_values("t_s")
     detected = events[events["kind"] == "detected"].sort_values("t_s")
     n = len(failures)
-    startup_s = float(m.get("startup_s") or 0.0)
+    startup_s = float(m.startup_s or 0.0)
     detect_s = (
         statistics.fmean(max(0.0, d - f) for f, d in zip(failures["t_s"], detected["t_s"], strict=False))
         if n and len(detected)
         else 0.0
     )
-    recovery_s = (float(summary["job_time_s"]["restart"]) - startup_s) / n if n else 0.0
+    recovery_s = (float(summary.job_time_s["restart"]) - startup_s) / n if n else 0.0
     restart_s = max(0.0, recovery_s - detect_s)
-    window_s = float(m.get("max_wall_s") or summary["window_s"])
+    window_s = float(m.max_wall_s or summary.window_s)
     job_nodes, spare_nodes, worlds = run_scale(events)
-    organic, source = _organic(config, failures, float(summary["window_s"]), job_nodes)
+    organic, source = _organic(config, failures, float(summary.window_s), job_nodes)
     if n:  # this run's own detection and restart, not the full-scale cluster's
         organic = [c.model_copy(update={"detect_s": detect_s, "restart_s": restart_s}) for c in organic]
-    injected = int(m.get("failures_injected") or 0)
+    injected = int(m.failures_injected or 0)
     if injected:
         organic_per_s = sum(c.job_rate_per_hour(job_nodes, 1) for c in organic) / 3600.0
         rate_per_s = injected_rate_per_s(
@@ -124,15 +124,15 @@ def run_as_executed(
         )
         organic += injected_categories(events, rate_per_s, injected, detect_s, restart_s)
     # priced as the summary prices the run: its job and spare GPUs over its window
-    gpus = max(1, int(summary["gpus"])) + int(summary.get("spare_gpus") or 0)
-    total_gpu_h = gpus * float(summary["window_s"]) / 3600.0
+    gpus = max(1, int(summary.gpus)) + int(summary.spare_gpus or 0)
+    total_gpu_h = gpus * float(summary.window_s) / 3600.0
     return RunAsExecuted(
         job_nodes=job_nodes,
         spare_nodes=spare_nodes,
         world_sizes=worlds,
         step_time_s=float(step_s),
         tokens_per_step=tokens_per_step,
-        target_tokens=float(summary["tokens_target"]),
+        target_tokens=float(summary.tokens_target),
         checkpoint_interval_s=float(interval_s),
         checkpoint_write_s=write_s,
         window_s=max(
@@ -145,8 +145,8 @@ def run_as_executed(
         detect_s=detect_s,
         restart_s=restart_s,
         failures=tuple(organic),
-        gpu_hour_usd=float(summary["cost_usd"]["compute"]) / total_gpu_h if total_gpu_h else 0.0,
-        seed=int(summary.get("seed") or 0),
+        gpu_hour_usd=float(summary.cost_usd["compute"]) / total_gpu_h if total_gpu_h else 0.0,
+        seed=int(summary.seed or 0),
         organic_source=source,
     )
 
@@ -312,14 +312,14 @@ def replica_figures(summaries: list[ReplicaSummary], run: RunAsExecuted) -> dict
     at once and ends it with its last checkpoint: their hours on every job node are lost GPU-hours) and its slow
     steps' time beyond the pace (productive)."""
     startup_h = run.unsimulated_s / 3600.0 * run.job_nodes
-    productive = np.array([s["job_time_s"]["productive"] for s in summaries], dtype=float) + run.slow_steps_s
-    wall = np.array([s["job_wall_s"] for s in summaries], dtype=float) + run.unsimulated_s + run.slow_steps_s
+    productive = np.array([s.job_time_s["productive"] for s in summaries], dtype=float) + run.slow_steps_s
+    wall = np.array([s.job_wall_s for s in summaries], dtype=float) + run.unsimulated_s + run.slow_steps_s
     return {
         "ettr": np.divide(productive, wall, out=np.zeros_like(wall), where=wall > 0),
-        "tokens_trained": np.array([s["tokens_trained"] for s in summaries], dtype=float),
-        "interruptions": np.array([s["interruptions"]["unexpected"] for s in summaries], dtype=float),
+        "tokens_trained": np.array([s.tokens_trained for s in summaries], dtype=float),
+        "interruptions": np.array([s.interruptions.unexpected for s in summaries], dtype=float),
         "lost_gpu_h": np.array(
-            [math.fsum(s["goodput_breakdown_gpu_h"][k] for k in LOST_KEYS) + startup_h for s in summaries]
+            [math.fsum(s.goodput_breakdown_gpu_h[k] for k in LOST_KEYS) + startup_h for s in summaries]
         ),
     }
 
@@ -392,10 +392,10 @@ def replica_band(
     prepared = compiled_inputs(inputs)
     per_replica = replica_figures([simulate_summary(inputs, r, prepared) for r in range(replicas)], run)
     real = {
-        "ettr": float(summary["ettr"]),
-        "tokens_trained": float(summary["tokens_trained"]),
-        "interruptions": float(summary["interruptions"]["unexpected"]),
-        "lost_gpu_h": math.fsum(float(summary["goodput_breakdown_gpu_h"][k]) for k in LOST_KEYS),
+        "ettr": float(summary.ettr),
+        "tokens_trained": float(summary.tokens_trained),
+        "interruptions": float(summary.interruptions.unexpected),
+        "lost_gpu_h": math.fsum(float(summary.goodput_breakdown_gpu_h[k]) for k in LOST_KEYS),
     }
     plan = plan_expectation(run)
     same, conditioned = conditioned_on_failures(per_replica["interruptions"], real["interruptions"])
@@ -431,7 +431,7 @@ def replica_band(
         n_judged=sum(r.is_inside is not None for r in rows),
         conditioned_on=conditioned,
         # a run stopped before its end (cancelled) is set beside replicas that run to theirs: read it so
-        cancelled=str(summary["measured"].get("end") or "").startswith("cancelled"),
+        cancelled=str(summary.measured_run().end or "").startswith("cancelled"),
         model=BandModel(
             job_nodes=run.job_nodes,
             spare_nodes=run.spare_nodes,

@@ -36,7 +36,7 @@ def rebuild_one_second(
     except Exception as exc:  # a report without the zoom beats no report; the reason is shown
         return None, f"the committed config could not be simulated again ({type(exc).__name__}: {exc})"
     same = (
-        math.isclose(result.summary["tokens_trained"], summary["tokens_trained"], rel_tol=1e-12, abs_tol=1e-6)
+        math.isclose(result.summary.tokens_trained, summary.tokens_trained, rel_tol=1e-12, abs_tol=1e-6)
         and len(result.events) == n_events
     )
     if not same or result.power_curve is None:
@@ -93,16 +93,14 @@ def smoothing_effect(
         return None
     plain = config.model_copy(update={"plan": config.plan.model_copy(update={"power_smoothing": None})})
     without = simulate(window_inputs(plain, make_plan(plain)), replica=replica).summary
-    on, off = summary["power_mw"], without["power_mw"]
+    on, off = summary.power_mw, without.power_mw
     return SmoothingEffect(
-        energy_mwh=WithWithout(summary["energy_mwh"], without["energy_mwh"]),
-        extra_energy_mwh=summary["energy_mwh"] - without["energy_mwh"],
+        energy_mwh=WithWithout(summary.energy_mwh, without.energy_mwh),
+        extra_energy_mwh=summary.energy_mwh - without.energy_mwh,
         max_ramp_mw_per_s=WithWithout(on["max_ramp_mw_per_s"], off["max_ramp_mw_per_s"]),
         swing_mw=WithWithout(on["peak"] - on["min"], off["peak"] - off["min"]),
-        tokens_trained=WithWithout(summary["tokens_trained"], without["tokens_trained"]),
-        completion_days=FinishWithWithout(
-            *(completion_days(s.get("completion_s")) for s in (summary, without))
-        ),
+        tokens_trained=WithWithout(summary.tokens_trained, without.tokens_trained),
+        completion_days=FinishWithWithout(*(completion_days(s.completion_s) for s in (summary, without))),
     )
 
 

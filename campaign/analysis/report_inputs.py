@@ -15,12 +15,12 @@ import pandas as pd
 
 from campaign.analysis.analysis import analyse_window, query, with_recommendations
 from campaign.analysis.power_detail import rebuild_one_second, smoothing_effect
+from campaign.sim.summary import ReplicaSummary
 from campaign.sql.rows import one_row
 from campaign.store import Workspace, catalog
 
-if TYPE_CHECKING:  # the simulator package imports its compiled kernels: not needed to read a summary
+if TYPE_CHECKING:
     from campaign.analysis.result import WindowAnalysis
-    from campaign.sim.summary import ReplicaSummary
 
 # The power band is drawn with this many bins across the window (about one per horizontal pixel of the figure);
 # each bin holds the min, mean and max of the per-minute means inside it.
@@ -57,8 +57,9 @@ def gather_report_inputs(ws: Workspace) -> ReportInputs:
         result = analyse_window(con, str(ws.catalog_path), ws.data_dir)
         events = con.execute("SELECT * FROM window_events ORDER BY event_id").df()
         window = one_row(con, "SELECT config_json, summary FROM executed_window")
-        config_json, summary = window["config_json"], json.loads(window["summary"])
-        band = power_band(con, result.commitment_id, result.replica, float(summary["window_s"]))
+        config_json = window["config_json"]
+        summary = ReplicaSummary.from_json(json.loads(window["summary"]))
+        band = power_band(con, result.commitment_id, result.replica, float(summary.window_s))
     one_second, note = rebuild_one_second(config_json, result.replica, summary, len(events))
     if note == "":  # the committed config simulates the recorded window again: ask what smoothing changed
         effect = smoothing_effect(config_json, result.replica, summary)

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
     from campaign.calendar.report_records import ReleasedCapacity
     from campaign.failures.fit import FittedRate
+    from campaign.sim.summary import MeasuredRun
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,7 +340,7 @@ class WindowAnalysis(JsonRecord):
     plan_expected_ettr: float | None
     plan_expected_ettr_basis: str | None
     recommendations: list[dict[str, str]] = field(default_factory=list)
-    measured: Mapping[str, object] | None = None  # the measured-run summary (campaign.execution.measured)
+    measured: MeasuredRun | None = None  # the measured-run summary's section (campaign.execution.measured)
     band: Band | BandNotSimulated | None = None
     smoothing_compared: bool = False
     smoothing_effect: SmoothingEffect | None = None
@@ -363,7 +364,7 @@ class WindowAnalysis(JsonRecord):
             gates=[g.to_json() for g in self.gates],
         )
         if self.measured is not None:
-            out["measured"] = self.measured
+            out["measured"] = self.measured.to_json()
         if self.band is not None:
             out["band"] = self.band.to_json()
         out.update(

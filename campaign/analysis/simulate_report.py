@@ -72,13 +72,13 @@ def replica_values(summaries: Sequence[ReplicaSummary]) -> ReplicaValues | None:
     if len(summaries) > MAX_REPLICA_VALUES:
         return None
     return ReplicaValues(
-        ettr=[float(s["ettr"]) for s in summaries],
-        window_utilisation=[float(s["window_utilisation"]) for s in summaries],
-        completion_days=[c / DAY_S if (c := s.get("completion_s")) is not None else None for s in summaries],
-        target_days=[t / DAY_S if (t := s.get("target_reached_s")) is not None else None for s in summaries],
-        interruptions_unexpected=[int(s["interruptions"]["unexpected"]) for s in summaries],
-        interruptions_planned=[int(s["interruptions"]["planned"]) for s in summaries],
-        tokens_trained=[float(s["tokens_trained"]) for s in summaries],
+        ettr=[float(s.ettr) for s in summaries],
+        window_utilisation=[float(s.window_utilisation) for s in summaries],
+        completion_days=[c / DAY_S if (c := s.completion_s) is not None else None for s in summaries],
+        target_days=[t / DAY_S if (t := s.target_reached_s) is not None else None for s in summaries],
+        interruptions_unexpected=[int(s.interruptions.unexpected) for s in summaries],
+        interruptions_planned=[int(s.interruptions.planned) for s in summaries],
+        tokens_trained=[float(s.tokens_trained) for s in summaries],
     )
 
 
@@ -117,7 +117,7 @@ def finish_probability(values: ReplicaValues, window_days: float) -> FinishProba
 def completion_interval(summaries: Sequence[ReplicaSummary]) -> list[float]:
     """The 95% Wilson interval of P(finish inside the window): of completing, not of reaching the target (a
     snapshot window reaches its target but never completes)."""
-    lo, hi = wilson_interval(sum(1 for s in summaries if s["completed"]), len(summaries))
+    lo, hi = wilson_interval(sum(1 for s in summaries if s.completed), len(summaries))
     return [lo, hi]
 
 

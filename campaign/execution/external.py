@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -225,25 +226,24 @@ def external_report_inputs(metrics: Path, incidents: Path | None, gpu_hour_usd: 
     from campaign.analysis.report_inputs import ReportInputs
     from campaign.analysis.result import DataSection, WindowAnalysis, WindowSpan
     from campaign.execution.measured import measured_summary
+    from campaign.sim.summary import RunSource
 
     rows = read_timed_metrics(metrics)
     journal, final, tokens = journal_from_metrics(rows, read_incidents(incidents) if incidents else None)
     ckpts = sorted({e["step"] for e in journal.kinds("checkpoint_end")})
     every = int(statistics.median(np.diff(ckpts))) if len(ckpts) > 1 else 0
     summary = measured_summary(journal, final, tokens, every, 0, gpu_hour_usd)
-    summary["measured"]["source"] = {
-        "metrics": str(metrics),
-        "incidents": str(incidents) if incidents else None,
-    }
+    source = RunSource(str(metrics), str(incidents) if incidents else None)
+    summary = replace(summary, measured=replace(summary.measured_run(), source=source))
     events = journal.frame()
     figures = window_figures(summary, events, None, None)
-    start = summary["measured"]["started_at"]
+    start = summary.measured_run().started_at or ""  # always set: the first line's time
     result = WindowAnalysis(
         figures=figures,
         commitment_id="external",
         replica=-1,
         seed=0,
-        window=WindowSpan(start, _iso(rows, summary["window_s"]), summary["window_s"] / 3600.0),
+        window=WindowSpan(start, _iso(rows, summary.window_s), summary.window_s / 3600.0),
         simulated=False,
         title="Measured run report",
         simulation_note=measured_note(summary),
@@ -254,7 +254,7 @@ def external_report_inputs(metrics: Path, incidents: Path | None, gpu_hour_usd: 
         plan_expected_ettr=None,
         plan_expected_ettr_basis=None,
     )
-    result = with_band(as_measured(result, summary["measured"]), replica_band(summary, events, None))
+    result = with_band(as_measured(result, summary.measured_run()), replica_band(summary, events, None))
     result = with_recommendations(result)
     band = pd.DataFrame({"day": [], "min_mw": [], "mean_mw": [], "max_mw": []})
     return ReportInputs(

@@ -14,14 +14,12 @@ import itertools
 import statistics
 from collections import Counter
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from campaign import goodput
 from campaign.execution.journal import Journal
 from campaign.execution.policy import outcome as outcome_of
-
-if TYPE_CHECKING:  # the simulator package imports its compiled kernels: not needed to write a summary
-    from campaign.sim.summary import ReplicaSummary
+from campaign.sim.summary import Interruptions, MeasuredRun, ReplicaSummary
 
 MEASURED_GPUS = 1  # a real run on this machine is one process slot; its GPU-hours are slot-hours
 
@@ -103,7 +101,7 @@ def measured_summary(
     injected_kinds: dict[str, str] | None = None,
     max_wall_s: float | None = None,
 ) -> ReplicaSummary:
-    """The ReplicaSummary of a real run (`replica` -1: measured, not simulated), with a `measured` section:
+    """The ReplicaSummary of a real run (`replica` -1: measured, not simulated), with its `measured` section:
     failures injected and organic apart, steps trained twice, the median step and checkpoint write times."""
     job_s, window_s = job_seconds(journal, target_step)
     complete = journal.kinds("job_complete")
@@ -126,63 +124,60 @@ def measured_summary(
     interval_s = (
         statistics.median([b - a for a, b in itertools.pairwise(times)]) if len(times) > 1 else one_interval_s
     )
-    summary: dict[str, Any] = {
-        "replica": -1,
-        "seed": seed,
-        "window_s": window_s,
-        "gpus": gpus,
-        "spare_gpus": 0,
-        "ettr": goodput.ettr(job_s["productive"], wall_s),
-        "window_utilisation": goodput.window_utilisation(buckets["productive"], gpus, 0, window_s),
-        "job_wall_s": wall_s,
-        "goodput_breakdown_gpu_h": buckets,
-        "job_time_s": {**job_s, "released": window_s - wall_s},
-        "interruptions": {"unexpected": len(failures), "planned": 0, "by_category": dict(by_category)},
-        "observed_job_mtbf_h": wall_s / 3600.0 / len(failures) if failures else None,
-        "checkpoint_interval_s": interval_s,
-        "n_checkpoints": len(checkpoints),
-        "n_spares_exhausted": 0,
-        "n_quarantined": 0,
-        "rework_s_per_failure": job_s["lost_rework"] / len(failures) if failures else None,
-        "lost_at_window_end_s": 0.0 if complete else job_s["lost_rework"],
-        "tokens_trained": float(kept_steps * tokens_per_step),
-        "tokens_target": float(target_step * tokens_per_step),
-        "completed": bool(complete),
-        "completion_s": completion_s,
-        "target_reached_s": completion_s,
-        "power_mw": {"peak": 0.0, "mean": 0.0, "min": 0.0, "max_ramp_mw_per_s": 0.0},
-        "energy_mwh": 0.0,
-        "cost_usd": goodput.cost_usd(buckets, gpus, 0, window_s, 0.0, gpu_hour_usd, 0.0),
-        "measured": {
-            "started_at": _iso(journal.events[0].get("started_at")),
-            "target_step": target_step,
-            "checkpoint_every_steps": checkpoint_every,
-            "final_step": kept_steps,
-            "failures_injected": len(injected),
-            "failures_organic": len(failures) - len(injected),
-            "injected_by_category": dict(Counter(e["category"] for e in injected)),
-            "restarts": len(journal.kinds("restart_start")),
-            "excluded_nodes": [e["detail"] for e in journal.kinds("node_excluded")],
-            "checkpoint_fallbacks": [e["detail"] for e in journal.kinds("checkpoint_fallback")],
-            "checkpoints_not_counted": sorted(
-                {e["step"] for e in checkpoints} - {e["step"] for e in counted}
-            ),
-            "outcome": outcome_of(journal),
+    return ReplicaSummary(
+        replica=-1,
+        seed=seed,
+        window_s=window_s,
+        gpus=gpus,
+        spare_gpus=0,
+        ettr=goodput.ettr(job_s["productive"], wall_s),
+        window_utilisation=goodput.window_utilisation(buckets["productive"], gpus, 0, window_s),
+        job_wall_s=wall_s,
+        goodput_breakdown_gpu_h=buckets,
+        job_time_s={**job_s, "released": window_s - wall_s},
+        interruptions=Interruptions(len(failures), 0, dict(by_category)),
+        observed_job_mtbf_h=wall_s / 3600.0 / len(failures) if failures else None,
+        checkpoint_interval_s=interval_s,
+        n_checkpoints=len(checkpoints),
+        n_spares_exhausted=0,
+        n_quarantined=0,
+        rework_s_per_failure=job_s["lost_rework"] / len(failures) if failures else None,
+        lost_at_window_end_s=0.0 if complete else job_s["lost_rework"],
+        tokens_trained=float(kept_steps * tokens_per_step),
+        tokens_target=float(target_step * tokens_per_step),
+        completed=bool(complete),
+        completion_s=completion_s,
+        target_reached_s=completion_s,
+        power_mw={"peak": 0.0, "mean": 0.0, "min": 0.0, "max_ramp_mw_per_s": 0.0},
+        energy_mwh=0.0,
+        cost_usd=goodput.cost_usd(buckets, gpus, 0, window_s, 0.0, gpu_hour_usd, 0.0),
+        measured=MeasuredRun(
+            started_at=_iso(journal.events[0].get("started_at")),
+            target_step=target_step,
+            checkpoint_every_steps=checkpoint_every,
+            final_step=kept_steps,
+            failures_injected=len(injected),
+            failures_organic=len(failures) - len(injected),
+            injected_by_category=dict(Counter(e["category"] for e in injected)),
+            restarts=len(journal.kinds("restart_start")),
+            excluded_nodes=[e["detail"] for e in journal.kinds("node_excluded")],
+            checkpoint_fallbacks=[e["detail"] for e in journal.kinds("checkpoint_fallback")],
+            checkpoints_not_counted=sorted({e["step"] for e in checkpoints} - {e["step"] for e in counted}),
+            outcome=outcome_of(journal),
             # A step trained more than once lay after the checkpoint a restart resumed from: the rework.
-            "steps_trained_again": sum(n - 1 for n in trained.values()),
-            "steps_trained": sum(trained.values()),
-            "rework_steps_expected": rework_steps_expected(journal),
-            "median_step_s": _median_step_s(journal),
+            steps_trained_again=sum(n - 1 for n in trained.values()),
+            steps_trained=sum(trained.values()),
+            rework_steps_expected=rework_steps_expected(journal),
+            median_step_s=_median_step_s(journal),
             # the first start's time before its first step (start-up, compile), in the `restart` bucket
-            "startup_s": max(0.0, journal.steps[0]["t_s"] - (_median_step_s(journal) or 0.0))
+            startup_s=max(0.0, journal.steps[0]["t_s"] - (_median_step_s(journal) or 0.0))
             if journal.steps
             else None,
-            "max_wall_s": max_wall_s,  # the window the run had (None: its own wall time)
-            "checkpoint_write_s": statistics.median(writes) if writes else None,
-            "end": journal.kinds("window_end")[-1]["detail"] if journal.kinds("window_end") else "running",
-        },
-    }
-    return summary  # type: ignore[return-value]  # built as a dict: the TypedDict's keys, checked by the tests
+            max_wall_s=max_wall_s,  # the window the run had (None: its own wall time)
+            checkpoint_write_s=statistics.median(writes) if writes else None,
+            end=journal.kinds("window_end")[-1]["detail"] if journal.kinds("window_end") else "running",
+        ),
+    )
 
 
 def rework_steps_expected(journal: Journal) -> int:

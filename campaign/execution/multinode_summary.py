@@ -13,43 +13,12 @@ from __future__ import annotations
 import itertools
 import statistics
 from collections import Counter
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
 
 from campaign import goodput
 from campaign.execution.journal import Journal
 from campaign.execution.measured import job_seconds, measured_summary
-
-if TYPE_CHECKING:
-    from campaign.sim.summary import ReplicaSummary
-
-
-@dataclass(frozen=True)
-class Recovery:
-    """One failure of a multi-node run and what it cost."""
-
-    node: str
-    category: str
-    injected: bool
-    step: int
-    resumed_at_step: int
-    detection_s: float
-    restart_s: float | None
-    rework_steps: int
-    rework_s: float
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "node": self.node,
-            "category": self.category,
-            "injected": self.injected,
-            "step": self.step,
-            "resumed_at_step": self.resumed_at_step,
-            "detection_s": round(self.detection_s, 3),
-            "restart_s": None if self.restart_s is None else round(self.restart_s, 3),
-            "rework_steps": self.rework_steps,
-            "rework_s": round(self.rework_s, 3),
-        }
+from campaign.sim.summary import MultiNodeRun, NodeOutcome, Recovery, ReplicaSummary, Straggler
 
 
 def node_names(journal: Journal) -> list[str]:
@@ -58,8 +27,9 @@ def node_names(journal: Journal) -> list[str]:
     return [str(n) for n in starts[-1].get("names", [])] if starts else []
 
 
-def _detail(event: dict[str, Any], key: str) -> str:
-    for part in str(event["detail"]).split():
+def _detail(detail: object, key: str) -> str:
+    """The `key=value` value of a supervisor's event detail ("" when the detail has none)."""
+    for part in str(detail).split():
         if part.startswith(f"{key}="):
             return part.split("=", 1)[1]
     return ""
@@ -111,10 +81,8 @@ def multinode_summary(
     max_wall_s: float | None = None,
 ) -> ReplicaSummary:
     """The measured summary of a multi-node run, with its nodes, spares, exclusions and recoveries."""
-    summary: dict[str, Any] = dict(
-        measured_summary(
-            journal, target_step, tokens_per_step, checkpoint_every, seed, gpu_hour_usd, max_wall_s=max_wall_s
-        )
+    summary = measured_summary(
+        journal, target_step, tokens_per_step, checkpoint_every, seed, gpu_hour_usd, max_wall_s=max_wall_s
     )
     job_s, window_s = job_seconds(journal, target_step)
     waits = zip(journal.kinds("waiting_start"), journal.kinds("waiting_end"), strict=False)
@@ -127,31 +95,51 @@ def multinode_summary(
     total = goodput.total_gpu_h(job_nodes, spare_nodes, window_s)
     lost = sum(buckets[k] for k in ("lost_rework", "restart", "waiting"))
     names = node_names(journal)
-    excluded = [_detail(e, "node") for e in journal.kinds("node_excluded")]
+    excluded = [_detail(e["detail"], "node") for e in journal.kinds("node_excluded")]
     swaps = journal.kinds("spare_swap")
     first = journal.kinds("start")[0]["nodes"] if journal.kinds("start") else []
-    worlds = [int(_detail(e, "world") or 0) for e in journal.kinds("start")]
+    worlds = [int(_detail(e["detail"], "world") or 0) for e in journal.kinds("start")]
     failures_by_node = Counter(
         names[e["node"]] for e in journal.kinds("failure") if 0 <= e["node"] < len(names)
     )
     stragglers = [
-        {"node": _detail(e, "node"), "rank": int(_detail(e, "rank") or -1), "detail": e["detail"]}
+        Straggler(_detail(e["detail"], "node"), int(_detail(e["detail"], "rank") or -1), e["detail"])
         for e in journal.kinds("straggler")
     ]
     recovered = recoveries(journal)
     per_node = {
-        name: {
-            "role": "job" if name in first else "spare",
-            "failures": failures_by_node.get(name, 0),
-            "excluded": name in excluded,
-            "straggler": any(s["node"] == name for s in stragglers),
-            "recovery_s": round(
+        name: NodeOutcome(
+            role="job" if name in first else "spare",
+            failures=failures_by_node.get(name, 0),
+            excluded=name in excluded,
+            straggler=any(s.node == name for s in stragglers),
+            recovery_s=round(
                 sum(r.detection_s + (r.restart_s or 0.0) + r.rework_s for r in recovered if r.node == name), 3
             ),
-        }
+        )
         for name in names
     }
-    summary.update(
+    shrunk = worlds and worlds[-1] < job_nodes
+    nodes = MultiNodeRun(
+        job_nodes=job_nodes,
+        spare_nodes=spare_nodes,
+        world_size=worlds[-1] if worlds else job_nodes,
+        world_sizes=worlds,
+        spares_used=[_detail(e["detail"], "node") for e in swaps],
+        nodes_excluded=excluded,
+        spare_wait_s=spare_wait_s,
+        elastic=(
+            f"shrunk to {worlds[-1]} of {job_nodes} nodes (no spare left; the global batch kept by gradient "
+            "accumulation)"
+            if shrunk
+            else None
+        ),
+        stragglers=stragglers,
+        per_node=per_node,
+        recoveries=recovered,
+    )
+    return replace(
+        summary,
         gpus=job_nodes,
         spare_gpus=spare_nodes,
         goodput_breakdown_gpu_h=buckets,
@@ -161,26 +149,8 @@ def multinode_summary(
         ),
         n_spares_exhausted=len(journal.kinds("spares_exhausted")),
         n_quarantined=len(excluded),
-        cost_usd={**summary["cost_usd"], "compute": total * gpu_hour_usd, "lost": lost * gpu_hour_usd},
-    )
-    shrunk = worlds and worlds[-1] < job_nodes
-    summary["measured"] = {
-        **summary["measured"],
-        "job_nodes": job_nodes,
-        "spare_nodes": spare_nodes,
-        "world_size": worlds[-1] if worlds else job_nodes,
-        "world_sizes": worlds,
-        "spares_used": [_detail(e, "node") for e in swaps],
-        "nodes_excluded": excluded,
-        "spare_wait_s": spare_wait_s,
-        "elastic": (
-            f"shrunk to {worlds[-1]} of {job_nodes} nodes (no spare left; the global batch kept by gradient "
-            "accumulation)"
-            if shrunk
-            else None
+        cost_usd=goodput.CostUsd(
+            compute=total * gpu_hour_usd, energy=summary.cost_usd["energy"], lost=lost * gpu_hour_usd
         ),
-        "stragglers": stragglers,
-        "per_node": per_node,
-        "recoveries": [r.to_json() for r in recovered],
-    }
-    return summary  # type: ignore[return-value]  # built as a dict: the TypedDict's keys, checked by the tests
+        measured=summary.measured and replace(summary.measured, nodes=nodes),
+    )

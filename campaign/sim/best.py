@@ -56,11 +56,11 @@ def replica_outcomes(summaries: Sequence[ReplicaSummary], window_s: float) -> Re
     the target: reached at or before the window's end)."""
     return ReplicaOutcomes(
         p_target_in_window=tuple(
-            1.0 if s["target_reached_s"] is not None and s["target_reached_s"] <= window_s else 0.0
+            1.0 if s.target_reached_s is not None and s.target_reached_s <= window_s else 0.0
             for s in summaries
         ),
-        ettr_mean=tuple(float(s["ettr"]) for s in summaries),
-        cost_usd=tuple(float(s["cost_usd"]["compute"] + s["cost_usd"]["energy"]) for s in summaries),
+        ettr_mean=tuple(float(s.ettr) for s in summaries),
+        cost_usd=tuple(float(s.cost_usd["compute"] + s.cost_usd["energy"]) for s in summaries),
     )
 
 

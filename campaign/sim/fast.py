@@ -4,7 +4,7 @@ campaign/sim/compiled.py is the event-by-event model of campaign/sim/simulator.p
 arrays in, flat arrays out. This module is the adapter between them: it packs a `SimInputs` into the kernel's
 parameter arrays (`compiled_inputs`, once per batch of replicas), draws a replica's arrivals exactly as the
 reference does (`kernel_arguments`), runs the kernel and turns its tallies into the same summary
-`simulate(...).summary` gives (`simulator.summary_dict`). docs/simulation-kernels.md says how the two models are
+`simulate(...).summary` gives (`simulator.summary_record`). docs/simulation-kernels.md says how the two models are
 kept in step.
 """
 
@@ -29,7 +29,7 @@ from campaign.sim.simulator import (
     RUNNING,
     WAIT_SPARE,
     Tallies,
-    summary_dict,
+    summary_record,
 )
 from campaign.sim.summary import ReplicaSummary
 
@@ -179,5 +179,5 @@ def _compiled_replica(x: SimInputs, replica: int, c: CompiledInputs, want_curve:
         "max_ramp_mw_per_s": ramp,
         "energy_mwh": energy_mwh,
     }
-    summary = summary_dict(x, replica, tallies, stats, c.job_start_swing_mw)
+    summary = summary_record(x, replica, tallies, stats, c.job_start_swing_mw)
     return summary, (PowerCurve(t, mw, slope, x.window_s) if want_curve else None)

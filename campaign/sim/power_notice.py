@@ -32,6 +32,7 @@ from campaign.sim.power import (
     power_levels,
     power_stats_from_curve,
 )
+from campaign.sim.summary import Interruptions
 
 HOUR_S = 3600.0
 DEFAULT_FLOORS = (0.5, 0.7, 0.9)
@@ -101,7 +102,7 @@ def routine_dip_max_s(inputs: SimInputs, drop_mw: float) -> float:
     return inputs.checkpoint_write_s + fall_s + 1.0
 
 
-def named_swings(curves: list[PowerCurve], inputs: SimInputs, interruptions: list[dict]) -> dict:
+def named_swings(curves: list[PowerCurve], inputs: SimInputs, interruptions: list[Interruptions]) -> dict:
     """The swings of the replicas' curves by cause, each with size (MW, median), duration (s, median) and count
     per day (mean over replicas): periodic (checkpoint cadence, pipeline phases, diurnal drift) and non-periodic
     (the job stops for a failure or maintenance; it comes back up). `interruptions` are the replicas' summary
@@ -129,8 +130,8 @@ def named_swings(curves: list[PowerCurve], inputs: SimInputs, interruptions: lis
     floor_w = (inputs.floor_fraction or 0.0) * tdp
     phase_w = max(COMPUTE_POWER_FRACTION * tdp, floor_w) - max(COMM_POWER_FRACTION * tdp, floor_w)
     phase_mw = inputs.gpus * phase_w * levels.pue / 1e6
-    failures = float(np.mean([i["unexpected"] for i in interruptions])) / days if interruptions else 0.0
-    planned = float(np.mean([i["planned"] for i in interruptions])) / days if interruptions else 0.0
+    failures = float(np.mean([i.unexpected for i in interruptions])) / days if interruptions else 0.0
+    planned = float(np.mean([i.planned for i in interruptions])) / days if interruptions else 0.0
     ramp = inputs.ramp_mw_per_s
     rise = median([d.rise_mw for d in outages])
     return {
@@ -224,12 +225,12 @@ class _Setting:
 def _run(inputs: SimInputs, replicas: int) -> tuple[_Setting, PowerCurve]:
     ettr, energy, usd, largest, per_day, ramp, hourly = [], [], [], [], [], [], []
     curves: list[PowerCurve] = []
-    interruptions: list[dict] = []
+    interruptions: list[Interruptions] = []
     first_curve: PowerCurve | None = None
     for r in range(replicas):
         summary, curve = simulate_curve(inputs, r)
         curves.append(curve)
-        interruptions.append(dict(summary["interruptions"]))
+        interruptions.append(summary.interruptions)
         if first_curve is None:
             first_curve = curve
         sw = np.abs(swings_mw(curve))
@@ -239,9 +240,9 @@ def _run(inputs: SimInputs, replicas: int) -> tuple[_Setting, PowerCurve]:
             float((sw >= SWING_RECURRENCE_SHARE * big).sum()) / (inputs.window_s / DAY_S) if big else 0.0
         )
         ramp.append(power_stats_from_curve(curve)["max_ramp_mw_per_s"])
-        ettr.append(summary["ettr"])
-        energy.append(summary["energy_mwh"])
-        usd.append(summary["cost_usd"]["energy"])
+        ettr.append(summary.ettr)
+        energy.append(summary.energy_mwh)
+        usd.append(summary.cost_usd["energy"])
         hourly.append(hourly_mw(curve))
     setting = _Setting(
         float(np.mean(ettr)),

@@ -11,7 +11,6 @@ import itertools
 import os
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -140,22 +139,22 @@ def summarise_replicas(summaries: list[ReplicaSummary], window_s: float, stop_at
     if not summaries:
         raise ValueError("summarise_replicas needs at least one replica summary")
     s = list(summaries)
-    names = list(s[0]["interruptions"]["by_category"])
-    completed = [x["completed"] for x in s]
-    target_s = [x["target_reached_s"] for x in s]
+    names = list(s[0].interruptions.by_category)
+    completed = [x.completed for x in s]
+    target_s = [x.target_reached_s for x in s]
     judged = window_sufficiency(target_s, window_s, trains_through=not stop_at_target)
     return {
         "replicas": len(s),
         "window_days": window_s / DAY_S,
-        "interruptions_unexpected": distribution(x["interruptions"]["unexpected"] for x in s),
-        "interruptions_planned": distribution(x["interruptions"]["planned"] for x in s),
-        "ettr": distribution(x["ettr"] for x in s),
-        "window_utilisation": distribution(x["window_utilisation"] for x in s),
+        "interruptions_unexpected": distribution(x.interruptions.unexpected for x in s),
+        "interruptions_planned": distribution(x.interruptions.planned for x in s),
+        "ettr": distribution(x.ettr for x in s),
+        "window_utilisation": distribution(x.window_utilisation for x in s),
         "definitions": {"ettr": ETTR_DEFINITION, "window_utilisation": UTILISATION_DEFINITION},
-        "tokens_trained": distribution(x["tokens_trained"] for x in s),
-        "tokens_target": s[0]["tokens_target"],
+        "tokens_trained": distribution(x.tokens_trained for x in s),
+        "tokens_target": s[0].tokens_target,
         "completion_days": distribution(
-            x["completion_s"] / DAY_S if x["completion_s"] is not None else None for x in s
+            x.completion_s / DAY_S if x.completion_s is not None else None for x in s
         ),
         "p_complete_in_window": float(np.mean(completed)),
         "target_days": {
@@ -166,19 +165,19 @@ def summarise_replicas(summaries: list[ReplicaSummary], window_s: float, stop_at
         },
         "p_target_in_window": judged.p_target_in_window,
         "window_length": judged.to_json(),
-        "by_category": {n: float(np.mean([x["interruptions"]["by_category"][n] for x in s])) for n in names},
+        "by_category": {n: float(np.mean([x.interruptions.by_category[n] for x in s])) for n in names},
         "power_mw": {
-            "peak": max(x["power_mw"]["peak"] for x in s),
-            "mean": float(np.mean([x["power_mw"]["mean"] for x in s])),
-            "min": min(x["power_mw"]["min"] for x in s),
-            "max_ramp_mw_per_s": max(x["power_mw"]["max_ramp_mw_per_s"] for x in s),
+            "peak": max(x.power_mw["peak"] for x in s),
+            "mean": float(np.mean([x.power_mw["mean"] for x in s])),
+            "min": min(x.power_mw["min"] for x in s),
+            "max_ramp_mw_per_s": max(x.power_mw["max_ramp_mw_per_s"] for x in s),
         },
-        "energy_mwh": float(np.mean([x["energy_mwh"] for x in s])),
-        "observed_job_mtbf_h": distribution(x["observed_job_mtbf_h"] for x in s),
+        "energy_mwh": float(np.mean([x.energy_mwh for x in s])),
+        "observed_job_mtbf_h": distribution(x.observed_job_mtbf_h for x in s),
         "goodput_breakdown_gpu_h": {
-            k: float(np.mean([x["goodput_breakdown_gpu_h"][k] for x in s])) for k in BREAKDOWN_KEYS
+            k: float(np.mean([x.goodput_breakdown_gpu_h[k] for x in s])) for k in BREAKDOWN_KEYS
         },
-        "cost_usd": {k: float(np.mean([x["cost_usd"][k] for x in s])) for k in ("compute", "energy", "lost")},
+        "cost_usd": {k: float(np.mean([x.cost_usd[k] for x in s])) for k in ("compute", "energy", "lost")},
     }
 
 
@@ -187,26 +186,29 @@ def replica_table(results: list[SimResult]) -> pd.DataFrame:
     rows = []
     for r in results:
         x = r.summary
-        row: dict[str, Any] = {
+        row: dict[str, float | None] = {
             "replica": r.replica,
             "seed": r.seed,
-            "ettr": x["ettr"],
-            "window_utilisation": x["window_utilisation"],
-            "interruptions_unexpected": x["interruptions"]["unexpected"],
-            "interruptions_planned": x["interruptions"]["planned"],
-            "observed_job_mtbf_h": x["observed_job_mtbf_h"],
-            "n_checkpoints": x["n_checkpoints"],
-            "tokens_trained": x["tokens_trained"],
-            "is_completed": x["completed"],
-            "completion_s": x["completion_s"],
-            "peak_mw": x["power_mw"]["peak"],
-            "mean_mw": x["power_mw"]["mean"],
-            "min_mw": x["power_mw"]["min"],
-            "max_ramp_mw_per_s": x["power_mw"]["max_ramp_mw_per_s"],
-            "energy_mwh": x["energy_mwh"],
+            "ettr": x.ettr,
+            "window_utilisation": x.window_utilisation,
+            "interruptions_unexpected": x.interruptions.unexpected,
+            "interruptions_planned": x.interruptions.planned,
+            "observed_job_mtbf_h": x.observed_job_mtbf_h,
+            "n_checkpoints": x.n_checkpoints,
+            "tokens_trained": x.tokens_trained,
+            "is_completed": x.completed,
+            "completion_s": x.completion_s,
+            "peak_mw": x.power_mw["peak"],
+            "mean_mw": x.power_mw["mean"],
+            "min_mw": x.power_mw["min"],
+            "max_ramp_mw_per_s": x.power_mw["max_ramp_mw_per_s"],
+            "energy_mwh": x.energy_mwh,
         }
-        row.update({f"{k}_gpu_h": v for k, v in x["goodput_breakdown_gpu_h"].items()})
-        row.update({f"cost_{k}_usd": v for k, v in x["cost_usd"].items()})
+        row.update({f"{k}_gpu_h": v for k, v in x.goodput_breakdown_gpu_h.items()})
+        cost = x.cost_usd
+        row.update(
+            cost_compute_usd=cost["compute"], cost_energy_usd=cost["energy"], cost_lost_usd=cost["lost"]
+        )
         rows.append(row)
     return pd.DataFrame(rows)
 

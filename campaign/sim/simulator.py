@@ -45,7 +45,7 @@ from campaign.sim.power import (
     sampled_power,
     step_curve,
 )
-from campaign.sim.summary import ReplicaSummary
+from campaign.sim.summary import Interruptions, ReplicaSummary
 
 EVENT_KINDS = (
     "job_start",
@@ -97,7 +97,7 @@ _UP = (RUNNING, CHECKPOINT)
 
 @dataclass(frozen=True)
 class SimResult:
-    """One replica: the event log, the sampled facility power and a JSON-ready summary."""
+    """One replica: the event log, the sampled facility power and its summary."""
 
     replica: int
     seed: int
@@ -663,7 +663,7 @@ class _Replica:
         return SimResult(self.replica, x.seed, events, sampled_power(curve, x.power_sample_s), summary, curve)
 
     def _summary(self, stats: dict, job_start_swing_mw: float) -> ReplicaSummary:
-        return summary_dict(self.x, self.replica, self.tallies(), stats, job_start_swing_mw)
+        return summary_record(self.x, self.replica, self.tallies(), stats, job_start_swing_mw)
 
     def tallies(self) -> Tallies:
         return Tallies(
@@ -714,10 +714,10 @@ class Tallies:
     lost_window_end_s: float
 
 
-def summary_dict(
+def summary_record(
     x: SimInputs, replica: int, t: Tallies, stats: dict, job_start_swing_mw: float
 ) -> ReplicaSummary:
-    """The JSON-ready summary of one replica from its tallies and power statistics (keys: docs/design.md)."""
+    """The summary of one replica from its tallies and power statistics (its JSON keys: docs/design.md)."""
     gpus, spare_gpus = x.gpus, x.spare_gpus
     seconds = {
         "productive": t.committed_run_s,
@@ -732,37 +732,33 @@ def summary_dict(
     stats = dict(stats)
     energy_mwh = stats.pop("energy_mwh")
     stats["job_start_swing"] = job_start_swing_mw
-    return {
-        "replica": replica,
-        "seed": x.seed,
-        "window_s": x.window_s,
-        "gpus": gpus,
-        "spare_gpus": spare_gpus,
-        "ettr": ettr(seconds["productive"], elapsed_s),
-        "window_utilisation": window_utilisation(breakdown["productive"], gpus, spare_gpus, x.window_s),
-        "job_wall_s": elapsed_s,
-        "goodput_breakdown_gpu_h": breakdown,
-        "job_time_s": seconds,
-        "interruptions": {
-            "unexpected": t.n_unexpected,
-            "planned": t.n_planned,
-            "by_category": dict(t.by_category),
-        },
-        "observed_job_mtbf_h": (elapsed_s / 3600.0 / t.n_unexpected) if t.n_unexpected else None,
-        "checkpoint_interval_s": x.checkpoint_interval_s,
-        "n_checkpoints": t.n_checkpoints,
-        "n_spares_exhausted": t.n_spares_exhausted,
-        "n_quarantined": t.n_quarantined,
-        "rework_s_per_failure": (t.rework_failures_s / t.n_rework_failures) if t.n_rework_failures else None,
-        "lost_at_window_end_s": t.lost_window_end_s,
-        "tokens_trained": t.committed_tokens,
-        "tokens_target": x.target_tokens,
-        "completed": t.completion_s is not None,
-        "completion_s": t.completion_s,
-        "target_reached_s": t.target_reached_s,
-        "power_mw": stats,
-        "energy_mwh": energy_mwh,
-        "cost_usd": cost_usd(
+    return ReplicaSummary(
+        replica=replica,
+        seed=x.seed,
+        window_s=x.window_s,
+        gpus=gpus,
+        spare_gpus=spare_gpus,
+        ettr=ettr(seconds["productive"], elapsed_s),
+        window_utilisation=window_utilisation(breakdown["productive"], gpus, spare_gpus, x.window_s),
+        job_wall_s=elapsed_s,
+        goodput_breakdown_gpu_h=breakdown,
+        job_time_s=seconds,
+        interruptions=Interruptions(t.n_unexpected, t.n_planned, dict(t.by_category)),
+        observed_job_mtbf_h=(elapsed_s / 3600.0 / t.n_unexpected) if t.n_unexpected else None,
+        checkpoint_interval_s=x.checkpoint_interval_s,
+        n_checkpoints=t.n_checkpoints,
+        n_spares_exhausted=t.n_spares_exhausted,
+        n_quarantined=t.n_quarantined,
+        rework_s_per_failure=(t.rework_failures_s / t.n_rework_failures) if t.n_rework_failures else None,
+        lost_at_window_end_s=t.lost_window_end_s,
+        tokens_trained=t.committed_tokens,
+        tokens_target=x.target_tokens,
+        completed=t.completion_s is not None,
+        completion_s=t.completion_s,
+        target_reached_s=t.target_reached_s,
+        power_mw=stats,
+        energy_mwh=energy_mwh,
+        cost_usd=cost_usd(
             breakdown, gpus, spare_gpus, x.window_s, energy_mwh, x.gpu_hour_usd, x.energy_usd_per_mwh
         ),
-    }
+    )

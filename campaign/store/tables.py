@@ -23,6 +23,7 @@ import duckdb
 
 from campaign.errors import DataError, Refused, WorkspaceBusy
 from campaign.gate_result import GateResult
+from campaign.sim.summary import ReplicaSummary
 from campaign.sql.rows import one_row, rows, scalar
 from campaign.store.workspace import Workspace, lock_wait_s, now
 
@@ -30,7 +31,6 @@ if TYPE_CHECKING:  # pandas costs ~1 s to import: a refusal that needs none answ
     import pandas as pd
 
     from campaign.data.manifest import Manifest
-    from campaign.sim.summary import ReplicaSummary
 
 log = logging.getLogger(__name__)
 
@@ -411,10 +411,10 @@ def record_replica(
                 commitment_id,
                 replica,
                 seed,
-                float(summary["ettr"]),
-                float(summary["tokens_trained"]),
-                bool(summary["completed"]),
-                json.dumps(summary, default=str),
+                float(summary.ettr),
+                float(summary.tokens_trained),
+                bool(summary.completed),
+                json.dumps(summary.to_json(), default=str),
                 run_id,
                 now(),
             ],
@@ -441,4 +441,4 @@ def replica_summary(ws: Workspace, commitment_id: str, replica: int) -> ReplicaS
             "SELECT summary FROM sim_replicas WHERE commitment_id = ? AND replica = ?",
             [commitment_id, replica],
         )
-    return json.loads(summary)
+    return ReplicaSummary.from_json(json.loads(summary))

@@ -112,7 +112,7 @@ def test_a_slurm_job_is_requeued_after_a_kill_a_hang_and_a_node_slurm_failed_the
     assert len(resumed) == 3 and all(r % 10 == 0 for r in resumed)
     for r, f, before in zip(resumed, failures, (10, 20, 40), strict=True):
         assert before <= r <= f["step"]
-    m = measured_summary(journal, STEPS, 128, 10, 3, 2.0)["measured"]
+    m = measured_summary(journal, STEPS, 128, 10, 3, 2.0).to_json()["measured"]
     assert m["steps_trained_again"] == m["rework_steps_expected"]
 
 

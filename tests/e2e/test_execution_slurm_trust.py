@@ -141,7 +141,7 @@ def test_steps_and_checkpoints_trained_while_no_supervisor_watched_are_read_back
     assert read_back
     resumed = journal.kinds("restart_end")[0]["step"]
     assert resumed == max(e["step"] for e in read_back)  # the restart resumed from what was read back
-    m = measured_summary(journal, STEPS, 128, EVERY, 3, 2.0)["measured"]
+    m = measured_summary(journal, STEPS, 128, EVERY, 3, 2.0).to_json()["measured"]
     assert m["final_step"] == STEPS and m["steps_trained_again"] == m["rework_steps_expected"]
 
 

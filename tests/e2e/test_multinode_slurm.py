@@ -192,7 +192,7 @@ def test_a_straggler_then_a_lost_node_are_replaced_by_the_spares_and_the_run_end
     assert lost in starts[1]["nodes"] and lost not in starts[2]["nodes"] and spares[1] in starts[2]["nodes"]
     # lost mid-run: the start after it trained the steps since the last checkpoint again
     assert failures[1]["step"] < STEPS and [s["step"] for s in journal.steps if s["attempt"] == 2]
-    summary = multinode_summary(journal, STEPS, BATCH * 16, EVERY, 3, 2.0, WORLD, 2)
+    summary = multinode_summary(journal, STEPS, BATCH * 16, EVERY, 3, 2.0, WORLD, 2).to_json()
     m = summary["measured"]
     assert m["spares_used"] == spares and m["nodes_excluded"] == ["n1", lost]
     assert m["stragglers"][0]["node"] == "n1" and m["per_node"]["n1"]["straggler"]
@@ -260,7 +260,7 @@ def test_with_no_spare_and_elastic_wait_the_run_waits_for_the_repaired_node_and_
     assert journal.kinds("failure")[0]["step"] < STEPS and [
         s["step"] for s in journal.steps if s["attempt"] == 1
     ]
-    summary = multinode_summary(journal, STEPS, BATCH * 16, EVERY, 3, 2.0, WORLD, 0)
+    summary = multinode_summary(journal, STEPS, BATCH * 16, EVERY, 3, 2.0, WORLD, 0).to_json()
     m = summary["measured"]
     assert m["spare_wait_s"] == pytest.approx(ended["t_s"] - began["t_s"]) and m["spare_wait_s"] > 0
     assert m["world_sizes"] == [WORLD, WORLD] and m["spares_used"] == [] and m["final_step"] == STEPS
@@ -290,7 +290,7 @@ def test_with_no_spare_a_lost_node_shrinks_the_world_and_a_slowed_node_is_named_
     assert len(named) == 1 and named[0]["detail"].startswith("node=n1 rank=1 ")
     assert journal.kinds("spares_exhausted") and journal.kinds("elastic_shrink")
     assert not journal.kinds("spare_swap")
-    m = multinode_summary(journal, STEPS, BATCH * 16, EVERY, 3, 2.0, 2, 0)["measured"]
+    m = multinode_summary(journal, STEPS, BATCH * 16, EVERY, 3, 2.0, 2, 0).to_json()["measured"]
     assert m["world_sizes"] == [2, 1] and m["world_size"] == 1 and m["final_step"] == STEPS
     assert m["nodes_excluded"] == ["n1"] and m["spares_used"] == []
     assert m["elastic"].startswith("shrunk to 1 of 2 nodes") and m["stragglers"][0]["node"] == "n1"

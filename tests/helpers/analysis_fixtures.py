@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,9 +23,9 @@ def executed_workspace(root: Path, overrides: tuple[str, ...] = ()) -> store.Wor
     ws = store.adopt_workspace(store.Workspace(root.resolve()), config.name)
     plan = make_plan(config)
     result = simulate(window_inputs(config, plan), replica=0)
-    summary = dict(result.summary)
-    summary["checkpoint_interval_optimal_s"] = plan.checkpoint.optimal_interval_s
-    summary["plan"] = plan.to_json()
+    summary = dataclasses.replace(
+        result.summary, checkpoint_interval_optimal_s=plan.checkpoint.optimal_interval_s, plan=plan.to_json()
+    )
     # The demo books `window.start: auto`; unbooked, it is simulated from UNBOOKED_START (a UTC midnight).
     start = UNBOOKED_START if config.window.is_auto else config.window.start
     commitment = store.Commitment(

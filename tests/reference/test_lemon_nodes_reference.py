@@ -37,9 +37,7 @@ def _inputs(**overrides):
 
 def _counts(inputs) -> np.ndarray:
     prepared = compiled_inputs(inputs)
-    return np.array(
-        [simulate_summary(inputs, r, prepared)["interruptions"]["unexpected"] for r in range(REPLICAS)]
-    )
+    return np.array([simulate_summary(inputs, r, prepared).interruptions.unexpected for r in range(REPLICAS)])
 
 
 def test_lemons_at_20x_add_their_closed_form_excess():

@@ -98,7 +98,7 @@ def test_ettr_matches_first_order_loss_accounting(brief_run):
     n_fail_up = n_fail * up / window  # failures during an outage lose no work
     expected = (up * tau / (tau + write) - n_fail_up * rework) / window
     assert summary["ettr"]["mean"] == pytest.approx(expected, abs=0.01)
-    assert all(r.summary["completed"] is False for r in results)
+    assert all(r.summary.completed is False for r in results)
 
 
 def test_ettr_above_90_percent_with_a_fast_blocking_write_at_the_young_interval():
@@ -108,7 +108,7 @@ def test_ettr_above_90_percent_with_a_fast_blocking_write_at_the_young_interval(
     inputs = llama3_inputs(write_s=3.0)
     inputs = dataclasses.replace(inputs, checkpoint_interval_s=young_interval_s(inputs))
     assert 200 < inputs.checkpoint_interval_s < 320
-    assert np.mean([simulate(inputs, r).summary["ettr"] for r in range(4)]) > 0.90
+    assert np.mean([simulate(inputs, r).summary.ettr for r in range(4)]) > 0.90
 
 
 def test_power_swings_are_of_the_order_of_the_published_tens_of_megawatts(brief_run):
@@ -116,7 +116,7 @@ def test_power_swings_are_of_the_order_of_the_published_tens_of_megawatts(brief_
     # Ours: 16,384 GPUs from idle (90 W) to training (1-s mean of compute and comm levels) x PUE 1.1 ~ 8 MW,
     # ~10 MW at the compute-phase level. Tolerance: an order of magnitude around 10 MW, [5, 50] MW.
     inputs, _, summary = brief_run
-    first = brief_run[1][0].summary["power_mw"]
+    first = brief_run[1][0].summary.power_mw
     assert 5.0 <= first["job_start_swing"] <= 50.0
     levels = power_levels(inputs)
     compute_swing_mw = inputs.gpus * (0.9 * inputs.gpu_tdp_w - levels.idle_gpu_w) * inputs.pue / 1e6
@@ -165,8 +165,8 @@ def test_ettr_of_an_unfinished_job_agrees_with_the_exact_renewal_within_one_poin
     rate, down = job_failure_rate_per_s(inputs), 900.0
     expected = long_run_ettr(interval_s, 30.0, rate, down)
     sims = [simulate(inputs, r).summary for r in range(RENEWAL_REPLICAS)]
-    assert not any(s["completed"] for s in sims)
-    assert np.mean([s["ettr"] for s in sims]) == pytest.approx(expected, abs=0.01)
+    assert not any(s.completed for s in sims)
+    assert np.mean([s.ettr for s in sims]) == pytest.approx(expected, abs=0.01)
 
 
 @pytest.mark.parametrize("interval_s", [300.0, 7200.0], ids=["fast", "slow"])
@@ -178,9 +178,9 @@ def test_ettr_of_a_finishing_job_agrees_with_the_exact_renewal_within_one_point(
     rate, down = job_failure_rate_per_s(inputs), 900.0
     expected = finishing_ettr(work_s, interval_s, 30.0, rate, down)
     sims = [simulate(inputs, r).summary for r in range(RENEWAL_REPLICAS)]
-    assert all(s["completed"] for s in sims)
-    assert np.mean([s["ettr"] for s in sims]) == pytest.approx(expected, abs=0.01)
-    wall = np.mean([s["completion_s"] for s in sims])
+    assert all(s.completed for s in sims)
+    assert np.mean([s.ettr for s in sims]) == pytest.approx(expected, abs=0.01)
+    wall = np.mean([s.completion_s for s in sims])
     assert wall == pytest.approx(finishing_wall_s(work_s, interval_s, 30.0, rate, down), rel=0.02)
 
 
@@ -193,8 +193,8 @@ def test_plan_expected_ettr_and_simulated_mean_agree_within_two_points():
     plan = make_plan(cfg)
     inputs = window_inputs(cfg, plan)
     sims = [simulate(inputs, r).summary for r in range(6)]
-    assert all(s["n_spares_exhausted"] == 0 for s in sims)
-    assert np.mean([s["ettr"] for s in sims]) == pytest.approx(plan.expected_ettr, abs=0.02)
+    assert all(s.n_spares_exhausted == 0 for s in sims)
+    assert np.mean([s.ettr for s in sims]) == pytest.approx(plan.expected_ettr, abs=0.02)
 
 
 def test_shipped_llama3_config_trains_through_the_whole_window():
@@ -203,5 +203,5 @@ def test_shipped_llama3_config_trains_through_the_whole_window():
 
     inputs = window_inputs(load_config(LLAMA).config)
     s = simulate(inputs, 0).summary
-    assert s["completed"] is False and s["job_wall_s"] == inputs.window_s
-    assert s["goodput_breakdown_gpu_h"]["idle_released"] == 0.0
+    assert s.completed is False and s.job_wall_s == inputs.window_s
+    assert s.goodput_breakdown_gpu_h["idle_released"] == 0.0

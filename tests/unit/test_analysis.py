@@ -3,6 +3,7 @@ bad input, and the documented views."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -16,6 +17,7 @@ from campaign.analysis.analysis import analyse_window, analysis_workspace, windo
 from campaign.analysis.recorded_config import RecordedConfig
 from campaign.analysis.statistics import checkpoint_overhead, optimal_interval_s, poisson_interval
 from campaign.errors import ConfigError, DataError
+from campaign.sim.summary import Interruptions, ReplicaSummary
 from campaign.store import catalog
 from tests.helpers.analysis_fixtures import empty_catalog, executed_workspace
 
@@ -65,7 +67,7 @@ def test_daly_overhead_is_smallest_at_the_optimum():
 # ----------------------------------------------------------------------------------- honest headline figures
 
 
-def _summary(completion_s: float | None) -> dict:
+def _summary(completion_s: float | None) -> ReplicaSummary:
     job = {
         "productive": 80_000.0,
         "lost_rework": 2_000.0,
@@ -74,20 +76,35 @@ def _summary(completion_s: float | None) -> dict:
         "waiting": 4_000.0,
         "idle": 0.0,
     }
-    return {
-        "gpus": 100,
-        "spare_gpus": 20,
-        "window_s": 100_000.0,
-        "completion_s": completion_s,
-        "job_time_s": job,
-        "checkpoint_interval_s": 600.0,
-        "tokens_trained": 1e12,
-        "tokens_target": 1e12,
-        "completed": completion_s is not None,
-        "cost_usd": {"compute": 120 * 100_000 / 3600 * 2.0, "energy": 5.0},
-        "energy_mwh": 1.0,
-        "power_mw": {"peak": 1.0, "mean": 0.8, "min": 0.2, "max_ramp_mw_per_s": 0.1},
-    }
+    # window_figures recomputes the ETTR, buckets and interruptions from the job seconds and the events
+    return ReplicaSummary(
+        replica=0,
+        seed=0,
+        window_s=100_000.0,
+        gpus=100,
+        spare_gpus=20,
+        ettr=0.0,
+        window_utilisation=0.0,
+        job_wall_s=0.0,
+        goodput_breakdown_gpu_h={},
+        job_time_s=job,
+        interruptions=Interruptions(0, 0, {}),
+        observed_job_mtbf_h=None,
+        checkpoint_interval_s=600.0,
+        n_checkpoints=0,
+        n_spares_exhausted=0,
+        n_quarantined=0,
+        rework_s_per_failure=None,
+        lost_at_window_end_s=0.0,
+        tokens_trained=1e12,
+        tokens_target=1e12,
+        completed=completion_s is not None,
+        completion_s=completion_s,
+        target_reached_s=None,
+        power_mw={"peak": 1.0, "mean": 0.8, "min": 0.2, "max_ramp_mw_per_s": 0.1},
+        energy_mwh=1.0,
+        cost_usd={"compute": 120 * 100_000 / 3600 * 2.0, "energy": 5.0, "lost": 0.0},
+    )
 
 
 def _events() -> pd.DataFrame:
@@ -321,6 +338,8 @@ def test_a_catalog_held_by_a_writer_is_busy_not_damaged(tmp_path):
 def test_a_window_that_trained_past_its_target_is_not_called_too_short():
     # sim.stop_at_target: false (the Llama 3 config): the job trains to the window's end, past the target
     summary = _summary(completion_s=None)
-    r = window_figures({**summary, "tokens_trained": summary["tokens_target"] * 1.2}, _events(), None)
+    r = window_figures(
+        dataclasses.replace(summary, tokens_trained=summary.tokens_target * 1.2), _events(), None
+    )
     advice = next(rec for rec in _recs(r) if rec["topic"] == "window length")
     assert "past its target" in advice["advice"] and "120%" in advice["figure"]

@@ -15,6 +15,7 @@ from campaign.analysis.compare import check_targets, load_run, render_compare, w
 from campaign.analysis.report import write_report
 from campaign.analysis.report_inputs import gather_report_inputs
 from campaign.errors import ConfigError, DataError
+from campaign.sim.summary import ReplicaSummary
 from campaign.store import catalog
 from tests.helpers.analysis_fixtures import executed_workspace
 
@@ -228,7 +229,7 @@ def test_smoothing_is_costed_against_the_same_window_without_it(tmp_path):
         config_json, summary = con.execute(
             "SELECT c.config_json, r.summary FROM commitments c, sim_replicas r"
         ).fetchone()
-    assert smoothing_effect(config_json, 0, json.loads(summary)) is None
+    assert smoothing_effect(config_json, 0, ReplicaSummary.from_json(json.loads(summary))) is None
 
 
 def test_the_rehearsal_loss_curve_is_embedded_in_both_reports(report, tmp_path):

@@ -1,5 +1,6 @@
 """Plan against actual: a real run beside the plan's expectation and the band of replicas of it as executed."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -94,7 +95,12 @@ def test_the_replicas_simulate_the_run_at_its_own_scale_and_pace():
     band = replica_band(summary, events, _config(0.01)).to_json()
     assert band == replica_band(summary, events, _config(0.01)).to_json()  # seeded
     assert band["cancelled"] is False
-    summary["measured"]["end"] = "cancelled: SIGTERM received; stopped after step 30"
+    summary = dataclasses.replace(
+        summary,
+        measured=dataclasses.replace(
+            summary.measured, end="cancelled: SIGTERM received; stopped after step 30"
+        ),
+    )
     assert replica_band(summary, events, _config(0.01)).cancelled is True  # the report says so
     hits = _row(band, "interruptions")
     assert hits["real"] == 2 and hits["plan"] == pytest.approx(2.0, abs=0.01) and hits["is_inside"]
@@ -279,19 +285,19 @@ def test_a_multi_node_run_is_simulated_on_its_job_nodes_with_its_spares_and_pric
     # lost GPU-hours are of 3 nodes: the plan and the replicas' median near the run's own, not a third of it
     band = replica_band(summary, events, _gpu_config()).to_json()
     lost_h = _row(band, "lost_gpu_h")
-    assert lost_h["real"] == pytest.approx(sum(summary["goodput_breakdown_gpu_h"][k] for k in LOST_KEYS))
+    assert lost_h["real"] == pytest.approx(sum(summary.goodput_breakdown_gpu_h[k] for k in LOST_KEYS))
     assert lost_h["plan"] == pytest.approx(lost_h["real"], rel=0.2)
     assert lost_h["p50"] == pytest.approx(lost_h["real"], rel=0.2) and lost_h["is_inside"]
     assert plan_expectation(run)["lost_gpu_h"] == lost_h["plan"]
     assert band["model"]["job_nodes"] == 3 and band["model"]["spare_nodes"] == 1
     assert band["model"]["organic_rates"].endswith("at the job's 3 nodes")
     counts = {
-        **summary["interruptions"],
+        **summary.to_json()["interruptions"],
         "injected": 1,
         "organic": 0,
         "injected_by_category": {"node_lost": 1},
     }
-    r = {**summary, "interruptions": counts, "band": band}
+    r = {**summary.to_json(), "interruptions": counts, "band": band}
     for name in ("measured.md.j2", "measured.html.j2"):
         text = environment().get_template(name).render(r=r)
         assert "3 job nodes and 1 spare, world size 3, a 1.000 s step" in text
@@ -305,7 +311,7 @@ def test_an_elastic_wait_runs_replicas_wait_for_the_repair_the_run_waited_for(tm
     assert lost.repair_h * 3600 == pytest.approx(
         6.0
     )  # from its detection to its repair, as the simulator repairs
-    assert summary["goodput_breakdown_gpu_h"]["waiting"] == pytest.approx(3 * 6.0 / 3600)
+    assert summary.goodput_breakdown_gpu_h["waiting"] == pytest.approx(3 * 6.0 / 3600)
     band = replica_band(summary, events, _gpu_config()).to_json()
     lost_h = _row(band, "lost_gpu_h")
     assert lost_h["p10"] <= lost_h["real"] <= lost_h["p90"] and lost_h["is_inside"]
@@ -326,7 +332,7 @@ def test_a_slow_step_after_the_restore_is_in_the_replicas_pace_as_it_is_in_the_r
     time, so the replicas, at the median pace, have its 8 s beyond the pace as productive time too, and the run's
     ETTR lies in their band."""
     summary, events = _multinode_run(tmp_path, compile_s=8.0)
-    assert summary["measured"]["median_step_s"] == pytest.approx(1.0)
+    assert summary.measured.median_step_s == pytest.approx(1.0)
     run = run_as_executed(summary, events, _gpu_config())
     assert not isinstance(run, str)
     assert run.step_time_s == pytest.approx(1.0) and run.slow_steps_s == pytest.approx(8.0)

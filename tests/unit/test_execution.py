@@ -64,28 +64,28 @@ def _journal(tmp_path):
 
 def test_the_measured_buckets_sum_to_the_runs_wall_time_with_the_rework_as_lost(tmp_path):
     summary = measured_summary(_journal(tmp_path), 10, 100, 5, 7, 2.0)
-    s = summary["job_time_s"]
-    assert summary["window_s"] == 15.0 and summary["completion_s"] == 15.0
+    s = summary.job_time_s
+    assert summary.window_s == 15.0 and summary.completion_s == 15.0
     assert sum(s[k] for k in goodput.JOB_TIME_KEYS) == pytest.approx(15.0)
-    assert goodput.buckets_sum_gpu_h(summary["goodput_breakdown_gpu_h"]) == pytest.approx(15.0 / 3600)
+    assert goodput.buckets_sum_gpu_h(summary.goodput_breakdown_gpu_h) == pytest.approx(15.0 / 3600)
     assert s["checkpoint"] == pytest.approx(0.5)
     # steps 6 and 7 of the first start (2 s) and the cut step (1 s) are lost; the detection (0.5 s) and the restart
     # until one median step (1 s) before the second start's first step are restart time; steps 1-5 and 6-10 kept
     assert s["lost_rework"] == pytest.approx(3.0)
     assert s["restart"] == pytest.approx(0.5 + 1.0)
     assert s["productive"] == pytest.approx(10.0)
-    m = summary["measured"]
-    assert m["failures_injected"] == 1 and m["failures_organic"] == 0 and m["final_step"] == 10
-    assert m["steps_trained_again"] == 2 == m["rework_steps_expected"]
-    assert summary["interruptions"]["by_category"] == {"kill": 1}
-    assert summary["tokens_trained"] == summary["tokens_target"] == 1000
-    assert m["started_at"].startswith("2027-01-15T08:00:00")
+    m = summary.measured
+    assert m.failures_injected == 1 and m.failures_organic == 0 and m.final_step == 10
+    assert m.steps_trained_again == 2 == m.rework_steps_expected
+    assert summary.interruptions.by_category == {"kill": 1}
+    assert summary.tokens_trained == summary.tokens_target == 1000
+    assert m.started_at.startswith("2027-01-15T08:00:00")
 
 
 def test_rework_is_counted_from_the_newest_checkpoint_of_any_earlier_start(tmp_path):
     j = _journal(tmp_path)
     assert rework_steps_expected(j) == 2
-    json.dumps(measured_summary(j, 10, 100, 5, 7, 2.0))  # JSON-ready for the catalog
+    json.dumps(measured_summary(j, 10, 100, 5, 7, 2.0).to_json())  # JSON-ready for the catalog
 
 
 def test_execute_backend_is_simulate_by_default_and_outside_the_config_digest():

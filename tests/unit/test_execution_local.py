@@ -95,11 +95,11 @@ def test_injected_kill_hang_and_node_loss_restart_from_the_last_checkpoint_and_r
     times = [e["t_s"] for e in journal.events]
     assert times == sorted(times)
     summary = measured_summary(journal, STEPS, 128, 10, 3, 2.0)
-    m = summary["measured"]
-    assert m["final_step"] == STEPS and m["steps_trained_again"] == m["rework_steps_expected"] > 0
-    assert summary["interruptions"]["unexpected"] == 3 and m["failures_injected"] == 3
-    assert goodput.buckets_sum_gpu_h(summary["goodput_breakdown_gpu_h"]) == pytest.approx(
-        summary["window_s"] / 3600
+    m = summary.measured
+    assert m.final_step == STEPS and m.steps_trained_again == m.rework_steps_expected > 0
+    assert summary.interruptions.unexpected == 3 and m.failures_injected == 3
+    assert goodput.buckets_sum_gpu_h(summary.goodput_breakdown_gpu_h) == pytest.approx(
+        summary.window_s / 3600
     )
     hang = journal.kinds("detected")[1]["t_s"] - failures[1]["t_s"]
     assert hang >= 0.5  # never declared before the stated limit (its floor here)
@@ -215,4 +215,4 @@ def test_sigterm_to_a_running_execute_stops_the_trainer_and_records_a_cancelled_
     assert len(end) == 1 and end[0]["detail"].startswith("cancelled: SIGTERM received")
     assert "stopped after step 3" in end[0]["detail"] and not journal.kinds("failure")
     summary = measured_summary(journal, STEPS, 128, 10, 3, 2.0)
-    assert summary["measured"]["end"] == end[0]["detail"] and not summary["completed"]
+    assert summary.measured.end == end[0]["detail"] and not summary.completed

@@ -83,7 +83,7 @@ def run(data, tmp_path, injections=(), trainer=None, **kw):
 
 
 def within_3_percent(summary, own):
-    assert summary["ettr"] == pytest.approx(own["ettr"], rel=0.03), (summary["ettr"], own)
+    assert summary.ettr == pytest.approx(own["ettr"], rel=0.03), (summary.ettr, own)
 
 
 def test_a_fallback_from_a_torn_checkpoint_is_its_own_event_and_its_steps_are_rework(data, tmp_path):
@@ -92,10 +92,10 @@ def test_a_fallback_from_a_torn_checkpoint_is_its_own_event_and_its_steps_are_re
     journal, summary, own = run(data, tmp_path, [Injection(35, "kill")], {"CONTRACT_TRAINER_TORN": "30"})
     fallback = journal.kinds("checkpoint_fallback")
     assert len(fallback) == 1 and fallback[0]["step"] == 20 and fallback[0]["newest"] == 30
-    m = summary["measured"]
-    assert m["final_step"] == STEPS and summary["completed"] and outcome(journal) == "target"
-    assert m["steps_trained_again"] == m["rework_steps_expected"] == own["trained_again"] >= 15
-    assert m["checkpoint_fallbacks"] == [fallback[0]["detail"]]
+    m = summary.measured
+    assert m.final_step == STEPS and summary.completed and outcome(journal) == "target"
+    assert m.steps_trained_again == m.rework_steps_expected == own["trained_again"] >= 15
+    assert m.checkpoint_fallbacks == [fallback[0]["detail"]]
     within_3_percent(summary, own)
 
 
@@ -112,7 +112,7 @@ def test_a_checkpoint_nothing_can_load_is_never_counted_as_trained(data, tmp_pat
     end = journal.end_detail()
     assert end.startswith("software failure: 3 starts in a row failed without passing step 3")
     assert "BadZipFile" in end and outcome(journal) == "short" and EXIT_CODES[outcome(journal)] == 5
-    assert summary["tokens_trained"] == 20 * TOKENS and summary["measured"]["final_step"] == 20
+    assert summary.tokens_trained == 20 * TOKENS and summary.measured.final_step == 20
     assert not journal.kinds("node_excluded")
     assert {f["blame"] for f in journal.kinds("failure")} == {"injected", "software"}
     within_3_percent(summary, own)
@@ -129,7 +129,7 @@ def test_a_crash_on_every_start_is_a_software_failure_with_its_own_error_line_an
     end = journal.end_detail()
     assert end.startswith("software failure: 3 starts in a row failed before any step")
     assert "config key 'optimizer.lr' is missing" in end and "no node is blamed" in end
-    assert outcome(journal) == "short" and not summary["completed"]
+    assert outcome(journal) == "short" and not summary.completed
 
 
 def test_a_hung_trainer_gets_sigterm_then_its_grace_and_is_restarted(data, tmp_path):
@@ -138,7 +138,7 @@ def test_a_hung_trainer_gets_sigterm_then_its_grace_and_is_restarted(data, tmp_p
     assert failure["category"] == "hang" and "ended by SIGTERM within its grace" in failure["detail"]
     log = (tmp_path / "trainer-log.jsonl").read_text()
     assert '"event": "stop_signal", "signal": "SIGTERM"' in log  # the trainer heard SIGTERM itself
-    assert summary["completed"] and outcome(journal) == "target"
+    assert summary.completed and outcome(journal) == "target"
     within_3_percent(summary, own)
 
 
@@ -162,8 +162,8 @@ def test_a_step_number_that_stops_advancing_is_a_hang_and_its_repeats_are_named_
     assert failure["category"] == "hang" and "at or below step 25 (repeated steps)" in failure["detail"]
     if pattern == "back":
         assert "the step number went back from 25 to 24" in failure["detail"]
-    m = summary["measured"]
-    assert summary["completed"] and m["steps_trained_again"] == m["rework_steps_expected"] <= 6
+    m = summary.measured
+    assert summary.completed and m.steps_trained_again == m.rework_steps_expected <= 6
     within_3_percent(summary, own)
 
 
@@ -171,7 +171,7 @@ def test_the_window_end_stops_the_trainer_gracefully_and_the_run_ended_short(dat
     journal, summary, _ = run(data, tmp_path, max_wall_s=3.0)
     end = journal.end_detail()
     assert end.startswith("the window ended at step") and "ended by SIGTERM within its grace" in end
-    assert outcome(journal) == "short" and not summary["completed"]
+    assert outcome(journal) == "short" and not summary.completed
 
 
 @pytest.mark.parametrize(

@@ -150,7 +150,7 @@ def test_a_config_that_loads_simulates_its_window(key, value):
         assert err.exit_code == 2 and err.where and err.fix
         return
     result = simulate(inputs, replica=0)
-    assert 0.0 <= result.summary["ettr"] <= 1.0
+    assert 0.0 <= result.summary.ettr <= 1.0
 
 
 # ------------------------------------------------------------------------------------------------ corpora

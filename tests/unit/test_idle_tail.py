@@ -25,8 +25,8 @@ def test_the_report_the_gate_and_the_calendar_price_one_run_s_idle_tail_the_same
     config = with_start(loaded.config, START)
     run = simulate(window_inputs(config), 0)
     summary = run.summary
-    assert summary["completed"]  # the demo finishes early: there is an idle tail
-    window_s, completion_s = summary["window_s"], summary["completion_s"]
+    assert summary.completed  # the demo finishes early: there is an idle tail
+    window_s, completion_s = summary.window_s, summary.completion_s
     identity = cal.cluster_identity(config.cluster)
     nodes = config.cluster.booked_nodes
 

@@ -52,7 +52,7 @@ def _journal(tmp_path) -> Journal:
 
 
 def test_the_summary_names_the_spare_used_the_node_excluded_and_each_recovery(tmp_path):
-    summary = multinode_summary(_journal(tmp_path), 20, 96, 5, 3, 2.0, job_nodes=3, spare_nodes=1)
+    summary = multinode_summary(_journal(tmp_path), 20, 96, 5, 3, 2.0, job_nodes=3, spare_nodes=1).to_json()
     m = summary["measured"]
     assert m["spares_used"] == ["n3"] and m["nodes_excluded"] == ["n2"] and m["world_sizes"] == [3, 3]
     assert m["elastic"] is None and m["spare_wait_s"] == 0.0
@@ -76,7 +76,7 @@ def test_the_summary_names_the_spare_used_the_node_excluded_and_each_recovery(tm
 
 
 def test_the_report_shows_nodes_spares_and_stragglers(tmp_path):
-    summary = multinode_summary(_journal(tmp_path), 20, 96, 5, 3, 2.0, job_nodes=3, spare_nodes=1)
+    summary = multinode_summary(_journal(tmp_path), 20, 96, 5, 3, 2.0, job_nodes=3, spare_nodes=1).to_json()
     r = {
         **summary,
         "interruptions": {

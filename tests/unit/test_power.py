@@ -77,13 +77,13 @@ def test_simulated_power_stays_between_idle_and_training_levels():
     result = simulate(inputs, 0)
     levels = power_levels(inputs)
     top = levels.facility_mw(inputs.nodes, levels.running_gpu_w, inputs.spare_nodes)
-    p = result.summary["power_mw"]
+    p = result.summary.power_mw
     assert p["peak"] == pytest.approx(top, rel=1e-9)
     assert 0 < p["min"] < p["mean"] < p["peak"]
     series = one_second_series(result.power_curve)
     assert series.size == int(inputs.window_s)
     assert series.mean() == pytest.approx(p["mean"], rel=1e-9)
-    assert result.summary["energy_mwh"] == pytest.approx(series.sum() / 3600, rel=1e-9)
+    assert result.summary.energy_mwh == pytest.approx(series.sum() / 3600, rel=1e-9)
     # The stored series is the mean over each power_sample_s interval.
     assert len(result.power) == int(inputs.window_s / inputs.power_sample_s)
     assert result.power.power_mw.iloc[0] == pytest.approx(series[:60].mean(), rel=1e-12)
@@ -93,14 +93,14 @@ def test_ramp_limit_bounds_the_series_and_its_lost_time_is_not_productive():
     inputs = make_inputs(planned_per_day=0.0)
     free = simulate(inputs, 0).summary
     limited = simulate(dataclasses.replace(inputs, ramp_mw_per_s=0.01), 0).summary
-    assert limited["power_mw"]["max_ramp_mw_per_s"] <= 0.01 + 1e-9 < free["power_mw"]["max_ramp_mw_per_s"]
+    assert limited.power_mw["max_ramp_mw_per_s"] <= 0.01 + 1e-9 < free.power_mw["max_ramp_mw_per_s"]
     # The ramp's lost seconds go to the stop they follow (checkpoint or restart), not to productive time.
-    assert limited["job_time_s"]["productive"] < free["job_time_s"]["productive"]
-    assert limited["ettr"] < free["ettr"]
+    assert limited.job_time_s["productive"] < free.job_time_s["productive"]
+    assert limited.ettr < free.ettr
     stops = ("checkpoint", "restart")
-    assert sum(limited["job_time_s"][k] for k in stops) > sum(free["job_time_s"][k] for k in stops)
-    assert limited["tokens_trained"] < free["tokens_trained"]
-    assert limited["tokens_trained"] > 0.97 * free["tokens_trained"]  # "a little": under 3% here
+    assert sum(limited.job_time_s[k] for k in stops) > sum(free.job_time_s[k] for k in stops)
+    assert limited.tokens_trained < free.tokens_trained
+    assert limited.tokens_trained > 0.97 * free.tokens_trained  # "a little": under 3% here
 
 
 def test_floor_costs_energy_and_shrinks_checkpoint_swings():
@@ -108,8 +108,8 @@ def test_floor_costs_energy_and_shrinks_checkpoint_swings():
     inputs = make_inputs(failures=(), planned_per_day=0.0)
     free = simulate(inputs, 0).summary
     floored = simulate(dataclasses.replace(inputs, floor_fraction=0.8), 0).summary
-    assert floored["energy_mwh"] > free["energy_mwh"]
-    assert floored["cost_usd"]["energy"] > free["cost_usd"]["energy"]
-    assert floored["power_mw"]["max_ramp_mw_per_s"] < 0.5 * free["power_mw"]["max_ramp_mw_per_s"]
-    assert floored["power_mw"]["min"] > free["power_mw"]["min"]
-    assert floored["tokens_trained"] == pytest.approx(free["tokens_trained"], rel=1e-12)  # no speed cost
+    assert floored.energy_mwh > free.energy_mwh
+    assert floored.cost_usd["energy"] > free.cost_usd["energy"]
+    assert floored.power_mw["max_ramp_mw_per_s"] < 0.5 * free.power_mw["max_ramp_mw_per_s"]
+    assert floored.power_mw["min"] > free.power_mw["min"]
+    assert floored.tokens_trained == pytest.approx(free.tokens_trained, rel=1e-12)  # no speed cost

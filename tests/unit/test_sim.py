@@ -82,7 +82,7 @@ def test_seeded_regression_pins_the_failure_stream():
     counts = failures.category.value_counts().to_dict()
     assert counts == REGRESSION_COUNTS
     assert failures.t_s.iloc[0] == pytest.approx(REGRESSION_FIRST_FAILURE_S, rel=1e-12)
-    assert result.summary["interruptions"]["planned"] == REGRESSION_PLANNED
+    assert result.summary.interruptions.planned == REGRESSION_PLANNED
 
 
 REGRESSION_COUNTS = {"faulty_gpu": 5, "host": 1}
@@ -109,7 +109,7 @@ def test_event_log_is_flat_ordered_and_uses_known_kinds():
     assert ev.t_s.is_monotonic_increasing
     assert set(ev.kind) <= set(EVENT_KINDS)
     assert ev.kind.iloc[0] == "job_start" and ev.kind.iloc[-1] == "window_end"
-    assert ev.t_s.iloc[-1] == result.summary["window_s"]
+    assert ev.t_s.iloc[-1] == result.summary.window_s
     assert str(ev.node.dtype) == "int64" and str(ev.t_s.dtype) == "float64"
     assert (ev.category[ev.kind == "failure"] != "").all()
 
@@ -135,7 +135,7 @@ def test_spares_run_out_and_the_job_waits_for_repair():
     result = simulate(inputs, 0)
     kinds = set(result.events.kind)
     assert {"spares_exhausted", "waiting_start", "waiting_end", "repair_done"} <= kinds
-    assert result.summary["goodput_breakdown_gpu_h"]["waiting"] > 0
+    assert result.summary.goodput_breakdown_gpu_h["waiting"] > 0
 
 
 # ------------------------------------------------------------------------------------------ properties
@@ -145,8 +145,8 @@ def test_spares_run_out_and_the_job_waits_for_repair():
 @given(inputs=input_cases, replica=st.integers(0, 3))
 def test_breakdown_sums_to_all_gpu_hours(inputs, replica):
     s = simulate(inputs, replica).summary
-    total = (s["gpus"] + s["spare_gpus"]) * s["window_s"] / 3600.0
-    breakdown = s["goodput_breakdown_gpu_h"]
+    total = (s.gpus + s.spare_gpus) * s.window_s / 3600.0
+    breakdown = s.goodput_breakdown_gpu_h
     assert set(breakdown) == set(BREAKDOWN_KEYS)
     assert all(v >= -1e-9 * total for v in breakdown.values())
     assert buckets_sum_gpu_h(breakdown) == pytest.approx(total, rel=1e-12)
@@ -154,8 +154,8 @@ def test_breakdown_sums_to_all_gpu_hours(inputs, replica):
         breakdown["idle_spares"] + breakdown["idle_released"], rel=1e-12
     )
     # Every second of the job's wall time is in exactly one bucket.
-    assert math.fsum(s["job_time_s"][k] for k in JOB_TIME_KEYS) == pytest.approx(s["job_wall_s"], rel=1e-9)
-    assert 0.0 <= s["window_utilisation"] <= s["ettr"] * (1 + 1e-12) <= 1.0 + 1e-12
+    assert math.fsum(s.job_time_s[k] for k in JOB_TIME_KEYS) == pytest.approx(s.job_wall_s, rel=1e-9)
+    assert 0.0 <= s.window_utilisation <= s.ettr * (1 + 1e-12) <= 1.0 + 1e-12
 
 
 @PROPERTY_SETTINGS
@@ -168,16 +168,16 @@ def test_no_failures_and_no_planned_means_no_restarts_and_exact_tokens(inputs, r
     s = result.summary
     kinds = set(result.events.kind)
     assert not kinds & {"failure", "detected", "restart_start", "restart_end", "spare_swap", "planned_start"}
-    assert s["interruptions"]["unexpected"] == 0 and s["observed_job_mtbf_h"] is None
-    productive_s = s["job_time_s"]["productive"]
-    assert s["ettr"] == pytest.approx(productive_s / s["job_wall_s"], rel=1e-12)
-    assert s["job_time_s"]["restart"] == 0 and s["job_time_s"]["waiting"] == 0
+    assert s.interruptions.unexpected == 0 and s.observed_job_mtbf_h is None
+    productive_s = s.job_time_s["productive"]
+    assert s.ettr == pytest.approx(productive_s / s.job_wall_s, rel=1e-12)
+    assert s.job_time_s["restart"] == 0 and s.job_time_s["waiting"] == 0
     # Tokens are the nominal step rate times productive time (tolerance: float rounding, rel 1e-9).
-    assert s["tokens_trained"] == pytest.approx(inputs.tokens_per_s * productive_s, rel=1e-9, abs=1e-3)
+    assert s.tokens_trained == pytest.approx(inputs.tokens_per_s * productive_s, rel=1e-9, abs=1e-3)
     # Only the window end can lose work: the open segment and the checkpoints still uploading.
     interval = inputs.checkpoint_interval_s
     uploading = math.ceil(inputs.checkpoint_background_s / (interval + inputs.checkpoint_write_s))
-    assert s["job_time_s"]["lost_rework"] <= interval * (1 + uploading) + 1e-6
+    assert s.job_time_s["lost_rework"] <= interval * (1 + uploading) + 1e-6
 
 
 @PROPERTY_SETTINGS
@@ -185,9 +185,9 @@ def test_no_failures_and_no_planned_means_no_restarts_and_exact_tokens(inputs, r
 def test_more_spares_never_lower_goodput(inputs, replica, extra):
     # Same seed, so the same failures at the same times hit the same slots (arrivals are drawn up front).
     inputs = dataclasses.replace(inputs, target_tokens=1e30)
-    few = simulate(inputs, replica).summary["job_time_s"]["productive"]
+    few = simulate(inputs, replica).summary.job_time_s["productive"]
     more = simulate(dataclasses.replace(inputs, spare_nodes=inputs.spare_nodes + extra), replica)
-    assert more.summary["job_time_s"]["productive"] >= few - 1e-6
+    assert more.summary.job_time_s["productive"] >= few - 1e-6
 
 
 # ------------------------------------------------------------------------------------------ completion
@@ -197,16 +197,16 @@ def test_job_stops_at_target_and_idles_to_the_window_end():
     inputs = make_inputs(target_tokens=2e10, failures=(), planned_per_day=0.0)
     result = simulate(inputs, 0)
     s = result.summary
-    assert s["completed"] and s["completion_s"] is not None and s["completion_s"] < inputs.window_s
-    assert s["tokens_trained"] == pytest.approx(2e10, rel=1e-9)
-    assert s["goodput_breakdown_gpu_h"]["idle"] > inputs.spare_gpus * inputs.window_s / 3600
+    assert s.completed and s.completion_s is not None and s.completion_s < inputs.window_s
+    assert s.tokens_trained == pytest.approx(2e10, rel=1e-9)
+    assert s.goodput_breakdown_gpu_h["idle"] > inputs.spare_gpus * inputs.window_s / 3600
     ev = result.events
     assert (ev.kind == "job_complete").sum() == 1
-    assert ev.t_s[ev.kind == "job_complete"].iloc[0] == s["completion_s"]
+    assert ev.t_s[ev.kind == "job_complete"].iloc[0] == s.completion_s
     # Diurnal drift: wall time is the time at which nominal work reaches target / rate (exact inverse).
-    assert s["ettr"] > s["window_utilisation"]
-    assert s["goodput_breakdown_gpu_h"]["idle_released"] == pytest.approx(
-        (inputs.gpus + inputs.spare_gpus) * (inputs.window_s - s["completion_s"]) / 3600, rel=1e-12
+    assert s.ettr > s.window_utilisation
+    assert s.goodput_breakdown_gpu_h["idle_released"] == pytest.approx(
+        (inputs.gpus + inputs.spare_gpus) * (inputs.window_s - s.completion_s) / 3600, rel=1e-12
     )
 
 
@@ -247,7 +247,7 @@ def test_mean_failure_count_matches_rate_times_exposure():
     # 300 replicas; tolerance 3 standard errors of the Poisson mean (sqrt(lambda / n)).
     inputs = make_inputs()
     n = 300
-    counts = np.array([simulate(inputs, r).summary["interruptions"]["unexpected"] for r in range(n)])
+    counts = np.array([simulate(inputs, r).summary.interruptions.unexpected for r in range(n)])
     expected = expected_failures(inputs)
     assert abs(counts.mean() - expected) < 3 * math.sqrt(expected / n)
 
@@ -327,7 +327,7 @@ def test_inputs_from_the_demo_config():
     assert inputs.floor_fraction is None and inputs.ramp_mw_per_s is None
     assert inputs.diurnal_slowest_s == 15 * 3600  # window starts at midnight
     assert len(inputs.failures) == 5
-    assert simulate(inputs).summary["interruptions"]["unexpected"] >= 0
+    assert simulate(inputs).summary.interruptions.unexpected >= 0
 
 
 def test_bad_inputs_name_the_field_and_the_fix():

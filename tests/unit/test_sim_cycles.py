@@ -23,13 +23,13 @@ def assert_summary_equals_the_curve_path(inputs, replica):
     fast = simulate_summary(inputs, replica)
     full, _ = simulate_curve(inputs, replica)
     # Tallies and counts: the same event loop, bit for bit.
-    assert {k: v for k, v in fast.items() if k not in POWER_KEYS} == {
-        k: v for k, v in full.items() if k not in POWER_KEYS
+    assert {k: v for k, v in fast.to_json().items() if k not in POWER_KEYS} == {
+        k: v for k, v in full.to_json().items() if k not in POWER_KEYS
     }
     # Power: the left-out steps' statistics in closed form (energy summed per block, changes from exact times).
-    for key, value in full["power_mw"].items():
-        assert fast["power_mw"][key] == pytest.approx(value, rel=1e-11, abs=1e-12), key
-    assert fast["energy_mwh"] == pytest.approx(full["energy_mwh"], rel=1e-11)
+    for key, value in full.power_mw.items():
+        assert fast.power_mw[key] == pytest.approx(value, rel=1e-11, abs=1e-12), key
+    assert fast.energy_mwh == pytest.approx(full.energy_mwh, rel=1e-11)
 
 
 def cycle_statistics(inputs, replica):
@@ -169,6 +169,6 @@ def test_arrivals_at_equal_times_and_on_cycle_boundaries_run_in_the_event_models
     monkeypatch.setattr(simulator, "draw_arrivals", arrivals)  # the event-by-event model
     monkeypatch.setattr(fast, "draw_arrivals", arrivals)  # and the compiled one
     slow = simulate(inputs, 0).summary
-    assert slow["interruptions"]["unexpected"] == len(times) * len(inputs.failures)
+    assert slow.interruptions.unexpected == len(times) * len(inputs.failures)
     assert_same(slow, simulate_summary(inputs, 0))
     assert_summary_equals_the_curve_path(inputs, 0)

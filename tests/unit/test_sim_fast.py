@@ -39,7 +39,7 @@ def test_seeded_regression_llama3_fast_equals_event_by_event():
         slow = simulate(inputs, replica).summary
         fast = simulate_summary(inputs, replica)
         assert_same(slow, fast)
-        assert fast["n_checkpoints"] > 10_000  # most cycles were skipped in closed form, not a trivial case
+        assert fast.n_checkpoints > 10_000  # most cycles were skipped in closed form, not a trivial case
 
 
 @pytest.mark.parametrize(
@@ -275,9 +275,9 @@ def test_snapshot_window_reaches_its_target_at_the_same_time_in_both_models(inpu
     slow = simulate(inputs, replica).summary
     assert_same(slow, simulate_summary(inputs, replica))
     assert_same(slow, simulate_summary_interpreted(inputs, replica))
-    assert slow["completion_s"] is None
-    reached = slow["target_reached_s"]
-    assert (reached is not None) == (slow["tokens_trained"] >= inputs.target_tokens)
+    assert slow.completion_s is None
+    reached = slow.target_reached_s
+    assert (reached is not None) == (slow.tokens_trained >= inputs.target_tokens)
     if reached is not None:
         assert 0.0 < reached <= inputs.window_s
 
@@ -286,10 +286,10 @@ def test_a_finishing_window_reaches_its_target_when_it_completes():
     inputs = make_inputs()
     inputs = dataclasses.replace(inputs, target_tokens=inputs.tokens_per_s * inputs.window_s * 0.4)
     done = [simulate_summary(inputs, replica) for replica in range(4)]
-    done = [s for s in done if s["completed"]]
+    done = [s for s in done if s.completed]
     assert len(done) >= 2  # (replica 1 runs out of spares and never finishes)
     for s in done:
-        assert s["target_reached_s"] == s["completion_s"]
+        assert s.target_reached_s == s.completion_s
 
 
 def test_both_models_count_the_target_reached_with_the_same_slack():

@@ -63,9 +63,9 @@ def test_no_failures_finishing_job_ettr_is_one_minus_checkpoint_overhead_exactly
     inputs = quiet(checkpoint_interval_s=interval_s, checkpoint_write_s=write_s, window_s=10 * DAY)
     inputs = dataclasses.replace(inputs, target_tokens=inputs.tokens_per_s * interval_s * k)
     s = simulate(inputs, 0).summary
-    assert s["completed"]
-    assert s["ettr"] == pytest.approx(1.0 - write_s / (interval_s + write_s), rel=1e-12)
-    assert s["completion_s"] == pytest.approx(k * (interval_s + write_s), rel=1e-12)
+    assert s.completed
+    assert s.ettr == pytest.approx(1.0 - write_s / (interval_s + write_s), rel=1e-12)
+    assert s.completion_s == pytest.approx(k * (interval_s + write_s), rel=1e-12)
 
 
 def test_no_failures_finishing_job_with_a_short_last_segment():
@@ -73,7 +73,7 @@ def test_no_failures_finishing_job_with_a_short_last_segment():
     inputs = quiet(checkpoint_interval_s=interval_s, checkpoint_write_s=write_s, window_s=10 * DAY)
     inputs = dataclasses.replace(inputs, target_tokens=inputs.tokens_per_s * work_s)
     s = simulate(inputs, 0).summary
-    assert s["ettr"] == pytest.approx(work_s / (work_s + 13 * write_s), rel=1e-12)
+    assert s.ettr == pytest.approx(work_s / (work_s + 13 * write_s), rel=1e-12)
 
 
 def test_no_failures_unfinished_job_keeps_whole_cycles_and_loses_the_open_one():
@@ -82,10 +82,8 @@ def test_no_failures_unfinished_job_keeps_whole_cycles_and_loses_the_open_one():
         quiet(checkpoint_interval_s=interval_s, checkpoint_write_s=write_s, window_s=window_s), 0
     ).summary
     cycles = math.floor(window_s / (interval_s + write_s))
-    assert s["ettr"] == pytest.approx(cycles * interval_s / window_s, rel=1e-12)
-    assert s["job_time_s"]["lost_rework"] == pytest.approx(
-        window_s - cycles * (interval_s + write_s), rel=1e-9
-    )
+    assert s.ettr == pytest.approx(cycles * interval_s / window_s, rel=1e-12)
+    assert s.job_time_s["lost_rework"] == pytest.approx(window_s - cycles * (interval_s + write_s), rel=1e-9)
 
 
 def test_ramp_limit_time_after_a_checkpoint_is_checkpoint_time_not_productive():
@@ -106,10 +104,10 @@ def test_ramp_limit_time_after_a_checkpoint_is_checkpoint_time_not_productive():
     )
     delay = rise / (2 * 0.005)  # campaign.sim.power.ramp_delay_s
     assert delay > 1.0
-    n = s["n_checkpoints"]
-    assert s["job_time_s"]["checkpoint"] == pytest.approx(n * (30.0 + delay), abs=30.0 + delay)
-    assert s["job_time_s"]["productive"] < free["job_time_s"]["productive"]
-    assert s["ettr"] < free["ettr"]
+    n = s.n_checkpoints
+    assert s.job_time_s["checkpoint"] == pytest.approx(n * (30.0 + delay), abs=30.0 + delay)
+    assert s.job_time_s["productive"] < free.job_time_s["productive"]
+    assert s.ettr < free.ettr
 
 
 # ------------------------------------------------------------------------------------------- properties
@@ -121,25 +119,23 @@ def test_buckets_always_sum_to_every_gpu_hour_of_the_window(inputs, replica, fin
     if finishing:
         inputs = dataclasses.replace(inputs, target_tokens=inputs.tokens_per_s * inputs.window_s * 0.3)
     s = simulate(inputs, replica).summary
-    b = s["goodput_breakdown_gpu_h"]
-    total = (s["gpus"] + s["spare_gpus"]) * s["window_s"] / 3600.0
+    b = s.goodput_breakdown_gpu_h
+    total = (s.gpus + s.spare_gpus) * s.window_s / 3600.0
     assert set(b) == set(ALL_KEYS)
     assert math.fsum(b[k] for k in BUCKET_KEYS) == pytest.approx(total, rel=1e-12)
     assert b["idle"] == pytest.approx(b["idle_spares"] + b["idle_released"], rel=1e-12)
     assert min(b.values()) >= -1e-9 * total
-    if not s["completed"]:
+    if not s.completed:
         assert b["idle_released"] == 0.0
-    assert s["window_utilisation"] == pytest.approx(b["productive"] / total, rel=1e-12)
+    assert s.window_utilisation == pytest.approx(b["productive"] / total, rel=1e-12)
 
 
 @PROPERTY_SETTINGS
 @given(inputs=input_cases, replica=st.integers(0, 3), extra=st.integers(1, 8))
 def test_more_spares_never_lower_ettr_of_an_unfinished_job(inputs, replica, extra):
     inputs = dataclasses.replace(inputs, target_tokens=1e30)
-    few = simulate(inputs, replica).summary["ettr"]
-    more = simulate(dataclasses.replace(inputs, spare_nodes=inputs.spare_nodes + extra), replica).summary[
-        "ettr"
-    ]
+    few = simulate(inputs, replica).summary.ettr
+    more = simulate(dataclasses.replace(inputs, spare_nodes=inputs.spare_nodes + extra), replica).summary.ettr
     assert more >= few - 1e-12
 
 
@@ -154,7 +150,7 @@ def test_more_spares_never_lower_mean_ettr_of_a_finishing_job():
     means = []
     for spares in (0, 1, 2, 4, 8):
         x = dataclasses.replace(inputs, spare_nodes=spares)
-        means.append(np.mean([simulate(x, r).summary["ettr"] for r in range(30)]))
+        means.append(np.mean([simulate(x, r).summary.ettr for r in range(30)]))
     assert all(b >= a - 1e-12 for a, b in itertools.pairwise(means))
     assert means[-1] > means[0]  # the case is not vacuous: spares matter here
 
@@ -163,12 +159,9 @@ def test_interruptions_scale_linearly_with_gpus():
     # Unfinished job, 200 replicas each; the ratio of means is 2 within 3 standard errors of the Poisson counts.
     base = make_inputs(nodes=16, target_tokens=1e30)
     n = 200
-    small = np.array([simulate(base, r).summary["interruptions"]["unexpected"] for r in range(n)])
+    small = np.array([simulate(base, r).summary.interruptions.unexpected for r in range(n)])
     big = np.array(
-        [
-            simulate(dataclasses.replace(base, nodes=32), r).summary["interruptions"]["unexpected"]
-            for r in range(n)
-        ]
+        [simulate(dataclasses.replace(base, nodes=32), r).summary.interruptions.unexpected for r in range(n)]
     )
     ratio = big.mean() / small.mean()
     se = ratio * math.sqrt(1 / (big.mean() * n) + 1 / (small.mean() * n))  # delta method, Poisson counts

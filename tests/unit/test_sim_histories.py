@@ -23,7 +23,7 @@ from tests.helpers.sim_inputs import DAY, PROPERTY_SETTINGS, input_cases, make_i
 def _demo_target_s(days: int) -> list[float | None]:
     config = load_config(DEMO, [f"window.days={days}", "seed=7"]).config
     inputs, band = window_replicas_inputs(config)
-    return [s["target_reached_s"] for s in simulate_batch(inputs, range(100), band)]
+    return [s.target_reached_s for s in simulate_batch(inputs, range(100), band)]
 
 
 def test_demo_replicas_reach_the_target_at_the_same_time_in_a_2_and_a_3_day_window():
@@ -68,8 +68,8 @@ def test_events_before_a_horizon_are_the_same_whatever_the_horizon(inputs, repli
     cut2 = e2[(e2.t_s < h1) & (e2.kind != "window_end")].drop(columns="event_id").reset_index(drop=True)
     assert cut1.equals(cut2)
     # and the fast path: a target reached before h1 is reached at the same time
-    t1 = simulate_summary(short, replica)["target_reached_s"]
-    t2 = simulate_summary(inputs, replica)["target_reached_s"]
+    t1 = simulate_summary(short, replica).target_reached_s
+    t2 = simulate_summary(inputs, replica).target_reached_s
     if t1 is not None and t1 < h1:
         assert t2 == t1
 

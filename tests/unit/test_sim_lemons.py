@@ -79,8 +79,8 @@ def test_a_lemon_fails_more_only_while_it_holds_a_slot():
     # log include them.
     x = make_inputs(window_s=20 * DAY, planned_per_day=0.0, **LEMONS)
     plain = dataclasses.replace(x, lemon_nodes=0)
-    more = sum(simulate_summary(x, r)["interruptions"]["unexpected"] for r in range(20))
-    base = sum(simulate_summary(plain, r)["interruptions"]["unexpected"] for r in range(20))
+    more = sum(simulate_summary(x, r).interruptions.unexpected for r in range(20))
+    base = sum(simulate_summary(plain, r).interruptions.unexpected for r in range(20))
     assert more > 1.3 * base
     events = simulate(x, 0).events
     lemons = set(lemon_node_ids(x, 0).tolist())
@@ -93,13 +93,13 @@ def test_a_quarantined_node_is_never_repaired_and_a_spare_takes_its_slot():
     result = simulate(x, 1)
     events = result.events
     retired = events[events.kind == "quarantine"]
-    assert len(retired) == result.summary["n_quarantined"] > 0
+    assert len(retired) == result.summary.n_quarantined > 0
     for node in retired.node:
         after = events[events.t_s >= retired[retired.node == node].t_s.iloc[0]]
         assert not ((after.kind == "repair_done") & (after.node == node)).any()
         assert not ((after.kind == "spare_swap") & (after.node == node)).any()
     off = simulate(dataclasses.replace(x, quarantine_failures=0), 1)
-    assert off.summary["n_quarantined"] == 0 and not (off.events.kind == "quarantine").any()
+    assert off.summary.n_quarantined == 0 and not (off.events.kind == "quarantine").any()
 
 
 @PROPERTY_SETTINGS

@@ -42,10 +42,10 @@ def test_replica_values_are_the_replicas_own_figures(simulated):
     result, summaries = simulated
     values = replica_values(summaries)
     assert {len(v) for v in values.to_json().values()} == {12}
-    assert values.ettr == [s["ettr"] for s in summaries]
-    assert values.interruptions_unexpected == [s["interruptions"]["unexpected"] for s in summaries]
+    assert values.ettr == [s.ettr for s in summaries]
+    assert values.interruptions_unexpected == [s.interruptions.unexpected for s in summaries]
     finished = [d for d in values.completion_days if d is not None]
-    assert len(finished) == sum(s["completed"] for s in summaries)
+    assert len(finished) == sum(s.completed for s in summaries)
     assert min(finished) == pytest.approx(result["summary"]["completion_days"]["p10"], abs=0.2)
     assert (
         replica_values([summaries[0]] * (MAX_REPLICA_VALUES + 1)) is None

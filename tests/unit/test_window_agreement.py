@@ -37,7 +37,7 @@ def test_llama3_what_if_sweep_and_schedule_gate_agree_that_the_window_suffices()
     assert gate.p_target_in_window >= 0.9 and gate.p90_completion_days is not None
     # Every replica that reached the target trained at least it; those that did not, less.
     for s in summaries:
-        assert (s["target_reached_s"] is not None) == (s["tokens_trained"] >= s["tokens_target"])
+        assert (s.target_reached_s is not None) == (s.tokens_trained >= s.tokens_target)
 
 
 def test_simulate_and_the_schedule_gate_report_the_same_figures_for_the_same_seed():
