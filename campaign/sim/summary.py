@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
+from campaign.errors import DataError
 from campaign.goodput import CostUsd
 from campaign.records import JsonRecord
 
@@ -218,7 +219,15 @@ class ReplicaSummary(JsonRecord):
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ReplicaSummary:
-        """A summary as the catalog or a task result holds it."""
+        """A summary as the catalog or a task result holds it; one written by an older campaign, without a figure
+        this one records, is refused naming the figures (exit 2), never read with a figure made up."""
+        missing = [name for name in (*_SUMMARY_KEYS, "interruptions") if name not in data]
+        if missing:
+            raise DataError(
+                f"a summary without {', '.join(missing)}: it was written by an older version of campaign",
+                where="the workspace's catalog (campaign.duckdb)",
+                fix="run the stage that wrote it again (simulate, execute or validate) in this workspace",
+            )
         measured = data.get("measured")
         return cls(
             **{name: data[name] for name in _SUMMARY_KEYS},

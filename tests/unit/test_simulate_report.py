@@ -146,3 +146,18 @@ def test_a_snapshot_window_leads_with_the_share_that_reaches_its_target():
     assert facts.window_length.startswith("fits")
     assert "**P(target reached inside the window)** | **100.0%**" in markdown
     assert "the window suffices" in summary_markdown("demo", 6, loaded.config.seed, summary)
+
+
+def test_a_summary_written_by_an_older_campaign_is_refused_naming_what_it_lacks():
+    from campaign.errors import DataError
+    from campaign.sim.summary import ReplicaSummary
+
+    inputs = window_inputs(load_config(DEMO).config)
+    summary = simulate_batch(inputs, range(1))[0]
+    again = ReplicaSummary.from_json(summary.to_json())
+    assert again == summary  # the catalog's JSON reads back as the same record
+    old = summary.to_json()
+    del old["energy_mwh"]  # a figure an older campaign did not record
+    with pytest.raises(DataError, match="a summary without energy_mwh") as err:
+        ReplicaSummary.from_json(old)
+    assert err.value.exit_code == 2 and "run the stage that wrote it again" in str(err.value)
