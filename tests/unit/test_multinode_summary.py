@@ -103,3 +103,48 @@ def test_a_straggler_is_a_rank_that_computes_factor_times_the_others():
     assert straggler(beats, 6.0) is None
     beats[2].compute_s = [0.01] * 7  # every rank needs its window of steps first
     assert straggler(beats, 3.0) is None
+
+
+def test_a_run_that_shrank_says_so_in_its_report(tmp_path):
+    """No spare and `elastic: shrink`: the run finished on fewer nodes, and both reports say how many of how many."""
+    j = Journal.open(tmp_path)
+    j.add(0.0, "job_start", detail="target_step=20 job_nodes=2 spare_nodes=0", started_at=1.0e9)
+    j.add(1.0, "start", node=0, detail="world=2 nodes=n0,n1", nodes=["n0", "n1"], names=["n0", "n1"])
+    for step in range(1, 9):
+        j.add_step(10.0 + step, step, 0)
+        if step % 5 == 0:
+            j.add(10.2 + step, "checkpoint_end", node=0, detail=f"step={step}", step=step)
+    j.add(
+        19.0,
+        "failure",
+        "node_lost",
+        "node",
+        1,
+        detail="injected: node n1 lost (set DOWN)",
+        injection=0,
+        step=8,
+    )
+    j.add(20.0, "detected", "node_lost", "node", 1)
+    j.add(20.0, "node_excluded", "node_lost", "node", 1, detail="node=n1 failures=1")
+    j.add(20.0, "spares_exhausted", detail="no spare left", attempt=1)
+    j.add(20.0, "elastic_shrink", detail="world 2 -> 1", attempt=1)
+    j.add(20.1, "restart_start", node=0, attempt=1)
+    j.add(21.0, "start", node=0, detail="world=1 nodes=n0", attempt=1, nodes=["n0"], names=["n0", "n1"])
+    for step in range(6, 21):
+        j.add_step(25.0 + step, step, 1)
+    j.add(46.0, "job_complete", node=0, attempt=1)
+    j.add(46.0, "window_end", detail="target step reached", attempt=1)
+    summary = multinode_summary(j, 20, 96, 5, 3, 2.0, job_nodes=2, spare_nodes=0)
+    nodes = summary.measured_run().nodes
+    assert nodes is not None and nodes.world_sizes == [2, 1] and nodes.nodes_excluded == ["n1"]
+    r = summary.to_json()
+    r["interruptions"] |= {
+        "injected": 1,
+        "organic": 0,
+        "injected_by_category": {"node_lost": 1},
+    }  # as analyse adds
+    for name in ("measured.md.j2", "measured.html.j2"):
+        text = environment().get_template(name).render(r=r)
+        assert (
+            "2 job nodes and 0 spare(s); world size 2 then 1 (shrunk to 1 of 2 nodes (no spare left" in text
+        )
