@@ -38,7 +38,7 @@ from typing import Any
 from filelock import FileLock
 
 from campaign import errors
-from campaign.errors import CampaignError, InternalError
+from campaign.errors import CampaignError, ConfigError, InternalError
 from campaign_cli import local_api
 
 ENABLE_ENV = "CAMPAIGN_KEPT_WORKER"
@@ -250,16 +250,31 @@ class _Relay(io.TextIOBase):
         return False
 
 
+def socket_path(home: Path, pid: int) -> Path:
+    """Where the worker listens: beside the server, or, for a deep workspace (a Unix socket's path must fit
+    sockaddr_un), in this user's temporary folder, or in a folder of this user's own under /tmp when TMPDIR is deep
+    too."""
+    name = f"worker-{pid}.sock"
+    for folder in (home, local_api.temporary_home()):
+        if len(os.fsencode(folder / name)) <= _SOCKET_MAX:
+            return folder / name
+    short = Path("/tmp") / f"campaign-{os.getuid()}"
+    short.mkdir(mode=0o700, exist_ok=True)
+    if short.stat().st_uid != os.getuid() or short.stat().st_mode & 0o077:
+        raise ConfigError(
+            f"{short} is not a folder of this user's own (mode 0700)",
+            where=str(short),
+            fix="remove it, or set CAMPAIGN_KEPT_WORKER=0 to run flows in the command's own process",
+        )
+    return short / name
+
+
 class _Worker:
     def __init__(self, home: Path, server_pid: int, ident: str, relay: _Relay) -> None:
         self.home, self.server_pid, self.identity, self.relay = home, server_pid, ident, relay
         self.retiring = threading.Event()
         self.pid = os.getpid()
-        self.socket_path = home / f"worker-{self.pid}.sock"
-        if (
-            len(os.fsencode(self.socket_path)) > _SOCKET_MAX
-        ):  # a deep workspace: a short path of this user's own
-            self.socket_path = local_api.temporary_home() / f"worker-{self.pid}.sock"
+        self.socket_path = socket_path(home, self.pid)
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 
     def warm(self) -> list[str]:

@@ -87,3 +87,14 @@ def test_a_measured_step_of_another_model_is_refused_by_plan_and_simulate(model,
         err = capsys.readouterr().err
         said = "measured on 'mt-nlg-530b', this config plans 'demo-2b'" if model else "name the model the run"
         assert "plan.measured[0].model" in err and said in err, err
+
+
+def test_a_sweep_of_identical_points_marks_no_best_on_any_surface(capsys, tmp_path):
+    """Two targets that no replica reaches in the window give the same histories: no best beyond the replicas' noise,
+    in the text and in the JSON alike."""
+    sweep = ("simulate", str(DEMO), "--replicas", "20", "--sweep", "plan.target_tokens=1e15,2e15")
+    ws = ("--workspace", str(tmp_path / "ws"))
+    result = json.loads(_run(capsys, *sweep, "--json", *ws))
+    text = _run(capsys, *sweep, *ws)
+    assert result["sweep"]["best"] is None and len(result["sweep"]["tied"]) == 2, result["sweep"]
+    assert "no best beyond the replicas' noise: tied" in text, text

@@ -1,6 +1,8 @@
 """The kept worker's identity and its errors, without starting one (tests/e2e/test_kept_worker.py starts one)."""
 
+import os
 import sys
+from pathlib import Path
 
 from campaign.errors import CampaignError, ConfigError, DiskFull
 from campaign_cli import kept_worker
@@ -53,3 +55,15 @@ def test_no_worker_with_an_api_of_the_users_or_a_server_that_stops_with_its_comm
     monkeypatch.setenv("CAMPAIGN_SERVER_IDLE_S", "600")
     monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:1/api")
     assert not kept_worker.enabled()
+
+
+def test_a_deep_workspace_and_a_deep_tmpdir_still_get_a_socket_path_that_fits(tmp_path, monkeypatch):
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    assert kept_worker.socket_path(tmp_path, 123) == tmp_path / "worker-123.sock"  # short: beside the server
+    deep.mkdir(parents=True)
+    monkeypatch.setattr(
+        kept_worker.local_api, "temporary_home", lambda: deep
+    )  # TMPDIR as deep as the workspace
+    path = kept_worker.socket_path(deep, 123)
+    assert path == Path("/tmp") / f"campaign-{os.getuid()}" / "worker-123.sock"
+    assert len(os.fsencode(path)) <= 100 and path.parent.stat().st_mode & 0o777 == 0o700

@@ -16,6 +16,7 @@ from campaign.sim.power_notice import (
     power_notice,
     swings_mw,
 )
+from campaign.sim.summary import Interruptions
 from tests.helpers.sim_inputs import make_inputs
 
 
@@ -94,7 +95,7 @@ def test_named_swings_find_a_known_checkpoint_dip_apart_from_the_outages():
     inputs = dataclasses.replace(
         make_inputs(), window_s=day, checkpoint_write_s=3.0, ramp_mw_per_s=None, floor_fraction=None
     )
-    swings = named_swings([curve], inputs, [{"unexpected": 1, "planned": 1}])
+    swings = named_swings([curve], inputs, [Interruptions(unexpected=1, planned=1, by_category={})])
     checkpoint = swings["periodic"][0]
     assert checkpoint["cause"] == "checkpoint cadence"
     assert checkpoint["size_mw"] == pytest.approx(7.8) and checkpoint["duration_s"] == pytest.approx(3.0)
