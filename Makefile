@@ -32,10 +32,11 @@ run: $(STAMP)
 	PREFECT_SERVER_ANALYTICS_ENABLED=false $(BIN)/campaign run configs/campaigns/demo.yaml --workspace workspace/demo
 
 # Every tier (unit, reference, flows, e2e; markers in pyproject.toml), the 25 slowest tests listed at the end.
-# Three workers, whole files each (module-scoped workspaces stay in one worker): most flow and e2e tests wait on
-# subprocesses, servers, browsers and Slurm, so on 2 cores the suite keeps them only about 60 % busy with two.
+# Four workers, whole files each (module-scoped workspaces stay in one worker): most flow and e2e tests wait on
+# subprocesses, servers, browsers and Slurm, so on 2 cores two workers keep them only about 60 % busy
+# (benchmarks/results/2026-12-05-tests.md: 650 s with three, 600 s with four).
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 3 --dist loadfile --durations=25
+	$(BIN)/python -m pytest -q -n 4 --dist loadfile --durations=25
 
 # The fast tiers only: unit and reference (no Prefect flow, no server, no JAX trainer), each Hypothesis property on
 # a quarter of its examples (tests/helpers/examples.py).
