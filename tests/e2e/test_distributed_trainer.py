@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from campaign.rehearsal.harness import HarnessSettings, contract_env
 from tests.helpers.paths import REPO
@@ -26,6 +27,7 @@ def _losses(folder):
     return out
 
 
+@pytest.mark.timeout(600)  # four starts of 2 JAX ranks: 67 s alone, 143 s beside the rest of the suite
 def test_the_rehearsal_gate_kills_one_rank_and_sees_every_rank_restore_exactly(tmp_path):
     """`rehearsal.kill: one_process` with the launcher: the gate's fault is a SIGKILL of one rank, not of the job's
     process group; the launcher ends the job, and the restart of both ranks resumes from the sharded checkpoint
@@ -47,7 +49,7 @@ def test_the_rehearsal_gate_kills_one_rank_and_sees_every_rank_restore_exactly(t
         STEPS,
         3,
         EVERY,
-        400,
+        540,
         0.0,
         0.0,
         BATCH * 16,
