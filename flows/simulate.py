@@ -92,12 +92,20 @@ def simulate_flow(params: SimulateParams = SimulateParams()):
         "step_time_band": list(band),
         "summary": summarise_replicas(summaries, inputs.window_s, inputs.stop_at_target),
     }
-    # quote(): Prefect would otherwise visit every value of the 1,000 replica summaries looking for futures, in
-    # both tasks' parameter resolution and input tracking (about 2 s of a 1,000-replica run, cProfile)
-    publish_simulation(loaded.config.name, quote(result))
     from tasks.analyse import simulate_report  # the report's plots and templates: imported once the flow runs
 
-    return result | simulate_report(quote(result), quote(summaries), loaded.config.name, params.workspace)
+    # quote(): Prefect would otherwise visit every value of the 1,000 replica summaries looking for futures, in
+    # both tasks' parameter resolution and input tracking (about 2 s of a 1,000-replica run, cProfile).
+    # The summary's two artifacts go to the API on a thread of their own while the report draws its figures: the
+    # two tasks need nothing of each other, and each artifact is a write the server commits (30-60 ms).
+    side: ThreadPoolTaskRunner[str] = ThreadPoolTaskRunner(max_workers=1)
+    with side as runner:
+        published = runner.submit(
+            publish_simulation, {"campaign": loaded.config.name, "result": quote(result)}
+        )
+        report = simulate_report(quote(result), quote(summaries), loaded.config.name, params.workspace)
+        published.result()
+    return result | report
 
 
 def simulation_task_runner(runtime: RuntimeConfig):

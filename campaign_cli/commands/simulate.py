@@ -33,12 +33,17 @@ def simulate(
     workspace: WorkspaceOpt = None,
 ) -> None:
     """What-if replicas of the window with percentiles; no gates, no commitment."""
-    from campaign.sim.sweeps import check_sweeps
     from campaign_cli import kept_worker
 
-    check_sweeps(
-        config, list(set_ or []), list(sweep or [])
-    )  # bad input fails here, before a Prefect API starts
+    ws = _workspace_if_any(workspace)
+    home = ws.root / ".prefect" if ws is not None else None
+    in_worker = kept_worker.enabled()
+    if not (in_worker and kept_worker.serves(home, "simulate")):
+        # Bad input fails here, before a Prefect API or a worker starts; a running worker checks it itself, where
+        # the config's modules are already imported (this process then never imports them).
+        from campaign.sim.sweeps import check_sweeps
+
+        check_sweeps(config, list(set_ or []), list(sweep or []))
     args = {
         "config": config,
         "overrides": list(set_ or []),
@@ -47,11 +52,10 @@ def simulate(
         "sweeps": list(sweep or []),
         "workspace": workspace,
     }
-    ws = _workspace_if_any(workspace)
-    if kept_worker.enabled():
+    if in_worker:
         # The flow runs in the worker kept beside the local server, which holds Prefect, the kernels and the
         # report's plotting already imported: this process imports none of them.
-        result = kept_worker.run_in_worker(ws.root / ".prefect" if ws is not None else None, "simulate", args)
+        result = kept_worker.run_in_worker(home, "simulate", args)
     else:
         with _prefect_api(ws, warm=_imports("flows.simulate", "campaign.analysis.plots")):
             from flows.simulate import SimulateParams, simulate_with_runner

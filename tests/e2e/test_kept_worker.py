@@ -39,6 +39,25 @@ def test_simulate_through_the_kept_worker_matches_its_own_process_and_stops_with
     assert simulate() == through_worker
     assert json.loads((ws / ".prefect" / "worker.json").read_text())["pid"] == worker["pid"]  # reused
     assert simulate(CAMPAIGN_KEPT_WORKER="0") == through_worker
+
+    # Bad input, with the worker running, is checked there (the command imports no config): the same error and
+    # exit code as in the command's own process, and the worker goes on serving.
+    def refused(**extra: str) -> str:
+        out = subprocess.run(
+            [*command, "--set", "plan.checkpoint.interval_s=-5"],
+            cwd=REPO,
+            env={**env, **extra},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert out.returncode == 2, out.stderr[-3000:]
+        assert "flow run" not in out.stderr.lower()  # refused before a flow run starts
+        return out.stderr[out.stderr.index("plan.checkpoint.interval_s") :]
+
+    assert refused() == refused(CAMPAIGN_KEPT_WORKER="0")
+    assert simulate() == through_worker
+    assert json.loads((ws / ".prefect" / "worker.json").read_text())["pid"] == worker["pid"]
     subprocess.run(
         [sys.executable, "-m", "campaign_cli.cli", "server", "stop", str(ws)], cwd=REPO, env=env, check=True
     )
