@@ -13,7 +13,6 @@ its last; the rest is `campaign.execution.measured`, so the report has the keys 
 from __future__ import annotations
 
 import itertools
-import json
 import statistics
 from dataclasses import replace
 from pathlib import Path
@@ -27,17 +26,10 @@ from campaign.execution.journal_lines import EventKeys
 from campaign.files import check_regular
 from campaign.plan.tensorboard_events import is_event_path
 from campaign.plan.trainer_logs import TimedLine, timed_records
-from campaign.rehearsal.contract import Metrics, MetricsError, parse_metrics_line
+from campaign.rehearsal.contract import MetricsError, parse_metrics_record
 
 UNCLASSIFIED = "unclassified"
 MAX_PROBLEMS = 10
-
-
-def _time_of(record: dict[str, Any]) -> float | None:
-    value = record.get("time")
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
 
 
 def _framework_rows(path: Path, rows: list[TimedLine] | None) -> list[TimedLine]:
@@ -68,26 +60,18 @@ def read_timed_metrics(path: Path) -> list[TimedLine]:
     for line_no, line in enumerate(raw.decode("utf-8", errors="replace").splitlines(), start=1):
         if not line.strip():
             continue
-        parsed = Metrics()
         try:
-            parse_metrics_line(line, line_no, parsed, f"{path}:{line_no}")
+            parsed = parse_metrics_record(line)
         except MetricsError as exc:
             problems.append(f"{path}:{line_no}: {exc}")
             continue
-        if parsed.heldout:
+        if parsed.kind == "heldout":
             continue
-        record = json.loads(line)
-        t = _time_of(record)
-        if t is None:
+        if parsed.time is None:
             problems.append(f"{path}:{line_no}: no 'time' (Unix seconds) on a step or event line")
             continue
-        if parsed.losses:
-            step = parsed.losses[0][0]
-            rows.append(TimedLine(t, "step", step, parsed.tokens.get(step)))
-        elif parsed.checkpoints:
-            rows.append(TimedLine(t, "checkpoint", parsed.checkpoints[0]))
-        elif parsed.resumed:
-            rows.append(TimedLine(t, "resumed", parsed.resumed[0]))
+        kind = "step" if parsed.kind == "loss" else parsed.kind
+        rows.append(TimedLine(parsed.time, kind, parsed.step, parsed.tokens))
     if problems:
         more = f" (and {len(problems) - MAX_PROBLEMS} more)" if len(problems) > MAX_PROBLEMS else ""
         raise DataError(
