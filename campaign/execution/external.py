@@ -12,30 +12,24 @@ its last; the rest is `campaign.execution.measured`, so the report has the keys 
 
 from __future__ import annotations
 
-import json
+import itertools
 import statistics
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import pandas as pd
 
 from campaign.errors import DataError
-from campaign.execution.journal import Journal
+from campaign.execution.journal import Journal, JournalEvent, JournalStep
+from campaign.execution.journal_lines import EventKeys
 from campaign.files import check_regular
 from campaign.plan.tensorboard_events import is_event_path
 from campaign.plan.trainer_logs import TimedLine, timed_records
-from campaign.rehearsal.contract import Metrics, MetricsError, parse_metrics_line
+from campaign.rehearsal.contract import MetricsError, parse_metrics_record
 
 UNCLASSIFIED = "unclassified"
 MAX_PROBLEMS = 10
-
-
-def _time_of(record: dict[str, Any]) -> float | None:
-    value = record.get("time")
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
 
 
 def _framework_rows(path: Path, rows: list[TimedLine] | None) -> list[TimedLine]:
@@ -66,26 +60,18 @@ def read_timed_metrics(path: Path) -> list[TimedLine]:
     for line_no, line in enumerate(raw.decode("utf-8", errors="replace").splitlines(), start=1):
         if not line.strip():
             continue
-        parsed = Metrics()
         try:
-            parse_metrics_line(line, line_no, parsed, f"{path}:{line_no}")
+            parsed = parse_metrics_record(line)
         except MetricsError as exc:
             problems.append(f"{path}:{line_no}: {exc}")
             continue
-        if parsed.heldout:
+        if parsed.kind == "heldout":
             continue
-        record = json.loads(line)
-        t = _time_of(record)
-        if t is None:
+        if parsed.time is None:
             problems.append(f"{path}:{line_no}: no 'time' (Unix seconds) on a step or event line")
             continue
-        if parsed.losses:
-            step = parsed.losses[0][0]
-            rows.append(TimedLine(t, "step", step, parsed.tokens.get(step)))
-        elif parsed.checkpoints:
-            rows.append(TimedLine(t, "checkpoint", parsed.checkpoints[0]))
-        elif parsed.resumed:
-            rows.append(TimedLine(t, "resumed", parsed.resumed[0]))
+        kind = "step" if parsed.kind == "loss" else parsed.kind
+        rows.append(TimedLine(parsed.time, kind, parsed.step, parsed.tokens))
     if problems:
         more = f" (and {len(problems) - MAX_PROBLEMS} more)" if len(problems) > MAX_PROBLEMS else ""
         raise DataError(
@@ -149,41 +135,47 @@ def journal_from_metrics(rows: list[TimedLine], incidents: pd.DataFrame | None) 
     journal = Journal(Path("."))
     nodes: list[str] = []
 
-    def event(t: float, kind: str, **fields: Any) -> None:
-        row = {
-            "event_id": len(journal.events),
-            "t_s": t - t0,
-            "kind": kind,
-            "category": "",
-            "scope": "",
-            "node": -1,
-            "tokens_trained": 0.0,
-            "detail": "",
-            "attempt": 0,
-        }
-        row.update(fields)
-        journal.events.append(row)
+    def event(
+        t: float, kind: str, attempt: int, scope: str = "", detail: str = "", **keys: Unpack[EventKeys]
+    ) -> None:
+        journal.events.append(
+            JournalEvent(
+                len(journal.events),
+                t - t0,
+                kind,
+                "",
+                scope,
+                -1,
+                0.0,
+                detail,
+                attempt,
+                **keys,
+                line_keys=tuple(keys),
+            )
+        )
 
-    event(t0, "job_start", started_at=t0, detail="read from a metrics file")
+    event(t0, "job_start", 0, detail="read from a metrics file", started_at=t0)
     attempt, last_step, starts, last_line = 0, 0, [t0], t0
     for r in rows:
         restart = r.kind == "resumed" or (r.kind == "step" and r.step <= last_step and last_step > 0)
         if restart:
-            event(last_line, "failure", scope="job", attempt=attempt, step=last_step)
-            event(r.t, "detected", scope="job", attempt=attempt)
+            event(last_line, "failure", attempt, scope="job", step=last_step)
+            event(r.t, "detected", attempt, scope="job")
             attempt += 1
             starts.append(r.t)
-            event(r.t, "restart_start", attempt=attempt)
+            event(r.t, "restart_start", attempt)
             last_step = r.step if r.kind == "resumed" else r.step - 1
         if r.kind == "step":
-            journal.steps.append({"t_s": r.t - t0, "step": r.step, "attempt": attempt})
+            journal.steps.append(JournalStep(r.t - t0, r.step, attempt))
             last_step = r.step
         elif r.kind == "checkpoint":
-            event(r.t, "checkpoint_end", attempt=attempt, step=r.step, detail=f"step={r.step}")
+            event(r.t, "checkpoint_end", attempt, detail=f"step={r.step}", step=r.step)
         last_line = r.t
     starts.append(float("inf"))
-    for failure in journal.kinds("failure"):  # the category from the log, where it has one for that start
-        a = failure["attempt"]
+    failures = [i for i, e in enumerate(journal.events) if e.kind == "failure"]
+    detections = [i for i, e in enumerate(journal.events) if e.kind == "detected"]
+    for at, seen in zip(failures, detections, strict=True):  # the category from the log, where it has one
+        failure, a = journal.events[at], journal.events[at].attempt
         inside = (
             incidents[(incidents["t"] >= starts[a]) & (incidents["t"] <= starts[a + 1])]
             if incidents is not None
@@ -191,19 +183,22 @@ def journal_from_metrics(rows: list[TimedLine], incidents: pd.DataFrame | None) 
         )
         if inside is not None and len(inside):
             hit = inside.iloc[-1]
-            node = str(hit["node"])
-            if node and node not in nodes:
-                nodes.append(node)
-            failure.update(
+            name = str(hit["node"])
+            if name and name not in nodes:
+                nodes.append(name)
+            failure = replace(
+                failure,
                 category=str(hit["category"]),
-                node=nodes.index(node) if node else -1,
-                detail=f"organic: incident log, node {node or 'not given'}",
+                node=nodes.index(name) if name else -1,
+                detail=f"organic: incident log, node {name or 'not given'}",
             )
         else:
-            failure.update(category=UNCLASSIFIED, detail="organic: a restart with no incident logged")
-    for detected, failure in zip(journal.kinds("detected"), journal.kinds("failure"), strict=True):
-        detected.update(category=failure["category"], node=failure["node"])
-    final = max(s["step"] for s in journal.steps)
+            failure = replace(
+                failure, category=UNCLASSIFIED, detail="organic: a restart with no incident logged"
+            )
+        journal.events[at] = failure
+        journal.events[seen] = replace(journal.events[seen], category=failure.category, node=failure.node)
+    final = max(s.step for s in journal.steps)
     event(last_line, "job_complete", attempt=attempt)
     event(last_line, "window_end", attempt=attempt, detail="the metrics file ends")
     tokens = [r.tokens for r in rows if r.kind == "step" and r.tokens]
@@ -213,8 +208,6 @@ def journal_from_metrics(rows: list[TimedLine], incidents: pd.DataFrame | None) 
 def external_report_inputs(metrics: Path, incidents: Path | None, gpu_hour_usd: float = 0.0) -> Any:
     """The report's inputs (campaign.analysis.report_inputs.ReportInputs) for a run read from its files: the same
     figures and keys as an executed window's, titled as measured, with no commitment, data or gates."""
-    import numpy as np
-
     from campaign.analysis.analysis import (
         as_measured,
         measured_note,
@@ -230,8 +223,8 @@ def external_report_inputs(metrics: Path, incidents: Path | None, gpu_hour_usd: 
 
     rows = read_timed_metrics(metrics)
     journal, final, tokens = journal_from_metrics(rows, read_incidents(incidents) if incidents else None)
-    ckpts = sorted({e["step"] for e in journal.kinds("checkpoint_end")})
-    every = int(statistics.median(np.diff(ckpts))) if len(ckpts) > 1 else 0
+    ckpts = sorted({e.at_step for e in journal.kinds("checkpoint_end")})
+    every = int(statistics.median(b - a for a, b in itertools.pairwise(ckpts))) if len(ckpts) > 1 else 0
     summary = measured_summary(journal, final, tokens, every, 0, gpu_hour_usd)
     source = RunSource(str(metrics), str(incidents) if incidents else None)
     summary = replace(summary, measured=replace(summary.measured_run(), source=source))

@@ -14,32 +14,30 @@ import itertools
 import statistics
 from collections import Counter
 from datetime import UTC, datetime
-from typing import Any
 
 from campaign import goodput
-from campaign.execution.journal import Journal
+from campaign.execution.journal import Journal, JournalEvent
 from campaign.execution.policy import outcome as outcome_of
 from campaign.sim.summary import Interruptions, MeasuredRun, ReplicaSummary
 
 MEASURED_GPUS = 1  # a real run on this machine is one process slot; its GPU-hours are slot-hours
 
 
-def counted_checkpoints(journal: Journal) -> list[dict[str, Any]]:
+def counted_checkpoints(journal: Journal) -> list[JournalEvent]:
     """The checkpoint events counted as trained: not those a later start fell back below (it could not use
     them: `checkpoint_fallback`), nor one a later start failed to load (`checkpoint_unloadable`) unless a start
     after that resumed at or beyond it."""
     events = journal.events
     out = []
     for c in journal.kinds("checkpoint_end"):
-        later = [e for e in events if e["event_id"] > c["event_id"]]
-        if any(e["kind"] == "checkpoint_fallback" and e["step"] < c["step"] for e in later):
+        later = [e for e in events if e.event_id > c.event_id]
+        if any(e.kind == "checkpoint_fallback" and e.at_step < c.at_step for e in later):
             continue
         unloadable = [
-            e["event_id"] for e in later if e["kind"] == "checkpoint_unloadable" and e["step"] == c["step"]
+            e.event_id for e in later if e.kind == "checkpoint_unloadable" and e.at_step == c.at_step
         ]
         if unloadable and not any(
-            e["kind"] == "restart_end" and e["event_id"] > unloadable[0] and e.get("step", 0) >= c["step"]
-            for e in later
+            e.kind == "restart_end" and e.event_id > unloadable[0] and e.at_step >= c.at_step for e in later
         ):
             continue
         out.append(c)
@@ -53,11 +51,9 @@ def job_seconds(
     run still going: now)."""
     out = dict.fromkeys(goodput.JOB_TIME_KEYS, 0.0)
     if end_s is None:
-        end_s = max(e["t_s"] for e in journal.events)
-    attempts = sorted({s["attempt"] for s in journal.steps} | {e["attempt"] for e in journal.events})
-    intervals = [
-        b["t_s"] - a["t_s"] for a, b in itertools.pairwise(journal.steps) if a["attempt"] == b["attempt"]
-    ]
+        end_s = max(e.t_s for e in journal.events)
+    attempts = sorted({s.attempt for s in journal.steps} | {e.attempt for e in journal.events})
+    intervals = [b.t_s - a.t_s for a, b in itertools.pairwise(journal.steps) if a.attempt == b.attempt]
     median_step_s = statistics.median(intervals) if intervals else 0.0
     counted = counted_checkpoints(journal)
     cursor = 0.0
@@ -69,24 +65,24 @@ def job_seconds(
         cursor = until
 
     for attempt in attempts:
-        steps = [s for s in journal.steps if s["attempt"] == attempt]
-        checkpoints = [e for e in counted if e["attempt"] == attempt]
-        failures = [e for e in journal.events if e["kind"] == "failure" and e["attempt"] == attempt]
-        complete = any(e["kind"] == "job_complete" and e["attempt"] == attempt for e in journal.events)
-        kept = max([e["step"] for e in checkpoints] + ([target_step] if complete else []), default=0)
+        steps = [s for s in journal.steps if s.attempt == attempt]
+        checkpoints = [e for e in counted if e.attempt == attempt]
+        failures = [e for e in journal.events if e.kind == "failure" and e.attempt == attempt]
+        complete = any(e.kind == "job_complete" and e.attempt == attempt for e in journal.events)
+        kept = max([e.at_step for e in checkpoints] + ([target_step] if complete else []), default=0)
         if steps:
-            put("restart", steps[0]["t_s"] - median_step_s)  # start-up, or restart after a failure
-        by_step = {e["step"]: e["t_s"] for e in checkpoints}
+            put("restart", steps[0].t_s - median_step_s)  # start-up, or restart after a failure
+        by_step = {e.at_step: e.t_s for e in checkpoints}
         for row in steps:
-            put("productive" if row["step"] <= kept else "lost_rework", row["t_s"])
-            if row["step"] in by_step:
-                put("checkpoint", by_step[row["step"]])
+            put("productive" if row.step <= kept else "lost_rework", row.t_s)
+            if row.step in by_step:
+                put("checkpoint", by_step[row.step])
         if failures:
-            put("lost_rework", failures[0]["t_s"])  # the partial step the failure cut
-            detected = [e for e in journal.events if e["kind"] == "detected" and e["attempt"] == attempt]
-            put("restart", detected[0]["t_s"] if detected else failures[0]["t_s"])
-            later = [s for s in journal.steps if s["attempt"] > attempt]
-            put("restart", later[0]["t_s"] - median_step_s if later else failures[0]["t_s"])
+            put("lost_rework", failures[0].t_s)  # the partial step the failure cut
+            detected = [e for e in journal.events if e.kind == "detected" and e.attempt == attempt]
+            put("restart", detected[0].t_s if detected else failures[0].t_s)
+            later = [s for s in journal.steps if s.attempt > attempt]
+            put("restart", later[0].t_s - median_step_s if later else failures[0].t_s)
     put("lost_rework", end_s)  # a window that ended mid-run: the time since the last line is lost
     return out, end_s
 
@@ -105,19 +101,19 @@ def measured_summary(
     failures injected and organic apart, steps trained twice, the median step and checkpoint write times."""
     job_s, window_s = job_seconds(journal, target_step)
     complete = journal.kinds("job_complete")
-    completion_s = complete[0]["t_s"] if complete else None
+    completion_s = complete[0].t_s if complete else None
     gpus = MEASURED_GPUS
     buckets = goodput.goodput_buckets_gpu_h(job_s, gpus, 0, window_s, completion_s)
     failures = journal.kinds("failure")
-    by_category = Counter(e["category"] for e in failures)
-    injected = [e for e in failures if str(e["detail"]).startswith("injected")]
+    by_category = Counter(e.category for e in failures)
+    injected = [e for e in failures if e.detail.startswith("injected")]
     wall_s = goodput.job_wall_s(window_s, completion_s)
     checkpoints = journal.kinds("checkpoint_end")
     counted = counted_checkpoints(journal)
-    kept_steps = max([e["step"] for e in counted] + ([target_step] if complete else []), default=0)
-    trained = Counter(s["step"] for s in journal.steps)
+    kept_steps = max([e.at_step for e in counted] + ([target_step] if complete else []), default=0)
+    trained = Counter(s.step for s in journal.steps)
     writes = _checkpoint_writes_s(journal)
-    times = sorted(e["t_s"] for e in checkpoints)
+    times = sorted(e.t_s for e in checkpoints)
     one_interval_s = checkpoint_every * (
         _median_step_s(journal) or 0.0
     )  # one checkpoint: steps x median step
@@ -152,17 +148,17 @@ def measured_summary(
         energy_mwh=0.0,
         cost_usd=goodput.cost_usd(buckets, gpus, 0, window_s, 0.0, gpu_hour_usd, 0.0),
         measured=MeasuredRun(
-            started_at=_iso(journal.events[0].get("started_at")),
+            started_at=_iso(journal.events[0].started_at),
             target_step=target_step,
             checkpoint_every_steps=checkpoint_every,
             final_step=kept_steps,
             failures_injected=len(injected),
             failures_organic=len(failures) - len(injected),
-            injected_by_category=dict(Counter(e["category"] for e in injected)),
+            injected_by_category=dict(Counter(e.category for e in injected)),
             restarts=len(journal.kinds("restart_start")),
-            excluded_nodes=[e["detail"] for e in journal.kinds("node_excluded")],
-            checkpoint_fallbacks=[e["detail"] for e in journal.kinds("checkpoint_fallback")],
-            checkpoints_not_counted=sorted({e["step"] for e in checkpoints} - {e["step"] for e in counted}),
+            excluded_nodes=[e.detail for e in journal.kinds("node_excluded")],
+            checkpoint_fallbacks=[e.detail for e in journal.kinds("checkpoint_fallback")],
+            checkpoints_not_counted=sorted({e.at_step for e in checkpoints} - {e.at_step for e in counted}),
             outcome=outcome_of(journal),
             # A step trained more than once lay after the checkpoint a restart resumed from: the rework.
             steps_trained_again=sum(n - 1 for n in trained.values()),
@@ -170,12 +166,12 @@ def measured_summary(
             rework_steps_expected=rework_steps_expected(journal),
             median_step_s=_median_step_s(journal),
             # the first start's time before its first step (start-up, compile), in the `restart` bucket
-            startup_s=max(0.0, journal.steps[0]["t_s"] - (_median_step_s(journal) or 0.0))
+            startup_s=max(0.0, journal.steps[0].t_s - (_median_step_s(journal) or 0.0))
             if journal.steps
             else None,
             max_wall_s=max_wall_s,  # the window the run had (None: its own wall time)
             checkpoint_write_s=statistics.median(writes) if writes else None,
-            end=journal.kinds("window_end")[-1]["detail"] if journal.kinds("window_end") else "running",
+            end=journal.kinds("window_end")[-1].detail if journal.kinds("window_end") else "running",
         ),
     )
 
@@ -185,14 +181,14 @@ def rework_steps_expected(journal: Journal) -> int:
     checkpoint so far that was counted (a checkpoint a restart fell back below is not: its steps are rework).
     `steps_trained_again` equal to this says no step was trained twice beyond that rework."""
     total, kept = 0, 0
-    attempts = sorted({s["attempt"] for s in journal.steps})
+    attempts = sorted({s.attempt for s in journal.steps})
     counted = counted_checkpoints(journal)
     for attempt in attempts:
-        mine = [s["step"] for s in journal.steps if s["attempt"] == attempt]
-        ckpts = [e["step"] for e in counted if e["attempt"] == attempt]
+        mine = [s.step for s in journal.steps if s.attempt == attempt]
+        ckpts = [e.at_step for e in counted if e.attempt == attempt]
         kept = max([kept, *ckpts])
         restarted = attempt != attempts[-1]  # a failure the run ended with is not trained again
-        if restarted and any(e["attempt"] == attempt for e in journal.kinds("failure")):
+        if restarted and any(e.attempt == attempt for e in journal.kinds("failure")):
             total += max(max(mine) - kept, 0)
     return total
 
@@ -204,15 +200,15 @@ def _iso(epoch_s: float | None) -> str | None:
 
 
 def _median_step_s(journal: Journal) -> float | None:
-    gaps = [b["t_s"] - a["t_s"] for a, b in itertools.pairwise(journal.steps) if a["attempt"] == b["attempt"]]
+    gaps = [b.t_s - a.t_s for a, b in itertools.pairwise(journal.steps) if a.attempt == b.attempt]
     return statistics.median(gaps) if gaps else None
 
 
 def _checkpoint_writes_s(journal: Journal) -> list[float]:
     """Seconds from a step's line to its checkpoint's line, per checkpoint."""
-    at = {(s["attempt"], s["step"]): s["t_s"] for s in journal.steps}
+    at = {(s.attempt, s.step): s.t_s for s in journal.steps}
     return [
-        e["t_s"] - at[(e["attempt"], e["step"])]
+        e.t_s - at[(e.attempt, e.at_step)]
         for e in journal.kinds("checkpoint_end")
-        if (e["attempt"], e["step"]) in at
+        if (e.attempt, e.at_step) in at
     ]

@@ -30,9 +30,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Unpack
 
 from campaign.execution import allocation, slurm
-from campaign.execution.journal import Journal, RunEvent
+from campaign.execution.journal import Journal, JournalEvent, RunEvent
+from campaign.execution.journal_lines import EventKeys
 from campaign.execution.stopping import CANCELLED, StopRequest, cancelled_detail
 from campaign.execution.supervisor import (
     EXIT_CODE,
@@ -100,18 +102,16 @@ class _Start:
     resumed_steps: int = 0  # steps an adopted start trained before this supervisor (seen by the one before)
 
 
-def _named(event: dict[str, object]) -> str:
-    return str(event["detail"]).split()[0].removeprefix("node=")
+def _named(event: JournalEvent) -> str:
+    return event.detail.split()[0].removeprefix("node=")
 
 
 def _excluded(journal: Journal) -> list[str]:
     """The nodes excluded and not readmitted since (a `repair_done` readmits a repaired node)."""
     out: list[str] = []
-    for e in sorted(
-        journal.kinds("node_excluded") + journal.kinds("repair_done"), key=lambda e: e["event_id"]
-    ):
+    for e in sorted(journal.kinds("node_excluded") + journal.kinds("repair_done"), key=lambda e: e.event_id):
         name = _named(e)
-        if e["kind"] == "node_excluded":
+        if e.kind == "node_excluded":
             out.append(name)
         elif name in out:
             out.remove(name)
@@ -120,7 +120,7 @@ def _excluded(journal: Journal) -> list[str]:
 
 def _repairable(journal: Journal) -> list[str]:
     """The excluded nodes a repair can bring back: those lost (a straggler stays excluded: Slurm repairs nothing)."""
-    lost = {_named(e) for e in journal.kinds("node_excluded") if e["category"] == NODE_LOST}
+    lost = {_named(e) for e in journal.kinds("node_excluded") if e.category == NODE_LOST}
     return [n for n in _excluded(journal) if n in lost]
 
 
@@ -208,8 +208,20 @@ class _Supervisor:
             self.names.append(name)
         return self.names.index(name)
 
-    def add(self, kind: str, at: float | None = None, **kw: object) -> None:
-        self.journal.add((at if at is not None else time.time()) - self.t0, kind, **kw)  # type: ignore[arg-type]
+    def add(
+        self,
+        kind: str,
+        at: float | None = None,
+        category: str = "",
+        scope: str = "",
+        node: int = -1,
+        tokens_trained: float = 0.0,
+        detail: str = "",
+        attempt: int = 0,
+        **keys: Unpack[EventKeys],
+    ) -> None:
+        t_s = (at if at is not None else time.time()) - self.t0
+        self.journal.add(t_s, kind, category, scope, node, tokens_trained, detail, attempt, **keys)
 
     def sleep(self, seconds: float) -> None:
         until = time.monotonic() + seconds
@@ -238,9 +250,9 @@ class _Supervisor:
                 started_at=self.t0,
             )
         else:
-            self.t0 = float(j.events[0]["started_at"])
+            self.t0 = j.started_at()
             starts = j.kinds("start")
-            self.names = [str(n) for n in starts[-1].get("names", [])] if starts else []
+            self.names = list(starts[-1].names or ()) if starts else []
             attempt = len(j.kinds("failure"))
             adopt = (
                 allocation.alive(self.folder)
@@ -254,7 +266,7 @@ class _Supervisor:
                     attempt=attempt,
                 )
             else:
-                last = max([e["t_s"] for e in j.events] + [s["t_s"] for s in j.steps])
+                last = max([e.t_s for e in j.events] + [s.t_s for s in j.steps])
                 j.add(
                     last,
                     "failure",
@@ -302,8 +314,8 @@ class _Supervisor:
 
     def adopted_ranks(self, attempt: int) -> list[str]:
         for e in reversed(self.journal.kinds("start")):
-            if e["attempt"] == attempt:
-                return [str(n) for n in e["nodes"]]
+            if e.attempt == attempt:
+                return list(e.nodes or ())
         return []
 
     def ensure_allocation(self, attempt: int, deadline: float) -> allocation.Allocation | str | None:
@@ -345,7 +357,7 @@ class _Supervisor:
             healthy = [n for n in alloc.nodes if n not in excluded and n not in lost]
             if len(healthy) >= s.job_nodes:
                 break
-            if not j.kinds("spares_exhausted") or j.kinds("spares_exhausted")[-1]["attempt"] != attempt:
+            if not j.kinds("spares_exhausted") or j.kinds("spares_exhausted")[-1].attempt != attempt:
                 self.add(
                     "spares_exhausted",
                     detail=f"{len(healthy)} of {s.job_nodes} nodes healthy; elastic={s.elastic}",
@@ -353,7 +365,7 @@ class _Supervisor:
                 )
             if s.elastic == "shrink" and healthy:
                 world = len(healthy)
-                if not j.kinds("elastic_shrink") or j.kinds("elastic_shrink")[-1]["attempt"] != attempt:
+                if not j.kinds("elastic_shrink") or j.kinds("elastic_shrink")[-1].attempt != attempt:
                     self.add(
                         "elastic_shrink",
                         detail=f"world={world} of {s.job_nodes}: the global batch kept by "
@@ -384,7 +396,7 @@ class _Supervisor:
                 while allocation.alive(self.folder) and time.monotonic() < until:
                     self.sleep(0.2)
                 return None
-            if not j.kinds("waiting_start") or j.kinds("waiting_start")[-1]["attempt"] != attempt:
+            if not j.kinds("waiting_start") or j.kinds("waiting_start")[-1].attempt != attempt:
                 self.add(
                     "waiting_start", detail="no spare left; waiting for a repaired node", attempt=attempt
                 )
@@ -442,13 +454,13 @@ class _Supervisor:
                 detail=f"world={world} nodes={','.join(ranks)} "
                 f"slurm_job={alloc.job_id} rendezvous={coordinator}",
                 attempt=attempt,
-                nodes=ranks,
-                names=list(self.names),
+                nodes=tuple(ranks),
+                names=tuple(self.names),
             )
         else:
             start_byte = _after_step(self.metrics_path, self.journal)
-            done = [s for s in self.journal.steps if s["attempt"] == attempt]
-            start.max_step = max((s["step"] for s in done), default=0)
+            done = [s for s in self.journal.steps if s.attempt == attempt]
+            start.max_step = max((s.step for s in done), default=0)
             start.resumed_steps = len(done)  # the tail starts after them: its lines are all new
         tail = MetricsTail(self.metrics_path, start_byte, 1)
         until = time.monotonic() + (self.t0 + self.run_s.max_wall_s - time.time())
@@ -486,7 +498,7 @@ class _Supervisor:
             allocation.signal_steps(alloc.job_id, "KILL")
             return
         for index, injection in enumerate(run.injections):
-            fired = {e.get("injection") for e in self.journal.kinds("failure")}
+            fired = {e.injection for e in self.journal.kinds("failure")}
             if index in fired or start.max_step < injection.step or start.stopped_at is not None:
                 continue
             start.injected = index
@@ -555,7 +567,7 @@ class _Supervisor:
         for step in metrics.checkpoints[start.seen_checkpoints :]:
             start.seen_checkpoints += 1
             if start.adopted and any(
-                e["attempt"] == start.attempt and e["step"] == step for e in j.kinds("checkpoint_end")
+                e.attempt == start.attempt and e.step == step for e in j.kinds("checkpoint_end")
             ):
                 continue  # recorded by the supervisor before this one
             self.add(
@@ -657,7 +669,7 @@ class _Supervisor:
             attempt=start.attempt,
         )
         name = self.names[node]
-        on_node = sum(1 for e in self.journal.kinds("failure") if e["node"] == node)
+        on_node = sum(1 for e in self.journal.kinds("failure") if e.node == node)
         if (scope == "node" and (category != STRAGGLER or self.s.stragglers == "exclude")) or (
             on_node >= run.exclude_after and category not in (KILL, HANG, SUPERVISOR_LOST)
         ):
@@ -680,7 +692,7 @@ def _after_step(metrics_path: Path, journal: Journal) -> int:
     stopped reading)."""
     if not journal.steps or not metrics_path.exists():
         return 0
-    step, at, offset = journal.steps[-1]["step"], 0, 0
+    step, at, offset = journal.steps[-1].step, 0, 0
     for line in metrics_path.read_bytes().split(b"\n")[:-1]:
         offset += len(line) + 1
         if b'"loss"' in line:

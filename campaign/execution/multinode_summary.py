@@ -24,12 +24,12 @@ from campaign.sim.summary import MultiNodeRun, NodeOutcome, Recovery, ReplicaSum
 def node_names(journal: Journal) -> list[str]:
     """Node index -> name, as the supervisor numbered them (kept in each start event)."""
     starts = journal.kinds("start")
-    return [str(n) for n in starts[-1].get("names", [])] if starts else []
+    return list(starts[-1].names or ()) if starts else []
 
 
-def _detail(detail: object, key: str) -> str:
+def _detail(detail: str, key: str) -> str:
     """The `key=value` value of a supervisor's event detail ("" when the detail has none)."""
-    for part in str(detail).split():
+    for part in detail.split():
         if part.startswith(f"{key}="):
             return part.split("=", 1)[1]
     return ""
@@ -38,27 +38,25 @@ def _detail(detail: object, key: str) -> str:
 def recoveries(journal: Journal) -> list[Recovery]:
     names = node_names(journal)
     steps = journal.steps
-    gaps = [b["t_s"] - a["t_s"] for a, b in itertools.pairwise(steps) if a["attempt"] == b["attempt"]]
+    gaps = [b.t_s - a.t_s for a, b in itertools.pairwise(steps) if a.attempt == b.attempt]
     median = statistics.median(gaps) if gaps else 0.0
     out, kept = [], 0
     for failure in journal.kinds("failure"):
-        attempt = failure["attempt"]
-        checkpoints = [e["step"] for e in journal.kinds("checkpoint_end") if e["attempt"] <= attempt]
+        attempt = failure.attempt
+        checkpoints = [e.at_step for e in journal.kinds("checkpoint_end") if e.attempt <= attempt]
         kept = max([kept, *checkpoints])
-        detected = next((e for e in journal.kinds("detected") if e["attempt"] == attempt), None)
-        later = [s for s in steps if s["attempt"] > attempt]
-        detection = (detected["t_s"] if detected else failure["t_s"]) - failure["t_s"]
-        restart = (
-            later[0]["t_s"] - median - (detected["t_s"] if detected else failure["t_s"]) if later else None
-        )
-        rework = max(int(failure.get("step") or 0) - kept, 0)
-        node = int(failure["node"])
+        detected = next((e for e in journal.kinds("detected") if e.attempt == attempt), None)
+        later = [s for s in steps if s.attempt > attempt]
+        detection = (detected.t_s if detected else failure.t_s) - failure.t_s
+        restart = later[0].t_s - median - (detected.t_s if detected else failure.t_s) if later else None
+        rework = max(failure.at_step - kept, 0)
+        node = failure.node
         out.append(
             Recovery(
                 names[node] if 0 <= node < len(names) else "",
-                str(failure["category"]),
-                str(failure["detail"]).startswith("injected"),
-                int(failure.get("step") or 0),
+                failure.category,
+                failure.detail.startswith("injected"),
+                failure.at_step,
                 kept,
                 detection,
                 None if restart is None else max(restart, 0.0),
@@ -86,24 +84,22 @@ def multinode_summary(
     )
     job_s, window_s = job_seconds(journal, target_step)
     waits = zip(journal.kinds("waiting_start"), journal.kinds("waiting_end"), strict=False)
-    spare_wait_s = sum(end["t_s"] - begin["t_s"] for begin, end in waits)
+    spare_wait_s = sum(end.t_s - begin.t_s for begin, end in waits)
     moved = min(spare_wait_s, job_s["restart"])
     job_s = {**job_s, "restart": job_s["restart"] - moved, "waiting": job_s["waiting"] + moved}
     complete = journal.kinds("job_complete")
-    completion_s = complete[0]["t_s"] if complete else None
+    completion_s = complete[0].t_s if complete else None
     buckets = goodput.goodput_buckets_gpu_h(job_s, job_nodes, spare_nodes, window_s, completion_s)
     total = goodput.total_gpu_h(job_nodes, spare_nodes, window_s)
     lost = sum(buckets[k] for k in ("lost_rework", "restart", "waiting"))
     names = node_names(journal)
-    excluded = [_detail(e["detail"], "node") for e in journal.kinds("node_excluded")]
+    excluded = [_detail(e.detail, "node") for e in journal.kinds("node_excluded")]
     swaps = journal.kinds("spare_swap")
-    first = journal.kinds("start")[0]["nodes"] if journal.kinds("start") else []
-    worlds = [int(_detail(e["detail"], "world") or 0) for e in journal.kinds("start")]
-    failures_by_node = Counter(
-        names[e["node"]] for e in journal.kinds("failure") if 0 <= e["node"] < len(names)
-    )
+    first = (journal.kinds("start")[0].nodes or ()) if journal.kinds("start") else ()
+    worlds = [int(_detail(e.detail, "world") or 0) for e in journal.kinds("start")]
+    failures_by_node = Counter(names[e.node] for e in journal.kinds("failure") if 0 <= e.node < len(names))
     stragglers = [
-        Straggler(_detail(e["detail"], "node"), int(_detail(e["detail"], "rank") or -1), e["detail"])
+        Straggler(_detail(e.detail, "node"), int(_detail(e.detail, "rank") or -1), e.detail)
         for e in journal.kinds("straggler")
     ]
     recovered = recoveries(journal)
@@ -125,7 +121,7 @@ def multinode_summary(
         spare_nodes=spare_nodes,
         world_size=worlds[-1] if worlds else job_nodes,
         world_sizes=worlds,
-        spares_used=[_detail(e["detail"], "node") for e in swaps],
+        spares_used=[_detail(e.detail, "node") for e in swaps],
         nodes_excluded=excluded,
         spare_wait_s=spare_wait_s,
         elastic=(

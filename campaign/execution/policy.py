@@ -43,9 +43,9 @@ def no_progress_streak(journal: Journal) -> int:
     neither count nor break the streak)."""
     streak = 0
     for failure in reversed(journal.kinds("failure")):
-        if failure.get("blame") in (BLAME_INJECTED, BLAME_NONE):
+        if failure.blame in (BLAME_INJECTED, BLAME_NONE):
             continue
-        if failure.get("progressed", True):
+        if failure.progressed is not False:  # a line without the key progressed
             break
         streak += 1
     return streak
@@ -62,9 +62,7 @@ def backoff_s(settings: RealRunSettings, journal: Journal) -> float:
 
 def node_failures(journal: Journal, node: int) -> int:
     """The failures on `node` that point at it."""
-    return sum(
-        1 for e in journal.kinds("failure") if e["node"] == node and e.get("blame", BLAME_NODE) == BLAME_NODE
-    )
+    return sum(1 for e in journal.kinds("failure") if e.node == node and e.blame in (None, BLAME_NODE))
 
 
 def outcome(journal: Journal) -> str:
@@ -73,8 +71,9 @@ def outcome(journal: Journal) -> str:
     if journal.kinds("job_complete"):
         return TARGET
     ends = journal.kinds("window_end")
-    if ends and ends[-1].get("outcome") in EXIT_CODES:
-        return str(ends[-1]["outcome"])
+    said = ends[-1].outcome if ends else None
+    if said is not None and said in EXIT_CODES:
+        return said
     return SHORT
 
 

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from campaign.execution.journal import Journal
+from campaign.execution.journal import Journal, JournalEvent
 from campaign.execution.measured import counted_checkpoints, job_seconds
 from campaign.execution.settings import BLAME_INJECTED
 
@@ -35,14 +35,16 @@ class ProgressLines:
 
     def figures(self, journal: Journal, step: int) -> str:
         """step, tokens kept, ETTR so far, failures: the figures every line ends with."""
-        started = float(journal.events[0].get("started_at", time.time())) if journal.events else time.time()
+        started = journal.events[0].started_at if journal.events else None
+        if started is None:  # not started yet
+            started = time.time()
         now_s = max(time.time() - started, 1e-9)
         ettr = (
             job_seconds(journal, self.steps, end_s=now_s)[0]["productive"] / now_s if journal.events else 0.0
         )
-        kept = max([e["step"] for e in counted_checkpoints(journal)], default=0)
+        kept = max([e.at_step for e in counted_checkpoints(journal)], default=0)
         failures = journal.kinds("failure")
-        injected = sum(1 for f in failures if f.get("blame") == BLAME_INJECTED)
+        injected = sum(1 for f in failures if f.blame == BLAME_INJECTED)
         excluded = len(journal.kinds("node_excluded"))
         return (
             f"step {step:,}/{self.steps:,} ({100.0 * step / self.steps:.0f}%), "
@@ -60,26 +62,26 @@ class ProgressLines:
             self.step_said = step
             self._say(f"execute: {self.figures(journal, step)}")
 
-    def event(self, row: dict[str, object]) -> None:
+    def event(self, row: JournalEvent) -> None:
         journal = self.journal
         if journal is None:
             return
-        kind, node = str(row["kind"]), int(row["node"])  # type: ignore[call-overload]
+        kind, node = row.kind, row.node
         where = f" on {self.nodes[node]}" if 0 <= node < len(self.nodes) else ""
-        step = max([s["step"] for s in journal.steps], default=0)
+        step = max([s.step for s in journal.steps], default=0)
         if kind == "failure":
             line = (
-                f"failure{where} at step {row.get('step', step)}: {row['category']} ({row['detail']}); "
-                f"points at: {row.get('blame', '?')}"
+                f"failure{where} at step {row.step if row.step is not None else step}: {row.category} "
+                f"({row.detail}); points at: {row.blame if row.blame is not None else '?'}"
             )
         elif kind == "restart_start":
-            line = f"restart {row['attempt']}{where} after {str(row['detail']).removeprefix('backoff_s=')} s back-off"
+            line = f"restart {row.attempt}{where} after {row.detail.removeprefix('backoff_s=')} s back-off"
         elif kind == "node_excluded":
-            line = f"node excluded: {row['detail']} (failures that point at it)"
+            line = f"node excluded: {row.detail} (failures that point at it)"
         elif kind in ("checkpoint_fallback", "checkpoint_unloadable", "supervisor_resumed", "job_requeued"):
-            line = f"{kind.replace('_', ' ')}: {row['detail']}"
+            line = f"{kind.replace('_', ' ')}: {row.detail}"
         elif kind == "window_end":
-            line = f"the run ended ({row.get('outcome', '?')}): {row['detail']}"
+            line = f"the run ended ({row.outcome if row.outcome is not None else '?'}): {row.detail}"
         else:
             return
         self._say(f"execute: {line}; {self.figures(journal, step)}")
@@ -87,5 +89,5 @@ class ProgressLines:
     def tick(self) -> None:
         journal = self.journal
         if journal is not None and time.monotonic() - self.said_at >= self.quiet_s:
-            step = max([s["step"] for s in journal.steps], default=0)
+            step = max([s.step for s in journal.steps], default=0)
             self._say(f"execute: running; {self.figures(journal, step)}")

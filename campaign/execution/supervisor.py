@@ -75,7 +75,7 @@ def _after_step(metrics_path: Path, journal: Journal) -> int:
     reading (steps of one start only grow, so the last line of that step is this start's)."""
     if not journal.steps:
         return 0
-    step = journal.steps[-1]["step"]
+    step = journal.steps[-1].step
     data = metrics_path.read_bytes() if metrics_path.exists() else b""
     at = 0
     for offset, line in _lines(data):
@@ -118,7 +118,7 @@ def _next_node(names: list[str], excluded: set[str], after: int | None = None) -
 
 
 def _excluded(journal: Journal) -> set[str]:
-    return {str(e["detail"]).split()[0].removeprefix("node=") for e in journal.kinds("node_excluded")}
+    return {e.detail.split()[0].removeprefix("node=") for e in journal.kinds("node_excluded")}
 
 
 def _signal_name(returncode: int) -> str:
@@ -190,9 +190,9 @@ def _read_back(
             record = json.loads(line)
             if isinstance(record, dict) and isinstance(record.get("step"), int):
                 rows.append(record)
-    done = {(s["attempt"], s["step"]) for s in journal.steps}
-    seen = {(e["attempt"], e["step"]) for e in journal.kinds("checkpoint_end")}
-    furthest = max([s["step"] for s in journal.steps if s["attempt"] == attempt], default=0)
+    done = {(s.attempt, s.step) for s in journal.steps}
+    seen = {(e.attempt, e.step) for e in journal.kinds("checkpoint_end")}
+    furthest = max([s.step for s in journal.steps if s.attempt == attempt], default=0)
     rows = [
         r
         for r in rows
@@ -257,10 +257,10 @@ def _supervise(
         )
     adopt = False
     if not fresh:
-        t0 = float(journal.events[0]["started_at"])
-        last = max([e["t_s"] for e in journal.events] + [s["t_s"] for s in journal.steps])
-        attempt = max(e["attempt"] for e in journal.events)
-        node = next((e["node"] for e in reversed(journal.events) if e["node"] >= 0), 0)
+        t0 = journal.started_at()
+        last = max([e.t_s for e in journal.events] + [s.t_s for s in journal.steps])
+        attempt = max(e.attempt for e in journal.events)
+        last_node = next((e.node for e in reversed(journal.events) if e.node >= 0), 0)
         if settings.backend == "slurm":
             from campaign.execution import slurm
 
@@ -269,25 +269,25 @@ def _supervise(
         journal.add(
             time.time() - t0,
             "supervisor_resumed",
-            node=node,
+            node=last_node,
             detail=f"slurm_job={slurm.current_job(folder)} still running; supervised again",
             attempt=attempt,
         )
     elif not fresh:
         # what the trainer wrote while nobody watched is trained: read it back before the gap is a failure
-        last = _read_back(metrics_path, journal, t0, last, attempt, node)
+        last = _read_back(metrics_path, journal, t0, last, attempt, last_node)
         journal.add(
             last,
             "failure",
             SUPERVISOR_LOST,
             "job",
-            node,
+            last_node,
             detail="organic: the supervisor stopped; its start was stopped with it",
             attempt=attempt,
             blame=BLAME_NONE,
             progressed=True,
         )
-        journal.add(time.time() - t0, "detected", SUPERVISOR_LOST, "job", node, attempt=attempt)
+        journal.add(time.time() - t0, "detected", SUPERVISOR_LOST, "job", last_node, attempt=attempt)
     deadline_wall = t0 + settings.max_wall_s
     names = list(settings.nodes)  # node indices of the events; a Slurm host not listed is added when seen
     for detail in _excluded(journal) - set(names):
@@ -296,18 +296,18 @@ def _supervise(
         failures = journal.kinds("failure")
         attempt = len(failures)
         excluded = _excluded(journal)
-        fired = {e["injection"] for e in failures if e.get("injection") is not None}
+        fired = {e.injection for e in failures if e.injection is not None}
         streak = no_progress_streak(journal)
         # after a failure that passed no new step, the next start runs on another node: the same failure there
         # says it is the software's
-        after = failures[-1]["node"] if failures and failures[-1].get("blame") == BLAME_SOFTWARE else None
+        after = failures[-1].node if failures and failures[-1].blame == BLAME_SOFTWARE else None
         node = _next_node(names, excluded, after)
         now = time.time()
         cancel = stop.requested() if stop is not None else None
         if cancel:
             return _end(journal, now - t0, cancelled_detail(cancel), STOPPED, attempt)
         # given up right after a failure: the run ended with that failure, not when the supervisor said so
-        given_up = max(e["t_s"] for e in journal.events)
+        given_up = max(e.t_s for e in journal.events)
         if streak > settings.max_no_progress_restarts:
             return _end(journal, given_up, _software_detail(journal, names, streak, settings), SHORT, attempt)
         if node is None or attempt > settings.max_restarts or now >= deadline_wall:
@@ -345,9 +345,9 @@ def _supervise(
         watch.adopted = watch.replay_batch = adopt
         watch.stop = stop
         watch.deadline_wall = deadline_wall
-        watch.high_water = max([s["step"] for s in journal.steps], default=0)
+        watch.high_water = max([s.step for s in journal.steps], default=0)
         if adopt:  # the adopted start's furthest step so far: a line at or below it is no progress
-            watch.max_step = max([s["step"] for s in journal.steps if s["attempt"] == attempt], default=0)
+            watch.max_step = max([s.step for s in journal.steps if s.attempt == attempt], default=0)
             watch.new_steps = 1 if watch.max_step else 0
         watch.on_tick = on_tick
         watch.state_folder = folder  # the hang limit's history, for a supervisor that adopts the job
@@ -416,10 +416,8 @@ def _supervise(
         # The target reached and a clean exit is the end, even if a fault was due after the trainer's last line.
         if start.returncode == 0 and last_step >= settings.steps:
             # the job reached its target with its last line: the trainer's exit after it is not the job's time
-            done = max([s["t_s"] for s in journal.steps if s["attempt"] == attempt], default=ended - t0)
-            done = max(
-                [done] + [e["t_s"] for e in journal.kinds("checkpoint_end") if e["attempt"] == attempt]
-            )
+            done = max([s.t_s for s in journal.steps if s.attempt == attempt], default=ended - t0)
+            done = max([done] + [e.t_s for e in journal.kinds("checkpoint_end") if e.attempt == attempt])
             tokens = last_step * settings.tokens_per_step
             journal.add(done, "job_complete", node=node, tokens_trained=tokens, attempt=attempt)
             return _end(journal, done, "target step reached", TARGET, attempt)
@@ -461,15 +459,15 @@ def _stopped_by(watch: _Watch, killed: bool, settings: RealRunSettings) -> str:
 
 
 def _software_detail(journal: Journal, names: list[str], streak: int, settings: RealRunSettings) -> str:
-    failures = [f for f in journal.kinds("failure") if f.get("blame") not in (BLAME_INJECTED, BLAME_NONE)]
+    failures = [f for f in journal.kinds("failure") if f.blame not in (BLAME_INJECTED, BLAME_NONE)]
     last = failures[-streak:]
-    nodes = sorted({names[f["node"]] for f in last if 0 <= f["node"] < len(names)})
-    furthest = max([s["step"] for s in journal.steps], default=0)
+    nodes = sorted({names[f.node] for f in last if 0 <= f.node < len(names)})
+    furthest = max([s.step for s in journal.steps], default=0)
     where = "before any step" if not furthest else f"without passing step {furthest}"
-    said = next((f.get("stderr", "") for f in reversed(last) if f.get("stderr")), "")
+    said = next((f.stderr for f in reversed(last) if f.stderr), "")
     return (
         f"software failure: {streak} starts in a row failed {where} (on {', '.join(nodes)}; last: "
-        f"{last[-1]['detail'].removeprefix('organic: ')}), more than execute.max_no_progress_restarts "
+        f"{last[-1].detail.removeprefix('organic: ')}), more than execute.max_no_progress_restarts "
         f"({settings.max_no_progress_restarts}); no node is blamed"
         + (f"; the trainer's stderr ends: {said}" if said else "; the trainer wrote nothing on stderr")
     )
@@ -558,8 +556,8 @@ def _record_failure(
     )
     journal.add(detected_at - t0, "detected", category, scope, node, attempt=attempt)
     newest = newest_checkpoint(journal)
-    said_before = [e["event_id"] for e in journal.kinds("checkpoint_unloadable")]
-    since = said_before and not any(e["event_id"] > said_before[-1] for e in journal.kinds("restart_end"))
+    said_before = [e.event_id for e in journal.kinds("checkpoint_unloadable")]
+    since = said_before and not any(e.event_id > said_before[-1] for e in journal.kinds("restart_end"))
     if (
         not (watch.new_steps or watch.resumed_from is not None or since or category == SUPERVISOR_LOST)
         and newest

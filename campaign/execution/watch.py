@@ -57,7 +57,7 @@ def save_intervals(folder: Path, intervals: list[float]) -> None:
 def newest_checkpoint(journal: Journal) -> int:
     """The newest checkpoint step the run may resume from: checkpoints a later start fell back below, or could
     not load, are not."""
-    return max((e["step"] for e in counted_checkpoints(journal)), default=0)
+    return max((e.at_step for e in counted_checkpoints(journal)), default=0)
 
 
 @dataclass
@@ -167,8 +167,7 @@ class _Watch:
         for step in metrics.checkpoints[self.seen_checkpoints :]:
             self.seen_checkpoints += 1
             if self.adopted and any(
-                e["attempt"] == self.attempt and e["step"] == step
-                for e in self.journal.kinds("checkpoint_end")
+                e.attempt == self.attempt and e.step == step for e in self.journal.kinds("checkpoint_end")
             ):
                 continue  # recorded by the supervisor before this one
             self.journal.add(

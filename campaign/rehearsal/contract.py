@@ -80,8 +80,7 @@ def _parse_int(text: str) -> int:
     return int(text)
 
 
-def _number(record: dict[str, Any], key: str) -> float:
-    value = record[key]
+def _number(value: object, key: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise MetricsError(f"'{key}' must be a number, got {_short(value)}")
     try:
@@ -90,15 +89,13 @@ def _number(record: dict[str, Any], key: str) -> float:
         raise MetricsError(f"'{key}' is {_short(value)}, beyond any float") from None
 
 
-def _step(record: dict[str, Any]) -> int:
-    value = record.get("step")
+def _step(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_STEP:
         raise MetricsError(f"'step' must be an integer from 0 to {MAX_STEP:,}, got {_short(value)}")
     return value
 
 
-def _tokens(record: dict[str, Any]) -> int:
-    value = record["tokens"]
+def _tokens(value: object) -> int:
     if (
         isinstance(value, bool)
         or not isinstance(value, (int, float))
@@ -110,17 +107,31 @@ def _tokens(record: dict[str, Any]) -> int:
     return int(value)
 
 
+def _time(value: object) -> float | None:
+    return None if isinstance(value, bool) or not isinstance(value, (int, float)) else float(value)
+
+
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
 
 
-def parse_metrics_line(text: str, line_no: int, into: Metrics, where: str = "") -> None:
-    """Add one metrics line to `into`; raises MetricsError with the reason if it breaks the contract.
+@dataclass(frozen=True, slots=True)
+class MetricsLine:
+    """One metrics line as the contract reads it: a training step's loss, a held-out evaluation, or an event."""
+
+    kind: str  # "loss", "heldout", "checkpoint" or "resumed"
+    step: int
+    value: float | None = None  # the loss, or the held-out loss
+    tokens: int | None = None  # tokens the step trained, when reported
+    time: float | None = None  # Unix seconds, when the line has a number there (how an outside run is timed)
+
+
+def parse_metrics_record(text: str) -> MetricsLine:
+    """One metrics line; raises MetricsError with the reason if it breaks the contract.
 
     NaN and infinity are accepted as loss values (`NaN`, `Infinity`, `1e400`, or a string "nan"/"inf"): they are
     evidence for the verdict, not a malformed line. Steps and token counts must be finite whole numbers in range.
-    `where` (`file:line`) is remembered for each loss so the verdict can point at the line.
     """
     if len(text) > MAX_LINE_BYTES:
         raise MetricsError(f"a line of {len(text):,} characters (at most {MAX_LINE_BYTES:,})")
@@ -140,30 +151,41 @@ def parse_metrics_line(text: str, line_no: int, into: Metrics, where: str = "") 
             "infinity",
         ):
             record[key] = float(record[key])
+    stamp = _time(record.get("time"))
     if "event" in record:
         event = record["event"]
-        step = _step(record)
-        if event == "checkpoint":
-            into.checkpoints.append(step)
-        elif event == "resumed":
-            into.resumed.append(step)
-        else:
-            raise MetricsError(f"unknown event {_short(event)} (expected 'checkpoint' or 'resumed')")
-        return
-    step = _step(record)
-    at = where or f"line {line_no}"
+        step = _step(record.get("step"))
+        if event in ("checkpoint", "resumed"):
+            return MetricsLine(event, step, time=stamp)
+        raise MetricsError(f"unknown event {_short(event)} (expected 'checkpoint' or 'resumed')")
+    step = _step(record.get("step"))
     if "loss" in record:
-        loss = _number(record, "loss")
-        tokens = _tokens(record) if "tokens" in record else None
-        into.losses.append((step, loss))
-        into.where[("loss", step)] = at
-        if tokens is not None:
-            into.tokens[step] = tokens
-    elif "heldout_loss" in record:
-        into.heldout.append((step, _number(record, "heldout_loss")))
-        into.where[("heldout", step)] = at
+        loss = _number(record["loss"], "loss")
+        tokens = _tokens(record["tokens"]) if "tokens" in record else None
+        return MetricsLine("loss", step, loss, tokens, stamp)
+    if "heldout_loss" in record:
+        return MetricsLine("heldout", step, _number(record["heldout_loss"], "heldout_loss"), time=stamp)
+    raise MetricsError(f"a step record needs 'loss' or 'heldout_loss': {text[:120]!r}")
+
+
+def parse_metrics_line(text: str, line_no: int, into: Metrics, where: str = "") -> None:
+    """Add one metrics line to `into`; raises MetricsError with the reason if it breaks the contract
+    (`parse_metrics_record`). `where` (`file:line`) is remembered for each loss so the verdict can point at the
+    line.
+    """
+    line = parse_metrics_record(text)
+    if line.value is None:  # an event: a complete checkpoint, or a start resumed from one
+        (into.checkpoints if line.kind == "checkpoint" else into.resumed).append(line.step)
+        return
+    at = where or f"line {line_no}"
+    if line.kind == "loss":
+        into.losses.append((line.step, line.value))
+        into.where[("loss", line.step)] = at
+        if line.tokens is not None:
+            into.tokens[line.step] = line.tokens
     else:
-        raise MetricsError(f"a step record needs 'loss' or 'heldout_loss': {text[:120]!r}")
+        into.heldout.append((line.step, line.value))
+        into.where[("heldout", line.step)] = at
 
 
 def parse_or_record(raw: bytes, path: Path, line_no: int, into: Metrics) -> None:

@@ -69,16 +69,16 @@ def test_a_slurm_job_is_requeued_after_a_kill_a_hang_and_a_node_slurm_failed_the
     )
     journal = supervise(settings, folder)
     job = json.loads((folder / "slurm.json").read_text())["job_id"]
-    kinds = [e["kind"] for e in journal.events if e["kind"] != "checkpoint_end"]
+    kinds = [e.kind for e in journal.events if e.kind != "checkpoint_end"]
     assert kinds[:2] == ["job_start", "job_submitted"] and kinds.count("job_requeued") == 3
     failures = journal.kinds("failure")
-    assert [f["category"] for f in failures] == ["kill", "hang", "node_lost"]
-    assert all(f["detail"].startswith("injected") for f in failures)
+    assert [f.category for f in failures] == ["kill", "hang", "node_lost"]
+    assert all(f.detail.startswith("injected") for f in failures)
     # the node loss was Slurm's own: the node set DOWN, Slurm ended the start NODE_FAIL and requeued the job
-    assert "NODE_FAIL" in failures[2]["detail"]
-    lost = journal.kinds("node_excluded")[0]["detail"].split()[0].removeprefix("node=")
+    assert "NODE_FAIL" in failures[2].detail
+    lost = journal.kinds("node_excluded")[0].detail.split()[0].removeprefix("node=")
     other = next(n for n in cluster.nodes if n != lost)
-    assert [e["detail"].split()[0] for e in journal.kinds("node_excluded")] == [f"node={lost}"]
+    assert [e.detail.split()[0] for e in journal.kinds("node_excluded")] == [f"node={lost}"]
     # one job throughout: requeued after the kill and the hang by campaign, after the node failure by Slurm, and
     # finished on the other node with the lost one excluded; the lost node is back in service
     shown = _final_state(job)
@@ -102,7 +102,7 @@ def test_a_slurm_job_is_requeued_after_a_kill_a_hang_and_a_node_slurm_failed_the
     assert "JobState=COMPLETED" in shown and "Restarts=3" in shown
     assert f"ExcNodeList={lost} " in shown and f" NodeList={other} " in shown
     assert _node_state(lost) == "idle"
-    assert journal.kinds("job_complete") and journal.kinds("window_end")[0]["detail"] == "target step reached"
+    assert journal.kinds("job_complete") and journal.kinds("window_end")[0].detail == "target step reached"
     # each restart resumed at the checkpoint before its fault, and nothing was trained twice beyond that rework
     metrics = (folder / "metrics.jsonl").read_text()
     # A fault lands at or a little after its injected step (15, 27, 44) on a busy machine, so each restart resumed at
@@ -111,7 +111,7 @@ def test_a_slurm_job_is_requeued_after_a_kill_a_hang_and_a_node_slurm_failed_the
     resumed = [json.loads(line)["step"] for line in metrics.splitlines() if '"event": "resumed"' in line]
     assert len(resumed) == 3 and all(r % 10 == 0 for r in resumed)
     for r, f, before in zip(resumed, failures, (10, 20, 40), strict=True):
-        assert before <= r <= f["step"]
+        assert before <= r <= f.step
     m = measured_summary(journal, STEPS, 128, 10, 3, 2.0).to_json()["measured"]
     assert m["steps_trained_again"] == m["rework_steps_expected"]
 
@@ -218,4 +218,4 @@ def test_a_supervisor_started_again_adopts_the_job_that_still_trains(cluster, tm
     shown = _final_state(job)
     assert "JobState=COMPLETED" in shown and "Restarts=0" in shown
     # every step of the one start was seen once, by one supervisor or the other
-    assert sorted(s["step"] for s in journal.steps) == list(range(1, STEPS + 1))
+    assert sorted(s.step for s in journal.steps) == list(range(1, STEPS + 1))

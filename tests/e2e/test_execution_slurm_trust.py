@@ -86,11 +86,11 @@ def test_a_restart_after_an_exclusion_requeues_the_ended_job_held_then_releases_
     journal = supervise(run, folder)
     excluded = journal.kinds("node_excluded")
     assert journal.kinds("job_complete") and outcome(journal) == "target", journal.end_detail()
-    assert len(excluded) == 1 and journal.kinds("failure")[0]["blame"] == "node"
-    node = excluded[0]["detail"].split()[0].removeprefix("node=")
+    assert len(excluded) == 1 and journal.kinds("failure")[0].blame == "node"
+    node = excluded[0].detail.split()[0].removeprefix("node=")
     shown = _final_state(json.loads((folder / "slurm.json").read_text())["job_id"])
     assert "JobState=COMPLETED" in shown and f"ExcNodeList={node}" in shown and "Restarts=1" in shown
-    assert "SIGTERM" in journal.kinds("failure")[0]["detail"]  # stopped gracefully (scancel --signal=TERM)
+    assert "SIGTERM" in journal.kinds("failure")[0].detail  # stopped gracefully (scancel --signal=TERM)
 
 
 def test_an_adopting_supervisor_keeps_the_hang_limits_history_through_a_long_evaluation(cluster, tmp_path):
@@ -117,7 +117,7 @@ def test_an_adopting_supervisor_keeps_the_hang_limits_history_through_a_long_eva
     journal = supervise(run, folder)
     assert journal.kinds("supervisor_resumed") and not journal.kinds("failure"), journal.kinds("failure")
     assert journal.kinds("job_complete")
-    assert sorted(s["step"] for s in journal.steps) == list(range(1, STEPS + 1))
+    assert sorted(s.step for s in journal.steps) == list(range(1, STEPS + 1))
 
 
 def test_steps_and_checkpoints_trained_while_no_supervisor_watched_are_read_back(cluster, tmp_path):
@@ -131,16 +131,16 @@ def test_steps_and_checkpoints_trained_while_no_supervisor_watched_are_read_back
     _steps_seen(folder, 5)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    seen = max(s["step"] for s in Journal.open(folder).steps)
+    seen = max(s.step for s in Journal.open(folder).steps)
     job = json.loads((folder / "slurm.json").read_text())["job_id"]
     _final_state(job)  # the job stops itself once the heartbeat is stale
     journal = supervise(run, folder)
-    unsupervised = [s["step"] for s in journal.steps if s["attempt"] == 0 and s["step"] > seen]
+    unsupervised = [s.step for s in journal.steps if s.attempt == 0 and s.step > seen]
     assert unsupervised and max(unsupervised) >= seen + 10
-    read_back = [e for e in journal.kinds("checkpoint_end") if "read back" in e["detail"]]
+    read_back = [e for e in journal.kinds("checkpoint_end") if "read back" in e.detail]
     assert read_back
-    resumed = journal.kinds("restart_end")[0]["step"]
-    assert resumed == max(e["step"] for e in read_back)  # the restart resumed from what was read back
+    resumed = journal.kinds("restart_end")[0].step
+    assert resumed == max(e.step for e in read_back)  # the restart resumed from what was read back
     m = measured_summary(journal, STEPS, 128, EVERY, 3, 2.0).to_json()["measured"]
     assert m["final_step"] == STEPS and m["steps_trained_again"] == m["rework_steps_expected"]
 
@@ -160,5 +160,5 @@ def test_an_operators_scancel_is_a_stop_by_a_person_never_a_nodes_failure(cluste
         assert "cancelled outside campaign" in journal.end_detail()
     else:
         failure = journal.kinds("failure")[0]
-        assert failure["category"] == "operator_cancel" and failure["blame"] == "none"
+        assert failure.category == "operator_cancel" and failure.blame == "none"
         assert outcome(journal) == "target"

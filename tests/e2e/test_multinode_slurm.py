@@ -148,7 +148,7 @@ def reference(cluster, data, tmp_path_factory):
     before = Journal.open(folder).events
     journal = supervise_multinode(settings, folder)
     assert journal.end_detail() == "target step reached", journal.events[-3:]
-    assert not journal.kinds("failure") and [s["detail"].split()[0] for s in journal.kinds("start")] == [
+    assert not journal.kinds("failure") and [s.detail.split()[0] for s in journal.kinds("start")] == [
         f"world={WORLD}"
     ]
     losses = _losses(folder)
@@ -175,23 +175,23 @@ def test_a_straggler_then_a_lost_node_are_replaced_by_the_spares_and_the_run_end
     journal = supervise_multinode(settings, folder)
     assert journal.end_detail() == "target step reached", journal.events[-3:]
     (named,) = journal.kinds("straggler")
-    assert named["detail"].startswith("node=n1 rank=1 ") and "stragglers=exclude" in named["detail"]
+    assert named.detail.startswith("node=n1 rank=1 ") and "stragglers=exclude" in named.detail
     failures = journal.kinds("failure")
-    assert [(f["category"], f["detail"].split(":")[0]) for f in failures] == [
+    assert [(f.category, f.detail.split(":")[0]) for f in failures] == [
         ("straggler", "organic"),
         ("node_lost", "injected"),
     ]
-    lost = failures[1]["detail"].split("node ")[1].split()[0]
-    assert [e["detail"].split()[0] for e in journal.kinds("node_excluded")] == ["node=n1", f"node={lost}"]
+    lost = failures[1].detail.split("node ")[1].split()[0]
+    assert [e.detail.split()[0] for e in journal.kinds("node_excluded")] == ["node=n1", f"node={lost}"]
     swaps = journal.kinds("spare_swap")
-    spares = [e["detail"].split("node=")[1].split()[0] for e in swaps]
-    assert [e["detail"].split("replaces=")[1] for e in swaps] == ["n1", lost] and spares[0] == lost
+    spares = [e.detail.split("node=")[1].split()[0] for e in swaps]
+    assert [e.detail.split("replaces=")[1] for e in swaps] == ["n1", lost] and spares[0] == lost
     starts = journal.kinds("start")
-    assert [s["detail"].split()[0] for s in starts] == [f"world={WORLD}"] * 3
-    assert "n1" in starts[0]["nodes"] and "n1" not in starts[1]["nodes"] + starts[2]["nodes"]
-    assert lost in starts[1]["nodes"] and lost not in starts[2]["nodes"] and spares[1] in starts[2]["nodes"]
+    assert [s.detail.split()[0] for s in starts] == [f"world={WORLD}"] * 3
+    assert "n1" in starts[0].nodes and "n1" not in starts[1].nodes + starts[2].nodes
+    assert lost in starts[1].nodes and lost not in starts[2].nodes and spares[1] in starts[2].nodes
     # lost mid-run: the start after it trained the steps since the last checkpoint again
-    assert failures[1]["step"] < STEPS and [s["step"] for s in journal.steps if s["attempt"] == 2]
+    assert failures[1].step < STEPS and [s.step for s in journal.steps if s.attempt == 2]
     summary = multinode_summary(journal, STEPS, BATCH * 16, EVERY, 3, 2.0, WORLD, 2).to_json()
     m = summary["measured"]
     assert m["spares_used"] == spares and m["nodes_excluded"] == ["n1", lost]
@@ -238,31 +238,29 @@ def test_with_no_spare_and_elastic_wait_the_run_waits_for_the_repaired_node_and_
     assert seen["resume"].returncode == 0, seen["resume"].stderr  # the node was DOWN, and only that node
     assert journal.end_detail() == "target step reached", journal.events[-3:]
     lost = seen["node"]
-    assert [f["category"] for f in journal.kinds("failure")] == ["node_lost"] and lost in journal.kinds(
+    assert [f.category for f in journal.kinds("failure")] == ["node_lost"] and lost in journal.kinds(
         "failure"
-    )[0]["detail"]
+    )[0].detail
     assert (
         journal.kinds("spares_exhausted")
         and not journal.kinds("spare_swap")
         and not journal.kinds("elastic_shrink")
     )
     (began,), (ended,) = journal.kinds("waiting_start"), journal.kinds("waiting_end")
-    assert ended["detail"] == f"node={lost} back in service" and journal.kinds("repair_done")
+    assert ended.detail == f"node={lost} back in service" and journal.kinds("repair_done")
     # the wait ends only once the node is back: it spans the operator's repair
-    t0 = journal.events[0]["started_at"]
-    assert began["t_s"] <= seen["back"] - t0 <= ended["t_s"] + 1.0
+    t0 = journal.events[0].started_at
+    assert began.t_s <= seen["back"] - t0 <= ended.t_s + 1.0
     starts = journal.kinds("start")
-    assert [s["detail"].split()[0] for s in starts] == [
+    assert [s.detail.split()[0] for s in starts] == [
         f"world={WORLD}",
         f"world={WORLD}",
-    ] and lost in starts[1]["nodes"]
+    ] and lost in starts[1].nodes
     # lost mid-run: the steps after its last checkpoint trained again on the repaired node
-    assert journal.kinds("failure")[0]["step"] < STEPS and [
-        s["step"] for s in journal.steps if s["attempt"] == 1
-    ]
+    assert journal.kinds("failure")[0].step < STEPS and [s.step for s in journal.steps if s.attempt == 1]
     summary = multinode_summary(journal, STEPS, BATCH * 16, EVERY, 3, 2.0, WORLD, 0).to_json()
     m = summary["measured"]
-    assert m["spare_wait_s"] == pytest.approx(ended["t_s"] - began["t_s"]) and m["spare_wait_s"] > 0
+    assert m["spare_wait_s"] == pytest.approx(ended.t_s - began.t_s) and m["spare_wait_s"] > 0
     assert m["world_sizes"] == [WORLD, WORLD] and m["spares_used"] == [] and m["final_step"] == STEPS
     # the wait is `waiting` (the job's nodes idle for it), not restart
     assert summary["job_time_s"]["waiting"] == pytest.approx(m["spare_wait_s"])
@@ -287,7 +285,7 @@ def test_with_no_spare_a_lost_node_shrinks_the_world_and_a_slowed_node_is_named_
     journal = supervise_multinode(settings, folder)
     assert journal.end_detail() == "target step reached", journal.events[-3:]
     named = journal.kinds("straggler")
-    assert len(named) == 1 and named[0]["detail"].startswith("node=n1 rank=1 ")
+    assert len(named) == 1 and named[0].detail.startswith("node=n1 rank=1 ")
     assert journal.kinds("spares_exhausted") and journal.kinds("elastic_shrink")
     assert not journal.kinds("spare_swap")
     m = multinode_summary(journal, STEPS, BATCH * 16, EVERY, 3, 2.0, 2, 0).to_json()["measured"]
@@ -312,4 +310,4 @@ def test_a_supervisor_killed_mid_run_is_replaced_by_one_that_adopts_every_rank(r
         if '"up"' in line
     ]
     assert sorted(ups) == [0, 1]
-    assert sorted(s["step"] for s in journal.steps) == list(range(1, STEPS + 1))
+    assert sorted(s.step for s in journal.steps) == list(range(1, STEPS + 1))

@@ -42,8 +42,12 @@ def _run(failed_after=(), injected=False, step_s=1.0, gap_s=2.0):
             rows.append(TimedLine(t, "resumed", step))
     journal, final, tokens = journal_from_metrics(rows, None)
     if injected:
-        for e in journal.kinds("failure"):
-            e.update(category="kill", detail="injected: SIGKILL of the trainer's process group")
+        journal.events = [
+            dataclasses.replace(e, category="kill", detail="injected: SIGKILL of the trainer's process group")
+            if e.kind == "failure"
+            else e
+            for e in journal.events
+        ]
     summary = measured_summary(journal, final, tokens, EVERY, 7, 2.0, max_wall_s=200.0)
     return summary, journal.frame()
 
@@ -209,7 +213,7 @@ def _multinode_run(tmp_path, wait=False, compile_s=0.0):
     from campaign.execution.multinode_summary import multinode_summary
 
     spares = 0 if wait else 1
-    names = ["n0", "n1", "n2", "n3"][: 3 + spares]
+    names = ("n0", "n1", "n2", "n3")[: 3 + spares]
     j = Journal.open(tmp_path)
     j.add(0.0, "job_start", detail=f"target_step={STEPS} job_nodes=3 spare_nodes={spares}", started_at=T0)
     j.add(0.5, "start", node=0, detail="world=3 nodes=n0,n1,n2", nodes=names[:3], names=names[:3])
@@ -229,7 +233,7 @@ def _multinode_run(tmp_path, wait=False, compile_s=0.0):
     t += 1.5
     j.add(t, "detected", "node_lost", "node", 2)
     j.add(t, "node_excluded", "node_lost", "node", 2, detail="node=n2 failures=1")
-    ranks = ["n0", "n1", "n3"]
+    ranks = ("n0", "n1", "n3")
     if wait:
         ranks = names
         j.add(t, "spares_exhausted", detail="2 of 3 nodes healthy; elastic=wait", attempt=1)

@@ -35,9 +35,9 @@ def test_the_journal_keeps_the_simulators_columns_and_survives_a_cut_off_line(tm
     with open(journal.events_path, "a") as handle:
         handle.write('{"event_id": 2, "t_s": 2')  # a supervisor killed mid-write
     again = Journal.open(tmp_path)
-    assert [e["kind"] for e in again.events] == ["job_start", "failure"]
+    assert [e.kind for e in again.events] == ["job_start", "failure"]
     row = again.add(3.0, "detected", "kill", "job", 0)
-    assert row["event_id"] == 2
+    assert row.event_id == 2
     frame = Journal.open(tmp_path).frame()
     assert list(frame.columns) == list(EVENT_COLUMNS) and frame["event_id"].tolist() == [0, 1, 2]
 

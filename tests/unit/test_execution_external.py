@@ -43,9 +43,7 @@ def test_a_restart_in_the_metrics_is_a_failure_classified_by_the_incident_log(tm
 def test_without_an_incident_log_a_restart_is_unclassified(tmp_path):
     journal, final, tokens = journal_from_metrics(read_timed_metrics(_metrics(tmp_path)), None)
     assert (
-        [f["category"] for f in journal.kinds("failure")] == ["unclassified"]
-        and final == 10
-        and tokens == 256
+        [f.category for f in journal.kinds("failure")] == ["unclassified"] and final == 10 and tokens == 256
     )
 
 

@@ -78,8 +78,8 @@ def test_injected_kill_hang_and_node_loss_restart_from_the_last_checkpoint_and_r
     faults = (Injection(15, "kill"), Injection(33, "hang"), Injection(47, "node_loss"))
     journal = supervise(settings(data, tmp_path / "run", faults), tmp_path / "run")
     failures = journal.kinds("failure")
-    assert [f["category"] for f in failures] == ["kill", "hang", "node_lost"]
-    assert all(f["detail"].startswith("injected") for f in failures)
+    assert [f.category for f in failures] == ["kill", "hang", "node_lost"]
+    assert all(f.detail.startswith("injected") for f in failures)
     assert len(journal.kinds("restart_start")) == 3 and journal.kinds("job_complete")
     # every restart resumed at the newest checkpoint before its failure (the trainer says so in its metrics)
     resumed = [
@@ -87,12 +87,12 @@ def test_injected_kill_hang_and_node_loss_restart_from_the_last_checkpoint_and_r
         for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
         if '"resumed"' in line
     ]
-    assert resumed == [(f["step"] // 10) * 10 for f in failures]
+    assert resumed == [(f.step // 10) * 10 for f in failures]
     # the lost node is excluded at once; the injected kill and hang point at no node and exclude none
-    excluded = [e["detail"].split()[0] for e in journal.kinds("node_excluded")]
-    assert excluded == [f"node={('n0', 'n1', 'n2')[failures[2]['node']]}"]
-    assert [f["blame"] for f in failures] == ["injected", "injected", "node"]
-    times = [e["t_s"] for e in journal.events]
+    excluded = [e.detail.split()[0] for e in journal.kinds("node_excluded")]
+    assert excluded == [f"node={('n0', 'n1', 'n2')[failures[2].node]}"]
+    assert [f.blame for f in failures] == ["injected", "injected", "node"]
+    times = [e.t_s for e in journal.events]
     assert times == sorted(times)
     summary = measured_summary(journal, STEPS, 128, 10, 3, 2.0)
     m = summary.measured
@@ -101,17 +101,17 @@ def test_injected_kill_hang_and_node_loss_restart_from_the_last_checkpoint_and_r
     assert goodput.buckets_sum_gpu_h(summary.goodput_breakdown_gpu_h) == pytest.approx(
         summary.window_s / 3600
     )
-    hang = journal.kinds("detected")[1]["t_s"] - failures[1]["t_s"]
+    hang = journal.kinds("detected")[1].t_s - failures[1].t_s
     assert hang >= 0.5  # never declared before the stated limit (its floor here)
 
 
 def test_a_trainer_that_stops_writing_steps_is_a_hang_detected_after_the_limit(data, tmp_path):
     journal = supervise(settings(data, tmp_path / "run", mode="hang", max_restarts=0), tmp_path / "run")
     failure, detected = journal.kinds("failure")[0], journal.kinds("detected")[0]
-    assert failure["category"] == "hang" and failure["detail"].startswith("organic: no new step for")
-    limit = float(failure["detail"].split("limit ")[1].split(" s")[0])
-    assert detected["t_s"] - failure["t_s"] >= limit
-    assert journal.kinds("window_end")[0]["detail"].endswith("more than execute.max_restarts")
+    assert failure.category == "hang" and failure.detail.startswith("organic: no new step for")
+    limit = float(failure.detail.split("limit ")[1].split(" s")[0])
+    assert detected.t_s - failure.t_s >= limit
+    assert journal.kinds("window_end")[0].detail.endswith("more than execute.max_restarts")
 
 
 def test_a_killed_supervisor_leaves_no_trainer_and_the_next_one_resumes_without_losing_events(data, tmp_path):
@@ -144,7 +144,7 @@ def test_a_killed_supervisor_leaves_no_trainer_and_the_next_one_resumes_without_
     journal = supervise(settings(data, folder, max_restarts=1), folder)  # a good trainer this time
     assert journal.events[: len(before)] == before
     lost = journal.kinds("failure")[0]
-    assert lost["category"] == "supervisor_lost" and journal.kinds("job_complete")
+    assert lost.category == "supervisor_lost" and journal.kinds("job_complete")
     assert Journal.open(folder).is_finished()
 
 
@@ -166,11 +166,11 @@ def test_each_event_is_heard_as_it_is_written_and_a_stop_request_ends_the_run_ca
     )
     journal = supervise(settings(data, folder, mode="crash"), folder, on_event=on_event, stop=stop)
     kinds = [e.kind for e in heard]
-    assert kinds == [e["kind"] for e in journal.events]
+    assert kinds == [e.kind for e in journal.events]
     assert kinds[:5] == ["job_start", "failure", "detected", "restart_start", "restart_end"]
     assert kinds[-1] == "window_end" and kinds.count("failure") == 2 and kinds.count("restart_end") == 1
     assert all(n == e.event_id + 1 for n, e in zip(on_disk, heard, strict=True))  # written, then heard
-    started = journal.events[0]["started_at"]
+    started = journal.events[0].started_at
     assert all(e.occurred_at == pytest.approx(started + e.t_s) for e in heard)
     assert heard[1].category == "exit_code" and heard[1].detail.startswith("organic: exit code 3")
     assert journal.end_detail() == "cancelled: asked by the test"
@@ -212,7 +212,7 @@ def test_sigterm_to_a_running_execute_stops_the_trainer_and_records_a_cancelled_
     assert not group_members(trainer)
     journal = Journal.open(folder)
     end = journal.kinds("window_end")
-    assert len(end) == 1 and end[0]["detail"].startswith("cancelled: SIGTERM received")
-    assert "stopped after step 3" in end[0]["detail"] and not journal.kinds("failure")
+    assert len(end) == 1 and end[0].detail.startswith("cancelled: SIGTERM received")
+    assert "stopped after step 3" in end[0].detail and not journal.kinds("failure")
     summary = measured_summary(journal, STEPS, 128, 10, 3, 2.0)
-    assert summary.measured.end == end[0]["detail"] and not summary.completed
+    assert summary.measured.end == end[0].detail and not summary.completed

@@ -91,11 +91,11 @@ def test_a_fallback_from_a_torn_checkpoint_is_its_own_event_and_its_steps_are_re
     at 20: a `checkpoint_fallback`, steps 21-35 trained again as expected, the ETTR the trainer's own log gives."""
     journal, summary, own = run(data, tmp_path, [Injection(35, "kill")], {"CONTRACT_TRAINER_TORN": "30"})
     fallback = journal.kinds("checkpoint_fallback")
-    assert len(fallback) == 1 and fallback[0]["step"] == 20 and fallback[0]["newest"] == 30
+    assert len(fallback) == 1 and fallback[0].step == 20 and fallback[0].newest == 30
     m = summary.measured
     assert m.final_step == STEPS and summary.completed and outcome(journal) == "target"
     assert m.steps_trained_again == m.rework_steps_expected == own["trained_again"] >= 15
-    assert m.checkpoint_fallbacks == [fallback[0]["detail"]]
+    assert m.checkpoint_fallbacks == [fallback[0].detail]
     within_3_percent(summary, own)
 
 
@@ -114,7 +114,7 @@ def test_a_checkpoint_nothing_can_load_is_never_counted_as_trained(data, tmp_pat
     assert "BadZipFile" in end and outcome(journal) == "short" and EXIT_CODES[outcome(journal)] == 5
     assert summary.tokens_trained == 20 * TOKENS and summary.measured.final_step == 20
     assert not journal.kinds("node_excluded")
-    assert {f["blame"] for f in journal.kinds("failure")} == {"injected", "software"}
+    assert {f.blame for f in journal.kinds("failure")} == {"injected", "software"}
     within_3_percent(summary, own)
 
 
@@ -123,9 +123,9 @@ def test_a_crash_on_every_start_is_a_software_failure_with_its_own_error_line_an
 ):
     journal, summary, _ = run(data, tmp_path, trainer={"CONTRACT_TRAINER_CRASH_ON_START": "1"})
     failures = journal.kinds("failure")
-    assert len(failures) == 3 and all(f["blame"] == "software" for f in failures)
+    assert len(failures) == 3 and all(f.blame == "software" for f in failures)
     assert not journal.kinds("node_excluded")
-    assert len({f["node"] for f in failures}) == 3  # tried on other nodes: the same failure everywhere
+    assert len({f.node for f in failures}) == 3  # tried on other nodes: the same failure everywhere
     end = journal.end_detail()
     assert end.startswith("software failure: 3 starts in a row failed before any step")
     assert "config key 'optimizer.lr' is missing" in end and "no node is blamed" in end
@@ -135,7 +135,7 @@ def test_a_crash_on_every_start_is_a_software_failure_with_its_own_error_line_an
 def test_a_hung_trainer_gets_sigterm_then_its_grace_and_is_restarted(data, tmp_path):
     journal, summary, own = run(data, tmp_path, trainer={"CONTRACT_TRAINER_HANG_AT": "25"})
     failure = journal.kinds("failure")[0]
-    assert failure["category"] == "hang" and "ended by SIGTERM within its grace" in failure["detail"]
+    assert failure.category == "hang" and "ended by SIGTERM within its grace" in failure.detail
     log = (tmp_path / "trainer-log.jsonl").read_text()
     assert '"event": "stop_signal", "signal": "SIGTERM"' in log  # the trainer heard SIGTERM itself
     assert summary.completed and outcome(journal) == "target"
@@ -145,9 +145,9 @@ def test_a_hung_trainer_gets_sigterm_then_its_grace_and_is_restarted(data, tmp_p
 def test_a_trainer_stopped_hard_gets_sigkill_only_after_the_grace(data, tmp_path):
     journal, _, _ = run(data, tmp_path, [Injection(25, "hang")], stop_grace_s=1.0)
     failure = journal.kinds("failure")[0]
-    assert failure["category"] == "hang" and "SIGTERM, then SIGKILL after the 1 s grace" in failure["detail"]
+    assert failure.category == "hang" and "SIGTERM, then SIGKILL after the 1 s grace" in failure.detail
     detected = journal.kinds("detected")[0]
-    assert failure["blame"] == "injected" and detected["t_s"] > failure["t_s"]
+    assert failure.blame == "injected" and detected.t_s > failure.t_s
 
 
 @pytest.mark.parametrize("pattern", ["same", "back"])
@@ -159,9 +159,9 @@ def test_a_step_number_that_stops_advancing_is_a_hang_and_its_repeats_are_named_
     trainer = {"CONTRACT_TRAINER_STALL_AT": "25", "CONTRACT_TRAINER_STALL_PATTERN": pattern}
     journal, summary, own = run(data, tmp_path, trainer=trainer)
     failure = journal.kinds("failure")[0]
-    assert failure["category"] == "hang" and "at or below step 25 (repeated steps)" in failure["detail"]
+    assert failure.category == "hang" and "at or below step 25 (repeated steps)" in failure.detail
     if pattern == "back":
-        assert "the step number went back from 25 to 24" in failure["detail"]
+        assert "the step number went back from 25 to 24" in failure.detail
     m = summary.measured
     assert summary.completed and m.steps_trained_again == m.rework_steps_expected <= 6
     within_3_percent(summary, own)

@@ -22,11 +22,11 @@ def test_repeated_and_backward_steps_are_not_progress_and_are_never_trained(tmp_
     stalled = Metrics(losses=[(1, 2.0), (2, 1.9), (3, 1.8), (3, 1.8), (3, 1.8), (2, 1.9)])
     sup.ingest(start, stalled, now=50.0)
     assert start.last_progress == 10.0  # the hang limit counts from the last new step
-    assert [s["step"] for s in sup.journal.steps] == [1, 2, 3]  # nothing counted as trained twice
+    assert [s.step for s in sup.journal.steps] == [1, 2, 3]  # nothing counted as trained twice
     assert start.repeats == 3 and start.went_back == (3, 2)
     sup.ingest(start, Metrics(losses=[*stalled.losses, (4, 1.7)]), now=60.0)
     assert start.max_step == 4 and start.last_progress == 60.0
-    assert [s["step"] for s in sup.journal.steps] == [1, 2, 3, 4]
+    assert [s.step for s in sup.journal.steps] == [1, 2, 3, 4]
 
 
 def test_an_adopted_start_counts_only_steps_beyond_those_recorded_before_it(tmp_path):
@@ -34,4 +34,4 @@ def test_an_adopted_start_counts_only_steps_beyond_those_recorded_before_it(tmp_
     start = _Start(1, ["n0", "n1"], 2, adopted=True)
     start.max_step, start.resumed_steps = 7, 7
     sup.ingest(start, Metrics(losses=[(7, 1.0), (8, 0.9)]), now=5.0)
-    assert [s["step"] for s in sup.journal.steps] == [8] and start.repeats == 1
+    assert [s.step for s in sup.journal.steps] == [8] and start.repeats == 1

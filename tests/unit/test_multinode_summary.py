@@ -12,7 +12,7 @@ from campaign.execution.multinode_summary import multinode_summary
 
 def _journal(tmp_path) -> Journal:
     j = Journal.open(tmp_path)
-    names = ["n0", "n1", "n2", "n3"]
+    names = ("n0", "n1", "n2", "n3")
     j.add(0.0, "job_start", detail="target_step=20 job_nodes=3 spare_nodes=1", started_at=1.0e9)
     j.add(1.0, "start", node=0, detail="world=3 nodes=n0,n1,n2", nodes=names[:3], names=names[:3])
     for step in range(1, 13):
@@ -39,7 +39,7 @@ def _journal(tmp_path) -> Journal:
         node=0,
         detail="world=3 nodes=n0,n1,n3",
         attempt=1,
-        nodes=["n0", "n1", "n3"],
+        nodes=("n0", "n1", "n3"),
         names=names,
     )
     for step in range(11, 21):
@@ -109,7 +109,7 @@ def test_a_run_that_shrank_says_so_in_its_report(tmp_path):
     """No spare and `elastic: shrink`: the run finished on fewer nodes, and both reports say how many of how many."""
     j = Journal.open(tmp_path)
     j.add(0.0, "job_start", detail="target_step=20 job_nodes=2 spare_nodes=0", started_at=1.0e9)
-    j.add(1.0, "start", node=0, detail="world=2 nodes=n0,n1", nodes=["n0", "n1"], names=["n0", "n1"])
+    j.add(1.0, "start", node=0, detail="world=2 nodes=n0,n1", nodes=("n0", "n1"), names=("n0", "n1"))
     for step in range(1, 9):
         j.add_step(10.0 + step, step, 0)
         if step % 5 == 0:
@@ -129,7 +129,7 @@ def test_a_run_that_shrank_says_so_in_its_report(tmp_path):
     j.add(20.0, "spares_exhausted", detail="no spare left", attempt=1)
     j.add(20.0, "elastic_shrink", detail="world 2 -> 1", attempt=1)
     j.add(20.1, "restart_start", node=0, attempt=1)
-    j.add(21.0, "start", node=0, detail="world=1 nodes=n0", attempt=1, nodes=["n0"], names=["n0", "n1"])
+    j.add(21.0, "start", node=0, detail="world=1 nodes=n0", attempt=1, nodes=("n0",), names=("n0", "n1"))
     for step in range(6, 21):
         j.add_step(25.0 + step, step, 1)
     j.add(46.0, "job_complete", node=0, attempt=1)

@@ -7,7 +7,14 @@ import numpy as np
 import pytest
 
 from campaign.rehearsal import contract as c
-from campaign.rehearsal.contract import Metrics, MetricsError, parse_metrics_line, read_metrics
+from campaign.rehearsal.contract import (
+    Metrics,
+    MetricsError,
+    MetricsLine,
+    parse_metrics_line,
+    parse_metrics_record,
+    read_metrics,
+)
 from campaign.rehearsal.harness import control_order, training_order
 from campaign.rehearsal.processes import drop_partial_line
 from campaign.rehearsal.trainer import (
@@ -103,6 +110,19 @@ def test_metrics_lines_are_parsed_or_rejected_with_their_line_number(tmp_path):
         f"{path}:2: not JSON (Expecting value): 'not json'"
     ]
     assert drop_partial_line(path) == len('{"step": 2, "lo') and path.read_text().endswith("not json\n")
+
+
+def test_a_metrics_line_is_a_typed_record_with_its_time_where_it_has_one():
+    assert parse_metrics_record('{"step": 3, "loss": 2.5, "tokens": 64, "time": 1.7e9}') == MetricsLine(
+        "loss", 3, 2.5, 64, 1.7e9
+    )
+    assert parse_metrics_record('{"event": "checkpoint", "step": 4, "time": 12}') == MetricsLine(
+        "checkpoint", 4, time=12.0
+    )
+    assert parse_metrics_record('{"step": 0, "heldout_loss": 3.0, "time": true}') == MetricsLine(
+        "heldout", 0, 3.0
+    )
+    assert parse_metrics_record('{"event": "resumed", "step": 2, "time": "noon"}').time is None
 
 
 def test_the_verdicts_arithmetic():
