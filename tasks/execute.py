@@ -19,7 +19,7 @@ from campaign.approval import read_pending
 from campaign.config import CampaignConfig, LoadedConfig
 from campaign.errors import ConfigError, Refused
 from campaign.evidence import gate_file_changes, gate_files, read_evidence
-from campaign.execution.journal import Journal, RunEvent
+from campaign.execution.journal import EventListener, Journal, JournalEvent
 from campaign.execution.measured import measured_summary
 from campaign.execution.multinode import MultiNodeSettings, supervise_multinode
 from campaign.execution.multinode_run import is_multinode, multinode_settings
@@ -246,7 +246,7 @@ def run_window(
                 description=f"window {commitment.commitment_id}: step {step}",
             )
 
-    def said(event: RunEvent) -> None:  # a failure, restart or end shows in the progress too
+    def said(event: JournalEvent, occurred_at: float | None) -> None:  # a failure, restart or end shows too
         if event.kind != "job_start":
             what = f"{event.kind.replace('_', ' ')} {event.category}".strip()
             update_progress_artifact(
@@ -411,8 +411,8 @@ def prefect_event_emitter(
     campaign: str,
     commitment_id: str,
     flow_run_id: str | None,
-    also: Callable[[RunEvent], None] | None = None,
-) -> Callable[[RunEvent], None]:
+    also: EventListener | None = None,
+) -> EventListener:
     """The supervisor's `on_event`: each failure, restart, exclusion and end as a Prefect event when it happens,
     on a resource naming the campaign and the flow run (and related to the flow run, so its page lists them).
     A Prefect that cannot take an event never stops the run: the journal on disk is the record."""
@@ -431,14 +431,14 @@ def prefect_event_emitter(
     )
     warned = [False]
 
-    def on_event(event: RunEvent) -> None:
+    def on_event(event: JournalEvent, occurred_at: float | None) -> None:
         if event.kind not in LIVE_KINDS:
             return
         name = f"campaign.execute.{event.kind}" + (f".{event.category}" if event.category else "")
         payload: dict[str, Any] = {
             k: getattr(event, k) for k in ("t_s", "category", "scope", "node", "detail", "attempt")
         }
-        occurred = datetime.fromtimestamp(event.occurred_at, UTC) if event.occurred_at is not None else None
+        occurred = datetime.fromtimestamp(occurred_at, UTC) if occurred_at is not None else None
         try:
             emit_event(event=name, resource=resource, related=related, payload=payload, occurred=occurred)
         except Exception as exc:  # the run goes on; the event is in events.jsonl
@@ -446,7 +446,7 @@ def prefect_event_emitter(
                 warned[0] = True
                 get_run_logger().warning("cannot emit Prefect events (%s); the journal keeps them", exc)
         if also is not None:
-            also(event)
+            also(event, occurred_at)
 
     return on_event
 

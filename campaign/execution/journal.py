@@ -27,21 +27,8 @@ from campaign.execution.journal_lines import (
     JournalStep,
 )
 
-
-@dataclass(frozen=True)
-class RunEvent:
-    """One event of a real run as it happens: the simulator's columns, its start and when it happened."""
-
-    event_id: int
-    t_s: float  # seconds since the run's start
-    kind: str
-    category: str
-    scope: str
-    node: int
-    tokens_trained: float
-    detail: str
-    attempt: int
-    occurred_at: float | None  # Unix seconds (None before the run's start is known)
+# Told of each event once it is on disk, with when it happened (Unix seconds; None before the run's start is known).
+EventListener = Callable[[JournalEvent, float | None], None]
 
 
 @dataclass
@@ -51,7 +38,7 @@ class Journal:
     folder: Path
     events: list[JournalEvent] = field(default_factory=list)
     steps: list[JournalStep] = field(default_factory=list)
-    listener: Callable[[RunEvent], None] | None = None  # told of each event once it is on disk
+    listener: EventListener | None = None
     row_listener: Callable[[JournalEvent], None] | None = None  # the same, with the event's every field
 
     @property
@@ -102,20 +89,7 @@ class Journal:
         _append(self.events_path, event, sync=True)
         if self.listener is not None:
             started = self.events[0].started_at
-            self.listener(
-                RunEvent(
-                    event.event_id,
-                    event.t_s,
-                    event.kind,
-                    event.category,
-                    event.scope,
-                    event.node,
-                    event.tokens_trained,
-                    event.detail,
-                    event.attempt,
-                    occurred_at=float(started) + event.t_s if started is not None else None,
-                )
-            )
+            self.listener(event, float(started) + event.t_s if started is not None else None)
         if self.row_listener is not None:
             self.row_listener(event)
         return event

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Unpack
 
 from campaign.execution import allocation, slurm
-from campaign.execution.journal import Journal, JournalEvent, RunEvent
+from campaign.execution.journal import EventListener, Journal, JournalEvent
 from campaign.execution.journal_lines import EventKeys
 from campaign.execution.stopping import CANCELLED, StopRequest, cancelled_detail
 from campaign.execution.supervisor import (
@@ -169,7 +169,7 @@ def supervise_multinode(
     settings: MultiNodeSettings,
     folder: Path,
     on_progress: Callable[[int, int], None] | None = None,
-    on_event: Callable[[RunEvent], None] | None = None,
+    on_event: EventListener | None = None,
     stop: StopRequest | None = None,
 ) -> Journal:
     """Run the trainer on `job_nodes` ranks to the target step or the window's end, replacing lost nodes with
@@ -232,7 +232,7 @@ class _Supervisor:
             time.sleep(min(left, 0.2))
 
     # --------------------------------------------------------------------------------------------- run
-    def run(self, on_event: Callable[[RunEvent], None] | None) -> Journal:
+    def run(self, on_event: EventListener | None) -> Journal:
         j = self.journal
         if j.is_finished():
             return j

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from campaign.execution.journal import Journal, RunEvent
+from campaign.execution.journal import EventListener, Journal
 from campaign.execution.policy import (
     SHORT,
     STOPPED,
@@ -132,7 +132,7 @@ def supervise(
     settings: RealRunSettings,
     folder: Path,
     on_progress: Callable[[int, int], None] | None = None,
-    on_event: Callable[[RunEvent], None] | None = None,
+    on_event: EventListener | None = None,
     stop: StopRequest | None = None,
     on_tick: Callable[[], None] | None = None,
     progress: ProgressLines | None = None,
@@ -229,7 +229,7 @@ def _supervise(
     settings: RealRunSettings,
     folder: Path,
     on_progress: Callable[[int, int], None] | None,
-    on_event: Callable[[RunEvent], None] | None,
+    on_event: EventListener | None,
     stop: StopRequest | None,
     on_tick: Callable[[], None] | None = None,
     progress: ProgressLines | None = None,

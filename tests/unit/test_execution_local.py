@@ -154,10 +154,11 @@ def test_each_event_is_heard_as_it_is_written_and_a_stop_request_ends_the_run_ca
     from campaign.execution.stopping import StopRequest
 
     folder = tmp_path / "run"
-    heard, on_disk = [], []
+    heard, on_disk, occurred = [], [], []
 
-    def on_event(event):
+    def on_event(event, occurred_at):
         heard.append(event)
+        occurred.append(occurred_at)
         on_disk.append(len((folder / "events.jsonl").read_text().splitlines()))
 
     stop = StopRequest(
@@ -171,7 +172,7 @@ def test_each_event_is_heard_as_it_is_written_and_a_stop_request_ends_the_run_ca
     assert kinds[-1] == "window_end" and kinds.count("failure") == 2 and kinds.count("restart_end") == 1
     assert all(n == e.event_id + 1 for n, e in zip(on_disk, heard, strict=True))  # written, then heard
     started = journal.events[0].started_at
-    assert all(e.occurred_at == pytest.approx(started + e.t_s) for e in heard)
+    assert all(at == pytest.approx(started + e.t_s) for e, at in zip(heard, occurred, strict=True))
     assert heard[1].category == "exit_code" and heard[1].detail.startswith("organic: exit code 3")
     assert journal.end_detail() == "cancelled: asked by the test"
     assert supervise(settings(data, folder), folder).events == journal.events  # ended: not run again
