@@ -501,6 +501,20 @@ def template_db() -> Path:
     return template
 
 
+@contextlib.contextmanager
+def private_server(home: Path) -> Iterator[str]:
+    """A local API for this process alone, its files in `home`: the server a command keeps for a workspace (the
+    same app, on a copy of the template database), but neither kept nor published; it is stopped when the block
+    ends and killed with this process. Yields its URL once it answers. The flow tests share one per session."""
+    fresh = _prepare_home(home)
+    proc, url = _start_server(home, fresh_schema=fresh)
+    try:
+        _wait_healthy(lambda: proc.poll() is None, url, home)
+        yield url
+    finally:
+        _stop(proc)
+
+
 def _prepare_home(home: Path) -> bool:
     """Make `home` hold a database at this Prefect version's head; True when it must still migrate itself."""
     home.mkdir(parents=True, exist_ok=True)
