@@ -69,7 +69,7 @@ def server(tmp_path_factory):
         home,
         "server",
         [ui._bin("prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-        env,
+        ui.server_environment(home, port),
     )
     try:
         deadline = time.monotonic() + 180
