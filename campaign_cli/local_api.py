@@ -501,7 +501,21 @@ def template_db() -> Path:
     return template
 
 
-def _prepare_home(home: Path) -> bool:
+@contextlib.contextmanager
+def private_server(home: Path) -> Iterator[str]:
+    """A local API for this process alone, its files in `home`: the server a command keeps for a workspace (the
+    same app, on a copy of the template database), but neither kept nor published; it is stopped when the block
+    ends and killed with this process. Yields its URL once it answers. The flow tests share one per session."""
+    fresh = prepare_home(home)
+    proc, url = _start_server(home, fresh_schema=fresh)
+    try:
+        _wait_healthy(lambda: proc.poll() is None, url, home)
+        yield url
+    finally:
+        _stop(proc)
+
+
+def prepare_home(home: Path) -> bool:
     """Make `home` hold a database at this Prefect version's head; True when it must still migrate itself."""
     home.mkdir(parents=True, exist_ok=True)
     db, stamp = home / DB_NAME, home / STAMP_NAME
@@ -560,7 +574,7 @@ def _find_or_start(home: Path) -> tuple[dict[str, Any], Path, subprocess.Popen |
             info = None
         proc = None
         if info is None:
-            migrate = _prepare_home(home)
+            migrate = prepare_home(home)
             proc, url = _start_server(home, fresh_schema=migrate, idle=idle_s())
             info = {
                 "pid": proc.pid,

@@ -42,6 +42,21 @@ def environment(home: Path, port: int) -> dict[str, str]:
     }
 
 
+def server_environment(home: Path, port: int) -> dict[str, str]:
+    """The server's environment. A new folder's database starts as a copy of the migrated, block-registered one the
+    CLI's local APIs start from (campaign_cli/local_api.py, built once per Prefect version), so the server skips
+    its migrations and block registration; a database an older Prefect wrote migrates as before."""
+    from campaign_cli.local_api import prepare_home
+
+    env = environment(home, port)
+    if prepare_home(home):
+        return env
+    return env | {
+        "PREFECT_API_DATABASE_MIGRATE_ON_START": "false",
+        "PREFECT_API_BLOCKS_REGISTER_ON_START": "false",
+    }
+
+
 def _bin(name: str) -> str:
     return str(Path(sys.executable).parent / name)
 
@@ -134,7 +149,7 @@ def start(
             home,
             "server",
             [_bin("prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-            env,
+            server_environment(home, port),
         )
     else:
         say(f"the Prefect server started from {home} is already running")

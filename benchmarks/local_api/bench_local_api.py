@@ -30,7 +30,7 @@ t = time.perf_counter()
 from pathlib import Path
 from campaign_cli import local_api
 if {fresh}:
-    local_api._prepare_home = lambda home: (home.mkdir(parents=True, exist_ok=True), True)[1]
+    local_api.prepare_home = lambda home: (home.mkdir(parents=True, exist_ok=True), True)[1]
 with local_api.local_api(Path({home!r})):
     print(time.perf_counter() - t)
 """

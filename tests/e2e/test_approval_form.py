@@ -69,7 +69,7 @@ def server(tmp_path_factory):
         home,
         "server",
         [ui._bin("prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-        env,
+        ui.server_environment(home, port),
     )
     try:
         deadline = time.monotonic() + 180
@@ -87,7 +87,18 @@ def browser():
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--window-size=1400,1000", "--no-first-run"):
+    # Debian's chromium wrapper turns on GPU rasterization (/etc/chromium.d/default-flags): without a GPU its GPU
+    # process then emulates one in software (SwiftShader) and drew the UI's run graph continuously, 85 of the
+    # file's 125 CPU-seconds (benchmarks/results/2026-12-05-test-cpu.md). Software compositing draws the same page.
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-gpu-rasterization",
+        "--disable-software-rasterizer",
+        "--window-size=1400,1000",
+        "--no-first-run",
+    ):
         options.add_argument(flag)
     options.binary_location = CHROMIUM
     driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))

@@ -27,10 +27,14 @@ WINDOW = (
 pytestmark = pytest.mark.e2e
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SHOTS = REPO / "build" / "e2e"
+# No GPU rasterization (Debian's wrapper turns it on): emulated in software it costs CPU for nothing here
+# (tests/e2e/test_approval_form.py says how much).
 FLAGS = [
     "--headless",
     "--no-sandbox",
     "--disable-gpu",
+    "--disable-gpu-rasterization",
+    "--disable-software-rasterizer",
     "--no-first-run",
     "--disable-background-networking",
     "--disable-component-update",

@@ -1,5 +1,8 @@
-"""One Prefect test harness for every flow test in the session (9-13 s to start on 2 idle cores; far longer on a
-busy machine, hence the generous start timeout)."""
+"""One local Prefect API for every flow test in the session: the server a `campaign` command keeps for a workspace
+(campaign_cli/local_api.py: Prefect's own app without its background-task worker, on a copy of a database migrated
+once per Prefect version), started for this session only. Prefect's `prefect_test_harness` migrated a new database
+and ran the server's background worker: 8.4 CPU-s to start against 3.0, and 0.79 CPU-s an idle minute against
+0.14 (benchmarks/results/2026-12-05-test-cpu.md)."""
 
 import pytest
 
@@ -7,16 +10,21 @@ from tests.helpers.paths import FAST_REHEARSAL
 
 
 @pytest.fixture(autouse=True, scope="session")
-def prefect_harness():
-    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
-    from prefect.testing.utilities import prefect_test_harness
+def prefect_harness(tmp_path_factory):
+    from prefect.context import _temporary_global_settings_context, get_settings_context
+    from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+    from campaign_cli.local_api import flush_to_api, private_server
 
     # The heartbeat thread costs ~1 s per flow run and cannot be switched off by environment variable.
     with (
-        prefect_test_harness(server_startup_timeout=240),
-        temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}),
+        private_server(tmp_path_factory.mktemp("prefect_api")) as url,
+        temporary_settings({PREFECT_API_URL: url, PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}),
     ):
-        yield
+        # The process-wide settings too, as prefect_test_harness does: code in a context copied earlier sees it.
+        with _temporary_global_settings_context(get_settings_context()):
+            yield
+        flush_to_api()  # the run logs and events still queued go out while their server is up
 
 
 @pytest.fixture(scope="session")

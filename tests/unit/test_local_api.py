@@ -217,3 +217,27 @@ def _holds_catalog(pid: int, folder) -> bool:
         return any(os.readlink(f"/proc/{pid}/fd/{fd}") == target for fd in os.listdir(f"/proc/{pid}/fd"))
     except OSError:
         return False
+
+
+def test_a_new_ui_folder_starts_from_the_template_database_and_an_older_one_migrates(tmp_path, cache) -> None:
+    import sqlite3
+
+    from deployments import ui
+
+    cache.mkdir()
+    template = cache / f"prefect-{local_api.prefect_version()}.db"
+    with sqlite3.connect(template) as con:
+        con.execute("CREATE TABLE alembic_version (version_num TEXT)")
+    fresh = ui.server_environment(tmp_path / "new", 4200)
+    assert (tmp_path / "new" / local_api.DB_NAME).is_file()  # a copy of the template: nothing to migrate
+    assert fresh["PREFECT_API_DATABASE_MIGRATE_ON_START"] == "false"
+    assert fresh["PREFECT_API_BLOCKS_REGISTER_ON_START"] == "false"
+    older = tmp_path / "older"
+    older.mkdir()
+    (older / local_api.DB_NAME).write_bytes(b"")  # a database from before the version stamp: it migrates
+    env = ui.server_environment(older, 4200)
+    assert (
+        "PREFECT_API_DATABASE_MIGRATE_ON_START" not in env
+        and "PREFECT_API_BLOCKS_REGISTER_ON_START" not in env
+    )
+    assert (older / local_api.DB_NAME).read_bytes() == b""  # never replaced
