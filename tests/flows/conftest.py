@@ -1,6 +1,6 @@
 """One local Prefect API for every flow test in the session: the server a `campaign` command keeps for a workspace
 (campaign_cli/local_api.py: Prefect's own app without its background-task worker, on a copy of a database migrated
-once per Prefect version), started for this session only. Prefect's `prefect_test_harness` migrated a new database
+once per Prefect version), started for this pytest run only. Prefect's `prefect_test_harness` migrated a new database
 and ran the server's background worker: 8.4 CPU-s to start against 3.0, and 0.79 CPU-s an idle minute against
 0.14 (benchmarks/results/2026-12-05-test-cpu.md)."""
 
