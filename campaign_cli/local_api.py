@@ -297,10 +297,12 @@ def stop_server(home: Path) -> dict[str, Any] | None:
     it, `clients`), or None."""
     with contextlib.suppress(OSError), _server_lock(home):
         info = server_info(home)
+        # The worker first: once it sees its server gone it unpublishes itself, some time before it has ended, and
+        # a stop after the server's could miss it.
+        stop_worker(home)
         if info is not None:
             info["clients"] = live_leases(home)
             _terminate(int(info["pid"]), int(info["port"]))
-        stop_worker(home)
         (home / INFO_NAME).unlink(missing_ok=True)
         _unregister(home)
         return info
