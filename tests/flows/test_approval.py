@@ -129,9 +129,9 @@ def other_workspace(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def prepared(tmp_path_factory, demo_inputs) -> tuple[Path, list[str]]:
+def prepared(tmp_path_factory, demo_inputs, demo_prepared) -> tuple[Path, list[str]]:
     """One prepared and validated workspace for the module: a rejection books nothing, so the tests share it."""
-    ws = tmp_path_factory.mktemp("approval") / "ws"
+    ws = demo_prepared.restore_to(tmp_path_factory.mktemp("approval") / "ws")
     # A short approval timeout: should the test's "person" fail, the commit gives up in minutes, not an hour.
     sets = set_args(
         [
@@ -141,8 +141,7 @@ def prepared(tmp_path_factory, demo_inputs) -> tuple[Path, list[str]]:
             f"window.start={START}",
         ]
     )
-    for stage in ("prepare", "validate"):
-        assert main([stage, str(DEMO), "--workspace", str(ws), *sets]) == 0
+    assert main(["validate", str(DEMO), "--workspace", str(ws), *sets]) == 0
     return ws, sets
 
 

@@ -21,7 +21,6 @@ from tests.helpers.prefect_api import (
     log_messages,
     task_runs_of,
 )
-from tests.helpers.saved import SavedFolder
 
 
 def _readme_figures():
@@ -177,16 +176,15 @@ def _every_figure_agrees(ws: Path, run_text: str, analyse_json: dict) -> None:
     assert sql_disagreements(json.loads(summary), json.loads(gates[0][0]), analysis) == []
 
 
-@pytest.fixture(scope="module")
-def _prepared(tmp_path_factory, demo_inputs) -> SavedFolder:
-    """One prepare of the demo, saved: the tests of a failing gate start from it (prepare reads no gate setting)."""
-    ws = tmp_path_factory.mktemp("lifecycle") / "w"
-    assert main(["prepare", str(DEMO), "--workspace", str(ws), *set_args(demo_inputs)]) == 0
-    return SavedFolder(ws, "prepared")
+@pytest.fixture()
+def prepared(demo_prepared, tmp_path) -> Path:
+    """A copy of the run's prepared demo workspace (conftest.py): the tests of a failing gate start from it
+    (prepare reads no gate setting)."""
+    return demo_prepared.restore_to(tmp_path / "w")
 
 
-def test_failed_gate_stops_the_lifecycle_before_commit(_prepared, demo_inputs, capsys):
-    ws = _prepared.restore()
+def test_failed_gate_stops_the_lifecycle_before_commit(prepared, demo_inputs, capsys):
+    ws = prepared
     sets = set_args([*demo_inputs, "gates.data.min_documents=1000000"])
     assert main(["run", str(DEMO), "--workspace", str(ws), *sets]) == 1
     err = capsys.readouterr().err
@@ -239,8 +237,8 @@ def test_failed_gate_stops_the_lifecycle_before_commit(_prepared, demo_inputs, c
     assert "stopped at **validate**" in latest_artifact("campaign-summary-demo").data
 
 
-def test_validate_prints_the_gate_table_and_exits_1_on_failure(_prepared, demo_inputs, capsys):
-    ws = _prepared.restore()
+def test_validate_prints_the_gate_table_and_exits_1_on_failure(prepared, demo_inputs, capsys):
+    ws = prepared
     sets = set_args(demo_inputs)
     # 4 GiB of HBM cannot hold the demo model with this layout: the memory gate fails.
     assert (

@@ -9,30 +9,22 @@ import pytest
 from campaign.gates import REQUIRED_GATES
 from campaign_cli.cli import main
 from tests.helpers.paths import DEMO, set_args
-from tests.helpers.saved import SavedFolder
 
 
 @pytest.fixture(scope="module")
-def committed(tmp_path_factory, demo_inputs):
+def committed(tmp_path_factory, demo_inputs, demo_prepared):
     """A workspace that went through prepare, validate and commit (module-scoped: built once)."""
-    ws = tmp_path_factory.mktemp("committed") / "ws"  # its own folder, so its own cluster calendar
-    for stage in ("prepare", "validate", "commit"):
+    # its own folder, so its own cluster calendar
+    ws = demo_prepared.restore_to(tmp_path_factory.mktemp("committed") / "ws")
+    for stage in ("validate", "commit"):
         assert main([stage, str(DEMO), "--workspace", str(ws), *set_args(demo_inputs)]) == 0, stage
     return ws
 
 
-@pytest.fixture(scope="module")
-def _prepared(tmp_path_factory, demo_inputs) -> SavedFolder:
-    """One prepare of the demo, saved."""
-    ws = tmp_path_factory.mktemp("prepared") / "w"
-    assert main(["prepare", str(DEMO), "--workspace", str(ws), *set_args(demo_inputs)]) == 0
-    return SavedFolder(ws, "prepared")
-
-
 @pytest.fixture()
-def prepared(_prepared) -> Path:
-    """The workspace as that prepare left it, at the same path for every test that starts from a plain prepare."""
-    return _prepared.restore()
+def prepared(demo_prepared, tmp_path) -> Path:
+    """A copy of the run's prepared demo workspace (conftest.py), in the test's own folder."""
+    return demo_prepared.restore_to(tmp_path / "w")
 
 
 def test_execute_without_commitment_says_no_gate_was_ever_run(prepared, demo_inputs, capsys):
@@ -129,10 +121,9 @@ def test_commit_without_validate_is_refused(prepared, demo_inputs, capsys):
     assert "run `campaign validate`" in err
 
 
-def test_commit_after_a_failed_gate_is_refused(tmp_path, demo_inputs, capsys):
-    ws = tmp_path / "w"
+def test_commit_after_a_failed_gate_is_refused(prepared, demo_inputs, capsys):
+    ws = prepared  # prepare reads no cluster setting
     sets = set_args([*demo_inputs, "cluster.accelerator.hbm_gib=4"])
-    assert main(["prepare", str(DEMO), "--workspace", str(ws), *sets]) == 0
     assert main(["validate", str(DEMO), "--workspace", str(ws), *sets]) == 1
     capsys.readouterr()
     assert main(["commit", str(DEMO), "--workspace", str(ws), *sets]) == 3

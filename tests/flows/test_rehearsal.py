@@ -9,10 +9,11 @@ from tests.helpers.paths import DEMO, set_args
 
 
 @pytest.fixture(scope="module")
-def prepared(tmp_path_factory, demo_inputs_jax):
-    ws = tmp_path_factory.mktemp("rehearsal") / "ws"  # its own folder, so its own cluster calendar
-    assert main(["prepare", str(DEMO), "--workspace", str(ws), *set_args(demo_inputs_jax)]) == 0
-    return ws
+def prepared(tmp_path_factory, demo_prepared):
+    """A copy of the run's prepared demo workspace (conftest.py): prepare reads no rehearsal setting."""
+    return demo_prepared.restore_to(
+        tmp_path_factory.mktemp("rehearsal") / "ws"
+    )  # its own folder and calendar
 
 
 def rehearsal_row(out: str) -> str:

@@ -12,17 +12,25 @@ from tasks.execute import check_commitment
 from tasks.prepare import clean_sources, ensure_demo_inputs
 from tasks.validate import configuration_gates, load_evidence, volume_gates
 from tests.helpers.paths import DEMO
+from tests.helpers.saved import SavedFolder
 
 
-@pytest.fixture
-def prepared(tmp_path, demo_inputs):
+@pytest.fixture(scope="module")
+def _prepared(tmp_path_factory, demo_inputs):
+    """The prepare tasks run once for the module, the workspace saved: a test may write into its own copy."""
     loaded = load_config(DEMO, demo_inputs)
-    ws = store.adopt_workspace(store.Workspace(tmp_path / "w"), "demo")
+    ws = store.adopt_workspace(store.Workspace(tmp_path_factory.mktemp("tasks") / "w"), "demo")
     with disable_run_logger():
         data = loaded.config.data.in_workspace(ws.root)
         ensure_demo_inputs.fn(data, loaded.config.seed)
         record = clean_sources.fn(data, ws)
-    return loaded, ws, record
+    return loaded, SavedFolder(ws.root, "prepared"), record
+
+
+@pytest.fixture
+def prepared(_prepared):
+    loaded, saved, record = _prepared
+    return loaded, store.Workspace(saved.restore()), record
 
 
 def test_clean_sources_returns_a_small_record_not_data(prepared):
