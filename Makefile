@@ -10,12 +10,19 @@ $(BIN)/python:
 	@echo "install: creating the virtual environment $(VENV)"
 	$(PYTHON) -m venv $(VENV)
 
-# Each step says what it does; pip's own hundreds of lines become a few (scripts/pip_progress.py).
+# Each step says what it does; the installer's hundreds of lines become a few (scripts/install_progress.py).
+# uv installs the packages (pip installs uv): it resolves the same versions as pip from the same index, and
+# downloads and compiles the bytecode of the 195 packages on every core, 21 s where pip took 54
+# (benchmarks/results/2026-12-06-install.md). If uv cannot be installed or fails, pip installs them as before.
 $(STAMP): pyproject.toml | $(BIN)/python
-	@echo "install [1/4]: upgrading pip in $(VENV)"
-	@$(BIN)/python -m pip install --quiet --upgrade pip
-	@echo "install [2/4]: the project and its dependencies (minutes on a fresh machine)"
-	@$(PYTHON) scripts/pip_progress.py $(BIN)/python -m pip install --progress-bar off -e '.[dev]'
+	@echo "install [1/4]: installing uv, the package installer, in $(VENV)"
+	@$(BIN)/python -m pip install --quiet 'uv>=0.9,<1' || echo "install: uv could not be installed; pip will install the packages"
+	@echo "install [2/4]: the project and its dependencies"
+	@if [ -x $(BIN)/uv ]; then \
+		$(PYTHON) scripts/install_progress.py $(BIN)/uv pip install --python $(BIN)/python --compile-bytecode -e '.[dev]' \
+		|| { echo "install: uv failed (its lines are above); installing with pip instead (minutes)"; \
+		$(PYTHON) scripts/install_progress.py $(BIN)/python -m pip install --progress-bar off -e '.[dev]'; }; \
+	else $(PYTHON) scripts/install_progress.py $(BIN)/python -m pip install --progress-bar off -e '.[dev]'; fi
 	@# megatron-core's own reader checks the training shards in the tests; its metadata asks for torch, which the
 	@# reader does not need, so it comes without its dependencies (tests/helpers/megatron_index.py).
 	@$(BIN)/python -m pip install --quiet --no-deps 'megatron-core>=0.16,<0.17'
@@ -35,8 +42,11 @@ run: $(STAMP)
 # Four workers, whole files each (module-scoped workspaces stay in one worker): most flow and e2e tests wait on
 # subprocesses, servers, browsers and Slurm, so on 2 cores two workers keep them only about 60 % busy
 # (benchmarks/results/2026-12-05-tests.md: 650 s with three, 600 s with four).
+# Whole files go to the workers longest first (tests/file_seconds.json, read by tests/conftest.py), and Python may
+# write bytecode even where PYTHONDONTWRITEBYTECODE is set: each worker and the processes the tests start then
+# import the project and the test modules compiled once, not each from source (benchmarks/results/2026-12-06-tests.md).
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 4 --dist loadfile --durations=25
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n 4 --dist loadfile --no-loadscope-reorder --durations=25
 
 # The fast tiers only: unit and reference (no Prefect flow, no server, no JAX trainer), each Hypothesis property on
 # a quarter of its examples (tests/helpers/examples.py).

@@ -1,8 +1,9 @@
-"""Run `pip install ...` and show its progress in a few lines instead of pip's hundreds (or nothing, with --quiet).
+"""Run `uv pip install ...` (or `pip install ...`) and show its progress in a few lines instead of hundreds.
 
-Used by `make install`: one line per stage (collecting, building, installing), the count of packages collected
-updated in place on a terminal (every 25th on a log), and pip's whole output when it fails. Standard library only:
-it runs before the project is installed. Exits with pip's exit code.
+Used by `make install`: one line per stage (resolving, downloading and building, installing, compiling bytecode;
+pip's collecting, building and installing), pip's count of packages collected updated in place on a terminal (every
+25th on a log), a line at least every 30 s while the installer works in silence, and the installer's last lines
+when it fails. Standard library only: it runs before the project is installed. Exits with the installer's exit code.
 """
 
 from __future__ import annotations
@@ -11,15 +12,20 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
-HEARTBEAT_S = (
-    30.0  # a line at least this often while pip works in silence (installing 180 packages takes minutes)
-)
+HEARTBEAT_S = 30.0  # a line at least this often while the installer works in silence (minutes with pip)
+# uv's summary lines (it prints one per stage, then a `+ name==version` line per package, which are counted)
+UV_STAGES = {
+    "Resolved": ("build", "resolved {}; downloading and building ..."),
+    "Prepared": ("install", "prepared {}; installing ..."),
+    "Installed": ("compile", "installed {}; compiling their bytecode ..."),
+}
 
 
 def main(argv: list[str]) -> int:
     if not argv:
-        print("usage: python scripts/pip_progress.py PYTHON -m pip install ...", file=sys.stderr)
+        print("usage: python scripts/install_progress.py {UV pip|PYTHON -m pip} install ...", file=sys.stderr)
         return 2
     tty = sys.stdout.isatty()
     started = time.monotonic()
@@ -41,9 +47,11 @@ def main(argv: list[str]) -> int:
     def heartbeat() -> None:
         while not done.wait(1.0):
             if time.monotonic() - said[0] >= HEARTBEAT_S:
-                what = {"build": "building wheels", "install": "installing packages"}.get(
-                    stage, "collecting packages"
-                )
+                what = {
+                    "build": "building wheels",
+                    "install": "installing packages",
+                    "compile": "compiling bytecode",
+                }.get(stage, "collecting packages")
                 say(f"still {what} ({time.monotonic() - started:.0f} s)")
 
     threading.Thread(target=heartbeat, daemon=True).start()
@@ -54,7 +62,12 @@ def main(argv: list[str]) -> int:
         for line in proc.stdout:
             kept.append(line)
             words = line.split()
-            if line.startswith("Collecting ") and len(words) > 1:
+            if words and words[0] in UV_STAGES and len(words) > 2 and words[2].startswith("package"):
+                stage, text = UV_STAGES[words[0]]
+                say(text.format(f"{words[1]} packages"))
+            elif line.startswith("Bytecode compiled"):
+                say(f"installed ({time.monotonic() - started:.0f} s)")
+            elif line.startswith("Collecting ") and len(words) > 1:
                 collected += 1
                 if tty or collected % 25 == 0:
                     say(f"collecting packages: {collected} ({words[1]})", in_place=True)
@@ -72,7 +85,9 @@ def main(argv: list[str]) -> int:
     done.set()
     if proc.returncode != 0:
         sys.stdout.write(("\n" if tty else "") + "".join(kept[-60:]))
-        print(f"  pip failed (exit {proc.returncode}); its last lines are above")
+        print(
+            f"  {'uv' if Path(argv[0]).name == 'uv' else 'pip'} failed (exit {proc.returncode}); its last lines are above"
+        )
     return proc.returncode
 
 
