@@ -64,7 +64,7 @@ def main(argv: list[str]) -> int:
             words = line.split()
             if words and words[0] in UV_STAGES and len(words) > 2 and words[2].startswith("package"):
                 stage, text = UV_STAGES[words[0]]
-                say(text.format(f"{words[1]} packages"))
+                say(text.format(f"{words[1]} {words[2]}"))  # "1 package", "195 packages"
             elif line.startswith("Bytecode compiled"):
                 say(f"installed ({time.monotonic() - started:.0f} s)")
             elif line.startswith("Collecting ") and len(words) > 1:

@@ -26,9 +26,10 @@ _controller = False
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # xdist's controller replays each worker's report hooks: only the process that ran the test records it.
+    # xdist's controller replays each worker's report hooks: only the process that ran the test records it (a
+    # worker has `workerinput`; the controller has a process count and none).
     global _controller
-    _controller = config.pluginmanager.hasplugin("dsession")
+    _controller = bool(getattr(config.option, "numprocesses", None)) and not hasattr(config, "workerinput")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -43,7 +44,7 @@ def pytest_runtest_logfinish(nodeid: str, location: object) -> None:
         return
     line = {
         "test": nodeid,
-        "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+        "worker": os.environ.get("PYTEST_XDIST_WORKER", f"pid {os.getpid()}"),
         "start": _started.pop(nodeid),
         "end": time.time(),
     }
