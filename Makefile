@@ -42,11 +42,10 @@ run: $(STAMP)
 # Four workers, whole files each (module-scoped workspaces stay in one worker): most flow and e2e tests wait on
 # subprocesses, servers, browsers and Slurm, so on 2 cores two workers keep them only about 60 % busy
 # (benchmarks/results/2026-12-05-tests.md: 650 s with three, 600 s with four).
-# Whole files go to the workers longest first (tests/file_seconds.json, read by tests/conftest.py), and Python may
-# write bytecode even where PYTHONDONTWRITEBYTECODE is set: each worker and the processes the tests start then
-# import the project and the test modules compiled once, not each from source (benchmarks/results/2026-12-06-tests.md).
+# Python may write bytecode even where PYTHONDONTWRITEBYTECODE is set: each worker and the processes the tests start
+# then import the project and the test modules compiled once, not each from source (4 x 6 CPU-s in collection alone).
 test: $(STAMP)
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n 4 --dist loadfile --no-loadscope-reorder --durations=25
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n 4 --dist loadfile --durations=25
 
 # The fast tiers only: unit and reference (no Prefect flow, no server, no JAX trainer), each Hypothesis property on
 # a quarter of its examples (tests/helpers/examples.py).

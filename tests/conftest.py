@@ -1,6 +1,5 @@
 """Shared test set-up: quiet Prefect and GX before anything imports them, and mark each test with its tier."""
 
-import json
 import os
 from pathlib import Path
 
@@ -18,10 +17,6 @@ os.environ.setdefault("CAMPAIGN_LOCK_WAIT_S", "1")
 # The tiers (declared in pyproject.toml), one per folder: `pytest -m unit`, `-m "not e2e"`, ...
 TIERS = ("unit", "reference", "flows", "e2e")
 TESTS = Path(__file__).resolve().parent
-# Seconds each file took in a whole suite run (benchmarks/tests/timeline.py --write): `make test` hands whole files
-# to its workers in collection order (--no-loadscope-reorder), so the longest start first and the run does not end
-# waiting on one long file that came last. A file not listed counts 0 and keeps its place after the listed ones.
-FILE_SECONDS = TESTS / "file_seconds.json"
 
 
 def pytest_collection_modifyitems(items):
@@ -29,6 +24,3 @@ def pytest_collection_modifyitems(items):
         tier = item.path.relative_to(TESTS).parts[0]
         if tier in TIERS:
             item.add_marker(getattr(pytest.mark, tier))
-    seconds = json.loads(FILE_SECONDS.read_text(encoding="utf-8")) if FILE_SECONDS.exists() else {}
-    # sorted() is stable: tests keep their order inside a file, and files of equal weight keep theirs
-    items.sort(key=lambda item: -seconds.get(item.path.relative_to(TESTS.parent).as_posix(), 0.0))

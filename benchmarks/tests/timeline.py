@@ -2,12 +2,12 @@
 
     CAMPAIGN_TEST_TIMELINE=OUT.jsonl .venv/bin/python -m pytest -p benchmarks.tests.timeline -n 4 --dist loadfile
     .venv/bin/python benchmarks/tests/timeline.py OUT.jsonl          # per file: worker, start, end, wall
-    .venv/bin/python benchmarks/tests/timeline.py OUT.jsonl --write tests/file_seconds.json
+    .venv/bin/python benchmarks/tests/timeline.py OUT.jsonl --write SECONDS.json   # each file's seconds
 
 A pytest plugin (loaded with -p) appends one JSON line per test to the file the variable names: its node id, its
 worker, and the wall clock when its setup began and its teardown ended; run as a script, it sums the lines per
 file, ordered by when each file began, and says when each worker went idle. `--write` saves each file's seconds
-(the sum of its tests' setup, call and teardown), which tests/conftest.py reads to start the longest files first.
+(the sum of its tests' setup, call and teardown), longest first.
 """
 
 import argparse
@@ -88,7 +88,7 @@ def file_seconds(path: Path) -> dict[str, float]:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="The suite's schedule from a timeline the plugin wrote.")
     parser.add_argument("timeline", type=Path, help="the JSON lines file CAMPAIGN_TEST_TIMELINE named")
-    parser.add_argument("--write", type=Path, help="save each file's seconds here (tests/file_seconds.json)")
+    parser.add_argument("--write", type=Path, help="save each file's seconds here, as JSON")
     args = parser.parse_args()
     if not args.timeline.is_file():
         sys.exit(
