@@ -13,7 +13,7 @@ $(BIN)/python:
 # Each step says what it does; the installer's hundreds of lines become a few (scripts/install_progress.py).
 # uv installs the packages (pip installs uv): it resolves the same versions as pip from the same index, and
 # downloads and compiles the bytecode of the 195 packages on every core, 21 s where pip took 54
-# (benchmarks/results/2026-12-06-install.md). If uv cannot be installed or fails, pip installs them as before.
+# (benchmarks/results/2026-12-06-tests.md). If uv cannot be installed or fails, pip installs them as before.
 $(STAMP): pyproject.toml | $(BIN)/python
 	@echo "install [1/4]: installing uv, the package installer, in $(VENV)"
 	@$(BIN)/python -m pip install --quiet 'uv>=0.9,<1' || echo "install: uv could not be installed; pip will install the packages"
