@@ -41,7 +41,7 @@ run: $(STAMP)
 # Every tier (unit, reference, flows, e2e; markers in pyproject.toml), the 25 slowest tests listed at the end.
 # Four workers, whole files each (module-scoped workspaces stay in one worker): most flow and e2e tests wait on
 # subprocesses, servers, browsers and Slurm, so on 2 cores two workers keep them only about 60 % busy
-# (benchmarks/results/2026-12-05-tests.md: 650 s with three, 600 s with four).
+# (benchmarks/results/2026-12-05-tests.md: 650 s with three, 600 s with four; 2026-12-06-tests.md: 705 s with six).
 # Python may write bytecode even where PYTHONDONTWRITEBYTECODE is set: each worker and the processes the tests start
 # then import the project and the test modules compiled once, not each from source (4 x 6 CPU-s in collection alone).
 test: $(STAMP)

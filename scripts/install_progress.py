@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 HEARTBEAT_S = 30.0  # a line at least this often while the installer works in silence (minutes with pip)
-# uv's summary lines (it prints one per stage, then a `+ name==version` line per package, which are counted)
+# uv's summary lines: it prints one per stage, then a `+ name==version` line per package, which are left out
 UV_STAGES = {
     "Resolved": ("build", "resolved {}; downloading and building ..."),
     "Prepared": ("install", "prepared {}; installing ..."),
