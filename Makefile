@@ -15,9 +15,9 @@ $(BIN)/python:
 # downloads and compiles the bytecode of the 195 packages on every core, 21 s where pip took 54
 # (benchmarks/results/2026-12-06-tests.md). If uv cannot be installed or fails, pip installs them as before.
 $(STAMP): pyproject.toml | $(BIN)/python
-	@echo "install [1/4]: installing uv, the package installer, in $(VENV)"
+	@echo "install [1/3]: installing uv, the package installer, in $(VENV)"
 	@$(BIN)/python -m pip install --quiet 'uv>=0.9,<1' || echo "install: uv could not be installed; pip will install the packages"
-	@echo "install [2/4]: the project and its dependencies"
+	@echo "install [2/3]: the project and its dependencies"
 	@if [ -x $(BIN)/uv ]; then \
 		$(PYTHON) scripts/install_progress.py $(BIN)/uv pip install --python $(BIN)/python --compile-bytecode -e '.[dev]' \
 		|| { echo "install: uv failed (its lines are above); installing with pip instead (minutes)"; \
@@ -26,10 +26,11 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	@# megatron-core's own reader checks the training shards in the tests; its metadata asks for torch, which the
 	@# reader does not need, so it comes without its dependencies (tests/helpers/megatron_index.py).
 	@$(BIN)/python -m pip install --quiet --no-deps 'megatron-core>=0.16,<0.17'
-	@echo "install [3/4]: compiling the simulator's kernels, once per install (Numba cache, about a minute)"
-	@$(PYTHON) scripts/heartbeat.py "compiling the simulator's kernels" $(BIN)/python -c "from campaign.sim.compiled import warm; warm()"
-	@echo "install [4/4]: compiling prepare's word, language and n-gram kernels, once per install"
-	@$(PYTHON) scripts/heartbeat.py "compiling prepare's kernels" $(BIN)/python -c "from campaign.data.filters import decontaminate, kernels, language; kernels.warm(); language.warm(); decontaminate.warm()"
+	@# The two compile on one core each, side by side: 18 s and 5 s one after the other on 2 cores.
+	@echo "install [3/3]: compiling the simulator's and prepare's kernels side by side, once per install (Numba cache, about 20 s)"
+	@$(PYTHON) scripts/heartbeat.py "compiling prepare's word, language and n-gram kernels" $(BIN)/python -c "from campaign.data.filters import decontaminate, kernels, language; kernels.warm(); language.warm(); decontaminate.warm()" & prepare=$$!; \
+	$(PYTHON) scripts/heartbeat.py "compiling the simulator's kernels" $(BIN)/python -c "from campaign.sim.compiled import warm; warm()"; simulator=$$?; \
+	wait $$prepare && [ $$simulator -eq 0 ]
 	@touch $(STAMP)
 	@echo "install: done"
 
