@@ -183,11 +183,18 @@ def paused(server):
 
 
 def _open_form(driver, base: str, run_id):
+    """The Resume modal, once the request in it has rendered: the UI fetches the run's input description after it
+    draws the modal, so on a busy machine the request's block can be there and still empty."""
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
 
     driver.get(f"{base}/runs/flow-run/{run_id}")
     driver.find_element(By.XPATH, "//button[normalize-space()='Resume']").click()
-    return driver.find_element(By.CSS_SELECTOR, ".p-modal")
+    modal = driver.find_element(By.CSS_SELECTOR, ".p-modal")
+    WebDriverWait(driver, 60).until(
+        lambda _: modal.find_element(By.CSS_SELECTOR, ".p-modal__body .markdown-renderer").text.strip()
+    )
+    return modal
 
 
 def _field(modal, label: str):
