@@ -2,15 +2,12 @@
 
     CAMPAIGN_TEST_TIMELINE=OUT.jsonl .venv/bin/python -m pytest -p benchmarks.tests.timeline -n 4 --dist loadfile
     .venv/bin/python benchmarks/tests/timeline.py OUT.jsonl          # per file: worker, start, end, wall
-    .venv/bin/python benchmarks/tests/timeline.py OUT.jsonl --write SECONDS.json   # each file's seconds
 
 A pytest plugin (loaded with -p) appends one JSON line per test to the file the variable names: its node id, its
 worker, and the wall clock when its setup began and its teardown ended; run as a script, it sums the lines per
-file, ordered by when each file began, and says when each worker went idle. `--write` saves each file's seconds
-(the sum of its tests' setup, call and teardown), longest first.
+file, ordered by when each file began, and says when each worker went idle.
 """
 
-import argparse
 import json
 import os
 import sys
@@ -75,27 +72,9 @@ def summarise(path: Path) -> str:
     return "\n".join(rows)
 
 
-def file_seconds(path: Path) -> dict[str, float]:
-    """Each file's seconds in the run: its tests' setup, call and teardown, summed; the longest first."""
-    totals: dict[str, float] = defaultdict(float)
-    for text in path.read_text(encoding="utf-8").splitlines():
-        if text.strip():
-            line = json.loads(text)
-            totals[line["test"].split("::")[0]] += line["end"] - line["start"]
-    return {name: round(value, 1) for name, value in sorted(totals.items(), key=lambda item: -item[1])}
-
-
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description="The suite's schedule from a timeline the plugin wrote.")
-    parser.add_argument("timeline", type=Path, help="the JSON lines file CAMPAIGN_TEST_TIMELINE named")
-    parser.add_argument("--write", type=Path, help="save each file's seconds here, as JSON")
-    args = parser.parse_args()
-    if not args.timeline.is_file():
+    if len(sys.argv) != 2 or not Path(sys.argv[1]).is_file():
         sys.exit(
-            f"{args.timeline}: no such file; run pytest with -p benchmarks.tests.timeline and {VARIABLE} set"
+            f"usage: {sys.argv[0]} TIMELINE.jsonl (written by pytest -p benchmarks.tests.timeline with {VARIABLE} set)"
         )
-    if args.write:
-        args.write.write_text(json.dumps(file_seconds(args.timeline), indent=1) + "\n", encoding="utf-8")
-        print(f"wrote {args.write}")
-    else:
-        print(summarise(args.timeline))
+    print(summarise(Path(sys.argv[1])))
