@@ -488,6 +488,8 @@ class _Supervisor:
         tail.poll()
         self.ingest(start, tail.metrics, min(start.stopped_at or time.time(), start.killed_at or time.time()))
         _read_ranks(ranks_dir, start)
+        # The start's last beats may show a straggler that a fault ending it in the same poll kept from being judged.
+        self.judge_stragglers(start, alloc, time.time(), may_end=False)
         return start
 
     def check(self, start: _Start, alloc: allocation.Allocation, now: float) -> None:
@@ -526,25 +528,33 @@ class _Supervisor:
             start.reason, start.killed_at = HANG, now
             allocation.signal_steps(alloc.job_id, "KILL")
             return
+        self.judge_stragglers(start, alloc, now, may_end=True)
+
+    def judge_stragglers(
+        self, start: _Start, alloc: allocation.Allocation, now: float, may_end: bool
+    ) -> None:
+        """Name a straggler once per start; with `stragglers: exclude` (and the start still running) end it."""
         slow = straggler(start.rank_beats, self.s.straggler_factor)
-        if slow is not None:
-            rank, mine, others = slow
-            name = start.rank_beats[rank].node or start.ranks[rank]
-            if name not in start.named:
-                start.named.add(name)
-                self.add(
-                    STRAGGLER,
-                    category=STRAGGLER,
-                    scope="node",
-                    node=self.node(name),
-                    detail=f"node={name} rank={rank} compute_s={mine:.3f} others_s={others:.3f} "
-                    f"factor={mine / others:.1f} (limit {self.s.straggler_factor:g}); "
-                    f"stragglers={self.s.stragglers}",
-                    attempt=start.attempt,
-                )
-                if self.s.stragglers == "exclude":
-                    start.straggler, start.reason, start.killed_at = name, STRAGGLER, now
-                    allocation.signal_steps(alloc.job_id, "KILL")
+        if slow is None:
+            return
+        rank, mine, others = slow
+        name = start.rank_beats[rank].node or start.ranks[rank]
+        if name in start.named:
+            return
+        start.named.add(name)
+        self.add(
+            STRAGGLER,
+            category=STRAGGLER,
+            scope="node",
+            node=self.node(name),
+            detail=f"node={name} rank={rank} compute_s={mine:.3f} others_s={others:.3f} "
+            f"factor={mine / others:.1f} (limit {self.s.straggler_factor:g}); "
+            f"stragglers={self.s.stragglers}",
+            attempt=start.attempt,
+        )
+        if may_end and self.s.stragglers == "exclude":
+            start.straggler, start.reason, start.killed_at = name, STRAGGLER, now
+            allocation.signal_steps(alloc.job_id, "KILL")
 
     def ingest(self, start: _Start, metrics: Metrics, now: float) -> None:
         j = self.journal
