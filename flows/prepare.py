@@ -3,7 +3,8 @@
 The shard work runs in a subflow on the task runner `runtime` asks for: threads, or Dask through
 prefect-dask (a LocalCluster, or the scheduler at `runtime.dask_address`). On the threads runner with
 `runtime.max_workers` > 1 each shard task hands its CPU work to one of that many lean worker processes
-(campaign.data.workers: no Prefect, no Dask), so every core is busy without a Dask cluster's processes.
+(campaign.data.workers: no Prefect, no Dask), so every core is busy without a Dask cluster's processes; one per
+32 MB of input at most, so a small input is cleaned in this process without paying for their start.
 """
 
 import json
@@ -15,7 +16,8 @@ from pathlib import Path
 from prefect import flow, unmapped
 
 from campaign.config import DataConfig, RuntimeConfig
-from campaign.data.workers import keep_workers, shard_workers
+from campaign.data.inputs import input_bytes
+from campaign.data.workers import keep_workers, pool_size, shard_workers
 from flows.common import StageParams, fails_cleanly, stage_run, stage_run_name, workspace_campaign
 from flows.runners import task_runner_for
 from tasks.config import load_campaign
@@ -51,7 +53,7 @@ def prepare_shards_flow(data: DataConfig, ws) -> PrepareRecord:
 def run_prepare_shards(data: DataConfig, ws, runtime: RuntimeConfig) -> PrepareRecord:
     runner = task_runner_for(runtime)
     if runtime.task_runner != "dask":
-        with shard_workers(runtime.max_workers):
+        with shard_workers(pool_size(input_bytes(data), runtime.max_workers)):
             return prepare_shards_flow.with_options(task_runner=runner)(data, ws)
     with _workers_use_this_api():
         return prepare_shards_flow.with_options(task_runner=runner)(data, ws)

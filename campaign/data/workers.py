@@ -32,6 +32,8 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
+from campaign.errors import ConfigError
+
 T = TypeVar("T")
 
 _HEADER = struct.Struct("<Q")
@@ -151,6 +153,31 @@ class WorkerPool:
 
 _active: WorkerPool | None = None
 _lock = threading.Lock()
+
+# A worker's start costs about 1.2 CPU-s (its imports: NumPy, Arrow, Numba and the cached word kernels). Two workers
+# took as long as the command's own process up to 64 MB of input, with more CPU and memory, and 0.84x its time at
+# 128 MB (benchmarks/results/2026-12-06-prepare-workers.md): a worker is started for each WORKER_MIN_MB of input.
+WORKER_MIN_MB = 32.0
+ENV_WORKER_MIN_MB = "CAMPAIGN_PREPARE_WORKER_MIN_MB"
+
+
+def pool_size(input_bytes: int, max_workers: int) -> int:
+    """The worker processes worth starting for `input_bytes` of input: one per WORKER_MIN_MB (or the
+    CAMPAIGN_PREPARE_WORKER_MIN_MB environment variable), at most `max_workers`. Under two, `shard_workers`
+    starts none."""
+    raw = os.environ.get(ENV_WORKER_MIN_MB, "").strip()
+    try:
+        min_mb = float(raw) if raw else WORKER_MIN_MB
+    except ValueError:
+        raise ConfigError(
+            f"{raw!r} is not a number of MB",
+            where=ENV_WORKER_MIN_MB,
+            fix=f"unset it (a worker per {WORKER_MIN_MB:g} MB of input) or give MB; 0 starts "
+            "runtime.max_workers workers whatever the input",
+        ) from None
+    if min_mb <= 0:
+        return max_workers
+    return max(1, min(max_workers, int(input_bytes // (min_mb * 2**20))))
 
 
 @contextmanager

@@ -1,9 +1,12 @@
-"""The prepare flow on both task runners: threads and Dask (prefect-dask LocalCluster) give identical outputs."""
+"""The prepare flow on both task runners: threads and Dask (prefect-dask LocalCluster) give identical outputs, and on
+threads the work done in lean worker processes and in the command's own process (an input too small to repay a
+worker's start) gives identical outputs too."""
 
 import json
 
 import pytest
 
+from campaign.data.workers import ENV_WORKER_MIN_MB
 from campaign_cli.cli import main
 from tests.helpers.paths import DEMO, set_args
 
@@ -27,9 +30,20 @@ def _prepare(ws, demo_inputs, runner: str, *extra: str) -> dict:
 
 @pytest.fixture(scope="module")
 def on_threads(tmp_path_factory, demo_inputs) -> tuple[object, dict]:
-    """One prepare on the threads runner: the reference both Dask runs are held to."""
+    """One prepare on the threads runner, its work in two worker processes (the demo alone would be cleaned in the
+    command's process): the reference the other runs are held to."""
     ws = tmp_path_factory.mktemp("runners") / "threads"
-    return ws, _prepare(ws, demo_inputs, "threads")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(ENV_WORKER_MIN_MB, "0")
+        return ws, _prepare(ws, demo_inputs, "threads")
+
+
+def test_the_work_in_this_process_gives_the_outputs_of_worker_processes(
+    tmp_path, demo_inputs, on_threads, monkeypatch
+):
+    monkeypatch.delenv(ENV_WORKER_MIN_MB, raising=False)  # the demo's 0.7 MB: no worker started
+    _, threads = on_threads
+    assert _prepare(tmp_path / "here", demo_inputs, "threads") == threads
 
 
 def test_dask_and_threads_give_identical_outputs(tmp_path, demo_inputs, on_threads):

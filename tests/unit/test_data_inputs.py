@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from campaign.config import DataConfig, SourceConfig
-from campaign.data.inputs import expand_glob, plan_shards
+from campaign.data.inputs import GZIP_TEXT_RATIO, expand_glob, input_bytes, plan_shards
 from campaign.data.readers import MALFORMED_JSON, RECORD_TOO_LARGE, read_source
 from campaign.errors import DataError
 
@@ -212,3 +212,16 @@ def test_prepare_names_every_unreadable_input_in_one_run(tmp_path: Path) -> None
     assert "3 input file(s) cannot be read" in text
     assert "cut.jsonl.gz" in text and "x.parquet" in text and "pipe.jsonl.gz" in text
     assert "fine.jsonl.gz" not in text and "y.parquet" not in text
+
+
+def test_input_bytes_counts_every_matched_file_and_a_gzip_file_as_the_text_it_holds(tmp_path: Path) -> None:
+    web, docs = tmp_path / "web", tmp_path / "docs"
+    web.mkdir()
+    docs.mkdir()
+    (web / "a.jsonl").write_bytes(b"x" * 1000)
+    (web / "b.jsonl").write_bytes(b"x" * 500)
+    (docs / "c.jsonl.gz").write_bytes(b"x" * 100)
+    data = DataConfig(sources=(_source(web / "*.jsonl"), _source(docs / "*.jsonl.gz", name="docs")))
+    assert input_bytes(data) == 1500 + 100 * GZIP_TEXT_RATIO
+    # a source that matches nothing counts nothing here: planning names it
+    assert input_bytes(DataConfig(sources=(_source(tmp_path / "none" / "*.jsonl"),))) == 0

@@ -10,7 +10,7 @@ import pytest
 
 from campaign.data import workers
 from campaign.data.normalise import normalise_text
-from campaign.errors import DataError
+from campaign.errors import ConfigError, DataError
 
 
 def _fail(message: str) -> None:
@@ -113,3 +113,22 @@ def test_a_ctrl_c_reaches_the_command_not_its_workers_and_ends_them() -> None:
         assert all(os.getpgid(p.pid) != os.getpgid(0) for p in procs)
         raise KeyboardInterrupt
     assert all(p.returncode is not None for p in procs)
+
+
+MB = 2**20
+
+
+def test_a_worker_is_started_only_for_each_32_mb_of_input(monkeypatch) -> None:
+    """The demo's 0.7 MB is cleaned in the command's process; 80 MB gets two workers of four allowed."""
+    monkeypatch.delenv(workers.ENV_WORKER_MIN_MB, raising=False)
+    assert workers.pool_size(int(0.7 * MB), 2) == 1
+    assert workers.pool_size(63 * MB, 2) == 1
+    assert workers.pool_size(64 * MB, 2) == 2
+    assert workers.pool_size(80 * MB, 4) == 2
+    assert workers.pool_size(10_000 * MB, 4) == 4
+    monkeypatch.setenv(workers.ENV_WORKER_MIN_MB, "0")  # every allowed worker, whatever the input
+    assert workers.pool_size(0, 3) == 3
+    monkeypatch.setenv(workers.ENV_WORKER_MIN_MB, "sixteen")
+    with pytest.raises(ConfigError) as caught:
+        workers.pool_size(MB, 2)
+    assert caught.value.where == workers.ENV_WORKER_MIN_MB and "'sixteen'" in caught.value.message
