@@ -181,6 +181,11 @@ def campaign_cmd(
             f"data.decontaminate={json.dumps({'benchmarks': bench})}",
         ]
     sets += extra_sets
+    return demo_prepare_cmd(ws, sets)
+
+
+def demo_prepare_cmd(ws: Path, sets: list[str]) -> list[str]:
+    """`campaign prepare` of the demo config into `ws` with these `--set` overrides."""
     return [
         str(REPO / ".venv" / "bin" / "campaign"),
         "prepare",

@@ -18,21 +18,9 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from benchmarks.prepare.bench_prepare import REPO, _measure, campaign_cmd
+from benchmarks.prepare.bench_prepare import _measure, campaign_cmd, demo_prepare_cmd
 
 ARMS = {"workers": "0", "in-process": "1000000"}
-
-
-def demo_cmd(ws: Path) -> list[str]:
-    return [
-        str(REPO / ".venv" / "bin" / "campaign"),
-        "prepare",
-        str(REPO / "configs/campaigns/demo.yaml"),
-        "--workspace",
-        str(ws),
-        "--set",
-        "runtime.max_workers=2",
-    ]
 
 
 def main() -> None:
@@ -56,7 +44,7 @@ def main() -> None:
                 scratch = Path(tempfile.mkdtemp(prefix="bench-workers-"))
                 ws = scratch / "w"
                 cmd = (
-                    demo_cmd(ws)
+                    demo_prepare_cmd(ws, ["runtime.max_workers=2"])
                     if corpus is None
                     else campaign_cmd(corpus, ws, 2, "cl100k_base", "threads", shards=True)
                 )

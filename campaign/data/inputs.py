@@ -213,6 +213,10 @@ def source_files(source: SourceConfig, index: int = 0) -> list[tuple[Path, str]]
     return [(path, relative_name(path, root)) for path in matches]
 
 
+# Web text compresses about 3-4x under gzip (a WARC file or a JSONL.gz of Common Crawl text).
+GZIP_TEXT_RATIO = 4
+
+
 def input_bytes(data: DataConfig) -> int:
     """The text the sources hold, estimated from their files' sizes: a gzip-compressed file counts
     GZIP_TEXT_RATIO times its size. Files that cannot be read count nothing (planning names them)."""
@@ -225,10 +229,6 @@ def input_bytes(data: DataConfig) -> int:
                 continue
             total += size * GZIP_TEXT_RATIO if path.name.endswith(".gz") else size
     return total
-
-
-# Web text compresses about 3-4x under gzip (a WARC file or a JSONL.gz of Common Crawl text).
-GZIP_TEXT_RATIO = 4
 
 
 # ----------------------------------------------------------------------------------------------- shards

@@ -169,12 +169,14 @@ def pool_size(input_bytes: int, max_workers: int) -> int:
     try:
         min_mb = float(raw) if raw else WORKER_MIN_MB
     except ValueError:
+        min_mb = -1.0
+    if not min_mb >= 0:  # not a number, negative or NaN
         raise ConfigError(
-            f"{raw!r} is not a number of MB",
+            f"{raw!r} is not a number of MB (0 or more)",
             where=ENV_WORKER_MIN_MB,
             fix=f"unset it (a worker per {WORKER_MIN_MB:g} MB of input) or give MB; 0 starts "
             "runtime.max_workers workers whatever the input",
-        ) from None
+        )
     if min_mb <= 0:
         return max_workers
     return max(1, min(max_workers, int(input_bytes // (min_mb * 2**20))))

@@ -128,7 +128,8 @@ def test_a_worker_is_started_only_for_each_32_mb_of_input(monkeypatch) -> None:
     assert workers.pool_size(10_000 * MB, 4) == 4
     monkeypatch.setenv(workers.ENV_WORKER_MIN_MB, "0")  # every allowed worker, whatever the input
     assert workers.pool_size(0, 3) == 3
-    monkeypatch.setenv(workers.ENV_WORKER_MIN_MB, "sixteen")
-    with pytest.raises(ConfigError) as caught:
-        workers.pool_size(MB, 2)
-    assert caught.value.where == workers.ENV_WORKER_MIN_MB and "'sixteen'" in caught.value.message
+    for bad in ("sixteen", "-4", "nan"):
+        monkeypatch.setenv(workers.ENV_WORKER_MIN_MB, bad)
+        with pytest.raises(ConfigError) as caught:
+            workers.pool_size(MB, 2)
+        assert caught.value.where == workers.ENV_WORKER_MIN_MB and repr(bad) in caught.value.message
